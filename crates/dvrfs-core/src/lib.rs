@@ -1,0 +1,4 @@
+//! dvrfs engine core.
+#![forbid(unsafe_code)]
+
+pub mod device;

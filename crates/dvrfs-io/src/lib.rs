@@ -1,0 +1,1 @@
+//! Device access for the runtime shell.
