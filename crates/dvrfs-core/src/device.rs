@@ -50,7 +50,7 @@ impl<D: Device + ?Sized> Device for Box<D> {
 }
 
 fn check_range(len_bytes: u64, offset_bytes: u64, n: usize) -> io::Result<()> {
-    let aligned = offset_bytes % IO_ALIGN_BYTES == 0 && (n as u64) % IO_ALIGN_BYTES == 0;
+    let aligned = offset_bytes.is_multiple_of(IO_ALIGN_BYTES) && (n as u64).is_multiple_of(IO_ALIGN_BYTES);
     if !aligned {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

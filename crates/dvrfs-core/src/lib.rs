@@ -1,4 +1,15 @@
-//! dvrfs engine core.
+//! dvrfs engine core: the on-disk format, block allocators, in-memory metadata and the
+//! journal. It never reads a clock, sleeps, spawns a thread or opens a file: time comes
+//! in as arguments and storage through the [`device::Device`] trait.
 #![forbid(unsafe_code)]
 
+pub mod alloc;
 pub mod device;
+pub mod error;
+pub mod format;
+pub mod fs;
+pub mod layout;
+pub mod meta;
+
+pub use error::{Error, Result};
+pub use fs::{Fs, OpenOptions, Stat};

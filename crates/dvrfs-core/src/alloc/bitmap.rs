@@ -1,0 +1,147 @@
+//! A plain bit set over block numbers, with the searches the allocators need.
+
+/// Bits per bitmap block: the whole payload of a metadata block.
+pub const BITS_PER_BITMAP_BLOCK: u64 = (crate::format::PAYLOAD_BYTES * 8) as u64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Bitmap {
+    words: Vec<u64>,
+    len: u64,
+}
+
+impl Bitmap {
+    pub fn new(len: u64) -> Self {
+        Bitmap {
+            words: vec![0; len.div_ceil(64) as usize],
+            len,
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, i: u64) -> bool {
+        debug_assert!(i < self.len);
+        self.words[(i / 64) as usize] >> (i % 64) & 1 == 1
+    }
+
+    pub fn set(&mut self, i: u64, v: bool) {
+        debug_assert!(i < self.len);
+        let w = &mut self.words[(i / 64) as usize];
+        if v {
+            *w |= 1 << (i % 64);
+        } else {
+            *w &= !(1 << (i % 64));
+        }
+    }
+
+    pub fn count_ones(&self) -> u64 {
+        self.words.iter().map(|w| w.count_ones() as u64).sum()
+    }
+
+    /// First clear bit in `from..to`.
+    pub fn first_clear(&self, from: u64, to: u64) -> Option<u64> {
+        let to = to.min(self.len);
+        let mut i = from;
+        while i < to {
+            let w = self.words[(i / 64) as usize];
+            if i % 64 == 0 && w == u64::MAX {
+                i += 64;
+                continue;
+            }
+            if w >> (i % 64) & 1 == 0 {
+                return Some(i);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// Length of the run of clear bits starting at `at`, capped at `max`.
+    pub fn clear_run_at(&self, at: u64, max: u64) -> u64 {
+        let mut n = 0;
+        while n < max && at + n < self.len && !self.get(at + n) {
+            n += 1;
+        }
+        n
+    }
+
+    /// The first run of `want` clear bits; if none, the longest run (start, length);
+    /// `None` when every bit is set.
+    pub fn find_clear_run(&self, want: u64) -> Option<(u64, u64)> {
+        let mut best: Option<(u64, u64)> = None;
+        let mut i = 0;
+        while let Some(start) = self.first_clear(i, self.len) {
+            let n = self.clear_run_at(start, want);
+            if n >= want {
+                return Some((start, want));
+            }
+            if best.is_none_or(|(_, b)| n > b) {
+                best = Some((start, n));
+            }
+            i = start + n;
+        }
+        best
+    }
+
+    /// Serialises bits `k * BITS_PER_BITMAP_BLOCK ..` into a bitmap block payload
+    /// (bit i of the payload is byte i / 8, bit i % 8, least significant first).
+    pub fn encode_block(&self, k: u64, payload: &mut [u8]) {
+        payload.fill(0);
+        let base = k * BITS_PER_BITMAP_BLOCK;
+        for j in 0..BITS_PER_BITMAP_BLOCK.min(self.len.saturating_sub(base)) {
+            if self.get(base + j) {
+                payload[(j / 8) as usize] |= 1 << (j % 8);
+            }
+        }
+    }
+
+    pub fn decode_block(&mut self, k: u64, payload: &[u8]) {
+        let base = k * BITS_PER_BITMAP_BLOCK;
+        for j in 0..BITS_PER_BITMAP_BLOCK.min(self.len.saturating_sub(base)) {
+            self.set(base + j, payload[(j / 8) as usize] >> (j % 8) & 1 == 1);
+        }
+    }
+
+    /// Set bits beyond `len` in a stored block, which must be zero.
+    pub fn block_has_stray_bits(&self, k: u64, payload: &[u8]) -> bool {
+        let base = k * BITS_PER_BITMAP_BLOCK;
+        (self.len.saturating_sub(base).min(BITS_PER_BITMAP_BLOCK)..BITS_PER_BITMAP_BLOCK)
+            .any(|j| payload[(j / 8) as usize] >> (j % 8) & 1 == 1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn searches_find_first_and_longest_runs() {
+        let mut b = Bitmap::new(200);
+        for i in 0..200 {
+            b.set(i, true);
+        }
+        assert_eq!(b.first_clear(0, 200), None);
+        for i in [3, 4, 5, 100, 101, 102, 103, 104] {
+            b.set(i, false);
+        }
+        assert_eq!(b.first_clear(0, 200), Some(3));
+        assert_eq!(b.first_clear(6, 200), Some(100));
+        assert_eq!(b.find_clear_run(3), Some((3, 3)));
+        assert_eq!(b.find_clear_run(4), Some((100, 4)));
+        assert_eq!(b.find_clear_run(10), Some((100, 5)));
+        let mut p = vec![0u8; crate::format::PAYLOAD_BYTES];
+        b.encode_block(0, &mut p);
+        let mut c = Bitmap::new(200);
+        c.decode_block(0, &p);
+        assert_eq!(b, c);
+        assert!(!c.block_has_stray_bits(0, &p));
+        p[200 / 8 + 1] = 1;
+        assert!(c.block_has_stray_bits(0, &p));
+    }
+}

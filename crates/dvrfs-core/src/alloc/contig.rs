@@ -1,0 +1,42 @@
+//! Contiguous allocation with aggressive preallocation (HERMES 5).
+//!
+//! A file that needs a block takes the next one of its preallocation window. When it
+//! has none left, it reserves a new window of `prealloc_blocks` (default 64) free
+//! blocks: right after its last block if that block is free (so the file stays
+//! contiguous), else the first run of that many free blocks, else the longest free run.
+//! Closing the file returns the unused part of the window.
+
+use super::{DataAlloc, Ino, Window};
+
+pub(super) fn pick(a: &mut DataAlloc, ino: Ino, prev: Option<u64>) -> Option<u64> {
+    if let Some(w) = a.windows.get_mut(&ino) {
+        // Only continue a window where the file continues; a write elsewhere in the
+        // file (a hole being filled) starts a fresh window.
+        if w.next < w.end && prev.is_none_or(|p| p + 1 == w.next) {
+            let b = w.next;
+            w.next += 1;
+            return Some(b);
+        }
+    }
+    a.release(ino);
+    let want = a.prealloc_blocks;
+    let n = a.used.len();
+    let after_prev = prev.map(|p| p + 1).filter(|&s| s < n && !a.busy.get(s));
+    let (start, len) = match after_prev {
+        Some(s) => (s, a.busy.clear_run_at(s, want)),
+        None => a.busy.find_clear_run(want)?,
+    };
+    debug_assert!(len >= 1);
+    for b in start..start + len {
+        a.busy.set(b, true);
+    }
+    a.free_blocks -= len;
+    a.windows.insert(
+        ino,
+        Window {
+            next: start + 1,
+            end: start + len,
+        },
+    );
+    Some(start)
+}

@@ -1,0 +1,220 @@
+//! Block allocation: the data-region allocator with its three policies, and the
+//! allocator of the dynamic metadata area.
+//!
+//! The data allocator keeps two views of the data region:
+//! - `used`, the bitmap that is stored on disk: a bit is set when a file owns the block;
+//! - `busy`, what a new allocation must avoid: `used`, plus blocks a `contig` file holds
+//!   in its preallocation window, plus blocks freed by operations not yet committed.
+//!   The last rule is what keeps a crash from exposing one file's new data inside a
+//!   file whose deletion had not reached the disk: a freed block is reused only after
+//!   the journal has made the free durable.
+//!
+//! Preallocation windows live only in memory, so a crash never leaks them.
+
+pub mod bitmap;
+mod contig;
+pub mod meta;
+mod seq;
+mod zrr;
+
+pub use bitmap::{Bitmap, BITS_PER_BITMAP_BLOCK};
+
+use crate::format::superblock::{AllocPolicy, Superblock};
+use std::collections::BTreeMap;
+
+/// Inode number.
+pub type Ino = u32;
+
+/// A contig file's window: blocks `next .. end` are reserved for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Window {
+    next: u64,
+    end: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct DataAlloc {
+    policy: AllocPolicy,
+    used: Bitmap,
+    busy: Bitmap,
+    /// Blocks that are not busy.
+    free_blocks: u64,
+    pending_free: Vec<u64>,
+    windows: BTreeMap<Ino, Window>,
+    prealloc_blocks: u64,
+    zone_count: u64,
+    zone_blocks: u64,
+    /// ZRR: the zone after the last one an allocation used.
+    cursor: u64,
+    /// Per zone (one zone for seq/contig): no free block below this hint.
+    hints: Vec<u64>,
+}
+
+impl DataAlloc {
+    /// An allocator over an empty data region with `sb`'s geometry.
+    pub fn new(sb: &Superblock) -> Self {
+        let n = sb.data_blocks;
+        let zone_count = sb.zone_count.max(1) as u64;
+        DataAlloc {
+            policy: sb.alloc,
+            used: Bitmap::new(n),
+            busy: Bitmap::new(n),
+            free_blocks: n,
+            pending_free: Vec::new(),
+            windows: BTreeMap::new(),
+            prealloc_blocks: sb.prealloc_blocks.max(1) as u64,
+            zone_count,
+            zone_blocks: sb.zone_blocks,
+            cursor: sb.zrr_cursor as u64 % zone_count,
+            hints: (0..zone_count).map(|z| z * sb.zone_blocks).collect(),
+        }
+    }
+
+    pub fn policy(&self) -> AllocPolicy {
+        self.policy
+    }
+
+    pub fn total_blocks(&self) -> u64 {
+        self.used.len()
+    }
+
+    /// The bitmap as it is (or will be, at the next commit) on disk.
+    pub fn used(&self) -> &Bitmap {
+        &self.used
+    }
+
+    /// Replaces the stored bitmap (at load, or when fsck rebuilds it).
+    pub fn set_used_bitmap(&mut self, used: Bitmap) {
+        debug_assert_eq!(used.len(), self.used.len());
+        self.busy = used.clone();
+        self.used = used;
+        self.free_blocks = self.used.len() - self.used.count_ones();
+        self.pending_free.clear();
+        self.windows.clear();
+        let zb = self.zone_blocks;
+        self.hints = (0..self.zone_count).map(|z| z * zb).collect();
+    }
+
+    pub fn used_blocks(&self) -> u64 {
+        self.used.count_ones()
+    }
+
+    /// Blocks a new allocation for `ino` can get right now (its own window included).
+    pub fn available_for(&self, ino: Ino) -> u64 {
+        self.free_blocks + self.windows.get(&ino).map_or(0, |w| w.end - w.next)
+    }
+
+    /// Blocks freed by operations that have not been committed yet.
+    pub fn pending_free(&self) -> usize {
+        self.pending_free.len()
+    }
+
+    pub fn zrr_cursor(&self) -> u32 {
+        self.cursor as u32
+    }
+
+    pub fn zone_of(&self, block: u64) -> u64 {
+        block / self.zone_blocks
+    }
+
+    pub(crate) fn zone_range(&self, zone: u64) -> (u64, u64) {
+        let start = zone * self.zone_blocks;
+        (start, (start + self.zone_blocks).min(self.used.len()))
+    }
+
+    /// Allocates the next block for `ino`, whose preceding file block (if any) lives
+    /// in `prev`. The block is marked used. `None` when the data region is full.
+    pub fn alloc(&mut self, ino: Ino, prev: Option<u64>) -> Option<u64> {
+        let block = match self.policy {
+            AllocPolicy::Zrr => zrr::pick(self, prev)?,
+            AllocPolicy::Seq => seq::pick(self)?,
+            AllocPolicy::Contig => {
+                let b = contig::pick(self, ino, prev)?;
+                self.used.set(b, true);
+                return Some(b);
+            }
+        };
+        self.take(block);
+        Some(block)
+    }
+
+    /// Marks a free block busy and used.
+    fn take(&mut self, block: u64) {
+        debug_assert!(!self.busy.get(block));
+        self.busy.set(block, true);
+        self.used.set(block, true);
+        self.free_blocks -= 1;
+        let z = self.hint_zone(block);
+        if self.hints[z] == block {
+            self.hints[z] = block + 1;
+        }
+    }
+
+    fn hint_zone(&self, block: u64) -> usize {
+        if self.policy == AllocPolicy::Zrr {
+            self.zone_of(block) as usize
+        } else {
+            0
+        }
+    }
+
+    /// Releases a block of a file. It stays busy until [`DataAlloc::commit_done`].
+    pub fn free(&mut self, block: u64) {
+        debug_assert!(self.used.get(block), "double free of data block {block}");
+        self.used.set(block, false);
+        self.pending_free.push(block);
+    }
+
+    /// The journal made every earlier free durable: the blocks can be reused.
+    pub fn commit_done(&mut self) {
+        for b in std::mem::take(&mut self.pending_free) {
+            if !self.used.get(b) && self.busy.get(b) {
+                self.busy.set(b, false);
+                self.free_blocks += 1;
+                let z = self.hint_zone(b);
+                self.hints[z] = self.hints[z].min(b);
+            }
+        }
+    }
+
+    /// `ino` was closed: its unused preallocation goes back to the free pool.
+    pub fn release(&mut self, ino: Ino) {
+        if let Some(w) = self.windows.remove(&ino) {
+            for b in w.next..w.end {
+                self.unreserve(b);
+            }
+        }
+    }
+
+    pub fn release_all(&mut self) {
+        let inos: Vec<Ino> = self.windows.keys().copied().collect();
+        for ino in inos {
+            self.release(ino);
+        }
+    }
+
+    fn unreserve(&mut self, b: u64) {
+        debug_assert!(self.busy.get(b) && !self.used.get(b));
+        self.busy.set(b, false);
+        self.free_blocks += 1;
+        let z = self.hint_zone(b);
+        self.hints[z] = self.hints[z].min(b);
+    }
+
+    /// Checks the allocator's own bookkeeping (used by tests and debug builds).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let busy = self.busy.count_ones();
+        if self.used.len() - busy != self.free_blocks {
+            return Err(format!("free count {} but {} blocks not busy", self.free_blocks, self.used.len() - busy));
+        }
+        for i in 0..self.used.len() {
+            if self.used.get(i) && !self.busy.get(i) {
+                return Err(format!("block {i} used but not busy"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,76 @@
+//! Typed errors of the core. Each message says what was wrong; the CLI adds what to do.
+
+use std::io;
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("I/O error while {what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("not a dvrfs file system: {0}")]
+    NotDvrfs(String),
+    #[error("corrupt metadata: {0}")]
+    Corrupt(String),
+    #[error("device is too small: {device_bytes} bytes, a file system with these settings needs at least {need_bytes}")]
+    TooSmall { device_bytes: u64, need_bytes: u64 },
+    #[error("{0}: no such file or directory")]
+    NotFound(String),
+    #[error("{0}: already exists")]
+    Exists(String),
+    #[error("{0}: not a directory")]
+    NotDir(String),
+    #[error("{0}: is a directory")]
+    IsDir(String),
+    #[error("{0}: directory not empty")]
+    NotEmpty(String),
+    #[error("name is {len} bytes long; the limit is 255")]
+    NameTooLong { len: usize },
+    #[error("invalid name {0:?}: names are 1 to 255 bytes without '/' or NUL, and not '.' or '..'")]
+    InvalidName(String),
+    #[error("no space left: {need_bytes} bytes needed, {free_bytes} bytes free")]
+    NoSpace { need_bytes: u64, free_bytes: u64 },
+    #[error("no free inodes (all {0} are in use)")]
+    NoInodes(u32),
+    #[error("metadata area is full")]
+    MetadataFull,
+    #[error("file too large: {0} bytes is past the limit")]
+    FileTooLarge(u64),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("file system is open read-only")]
+    ReadOnly,
+    #[error("a directory cannot be moved into itself or below itself")]
+    Loop,
+}
+
+impl Error {
+    pub fn io(what: impl Into<String>, source: io::Error) -> Error {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// The POSIX errno closest to this error (for the FUSE and C boundaries).
+    pub fn errno(&self) -> i32 {
+        match self {
+            Error::Io { .. } | Error::Corrupt(_) | Error::NotDvrfs(_) => 5, // EIO
+            Error::TooSmall { .. } | Error::InvalidArgument(_) | Error::InvalidName(_) => 22, // EINVAL
+            Error::NotFound(_) => 2,                                          // ENOENT
+            Error::Exists(_) => 17,                                           // EEXIST
+            Error::NotDir(_) => 20,                                           // ENOTDIR
+            Error::IsDir(_) => 21,                                            // EISDIR
+            Error::NotEmpty(_) => 39,                                         // ENOTEMPTY
+            Error::NameTooLong { .. } => 36,                                  // ENAMETOOLONG
+            Error::NoSpace { .. } | Error::NoInodes(_) | Error::MetadataFull => 28, // ENOSPC
+            Error::FileTooLarge(_) => 27,                                     // EFBIG
+            Error::ReadOnly => 30,                                            // EROFS
+            Error::Loop => 22,
+        }
+    }
+}

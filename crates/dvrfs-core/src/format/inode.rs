@@ -1,0 +1,268 @@
+//! Inode records (256 bytes, 15 per inode-table block) and indirect run blocks.
+//!
+//! A file maps file blocks to device blocks with runs `(file_block, start, count)`:
+//! file blocks `file_block .. file_block + count` live in blocks `start .. start + count`
+//! (data blocks for regular files, metadata blocks for directories and symlinks). Blocks
+//! not covered by any run are holes and read as zeros. The first [`INLINE_RUNS`] runs sit
+//! in the inode; the rest in indirect run blocks, one level only (HERMES 3.2). Indirect
+//! blocks come in [`INDIRECT_SLOTS`] contiguous extents whose sizes double (1, 2, 4, ...
+//! metadata blocks), so the inode names them with one start number each and a 1 TiB ZRR
+//! file (262,144 single-block runs at 4 MiB) still needs one level of indirection.
+
+use super::*;
+
+pub const INODE_BYTES: usize = 256;
+pub const INODES_PER_BLOCK: usize = PAYLOAD_BYTES / INODE_BYTES;
+pub const RUN_BYTES: usize = 16;
+pub const RUNS_PER_BLOCK: usize = PAYLOAD_BYTES / RUN_BYTES;
+/// Indirect extents per inode; extent `k` is `1 << k` metadata blocks long.
+pub const INDIRECT_SLOTS: usize = 13;
+
+const _: () = assert!(INODES_PER_BLOCK == 15);
+const _: () = assert!(RUNS_PER_BLOCK == 253);
+
+// Record layout.
+const I_MODE: usize = 0; // u32, file type and permission bits; 0 = free
+const I_NLINK: usize = I_MODE + 4;
+const I_UID: usize = I_NLINK + 4;
+const I_GID: usize = I_UID + 4;
+const I_SIZE: usize = I_GID + 4; // u64
+const I_MTIME: usize = I_SIZE + 8; // i64 ns
+const I_CTIME: usize = I_MTIME + 8; // i64 ns
+const I_GENERATION: usize = I_CTIME + 8; // u32
+const I_FLAGS: usize = I_GENERATION + 4; // u32
+const I_BITRATE: usize = I_FLAGS + 4; // u64 bits/s, stream property slot
+const I_FRAME_NUM: usize = I_BITRATE + 8; // u32 frame rate numerator
+const I_FRAME_DEN: usize = I_FRAME_NUM + 4; // u32 frame rate denominator
+const I_FRAME_ROOT: usize = I_FRAME_DEN + 4; // u64 frame index root block (reserved)
+const I_FRAME_COUNT: usize = I_FRAME_ROOT + 8; // u64 (reserved)
+const I_RUN_COUNT: usize = I_FRAME_COUNT + 8; // u32
+const I_INDIRECT: usize = I_RUN_COUNT + 4; // [u32; INDIRECT_SLOTS]
+const I_INLINE: usize = I_INDIRECT + 4 * INDIRECT_SLOTS; // [Run; INLINE_RUNS]
+/// Runs stored in the inode itself.
+pub const INLINE_RUNS: usize = (INODE_BYTES - I_INLINE) / RUN_BYTES;
+const _: () = assert!(I_INLINE == 136 && INLINE_RUNS == 7);
+
+/// Maximum runs of one file.
+pub const MAX_RUNS: usize = INLINE_RUNS + RUNS_PER_BLOCK * ((1 << INDIRECT_SLOTS) - 1);
+
+pub const S_IFMT: u32 = 0o170000;
+pub const S_IFREG: u32 = 0o100000;
+pub const S_IFDIR: u32 = 0o040000;
+pub const S_IFLNK: u32 = 0o120000;
+
+/// One run of a file's block map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub file_block: u32,
+    pub count: u32,
+    pub start: u64,
+}
+
+impl Run {
+    pub fn file_end(&self) -> u64 {
+        self.file_block as u64 + self.count as u64
+    }
+    fn encode(&self, b: &mut [u8]) {
+        put_u32(b, 0, self.file_block);
+        put_u32(b, 4, self.count);
+        put_u64(b, 8, self.start);
+    }
+    fn decode(b: &[u8]) -> Run {
+        Run {
+            file_block: get_u32(b, 0),
+            count: get_u32(b, 4),
+            start: get_u64(b, 8),
+        }
+    }
+}
+
+/// Stream properties kept with a recording (filled by the streaming issues).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamProps {
+    pub bitrate_bps: u64,
+    pub frame_rate_num: u32,
+    pub frame_rate_den: u32,
+}
+
+/// The fixed part of an inode as stored; the runs travel separately.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct InodeRecord {
+    pub mode: u32,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size_bytes: u64,
+    pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    pub generation: u32,
+    pub flags: u32,
+    pub stream: StreamProps,
+    pub frame_index_root: u64,
+    pub frame_count: u64,
+    pub run_count: u32,
+    pub indirect: [u32; INDIRECT_SLOTS],
+    pub inline: Vec<Run>,
+}
+
+impl InodeRecord {
+    pub fn is_free(&self) -> bool {
+        self.mode == 0
+    }
+
+    pub fn encode(&self, b: &mut [u8]) {
+        debug_assert_eq!(b.len(), INODE_BYTES);
+        debug_assert!(self.inline.len() <= INLINE_RUNS);
+        b.fill(0);
+        put_u32(b, I_MODE, self.mode);
+        put_u32(b, I_NLINK, self.nlink);
+        put_u32(b, I_UID, self.uid);
+        put_u32(b, I_GID, self.gid);
+        put_u64(b, I_SIZE, self.size_bytes);
+        put_i64(b, I_MTIME, self.mtime_ns);
+        put_i64(b, I_CTIME, self.ctime_ns);
+        put_u32(b, I_GENERATION, self.generation);
+        put_u32(b, I_FLAGS, self.flags);
+        put_u64(b, I_BITRATE, self.stream.bitrate_bps);
+        put_u32(b, I_FRAME_NUM, self.stream.frame_rate_num);
+        put_u32(b, I_FRAME_DEN, self.stream.frame_rate_den);
+        put_u64(b, I_FRAME_ROOT, self.frame_index_root);
+        put_u64(b, I_FRAME_COUNT, self.frame_count);
+        put_u32(b, I_RUN_COUNT, self.run_count);
+        for (k, s) in self.indirect.iter().enumerate() {
+            put_u32(b, I_INDIRECT + 4 * k, *s);
+        }
+        for (k, r) in self.inline.iter().enumerate() {
+            r.encode(&mut b[I_INLINE + RUN_BYTES * k..I_INLINE + RUN_BYTES * (k + 1)]);
+        }
+    }
+
+    pub fn decode(b: &[u8]) -> InodeRecord {
+        let run_count = get_u32(b, I_RUN_COUNT);
+        let mut indirect = [0u32; INDIRECT_SLOTS];
+        for (k, s) in indirect.iter_mut().enumerate() {
+            *s = get_u32(b, I_INDIRECT + 4 * k);
+        }
+        let inline_n = (run_count as usize).min(INLINE_RUNS);
+        let inline = (0..inline_n)
+            .map(|k| Run::decode(&b[I_INLINE + RUN_BYTES * k..I_INLINE + RUN_BYTES * (k + 1)]))
+            .collect();
+        InodeRecord {
+            mode: get_u32(b, I_MODE),
+            nlink: get_u32(b, I_NLINK),
+            uid: get_u32(b, I_UID),
+            gid: get_u32(b, I_GID),
+            size_bytes: get_u64(b, I_SIZE),
+            mtime_ns: get_i64(b, I_MTIME),
+            ctime_ns: get_i64(b, I_CTIME),
+            generation: get_u32(b, I_GENERATION),
+            flags: get_u32(b, I_FLAGS),
+            stream: StreamProps {
+                bitrate_bps: get_u64(b, I_BITRATE),
+                frame_rate_num: get_u32(b, I_FRAME_NUM),
+                frame_rate_den: get_u32(b, I_FRAME_DEN),
+            },
+            frame_index_root: get_u64(b, I_FRAME_ROOT),
+            frame_count: get_u64(b, I_FRAME_COUNT),
+            run_count,
+            indirect,
+            inline,
+        }
+    }
+}
+
+/// Where run number `index` (counted from 0, inline runs first) of a file lives:
+/// `None` for an inline run, else (indirect slot, block within slot, entry in block).
+pub fn run_location(index: usize) -> Option<(usize, u64, usize)> {
+    if index < INLINE_RUNS {
+        return None;
+    }
+    let i = index - INLINE_RUNS;
+    let block = (i / RUNS_PER_BLOCK) as u64; // block number across all slots
+    let entry = i % RUNS_PER_BLOCK;
+    // Slot k covers blocks (2^k - 1) .. (2^(k+1) - 1).
+    let slot = (64 - (block + 1).leading_zeros() - 1) as usize;
+    let within = block + 1 - (1u64 << slot);
+    Some((slot, within, entry))
+}
+
+/// Indirect metadata blocks a file with `runs` runs needs, as slot count.
+pub fn slots_needed(runs: usize) -> usize {
+    if runs <= INLINE_RUNS {
+        return 0;
+    }
+    let blocks = (runs - INLINE_RUNS).div_ceil(RUNS_PER_BLOCK) as u64;
+    (64 - blocks.leading_zeros()) as usize
+}
+
+/// Encodes up to [`RUNS_PER_BLOCK`] runs into an indirect block payload.
+pub fn encode_runs(runs: &[Run], payload: &mut [u8]) {
+    debug_assert!(runs.len() <= RUNS_PER_BLOCK);
+    payload.fill(0);
+    for (k, r) in runs.iter().enumerate() {
+        r.encode(&mut payload[RUN_BYTES * k..RUN_BYTES * (k + 1)]);
+    }
+}
+
+pub fn decode_runs(payload: &[u8], n: usize) -> Vec<Run> {
+    (0..n.min(RUNS_PER_BLOCK))
+        .map(|k| Run::decode(&payload[RUN_BYTES * k..RUN_BYTES * (k + 1)]))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inode_round_trips() {
+        let rec = InodeRecord {
+            mode: S_IFREG | 0o644,
+            nlink: 1,
+            uid: 1000,
+            gid: 100,
+            size_bytes: 123456789,
+            mtime_ns: -5,
+            ctime_ns: 99,
+            generation: 3,
+            flags: 0,
+            stream: StreamProps {
+                bitrate_bps: 19_390_000,
+                frame_rate_num: 30000,
+                frame_rate_den: 1001,
+            },
+            frame_index_root: 0,
+            frame_count: 0,
+            run_count: 9,
+            indirect: [5; INDIRECT_SLOTS],
+            inline: (0..7)
+                .map(|k| Run {
+                    file_block: k,
+                    count: 1,
+                    start: 1000 + k as u64,
+                })
+                .collect(),
+        };
+        let mut b = [0u8; INODE_BYTES];
+        rec.encode(&mut b);
+        assert_eq!(InodeRecord::decode(&b), rec);
+    }
+
+    #[test]
+    fn run_locations_cover_slots_in_order() {
+        assert_eq!(run_location(6), None);
+        assert_eq!(run_location(7), Some((0, 0, 0)));
+        assert_eq!(run_location(7 + 252), Some((0, 0, 252)));
+        assert_eq!(run_location(7 + 253), Some((1, 0, 0)));
+        assert_eq!(run_location(7 + 253 * 2), Some((1, 1, 0)));
+        assert_eq!(run_location(7 + 253 * 3), Some((2, 0, 0)));
+        assert_eq!(run_location(MAX_RUNS - 1), Some((12, 4095, 252)));
+        assert_eq!(slots_needed(7), 0);
+        assert_eq!(slots_needed(8), 1);
+        assert_eq!(slots_needed(7 + 253), 1);
+        assert_eq!(slots_needed(7 + 254), 2);
+        assert_eq!(slots_needed(MAX_RUNS), INDIRECT_SLOTS);
+        // A 1 TiB ZRR file with 4 MiB blocks fits.
+        assert!(MAX_RUNS >= 262_144);
+    }
+}

@@ -1,0 +1,310 @@
+//! The superblock: the geometry of the file system and its few global counters.
+//!
+//! Three copies: metadata block 0 of the primary region, block 0 of the backup region,
+//! and the last 4 KiB of the device. All three carry block number 0 in their header
+//! (they are the same logical block), so the images are byte-identical.
+
+use super::*;
+
+/// Data-block allocation policy, fixed at mkfs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AllocPolicy {
+    /// Zone round robin (AVFS 3.2.2).
+    Zrr,
+    /// Contiguous with a preallocation window (HERMES 5).
+    Contig,
+    /// Plain first fit, the baseline.
+    Seq,
+}
+
+impl AllocPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AllocPolicy::Zrr => "zrr",
+            AllocPolicy::Contig => "contig",
+            AllocPolicy::Seq => "seq",
+        }
+    }
+    pub fn parse(s: &str) -> Option<AllocPolicy> {
+        match s {
+            "zrr" => Some(AllocPolicy::Zrr),
+            "contig" => Some(AllocPolicy::Contig),
+            "seq" => Some(AllocPolicy::Seq),
+            _ => None,
+        }
+    }
+    fn to_u8(self) -> u8 {
+        match self {
+            AllocPolicy::Zrr => 1,
+            AllocPolicy::Contig => 2,
+            AllocPolicy::Seq => 3,
+        }
+    }
+    fn from_u8(v: u8) -> Option<AllocPolicy> {
+        match v {
+            1 => Some(AllocPolicy::Zrr),
+            2 => Some(AllocPolicy::Contig),
+            3 => Some(AllocPolicy::Seq),
+            _ => None,
+        }
+    }
+}
+
+/// The decoded superblock. Region starts and lengths of the metadata areas are in
+/// metadata blocks (4 KiB) from the start of the device; the data and backup regions
+/// are given in bytes because data blocks are not 4 KiB.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub uuid: Uuid,
+    pub device_bytes: u64,
+    pub data_block_bytes: u64,
+    /// Length of the primary metadata region (superblock + journal + the rest).
+    pub meta_blocks: u64,
+    pub journal_start: u64,
+    pub journal_blocks: u64,
+    pub data_bitmap_start: u64,
+    pub data_bitmap_blocks: u64,
+    pub meta_bitmap_start: u64,
+    pub meta_bitmap_blocks: u64,
+    pub inode_table_start: u64,
+    pub inode_table_blocks: u64,
+    pub dynamic_start: u64,
+    pub dynamic_blocks: u64,
+    pub data_start_bytes: u64,
+    pub data_blocks: u64,
+    pub backup_start_bytes: u64,
+    pub inode_count: u32,
+    pub root_ino: u32,
+    pub alloc: AllocPolicy,
+    pub zone_count: u32,
+    pub zone_blocks: u64,
+    pub prealloc_blocks: u32,
+    pub commit_interval_ms: u32,
+    /// ZRR: the zone where the next new file starts.
+    pub zrr_cursor: u32,
+    /// The last transaction checkpointed into this region.
+    pub last_txn: u64,
+    pub created_ns: i64,
+}
+
+// Payload layout.
+const S_DEVICE: usize = 0;
+const S_DATA_BLOCK: usize = S_DEVICE + 8;
+const S_META_BLOCKS: usize = S_DATA_BLOCK + 8;
+const S_JOURNAL: usize = S_META_BLOCKS + 8; // start u64, blocks u64
+const S_DBITMAP: usize = S_JOURNAL + 16;
+const S_MBITMAP: usize = S_DBITMAP + 16;
+const S_ITABLE: usize = S_MBITMAP + 16;
+const S_DYNAMIC: usize = S_ITABLE + 16;
+const S_DATA_START: usize = S_DYNAMIC + 16;
+const S_DATA_BLOCKS: usize = S_DATA_START + 8;
+const S_BACKUP_START: usize = S_DATA_BLOCKS + 8;
+const S_INODE_COUNT: usize = S_BACKUP_START + 8;
+const S_ROOT: usize = S_INODE_COUNT + 4;
+const S_ALLOC: usize = S_ROOT + 4; // u8 + 3 zero bytes
+const S_ZONE_COUNT: usize = S_ALLOC + 4;
+const S_ZONE_BLOCKS: usize = S_ZONE_COUNT + 4;
+const S_PREALLOC: usize = S_ZONE_BLOCKS + 8;
+const S_COMMIT_MS: usize = S_PREALLOC + 4;
+const S_ZRR_CURSOR: usize = S_COMMIT_MS + 4;
+const S_PAD: usize = S_ZRR_CURSOR + 4; // u32 zero
+const S_LAST_TXN: usize = S_PAD + 4;
+const S_CREATED: usize = S_LAST_TXN + 8;
+/// Bytes of the superblock payload in use; the rest is zero (reserved).
+pub const SUPERBLOCK_USED_BYTES: usize = S_CREATED + 8;
+const _: () = assert!(SUPERBLOCK_USED_BYTES == 184);
+
+impl Superblock {
+    /// The backup region holds every primary metadata block except the journal.
+    pub fn backup_blocks(&self) -> u64 {
+        self.meta_blocks - self.journal_blocks
+    }
+
+    /// Byte offset of the primary copy of metadata block `n`.
+    pub fn primary_offset(&self, n: u64) -> u64 {
+        n * META_BLOCK_BYTES as u64
+    }
+
+    /// Byte offset of the backup copy of metadata block `n` (`n` outside the journal).
+    pub fn backup_offset(&self, n: u64) -> u64 {
+        debug_assert!(!self.in_journal(n));
+        let idx = if n >= self.journal_start + self.journal_blocks {
+            n - self.journal_blocks
+        } else {
+            n
+        };
+        self.backup_start_bytes + idx * META_BLOCK_BYTES as u64
+    }
+
+    /// Byte offset of the third superblock copy: the last metadata block of the device.
+    pub fn last_copy_offset(&self) -> u64 {
+        self.device_bytes - META_BLOCK_BYTES as u64
+    }
+
+    pub fn in_journal(&self, n: u64) -> bool {
+        n >= self.journal_start && n < self.journal_start + self.journal_blocks
+    }
+
+    pub fn data_offset(&self, data_block: u64) -> u64 {
+        self.data_start_bytes + data_block * self.data_block_bytes
+    }
+
+    pub fn encode(&self, seq: u64) -> Box<[u8; META_BLOCK_BYTES]> {
+        let mut b = new_block();
+        let p = payload_mut(&mut b[..]);
+        put_u64(p, S_DEVICE, self.device_bytes);
+        put_u64(p, S_DATA_BLOCK, self.data_block_bytes);
+        put_u64(p, S_META_BLOCKS, self.meta_blocks);
+        put_u64(p, S_JOURNAL, self.journal_start);
+        put_u64(p, S_JOURNAL + 8, self.journal_blocks);
+        put_u64(p, S_DBITMAP, self.data_bitmap_start);
+        put_u64(p, S_DBITMAP + 8, self.data_bitmap_blocks);
+        put_u64(p, S_MBITMAP, self.meta_bitmap_start);
+        put_u64(p, S_MBITMAP + 8, self.meta_bitmap_blocks);
+        put_u64(p, S_ITABLE, self.inode_table_start);
+        put_u64(p, S_ITABLE + 8, self.inode_table_blocks);
+        put_u64(p, S_DYNAMIC, self.dynamic_start);
+        put_u64(p, S_DYNAMIC + 8, self.dynamic_blocks);
+        put_u64(p, S_DATA_START, self.data_start_bytes);
+        put_u64(p, S_DATA_BLOCKS, self.data_blocks);
+        put_u64(p, S_BACKUP_START, self.backup_start_bytes);
+        put_u32(p, S_INODE_COUNT, self.inode_count);
+        put_u32(p, S_ROOT, self.root_ino);
+        p[S_ALLOC] = self.alloc.to_u8();
+        put_u32(p, S_ZONE_COUNT, self.zone_count);
+        put_u64(p, S_ZONE_BLOCKS, self.zone_blocks);
+        put_u32(p, S_PREALLOC, self.prealloc_blocks);
+        put_u32(p, S_COMMIT_MS, self.commit_interval_ms);
+        put_u32(p, S_ZRR_CURSOR, self.zrr_cursor);
+        put_u64(p, S_LAST_TXN, self.last_txn);
+        put_i64(p, S_CREATED, self.created_ns);
+        seal_block(
+            &mut b[..],
+            &Header {
+                block_type: BlockType::Superblock,
+                uuid: self.uuid,
+                block_no: 0,
+                seq,
+            },
+        );
+        b
+    }
+
+    /// Decodes and validates a superblock image: checksum, then that every region lies
+    /// inside the device and no two overlap.
+    pub fn decode(block: &[u8]) -> Result<Superblock, BlockError> {
+        let h = parse_header(block)?;
+        if h.block_type != BlockType::Superblock {
+            return Err(BlockError::WrongType {
+                expected: BlockType::Superblock.name(),
+                found: h.block_type.name(),
+            });
+        }
+        if h.block_no != 0 {
+            return Err(BlockError::Misplaced { found: h.block_no });
+        }
+        let p = payload(block);
+        let alloc = AllocPolicy::from_u8(p[S_ALLOC]).ok_or(BlockError::Malformed("allocation policy"))?;
+        let sb = Superblock {
+            uuid: h.uuid,
+            device_bytes: get_u64(p, S_DEVICE),
+            data_block_bytes: get_u64(p, S_DATA_BLOCK),
+            meta_blocks: get_u64(p, S_META_BLOCKS),
+            journal_start: get_u64(p, S_JOURNAL),
+            journal_blocks: get_u64(p, S_JOURNAL + 8),
+            data_bitmap_start: get_u64(p, S_DBITMAP),
+            data_bitmap_blocks: get_u64(p, S_DBITMAP + 8),
+            meta_bitmap_start: get_u64(p, S_MBITMAP),
+            meta_bitmap_blocks: get_u64(p, S_MBITMAP + 8),
+            inode_table_start: get_u64(p, S_ITABLE),
+            inode_table_blocks: get_u64(p, S_ITABLE + 8),
+            dynamic_start: get_u64(p, S_DYNAMIC),
+            dynamic_blocks: get_u64(p, S_DYNAMIC + 8),
+            data_start_bytes: get_u64(p, S_DATA_START),
+            data_blocks: get_u64(p, S_DATA_BLOCKS),
+            backup_start_bytes: get_u64(p, S_BACKUP_START),
+            inode_count: get_u32(p, S_INODE_COUNT),
+            root_ino: get_u32(p, S_ROOT),
+            alloc,
+            zone_count: get_u32(p, S_ZONE_COUNT),
+            zone_blocks: get_u64(p, S_ZONE_BLOCKS),
+            prealloc_blocks: get_u32(p, S_PREALLOC),
+            commit_interval_ms: get_u32(p, S_COMMIT_MS),
+            zrr_cursor: get_u32(p, S_ZRR_CURSOR),
+            last_txn: get_u64(p, S_LAST_TXN),
+            created_ns: get_i64(p, S_CREATED),
+        };
+        sb.validate()?;
+        Ok(sb)
+    }
+
+    /// The relations every superblock must satisfy.
+    pub fn validate(&self) -> Result<(), BlockError> {
+        let m = |what| Err(BlockError::Malformed(what));
+        let bs = self.data_block_bytes;
+        if !bs.is_power_of_two() || !(crate::layout::MIN_DATA_BLOCK_BYTES..=crate::layout::MAX_DATA_BLOCK_BYTES).contains(&bs) {
+            return m("data block size");
+        }
+        if self.device_bytes % META_BLOCK_BYTES as u64 != 0 {
+            return m("device size");
+        }
+        // The metadata areas follow each other in this order, starting after block 0.
+        let areas = [
+            (self.journal_start, self.journal_blocks),
+            (self.data_bitmap_start, self.data_bitmap_blocks),
+            (self.meta_bitmap_start, self.meta_bitmap_blocks),
+            (self.inode_table_start, self.inode_table_blocks),
+            (self.dynamic_start, self.dynamic_blocks),
+        ];
+        let mut next = 1u64;
+        for (start, len) in areas {
+            if start != next || len == 0 {
+                return m("metadata region layout");
+            }
+            next = match start.checked_add(len) {
+                Some(n) => n,
+                None => return m("metadata region layout"),
+            };
+        }
+        if next != self.meta_blocks || self.meta_blocks >= u32::MAX as u64 {
+            return m("metadata region length");
+        }
+        let primary_end = self.meta_blocks * META_BLOCK_BYTES as u64;
+        let data_end = self
+            .data_blocks
+            .checked_mul(bs)
+            .and_then(|x| x.checked_add(self.data_start_bytes));
+        let backup_end = self
+            .backup_blocks()
+            .checked_mul(META_BLOCK_BYTES as u64)
+            .and_then(|x| x.checked_add(self.backup_start_bytes));
+        match (data_end, backup_end) {
+            (Some(d), Some(b))
+                if self.data_start_bytes >= primary_end
+                    && d <= self.backup_start_bytes
+                    && b <= self.last_copy_offset() => {}
+            _ => return m("region bounds"),
+        }
+        if self.data_bitmap_blocks * crate::alloc::BITS_PER_BITMAP_BLOCK < self.data_blocks
+            || self.meta_bitmap_blocks * crate::alloc::BITS_PER_BITMAP_BLOCK < self.dynamic_blocks
+        {
+            return m("bitmap size");
+        }
+        if self.inode_count < 2
+            || self.inode_table_blocks * (super::inode::INODES_PER_BLOCK as u64) < self.inode_count as u64
+            || self.root_ino == 0
+            || self.root_ino >= self.inode_count
+        {
+            return m("inode table");
+        }
+        if self.zone_count == 0
+            || self.zone_count > crate::layout::MAX_ZONES
+            || self.zone_blocks == 0
+            || self.zone_blocks * (self.zone_count as u64) < self.data_blocks
+            || self.zrr_cursor >= self.zone_count
+        {
+            return m("zones");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,330 @@
+//! Checking and repairing a file system.
+//!
+//! Checks, in order: the three superblock copies; every metadata block in use, in both
+//! regions (a primary block that fails verification was already read from its backup
+//! at open; a backup block that fails or differs is reported); the structure (data and
+//! metadata bitmaps against what the inodes reference, blocks referenced twice, blocks
+//! past the end of a file, directory entries naming free inodes, link counts, inodes no
+//! directory reaches).
+//!
+//! `--repair` fixes what it can through the normal journaled commit: corrupt copies are
+//! rewritten from the good copy, bitmaps rebuilt from the references, link counts
+//! recomputed, bad entries removed, and unreachable inodes linked into `/lost+found`
+//! (recordings are not thrown away). Blocks referenced by two files cannot be fixed
+//! automatically and stay reported.
+
+use super::*;
+use crate::alloc::Bitmap;
+use crate::format::{verify_block, BlockType, META_BLOCK_BYTES};
+
+#[derive(Clone, Debug, Default)]
+pub struct FsckReport {
+    pub errors: Vec<String>,
+    pub repaired: usize,
+    /// Errors that are still there after this run.
+    pub remaining: usize,
+    pub replayed_txn: Option<u64>,
+}
+
+impl FsckReport {
+    pub fn clean(&self) -> bool {
+        self.errors.is_empty()
+    }
+
+    /// fsck(8) exit status: 0 clean, 1 errors corrected, 4 errors left uncorrected.
+    pub fn exit_code(&self) -> i32 {
+        if self.errors.is_empty() {
+            0
+        } else if self.remaining == 0 {
+            1
+        } else {
+            4
+        }
+    }
+}
+
+struct Found {
+    errors: Vec<String>,
+    fixable: Vec<bool>,
+}
+
+impl Found {
+    fn err(&mut self, fixable: bool, msg: String) {
+        self.errors.push(msg);
+        self.fixable.push(fixable);
+    }
+}
+
+/// Checks (and with `repair`, fixes) the file system on `dev`. Returns the device.
+/// A file system whose metadata cannot be read at all is reported, not an `Err`;
+/// `Err` is kept for "not a dvrfs" and I/O failures.
+pub fn fsck<D: Device>(dev: D, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<(FsckReport, Option<D>)> {
+    let opts = if repair { OpenOptions::writable() } else { OpenOptions::read_only() };
+    let mut fs = match Fs::open(dev, opts) {
+        Ok(fs) => fs,
+        Err(Error::Corrupt(msg)) => {
+            return Ok((FsckReport { errors: vec![msg], repaired: 0, remaining: 1, replayed_txn: None }, None));
+        }
+        Err(e) => return Err(e),
+    };
+    let mut f = Found { errors: vec![], fixable: vec![] };
+    let report = fs.report.clone();
+    if report.superblock_from != "primary" {
+        f.err(true, "primary superblock is invalid; the end-of-device copy was used".into());
+        fs.dirty.insert(0);
+    }
+    for (n, why) in &report.from_backup {
+        f.err(true, format!("primary metadata block {n} ({why}); served from the backup copy"));
+        fs.dirty.insert(*n);
+    }
+    for (ino, p) in &report.problems {
+        f.err(true, p.clone());
+        if let Some(ino) = ino {
+            fs.dirty_inode(*ino);
+            if fs.inodes.contains_key(ino) {
+                fs.dirty_runs_from(*ino, 0)?;
+            }
+        }
+    }
+    fs.check_copies(&mut f, &report, progress)?;
+    fs.check_structure(&mut f)?;
+    let fixed = f.fixable.iter().filter(|&&x| x).count();
+    let mut out = FsckReport {
+        remaining: f.errors.len(),
+        errors: f.errors,
+        repaired: 0,
+        replayed_txn: report.replayed_txn,
+    };
+    if repair {
+        fs.sync()?;
+        out.repaired = fixed;
+        out.remaining -= fixed;
+    }
+    let dev = if repair { fs.close()? } else { fs.crash() };
+    Ok((out, Some(dev)))
+}
+
+impl<D: Device> Fs<D> {
+    /// Every metadata block in use.
+    fn blocks_in_use(&self) -> Vec<u64> {
+        let sb = &self.sb;
+        let mut v = vec![0];
+        v.extend(sb.data_bitmap_start..sb.dynamic_start);
+        let mut dynamic: Vec<u64> = self.owners.keys().copied().collect();
+        dynamic.sort_unstable();
+        v.extend(dynamic);
+        v
+    }
+
+    fn check_copies(&mut self, f: &mut Found, report: &LoadReport, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+        let blocks = self.blocks_in_use();
+        let total = blocks.len() as u64;
+        let mut p = vec![0u8; META_BLOCK_BYTES];
+        let mut b = vec![0u8; META_BLOCK_BYTES];
+        let pending: BTreeSet<u64> = if self.writable { BTreeSet::new() } else { report.replayed_blocks.iter().copied().collect() };
+        let bad_primary: BTreeSet<u64> = report.from_backup.iter().map(|(n, _)| *n).collect();
+        for (k, &n) in blocks.iter().enumerate() {
+            if k % 1024 == 0 {
+                progress(k as u64, total);
+            }
+            if pending.contains(&n) {
+                continue; // Not checkpointed yet: the journal holds the current image.
+            }
+            let ty = self.block_type_of(n);
+            self.dev.read_at(self.sb.backup_offset(n), &mut b).map_err(|e| Error::io("reading the backup region", e))?;
+            if let Err(why) = verify_block(&b, ty, &self.sb.uuid, n) {
+                f.err(true, format!("backup copy of metadata block {n} ({}): {why}", ty.name()));
+                self.dirty.insert(n);
+                continue;
+            }
+            if bad_primary.contains(&n) {
+                continue;
+            }
+            self.dev.read_at(self.sb.primary_offset(n), &mut p).map_err(|e| Error::io("reading the primary region", e))?;
+            if p != b && (n != 0 || report.superblock_from == "primary") {
+                f.err(true, format!("metadata block {n} ({}): the backup copy differs from the primary", ty.name()));
+                self.dirty.insert(n);
+            }
+        }
+        progress(total, total);
+        // The superblock copy at the end of the device.
+        self.dev.read_at(self.sb.last_copy_offset(), &mut b).map_err(|e| Error::io("reading the end-of-device superblock", e))?;
+        if !pending.contains(&0) {
+            self.dev.read_at(0, &mut p).map_err(|e| Error::io("reading the superblock", e))?;
+            let ok = crate::format::superblock::Superblock::decode(&b).is_ok_and(|s| s == self.sb) && (b == p || report.superblock_from != "primary");
+            if !ok {
+                f.err(true, "the end-of-device superblock copy is invalid or differs from the primary".into());
+                self.dirty.insert(0);
+            }
+        }
+        Ok(())
+    }
+
+    fn block_type_of(&self, n: u64) -> BlockType {
+        let sb = &self.sb;
+        if n == 0 {
+            BlockType::Superblock
+        } else if n < sb.meta_bitmap_start {
+            BlockType::DataBitmap
+        } else if n < sb.inode_table_start {
+            BlockType::MetaBitmap
+        } else if n < sb.dynamic_start {
+            BlockType::InodeTable
+        } else {
+            match self.owners.get(&n) {
+                Some(Owner::DirBlock { .. }) => BlockType::Directory,
+                Some(Owner::Indirect { .. }) => BlockType::Runs,
+                _ => BlockType::Symlink,
+            }
+        }
+    }
+
+    fn check_structure(&mut self, f: &mut Found) -> Result<()> {
+        let sb = self.sb.clone();
+        let bs = sb.data_block_bytes;
+        // Entries: each must name a live inode of the right kind.
+        let mut refs: HashMap<Ino, u32> = HashMap::new();
+        let mut subdirs: HashMap<Ino, u32> = HashMap::new();
+        let mut bad_entries = vec![];
+        let mut dir_seen: BTreeSet<Ino> = BTreeSet::new();
+        let mut dir_list: Vec<Ino> = self.dirs.keys().copied().collect();
+        dir_list.sort_unstable();
+        for &d in &dir_list {
+            for (name, e) in &self.dirs[&d].entries {
+                let ok_kind = self.inodes.get(&e.ino).and_then(|i| i.kind());
+                let show = String::from_utf8_lossy(name);
+                if ok_kind.is_none() || e.ino == sb.root_ino {
+                    f.err(true, format!("directory {d}: entry {show:?} names inode {} which is free or invalid", e.ino));
+                    bad_entries.push((d, name.clone()));
+                } else if ok_kind != Some(e.kind) {
+                    f.err(true, format!("directory {d}: entry {show:?} has the wrong file type"));
+                    bad_entries.push((d, name.clone()));
+                } else if e.kind == Kind::Dir && !dir_seen.insert(e.ino) {
+                    f.err(true, format!("directory {} has a second name {show:?} in directory {d}", e.ino));
+                    bad_entries.push((d, name.clone()));
+                } else {
+                    *refs.entry(e.ino).or_default() += 1;
+                    if e.kind == Kind::Dir {
+                        *subdirs.entry(d).or_default() += 1;
+                    }
+                }
+            }
+        }
+        for (d, name) in bad_entries {
+            if let Some(e) = self.dirs.get_mut(&d).and_then(|dir| dir.remove(&name)) {
+                self.dirty_dir_block(d, e.block)?;
+            }
+        }
+        // Reachability from the root (a directory cycle is unreachable too).
+        let mut reach = BTreeSet::from([sb.root_ino]);
+        let mut stack = vec![sb.root_ino];
+        while let Some(d) = stack.pop() {
+            if let Some(dir) = self.dirs.get(&d) {
+                for e in dir.entries.values() {
+                    if reach.insert(e.ino) && e.kind == Kind::Dir {
+                        stack.push(e.ino);
+                    }
+                }
+            }
+        }
+        let orphans: Vec<Ino> = self.inodes.keys().copied().filter(|i| !reach.contains(i)).collect();
+        for ino in orphans {
+            f.err(true, format!("inode {ino} is not reachable from the root; moved to /lost+found"));
+            self.adopt(ino)?;
+            *refs.entry(ino).or_default() += 1;
+        }
+        // Link counts.
+        let inos: Vec<Ino> = self.inodes.keys().copied().collect();
+        for ino in inos {
+            let i = &self.inodes[&ino];
+            let want = match i.kind() {
+                Some(Kind::Dir) => 2 + self.dirs.get(&ino).map_or(0, |d| d.entries.values().filter(|e| e.kind == Kind::Dir).count() as u32),
+                _ => refs.get(&ino).copied().unwrap_or(0).max(1),
+            };
+            if i.attr.nlink != want {
+                f.err(true, format!("inode {ino}: link count {} should be {want}", i.attr.nlink));
+                self.inode_mut(ino)?.attr.nlink = want;
+                self.dirty_inode(ino);
+            }
+        }
+        // Blocks: past the end of a file, referenced twice, bitmaps.
+        let mut data_ref = Bitmap::new(sb.data_blocks);
+        let mut meta_ref = Bitmap::new(sb.dynamic_blocks);
+        let inos: Vec<Ino> = self.inodes.keys().copied().collect();
+        for ino in inos {
+            let kind = self.inodes[&ino].kind();
+            if kind == Some(Kind::File) {
+                let keep = self.inodes[&ino].attr.size_bytes.div_ceil(bs);
+                if self.inodes[&ino].runs.last().is_some_and(|r| r.file_end() > keep) {
+                    f.err(true, format!("inode {ino}: blocks mapped past the end of the file"));
+                    let (_, first) = self.inode_mut(ino)?.truncate_blocks(keep);
+                    self.dirty_runs_from(ino, first)?;
+                }
+            }
+            let i = &self.inodes[&ino];
+            let mut dup = false;
+            for r in &i.runs {
+                for b in r.start..r.start + r.count as u64 {
+                    let (map, idx) = if kind == Some(Kind::File) { (&mut data_ref, b) } else { (&mut meta_ref, b - sb.dynamic_start) };
+                    dup |= map.get(idx);
+                    map.set(idx, true);
+                }
+            }
+            for (slot, &s) in i.attr.indirect.iter().enumerate() {
+                if s != 0 {
+                    for b in s as u64..s as u64 + (1 << slot) {
+                        dup |= meta_ref.get(b - sb.dynamic_start);
+                        meta_ref.set(b - sb.dynamic_start, true);
+                    }
+                }
+            }
+            if dup {
+                f.err(false, format!("inode {ino} uses blocks that another file uses too"));
+            }
+        }
+        if &data_ref != self.data.used() {
+            let diff: Vec<u64> = (0..sb.data_blocks).filter(|&b| data_ref.get(b) != self.data.used().get(b)).collect();
+            f.err(true, format!("data bitmap disagrees with the files on {} blocks", diff.len()));
+            for b in diff {
+                self.dirty_data_bitmap(b);
+            }
+            self.data.set_used_bitmap(data_ref);
+        }
+        if &meta_ref != self.meta.used() {
+            let diff = (0..sb.dynamic_blocks).filter(|&b| meta_ref.get(b) != self.meta.used().get(b)).count();
+            f.err(true, format!("metadata bitmap disagrees with the metadata in use on {diff} blocks"));
+            for b in (0..sb.dynamic_blocks).filter(|&b| meta_ref.get(b) != self.meta.used().get(b)) {
+                self.dirty.insert(sb.meta_bitmap_start + b / crate::alloc::BITS_PER_BITMAP_BLOCK);
+            }
+            self.meta.set_used_bitmap(meta_ref);
+        }
+        Ok(())
+    }
+
+    /// Links an unreachable inode into `/lost+found` as `#<ino>`.
+    fn adopt(&mut self, ino: Ino) -> Result<()> {
+        let root = self.sb.root_ino;
+        let lf = match self.lookup(root, b"lost+found") {
+            Ok(i) if self.dirs.contains_key(&i) => i,
+            _ => {
+                let was = self.writable;
+                self.writable = true;
+                let r = self.new_inode(root, b"lost+found", crate::format::inode::S_IFDIR | 0o700, 0, 0, 0);
+                self.writable = was;
+                let lf = r?;
+                self.dirs.insert(lf, Dir::default());
+                self.parents.insert(lf, root);
+                self.inode_mut(root)?.attr.nlink += 1;
+                lf
+            }
+        };
+        let kind = self.inodes[&ino].kind().unwrap_or(Kind::File);
+        let name = format!("#{ino}");
+        self.dir_add(lf, name.as_bytes(), ino, kind)?;
+        if kind == Kind::Dir {
+            self.parents.insert(ino, lf);
+            self.inode_mut(lf)?.attr.nlink += 1;
+        }
+        Ok(())
+    }
+}

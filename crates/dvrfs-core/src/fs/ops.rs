@@ -1,0 +1,341 @@
+//! Namespace operations: lookup, create, mkdir, symlink, unlink, rmdir, rename,
+//! attributes. Each mutating call checks everything that can fail before it changes
+//! anything, so an error leaves the file system as it was.
+
+use super::*;
+use crate::format::dir::{MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
+use crate::format::inode::{InodeRecord, S_IFDIR, S_IFLNK, S_IFREG};
+
+/// Attribute changes for [`Fs::set_attr`]; `None` leaves a field alone.
+#[derive(Clone, Debug, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub mtime_ns: Option<i64>,
+}
+
+/// Checks a single path component.
+pub fn validate_name(name: &[u8]) -> Result<()> {
+    if name.len() > MAX_NAME_BYTES {
+        return Err(Error::NameTooLong { len: name.len() });
+    }
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::InvalidName(String::from_utf8_lossy(name).into_owned()));
+    }
+    Ok(())
+}
+
+fn show(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+impl<D: Device> Fs<D> {
+    fn dir(&self, ino: Ino, what: &[u8]) -> Result<&Dir> {
+        self.dirs.get(&ino).ok_or_else(|| Error::NotDir(show(what)))
+    }
+
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Ino> {
+        self.dir(parent, name)?
+            .entries
+            .get(name)
+            .map(|e| e.ino)
+            .ok_or_else(|| Error::NotFound(show(name)))
+    }
+
+    /// Resolves an absolute path (symlinks are not followed).
+    pub fn resolve(&self, path: &str) -> Result<Ino> {
+        let mut ino = self.sb.root_ino;
+        for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+            if comp == ".." {
+                ino = *self.parents.get(&ino).unwrap_or(&self.sb.root_ino);
+                continue;
+            }
+            if comp.len() > MAX_NAME_BYTES {
+                return Err(Error::NameTooLong { len: comp.len() });
+            }
+            if !self.dirs.contains_key(&ino) {
+                return Err(Error::NotDir(path.to_string()));
+            }
+            ino = self.lookup(ino, comp.as_bytes()).map_err(|e| match e {
+                Error::NotFound(_) => Error::NotFound(path.to_string()),
+                e => e,
+            })?;
+        }
+        Ok(ino)
+    }
+
+    /// Splits a path into its parent directory and final name.
+    pub fn resolve_parent<'p>(&self, path: &'p str) -> Result<(Ino, &'p [u8])> {
+        let trimmed = path.trim_end_matches('/');
+        let (dir, name) = match trimmed.rfind('/') {
+            Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+            None => ("", trimmed),
+        };
+        validate_name(name.as_bytes())?;
+        let parent = self.resolve(dir)?;
+        if !self.dirs.contains_key(&parent) {
+            return Err(Error::NotDir(dir.to_string()));
+        }
+        Ok((parent, name.as_bytes()))
+    }
+
+    pub fn stat(&self, ino: Ino) -> Result<Stat> {
+        let i = self.inode(ino)?;
+        Ok(Stat {
+            ino,
+            kind: i.kind().ok_or_else(|| Error::Corrupt(format!("inode {ino} has no file type")))?,
+            mode: i.attr.mode,
+            nlink: i.attr.nlink,
+            uid: i.attr.uid,
+            gid: i.attr.gid,
+            size_bytes: i.attr.size_bytes,
+            mtime_ns: i.attr.mtime_ns,
+            ctime_ns: i.attr.ctime_ns,
+            blocks: if i.kind() == Some(Kind::File) { i.runs.iter().map(|r| r.count as u64).sum() } else { 0 },
+            runs: i.runs.len(),
+        })
+    }
+
+    /// Entries of a directory, sorted by name.
+    pub fn readdir(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Ino, Kind)>> {
+        let dir = self.dirs.get(&ino).ok_or_else(|| Error::NotDir(format!("inode {ino}")))?;
+        Ok(dir.entries.iter().map(|(n, e)| (n.clone(), e.ino, e.kind)).collect())
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        self.symlinks.get(&ino).cloned().ok_or_else(|| Error::InvalidArgument(format!("inode {ino} is not a symlink")))
+    }
+
+    /// The data blocks of a file as (file block, device block, count) runs.
+    pub fn runs(&self, ino: Ino) -> Result<Vec<crate::format::inode::Run>> {
+        Ok(self.inode(ino)?.runs.clone())
+    }
+
+    pub(super) fn dirty_dir_block(&mut self, dir: Ino, index: u32) -> Result<()> {
+        let b = self.inode(dir)?.lookup(index as u64).ok_or_else(|| Error::Corrupt(format!("directory {dir} lost block {index}")))?;
+        self.dirty.insert(b);
+        Ok(())
+    }
+
+    /// Adds an entry, growing the directory by a block if no block has room.
+    pub(super) fn dir_add(&mut self, parent: Ino, name: &[u8], ino: Ino, kind: Kind) -> Result<()> {
+        let index = match self.dir(parent, name)?.block_with_room(name) {
+            Some(i) => i,
+            None => {
+                let index = self.dir(parent, name)?.blocks.len() as u32;
+                let runs = self.inode(parent)?.runs.len();
+                self.ensure_run_capacity(parent, runs + 1)?;
+                let m = self.alloc_meta_block(1)?;
+                self.owners.insert(m, Owner::DirBlock { ino: parent, index });
+                let (first, _) = self.inode_mut(parent)?.map_block(index as u64, m);
+                self.dirty_runs_from(parent, first)?;
+                self.dirs.get_mut(&parent).expect("checked above").blocks.push(Default::default());
+                index
+            }
+        };
+        self.dirs.get_mut(&parent).expect("checked above").insert(name, ino, kind, index);
+        self.dirty_dir_block(parent, index)
+    }
+
+    fn dir_remove(&mut self, parent: Ino, name: &[u8]) -> Result<crate::meta::Entry> {
+        let e = self
+            .dirs
+            .get_mut(&parent)
+            .ok_or_else(|| Error::NotDir(show(name)))?
+            .remove(name)
+            .ok_or_else(|| Error::NotFound(show(name)))?;
+        self.dirty_dir_block(parent, e.block)?;
+        Ok(e)
+    }
+
+    fn touch(&mut self, ino: Ino, now_ns: i64) -> Result<()> {
+        let a = &mut self.inode_mut(ino)?.attr;
+        a.mtime_ns = now_ns;
+        a.ctime_ns = now_ns;
+        self.dirty_inode(ino);
+        Ok(())
+    }
+
+    pub(super) fn new_inode(&mut self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32, now_ns: i64) -> Result<Ino> {
+        self.check_writable()?;
+        validate_name(name)?;
+        if self.dir(parent, name)?.entries.contains_key(name) {
+            return Err(Error::Exists(show(name)));
+        }
+        let ino = self.find_free_inode()?;
+        let kind = kind_of_mode(mode).ok_or_else(|| Error::InvalidArgument(format!("mode {mode:o}")))?;
+        self.dir_add(parent, name, ino, kind)?;
+        let nlink = if kind == Kind::Dir { 2 } else { 1 };
+        self.inodes.insert(
+            ino,
+            Inode {
+                attr: InodeRecord { mode, nlink, uid, gid, mtime_ns: now_ns, ctime_ns: now_ns, ..Default::default() },
+                runs: vec![],
+            },
+        );
+        self.free_inode_hint = ino + 1;
+        self.dirty_inode(ino);
+        self.touch(parent, now_ns)?;
+        Ok(ino)
+    }
+
+    /// Creates an empty regular file.
+    pub fn create(&mut self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32, now_ns: i64) -> Result<Ino> {
+        let ino = self.new_inode(parent, name, S_IFREG | (perm & 0o7777), uid, gid, now_ns)?;
+        self.after_op()?;
+        Ok(ino)
+    }
+
+    pub fn mkdir(&mut self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32, now_ns: i64) -> Result<Ino> {
+        let ino = self.new_inode(parent, name, S_IFDIR | (perm & 0o7777), uid, gid, now_ns)?;
+        self.dirs.insert(ino, Dir::default());
+        self.parents.insert(ino, parent);
+        self.inode_mut(parent)?.attr.nlink += 1;
+        self.after_op()?;
+        Ok(ino)
+    }
+
+    pub fn symlink(&mut self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32, now_ns: i64) -> Result<Ino> {
+        if target.is_empty() || target.len() > MAX_SYMLINK_BYTES {
+            return Err(Error::InvalidArgument(format!("symlink target of {} bytes (1 to {MAX_SYMLINK_BYTES})", target.len())));
+        }
+        if self.meta.free_blocks() < 2 {
+            return Err(Error::MetadataFull);
+        }
+        let ino = self.new_inode(parent, name, S_IFLNK | 0o777, uid, gid, now_ns)?;
+        let m = self.alloc_meta_block(1)?;
+        self.owners.insert(m, Owner::Symlink { ino });
+        self.symlinks.insert(ino, target.to_vec());
+        let inode = self.inode_mut(ino)?;
+        inode.map_block(0, m);
+        inode.attr.size_bytes = target.len() as u64;
+        self.after_op()?;
+        Ok(ino)
+    }
+
+    /// Removes a name of a file or symlink; the inode goes when its last name does.
+    pub fn unlink(&mut self, parent: Ino, name: &[u8], now_ns: i64) -> Result<()> {
+        self.check_writable()?;
+        let e = *self.dir(parent, name)?.entries.get(name).ok_or_else(|| Error::NotFound(show(name)))?;
+        if e.kind == Kind::Dir {
+            return Err(Error::IsDir(show(name)));
+        }
+        self.dir_remove(parent, name)?;
+        self.drop_link(e.ino, now_ns)?;
+        self.touch(parent, now_ns)?;
+        self.after_op()
+    }
+
+    fn drop_link(&mut self, ino: Ino, now_ns: i64) -> Result<()> {
+        let a = &mut self.inode_mut(ino)?.attr;
+        a.nlink = a.nlink.saturating_sub(1);
+        a.ctime_ns = now_ns;
+        if a.nlink == 0 {
+            self.free_inode(ino)
+        } else {
+            self.dirty_inode(ino);
+            Ok(())
+        }
+    }
+
+    pub fn rmdir(&mut self, parent: Ino, name: &[u8], now_ns: i64) -> Result<()> {
+        self.check_writable()?;
+        let e = *self.dir(parent, name)?.entries.get(name).ok_or_else(|| Error::NotFound(show(name)))?;
+        if e.kind != Kind::Dir {
+            return Err(Error::NotDir(show(name)));
+        }
+        if !self.dir(e.ino, name)?.entries.is_empty() {
+            return Err(Error::NotEmpty(show(name)));
+        }
+        self.dir_remove(parent, name)?;
+        self.free_inode(e.ino)?;
+        self.inode_mut(parent)?.attr.nlink -= 1;
+        self.touch(parent, now_ns)?;
+        self.after_op()
+    }
+
+    /// Moves `src_parent/src_name` to `dst_parent/dst_name`, replacing a file there or
+    /// an empty directory (POSIX rename).
+    pub fn rename(&mut self, src_parent: Ino, src_name: &[u8], dst_parent: Ino, dst_name: &[u8], now_ns: i64) -> Result<()> {
+        self.check_writable()?;
+        validate_name(dst_name)?;
+        let src = *self.dir(src_parent, src_name)?.entries.get(src_name).ok_or_else(|| Error::NotFound(show(src_name)))?;
+        let dst = self.dir(dst_parent, dst_name)?.entries.get(dst_name).copied();
+        if src_parent == dst_parent && src_name == dst_name || dst.is_some_and(|d| d.ino == src.ino) {
+            return Ok(());
+        }
+        if src.kind == Kind::Dir {
+            let mut p = dst_parent;
+            loop {
+                if p == src.ino {
+                    return Err(Error::Loop);
+                }
+                let up = *self.parents.get(&p).unwrap_or(&self.sb.root_ino);
+                if up == p {
+                    break;
+                }
+                p = up;
+            }
+        }
+        match dst {
+            Some(d) => {
+                match (src.kind == Kind::Dir, d.kind == Kind::Dir) {
+                    (true, false) => return Err(Error::NotDir(show(dst_name))),
+                    (false, true) => return Err(Error::IsDir(show(dst_name))),
+                    (true, true) if !self.dir(d.ino, dst_name)?.entries.is_empty() => return Err(Error::NotEmpty(show(dst_name))),
+                    _ => {}
+                }
+                let dir = self.dirs.get_mut(&dst_parent).expect("checked above");
+                dir.entries.insert(dst_name.to_vec(), crate::meta::Entry { ino: src.ino, kind: src.kind, block: d.block });
+                self.dirty_dir_block(dst_parent, d.block)?;
+                self.dir_remove(src_parent, src_name)?;
+                if d.kind == Kind::Dir {
+                    self.free_inode(d.ino)?;
+                    self.inode_mut(dst_parent)?.attr.nlink -= 1;
+                } else {
+                    self.drop_link(d.ino, now_ns)?;
+                }
+            }
+            None => {
+                self.dir_add(dst_parent, dst_name, src.ino, src.kind)?;
+                self.dir_remove(src_parent, src_name)?;
+            }
+        }
+        if src.kind == Kind::Dir && src_parent != dst_parent {
+            self.parents.insert(src.ino, dst_parent);
+            self.inode_mut(src_parent)?.attr.nlink -= 1;
+            self.inode_mut(dst_parent)?.attr.nlink += 1;
+        }
+        self.inode_mut(src.ino)?.attr.ctime_ns = now_ns;
+        self.dirty_inode(src.ino);
+        self.touch(src_parent, now_ns)?;
+        self.touch(dst_parent, now_ns)?;
+        self.after_op()
+    }
+
+    pub fn set_attr(&mut self, ino: Ino, set: &SetAttr, now_ns: i64) -> Result<()> {
+        self.check_writable()?;
+        let a = &mut self.inode_mut(ino)?.attr;
+        if let Some(m) = set.mode {
+            a.mode = (a.mode & S_IFMT) | (m & 0o7777);
+        }
+        if let Some(u) = set.uid {
+            a.uid = u;
+        }
+        if let Some(g) = set.gid {
+            a.gid = g;
+        }
+        if let Some(t) = set.mtime_ns {
+            a.mtime_ns = t;
+        }
+        a.ctime_ns = now_ns;
+        self.dirty_inode(ino);
+        self.after_op()
+    }
+
+    /// The file is closed: unused preallocation (contig) goes back to the free pool.
+    pub fn close_file(&mut self, ino: Ino) {
+        self.data.release(ino);
+    }
+}

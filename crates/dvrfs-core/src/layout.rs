@@ -1,0 +1,223 @@
+//! How mkfs divides a device: region sizes from the device size, the data block size
+//! and the inode count. Pure arithmetic; `FORMAT.md` explains each rule.
+
+use crate::alloc::BITS_PER_BITMAP_BLOCK;
+use crate::error::{Error, Result};
+use crate::format::inode::{INODES_PER_BLOCK, RUNS_PER_BLOCK};
+use crate::format::superblock::{AllocPolicy, Superblock};
+use crate::format::{Uuid, META_BLOCK_BYTES};
+
+pub const MIN_DATA_BLOCK_BYTES: u64 = 64 << 10;
+pub const MAX_DATA_BLOCK_BYTES: u64 = 1 << 30;
+pub const DEFAULT_DATA_BLOCK_BYTES: u64 = 4 << 20;
+/// ZRR never uses more zones than this (AVFS 3.2.2).
+pub const MAX_ZONES: u32 = 32;
+/// AVFS: each zone no smaller than 16 GB.
+pub const AVFS_MIN_ZONE_BYTES: u64 = 16_000_000_000;
+/// Small images still get round-robin placement: up to this many zones of at least
+/// [`SMALL_IMAGE_MIN_ZONE_BLOCKS`] blocks each, when the AVFS rule gives fewer.
+pub const SMALL_IMAGE_ZONES: u64 = 8;
+pub const SMALL_IMAGE_MIN_ZONE_BLOCKS: u64 = 4;
+/// A file system needs at least this many data blocks to be worth formatting.
+pub const MIN_DATA_BLOCKS: u64 = 8;
+/// Default preallocation window of the contig policy (HERMES 5).
+pub const DEFAULT_PREALLOC_BLOCKS: u32 = 64;
+pub const DEFAULT_COMMIT_INTERVAL_MS: u32 = 1000;
+/// Inode count bounds of the default rule (one inode per data block).
+pub const MIN_DEFAULT_INODES: u64 = 1024;
+pub const MAX_DEFAULT_INODES: u64 = 1 << 20;
+/// Inode numbers are u32 and index the inode table; 0 is never used.
+pub const MAX_INODES: u64 = 1 << 28;
+/// The data region starts on this boundary (or the block size, if smaller).
+pub const DATA_ALIGN_BYTES: u64 = 1 << 20;
+/// Journal floor, in metadata blocks.
+pub const MIN_JOURNAL_BLOCKS: u64 = 256;
+
+/// Everything mkfs needs to know.
+#[derive(Clone, Debug)]
+pub struct MkfsParams {
+    pub device_bytes: u64,
+    pub data_block_bytes: u64,
+    pub alloc: AllocPolicy,
+    pub inodes: Option<u64>,
+    pub zones: Option<u32>,
+    pub prealloc_blocks: u32,
+    pub commit_interval_ms: u32,
+    pub uuid: Uuid,
+    /// Seeds the random first zone of ZRR.
+    pub seed: u64,
+    pub created_ns: i64,
+}
+
+impl MkfsParams {
+    pub fn new(device_bytes: u64, uuid: Uuid, seed: u64) -> Self {
+        MkfsParams {
+            device_bytes,
+            data_block_bytes: DEFAULT_DATA_BLOCK_BYTES,
+            alloc: AllocPolicy::Zrr,
+            inodes: None,
+            zones: None,
+            prealloc_blocks: DEFAULT_PREALLOC_BLOCKS,
+            commit_interval_ms: DEFAULT_COMMIT_INTERVAL_MS,
+            uuid,
+            seed,
+            created_ns: 0,
+        }
+    }
+}
+
+fn div_ceil(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}
+
+/// The ZRR zone count for a data region (see `FORMAT.md`, "Zones").
+pub fn default_zone_count(data_blocks: u64, data_block_bytes: u64) -> u32 {
+    let avfs = (data_blocks * data_block_bytes / AVFS_MIN_ZONE_BYTES).min(MAX_ZONES as u64);
+    let small = (data_blocks / SMALL_IMAGE_MIN_ZONE_BLOCKS).min(SMALL_IMAGE_ZONES);
+    avfs.max(small).max(1) as u32
+}
+
+/// Computes the geometry of a new file system.
+pub fn plan(p: &MkfsParams) -> Result<Superblock> {
+    let bs = p.data_block_bytes;
+    if !bs.is_power_of_two() || !(MIN_DATA_BLOCK_BYTES..=MAX_DATA_BLOCK_BYTES).contains(&bs) {
+        return Err(Error::InvalidArgument(format!(
+            "block size {bs} bytes: must be a power of two from 64K to 1G"
+        )));
+    }
+    let mb = META_BLOCK_BYTES as u64;
+    let device_bytes = p.device_bytes / mb * mb;
+    let upper_blocks = device_bytes / bs;
+    let inodes = match p.inodes {
+        Some(n) if !(16..=MAX_INODES).contains(&n) => {
+            return Err(Error::InvalidArgument(format!(
+                "inode count {n}: must be between 16 and {MAX_INODES}"
+            )))
+        }
+        Some(n) => n,
+        None => upper_blocks.clamp(MIN_DEFAULT_INODES, MAX_DEFAULT_INODES),
+    };
+    // Sized for the worst case of every data block being its own run (ZRR), with the
+    // doubling indirect extents wasting up to half, plus directories and symlinks.
+    let inode_table_blocks = div_ceil(inodes, INODES_PER_BLOCK as u64);
+    let dynamic_blocks = 256 + div_ceil(inodes, 8) + div_ceil(2 * upper_blocks, RUNS_PER_BLOCK as u64);
+    let data_bitmap_blocks = div_ceil(upper_blocks.max(1), BITS_PER_BITMAP_BLOCK);
+    let meta_bitmap_blocks = div_ceil(dynamic_blocks, BITS_PER_BITMAP_BLOCK);
+    let journal_blocks = (2 * (data_bitmap_blocks + meta_bitmap_blocks) + 1024).max(MIN_JOURNAL_BLOCKS);
+    let journal_start = 1;
+    let data_bitmap_start = journal_start + journal_blocks;
+    let meta_bitmap_start = data_bitmap_start + data_bitmap_blocks;
+    let inode_table_start = meta_bitmap_start + meta_bitmap_blocks;
+    let dynamic_start = inode_table_start + inode_table_blocks;
+    let meta_blocks = dynamic_start + dynamic_blocks;
+    let backup_blocks = meta_blocks - journal_blocks;
+
+    let align = bs.min(DATA_ALIGN_BYTES);
+    let data_start_bytes = div_ceil(meta_blocks * mb, align) * align;
+    let too_small = || {
+        let need = data_start_bytes + MIN_DATA_BLOCKS * bs + (backup_blocks + 1) * mb;
+        Error::TooSmall {
+            device_bytes,
+            need_bytes: need,
+        }
+    };
+    let backup_start_bytes = device_bytes
+        .checked_sub(mb + backup_blocks * mb)
+        .ok_or_else(too_small)?;
+    let data_blocks = backup_start_bytes.saturating_sub(data_start_bytes) / bs;
+    if data_blocks < MIN_DATA_BLOCKS {
+        return Err(too_small());
+    }
+    let zone_count = match p.zones {
+        Some(z) if z == 0 || z > MAX_ZONES || z as u64 > data_blocks => {
+            return Err(Error::InvalidArgument(format!(
+                "zone count {z}: must be 1 to {MAX_ZONES} and at most the data block count ({data_blocks})"
+            )))
+        }
+        Some(z) => z,
+        None => default_zone_count(data_blocks, bs),
+    };
+    let zone_blocks = div_ceil(data_blocks, zone_count as u64);
+    let zrr_cursor = (rand_seeded(p.seed) % zone_count as u64) as u32;
+    let sb = Superblock {
+        uuid: p.uuid,
+        device_bytes,
+        data_block_bytes: bs,
+        meta_blocks,
+        journal_start,
+        journal_blocks,
+        data_bitmap_start,
+        data_bitmap_blocks,
+        meta_bitmap_start,
+        meta_bitmap_blocks,
+        inode_table_start,
+        inode_table_blocks,
+        dynamic_start,
+        dynamic_blocks,
+        data_start_bytes,
+        data_blocks,
+        backup_start_bytes,
+        inode_count: inodes as u32,
+        root_ino: 1,
+        alloc: p.alloc,
+        zone_count,
+        zone_blocks,
+        prealloc_blocks: p.prealloc_blocks.max(1),
+        commit_interval_ms: p.commit_interval_ms,
+        zrr_cursor,
+        last_txn: 0,
+        created_ns: p.created_ns,
+    };
+    sb.validate()
+        .map_err(|e| Error::InvalidArgument(format!("internal layout error: {e}")))?;
+    Ok(sb)
+}
+
+fn rand_seeded(seed: u64) -> u64 {
+    use rand_core::{RngCore, SeedableRng};
+    rand_chacha::ChaCha8Rng::seed_from_u64(seed).next_u64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zone_count_follows_avfs_on_large_disks_and_the_floor_on_small_ones() {
+        // 250 GB with 4 MiB blocks: 15 zones of at least 16 GB (AVFS rule).
+        assert_eq!(default_zone_count(250_000_000_000 / (4 << 20), 4 << 20), 15);
+        // 8 TB: capped at 32.
+        assert_eq!(default_zone_count(8_000_000_000_000 / (4 << 20), 4 << 20), 32);
+        // A 1 GiB image: 256 blocks, the small-image floor of 8 zones.
+        assert_eq!(default_zone_count(256, 4 << 20), 8);
+        // A tiny one: zones of at least 4 blocks.
+        assert_eq!(default_zone_count(10, 4 << 20), 2);
+    }
+
+    #[test]
+    fn plans_are_valid_across_sizes() {
+        for (dev, bs) in [
+            (64u64 << 20, 64u64 << 10),
+            (256 << 20, 4 << 20),
+            (64 << 30, 4 << 20),
+            (8_000_000_000_000, 4 << 20),
+            (1 << 40, 64 << 10),
+            (64 << 30, 1 << 30),
+        ] {
+            let sb = plan(&MkfsParams {
+                data_block_bytes: bs,
+                ..MkfsParams::new(dev, [1; 16], 7)
+            })
+            .unwrap();
+            sb.validate().unwrap();
+            let round = Superblock::decode(&sb.encode(0)[..]).unwrap();
+            assert_eq!(round, sb);
+        }
+    }
+
+    #[test]
+    fn too_small_devices_are_refused_with_the_size_needed() {
+        let e = plan(&MkfsParams::new(8 << 20, [1; 16], 7)).unwrap_err();
+        assert!(matches!(e, Error::TooSmall { .. }), "{e}");
+    }
+}
