@@ -195,6 +195,127 @@ impl std::ops::DerefMut for AlignedBuf {
     }
 }
 
+/// How a [`CrashDevice`] loses power.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Writes since the last flush reach the media in order up to the crash; the
+    /// write that is cut is torn at a sector boundary.
+    InOrderTorn,
+    /// Each write since the last flush reaches the media or not, at random; the write
+    /// that is cut is torn.
+    RandomSubsetTorn,
+}
+
+/// A device with a durable image (what survives power loss) and a live image (what
+/// reads see). Writes land in the live image and a pending list; `flush` makes them
+/// durable. A countdown cuts the power at a chosen write: from then on every call
+/// fails, and [`CrashDevice::crash_image`] returns what the media would hold.
+pub struct CrashDevice {
+    live: MemDevice,
+    durable: MemDevice,
+    pending: Vec<(u64, Vec<u8>)>,
+    writes_left: Option<u64>,
+    mode: CrashMode,
+    rng: rand_chacha::ChaCha8Rng,
+    after_crash: Option<MemDevice>,
+    /// Writes accepted so far.
+    pub writes: u64,
+}
+
+impl CrashDevice {
+    pub fn new(image: MemDevice, mode: CrashMode, seed: u64) -> Self {
+        use rand_core::SeedableRng;
+        CrashDevice {
+            live: image.clone(),
+            durable: image,
+            pending: Vec::new(),
+            writes_left: None,
+            mode,
+            rng: rand_chacha::ChaCha8Rng::seed_from_u64(seed),
+            after_crash: None,
+            writes: 0,
+        }
+    }
+
+    /// Cuts the power during the `n`-th write from now (0 = the next one).
+    pub fn crash_after_writes(&mut self, n: u64) {
+        self.writes_left = Some(n);
+    }
+
+    pub fn crashed(&self) -> bool {
+        self.after_crash.is_some()
+    }
+
+    /// The media after the power cut (`None` if it has not happened).
+    pub fn crash_image(&self) -> Option<MemDevice> {
+        self.after_crash.clone()
+    }
+
+    fn power_cut(&mut self, offset_bytes: u64, buf: &[u8]) {
+        use rand_core::RngCore;
+        let mut img = self.durable.clone();
+        for (off, data) in &self.pending {
+            let lands = match self.mode {
+                CrashMode::InOrderTorn => true,
+                CrashMode::RandomSubsetTorn => self.rng.next_u32() % 2 == 0,
+            };
+            if lands {
+                img.poke(*off, data);
+            }
+        }
+        let sector = self.live.sector_bytes as usize;
+        let sectors = buf.len() / sector;
+        let keep = (self.rng.next_u64() % (sectors as u64 + 1)) as usize;
+        img.poke(offset_bytes, &buf[..keep * sector]);
+        self.after_crash = Some(img);
+    }
+
+    fn dead() -> io::Error {
+        io::Error::other("power cut (simulated crash)")
+    }
+}
+
+impl Device for CrashDevice {
+    fn size_bytes(&self) -> u64 {
+        self.live.size_bytes
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.live.sector_bytes
+    }
+    fn read_at(&self, offset_bytes: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.crashed() {
+            return Err(Self::dead());
+        }
+        self.live.read_at(offset_bytes, buf)
+    }
+    fn write_at(&mut self, offset_bytes: u64, buf: &[u8]) -> io::Result<()> {
+        if self.crashed() {
+            return Err(Self::dead());
+        }
+        check_range(self.live.size_bytes, offset_bytes, buf.len())?;
+        if self.writes_left == Some(0) {
+            self.power_cut(offset_bytes, buf);
+            return Err(Self::dead());
+        }
+        if let Some(n) = self.writes_left.as_mut() {
+            *n -= 1;
+        }
+        self.writes += 1;
+        self.live.write_at(offset_bytes, buf)?;
+        self.pending.push((offset_bytes, buf.to_vec()));
+        Ok(())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        if self.crashed() {
+            return Err(Self::dead());
+        }
+        for (off, data) in self.pending.drain(..) {
+            self.durable.poke(off, &data);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
