@@ -179,3 +179,12 @@ pub(super) fn write_coalesced<D: Device>(dev: &mut D, mut blocks: Vec<(u64, &[u8
     }
     Ok(())
 }
+
+/// Overwrites the journal head so that no transaction is found there. Only called once
+/// every transaction in the journal is checkpointed in both regions.
+pub(super) fn invalidate_journal<D: Device>(dev: &mut D, sb: &Superblock) -> Result<()> {
+    let zero = crate::device::AlignedBuf::zeroed(META_BLOCK_BYTES);
+    dev.write_at(sb.primary_offset(sb.journal_start), &zero)
+        .map_err(|e| Error::io("clearing the journal", e))?;
+    dev.flush().map_err(|e| Error::io("flushing the journal", e))
+}

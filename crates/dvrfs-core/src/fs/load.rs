@@ -15,7 +15,7 @@
 //! the primary copy if it verifies, else the backup copy if it verifies (recorded in
 //! the [`LoadReport`]), else the open fails naming the block.
 
-use super::commit::checkpoint;
+use super::commit::{checkpoint, invalidate_journal};
 use super::*;
 use crate::alloc::Bitmap;
 use crate::format::dir::decode_dir;
@@ -175,6 +175,7 @@ impl<D: Device> Fs<D> {
             if opts.writable {
                 let refs: Vec<(u64, &[u8])> = images.iter().map(|(n, b)| (*n, &b[..])).collect();
                 checkpoint(&mut dev, &sb, &refs)?;
+                invalidate_journal(&mut dev, &sb)?;
             }
             overlay.extend(images);
         }

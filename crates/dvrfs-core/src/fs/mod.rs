@@ -154,10 +154,13 @@ impl<D: Device> Fs<D> {
         self.data.available_for(0) * self.sb.data_block_bytes
     }
 
-    /// Commits pending operations and gives the device back.
+    /// Commits pending operations, marks the journal empty (a clean unmount: the next
+    /// open replays nothing and reads every block from its home) and gives the device
+    /// back.
     pub fn close(mut self) -> Result<D> {
         if self.writable {
             self.sync()?;
+            commit::invalidate_journal(&mut self.dev, &self.sb)?;
         }
         Ok(self.dev)
     }
