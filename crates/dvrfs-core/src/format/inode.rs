@@ -16,7 +16,7 @@ pub const INODES_PER_BLOCK: usize = PAYLOAD_BYTES / INODE_BYTES;
 pub const RUN_BYTES: usize = 16;
 pub const RUNS_PER_BLOCK: usize = PAYLOAD_BYTES / RUN_BYTES;
 /// Indirect extents per inode; extent `k` is `1 << k` metadata blocks long.
-pub const INDIRECT_SLOTS: usize = 13;
+pub const INDIRECT_SLOTS: usize = 17;
 
 const _: () = assert!(INODES_PER_BLOCK == 15);
 const _: () = assert!(RUNS_PER_BLOCK == 253);
@@ -41,10 +41,12 @@ const I_INDIRECT: usize = I_RUN_COUNT + 4; // [u32; INDIRECT_SLOTS]
 const I_INLINE: usize = I_INDIRECT + 4 * INDIRECT_SLOTS; // [Run; INLINE_RUNS]
 /// Runs stored in the inode itself.
 pub const INLINE_RUNS: usize = (INODE_BYTES - I_INLINE) / RUN_BYTES;
-const _: () = assert!(I_INLINE == 136 && INLINE_RUNS == 7);
+const _: () = assert!(I_INLINE == 152 && INLINE_RUNS == 6);
 
-/// Maximum runs of one file.
+/// Maximum runs of one file: 33,160,969, enough for a 1 TiB ZRR file even with the
+/// smallest (64 KiB) blocks, where every block is its own run (16,777,216 runs).
 pub const MAX_RUNS: usize = INLINE_RUNS + RUNS_PER_BLOCK * ((1 << INDIRECT_SLOTS) - 1);
+const _: () = assert!(MAX_RUNS >= (1 << 40) / (64 << 10));
 
 pub const S_IFMT: u32 = 0o170000;
 pub const S_IFREG: u32 = 0o100000;
@@ -235,7 +237,7 @@ mod tests {
             frame_count: 0,
             run_count: 9,
             indirect: [5; INDIRECT_SLOTS],
-            inline: (0..7)
+            inline: (0..6)
                 .map(|k| Run {
                     file_block: k,
                     count: 1,
@@ -250,17 +252,17 @@ mod tests {
 
     #[test]
     fn run_locations_cover_slots_in_order() {
-        assert_eq!(run_location(6), None);
-        assert_eq!(run_location(7), Some((0, 0, 0)));
-        assert_eq!(run_location(7 + 252), Some((0, 0, 252)));
-        assert_eq!(run_location(7 + 253), Some((1, 0, 0)));
-        assert_eq!(run_location(7 + 253 * 2), Some((1, 1, 0)));
-        assert_eq!(run_location(7 + 253 * 3), Some((2, 0, 0)));
-        assert_eq!(run_location(MAX_RUNS - 1), Some((12, 4095, 252)));
-        assert_eq!(slots_needed(7), 0);
-        assert_eq!(slots_needed(8), 1);
-        assert_eq!(slots_needed(7 + 253), 1);
-        assert_eq!(slots_needed(7 + 254), 2);
+        assert_eq!(run_location(5), None);
+        assert_eq!(run_location(6), Some((0, 0, 0)));
+        assert_eq!(run_location(6 + 252), Some((0, 0, 252)));
+        assert_eq!(run_location(6 + 253), Some((1, 0, 0)));
+        assert_eq!(run_location(6 + 253 * 2), Some((1, 1, 0)));
+        assert_eq!(run_location(6 + 253 * 3), Some((2, 0, 0)));
+        assert_eq!(run_location(MAX_RUNS - 1), Some((16, 65535, 252)));
+        assert_eq!(slots_needed(6), 0);
+        assert_eq!(slots_needed(7), 1);
+        assert_eq!(slots_needed(6 + 253), 1);
+        assert_eq!(slots_needed(6 + 254), 2);
         assert_eq!(slots_needed(MAX_RUNS), INDIRECT_SLOTS);
         // A 1 TiB ZRR file with 4 MiB blocks fits.
         assert!(MAX_RUNS >= 262_144);

@@ -110,7 +110,16 @@ impl<D: Device> Fs<D> {
         let sb = &self.sb;
         let mut v = vec![0];
         v.extend(sb.data_bitmap_start..sb.dynamic_start);
-        let mut dynamic: Vec<u64> = self.owners.keys().copied().collect();
+        // An indirect extent's blocks past the file's last run were never written.
+        let holds_runs = |o: &Owner| match *o {
+            Owner::Indirect { ino, slot, within } => {
+                let first = crate::format::inode::INLINE_RUNS
+                    + (((1usize << slot) - 1) + within as usize) * crate::format::inode::RUNS_PER_BLOCK;
+                self.inodes.get(&ino).is_some_and(|i| first < i.runs.len())
+            }
+            _ => true,
+        };
+        let mut dynamic: Vec<u64> = self.owners.iter().filter(|(_, o)| holds_runs(o)).map(|(n, _)| *n).collect();
         dynamic.sort_unstable();
         v.extend(dynamic);
         v

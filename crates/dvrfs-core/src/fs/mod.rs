@@ -149,6 +149,11 @@ impl<D: Device> Fs<D> {
         }
     }
 
+    /// Metadata blocks changed since the last commit (the next transaction's size).
+    pub fn dirty_blocks(&self) -> usize {
+        self.dirty.len()
+    }
+
     /// Data bytes that new writes can still get.
     pub fn free_bytes(&self) -> u64 {
         self.data.available_for(0) * self.sb.data_block_bytes
@@ -224,11 +229,13 @@ impl<D: Device> Fs<D> {
         Ok(())
     }
 
+    /// Allocates `count` contiguous dynamic blocks. Only the bitmap is dirtied: the
+    /// caller dirties each block once it has contents (an indirect extent's unused tail
+    /// is never read, so it is never written).
     fn alloc_meta_block(&mut self, count: u64) -> Result<u64> {
         let b = self.meta.alloc_contiguous(count).ok_or(Error::MetadataFull)?;
         for m in b..b + count {
             self.dirty_meta_bitmap(m);
-            self.dirty.insert(m);
         }
         Ok(b)
     }

@@ -206,6 +206,7 @@ impl<D: Device> Fs<D> {
         let ino = self.new_inode(parent, name, S_IFLNK | 0o777, uid, gid, now_ns)?;
         let m = self.alloc_meta_block(1)?;
         self.owners.insert(m, Owner::Symlink { ino });
+        self.dirty.insert(m);
         self.symlinks.insert(ino, target.to_vec());
         let inode = self.inode_mut(ino)?;
         inode.map_block(0, m);
