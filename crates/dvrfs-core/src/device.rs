@@ -50,7 +50,8 @@ impl<D: Device + ?Sized> Device for Box<D> {
 }
 
 fn check_range(len_bytes: u64, offset_bytes: u64, n: usize) -> io::Result<()> {
-    let aligned = offset_bytes.is_multiple_of(IO_ALIGN_BYTES) && (n as u64).is_multiple_of(IO_ALIGN_BYTES);
+    let aligned =
+        offset_bytes.is_multiple_of(IO_ALIGN_BYTES) && (n as u64).is_multiple_of(IO_ALIGN_BYTES);
     if !aligned {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -257,7 +258,7 @@ impl CrashDevice {
         for (off, data) in &self.pending {
             let lands = match self.mode {
                 CrashMode::InOrderTorn => true,
-                CrashMode::RandomSubsetTorn => self.rng.next_u32() % 2 == 0,
+                CrashMode::RandomSubsetTorn => self.rng.next_u32().is_multiple_of(2),
             };
             if lands {
                 img.poke(*off, data);

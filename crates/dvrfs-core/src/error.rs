@@ -30,7 +30,9 @@ pub enum Error {
     NotEmpty(String),
     #[error("name is {len} bytes long; the limit is 255")]
     NameTooLong { len: usize },
-    #[error("invalid name {0:?}: names are 1 to 255 bytes without '/' or NUL, and not '.' or '..'")]
+    #[error(
+        "invalid name {0:?}: names are 1 to 255 bytes without '/' or NUL, and not '.' or '..'"
+    )]
     InvalidName(String),
     #[error("no space left: {need_bytes} bytes needed, {free_bytes} bytes free")]
     NoSpace { need_bytes: u64, free_bytes: u64 },
@@ -61,15 +63,15 @@ impl Error {
         match self {
             Error::Io { .. } | Error::Corrupt(_) | Error::NotDvrfs(_) => 5, // EIO
             Error::TooSmall { .. } | Error::InvalidArgument(_) | Error::InvalidName(_) => 22, // EINVAL
-            Error::NotFound(_) => 2,                                          // ENOENT
-            Error::Exists(_) => 17,                                           // EEXIST
-            Error::NotDir(_) => 20,                                           // ENOTDIR
-            Error::IsDir(_) => 21,                                            // EISDIR
-            Error::NotEmpty(_) => 39,                                         // ENOTEMPTY
-            Error::NameTooLong { .. } => 36,                                  // ENAMETOOLONG
+            Error::NotFound(_) => 2,         // ENOENT
+            Error::Exists(_) => 17,          // EEXIST
+            Error::NotDir(_) => 20,          // ENOTDIR
+            Error::IsDir(_) => 21,           // EISDIR
+            Error::NotEmpty(_) => 39,        // ENOTEMPTY
+            Error::NameTooLong { .. } => 36, // ENAMETOOLONG
             Error::NoSpace { .. } | Error::NoInodes(_) | Error::MetadataFull => 28, // ENOSPC
-            Error::FileTooLarge(_) => 27,                                     // EFBIG
-            Error::ReadOnly => 30,                                            // EROFS
+            Error::FileTooLarge(_) => 27,    // EFBIG
+            Error::ReadOnly => 30,           // EROFS
             Error::Loop => 22,
         }
     }

@@ -100,10 +100,12 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
     // Sized for the worst case of every data block being its own run (ZRR), with the
     // doubling indirect extents wasting up to half, plus directories and symlinks.
     let inode_table_blocks = div_ceil(inodes, INODES_PER_BLOCK as u64);
-    let dynamic_blocks = 256 + div_ceil(inodes, 8) + div_ceil(2 * upper_blocks, RUNS_PER_BLOCK as u64);
+    let dynamic_blocks =
+        256 + div_ceil(inodes, 8) + div_ceil(2 * upper_blocks, RUNS_PER_BLOCK as u64);
     let data_bitmap_blocks = div_ceil(upper_blocks.max(1), BITS_PER_BITMAP_BLOCK);
     let meta_bitmap_blocks = div_ceil(dynamic_blocks, BITS_PER_BITMAP_BLOCK);
-    let journal_blocks = (2 * (data_bitmap_blocks + meta_bitmap_blocks) + 1024).max(MIN_JOURNAL_BLOCKS);
+    let journal_blocks =
+        (2 * (data_bitmap_blocks + meta_bitmap_blocks) + 1024).max(MIN_JOURNAL_BLOCKS);
     let journal_start = 1;
     let data_bitmap_start = journal_start + journal_blocks;
     let meta_bitmap_start = data_bitmap_start + data_bitmap_blocks;
@@ -187,7 +189,10 @@ mod tests {
         // 250 GB with 4 MiB blocks: 15 zones of at least 16 GB (AVFS rule).
         assert_eq!(default_zone_count(250_000_000_000 / (4 << 20), 4 << 20), 15);
         // 8 TB: capped at 32.
-        assert_eq!(default_zone_count(8_000_000_000_000 / (4 << 20), 4 << 20), 32);
+        assert_eq!(
+            default_zone_count(8_000_000_000_000 / (4 << 20), 4 << 20),
+            32
+        );
         // A 1 GiB image: 256 blocks, the small-image floor of 8 zones.
         assert_eq!(default_zone_count(256, 4 << 20), 8);
         // A tiny one: zones of at least 4 blocks.

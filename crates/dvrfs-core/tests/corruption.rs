@@ -22,14 +22,20 @@ fn populated() -> (MemDevice, Model) {
     let root = fs.root();
     let d = fs.mkdir(root, b"cam1", 0o755, 0, 0, 1).unwrap();
     for i in 0..40 {
-        fs.create(d, format!("seg{i:03}.ts").as_bytes(), 0o644, 0, 0, 2).unwrap();
+        fs.create(d, format!("seg{i:03}.ts").as_bytes(), 0o644, 0, 0, 2)
+            .unwrap();
     }
     let big = fs.create(root, b"big.ts", 0o644, 0, 0, 3).unwrap();
-    fs.write(big, 0, &pattern(1, 30 * (64 << 10) + 123), 4).unwrap();
+    fs.write(big, 0, &pattern(1, 30 * (64 << 10) + 123), 4)
+        .unwrap();
     let small = fs.lookup(d, b"seg007.ts").unwrap();
     fs.write(small, 0, &pattern(2, 5000), 5).unwrap();
-    fs.symlink(root, b"latest", b"/cam1/seg007.ts", 0, 0, 6).unwrap();
-    assert!(fs.stat(big).unwrap().runs > 7, "the big file needs indirect runs");
+    fs.symlink(root, b"latest", b"/cam1/seg007.ts", 0, 0, 6)
+        .unwrap();
+    assert!(
+        fs.stat(big).unwrap().runs > 7,
+        "the big file needs indirect runs"
+    );
     let model = snapshot(&fs);
     (fs.close().unwrap(), model)
 }
@@ -72,7 +78,15 @@ fn backup_region_used_when_primary_checksum_fails() {
             parse_header(&b).unwrap().block_type
         })
         .collect();
-    for t in [BlockType::Superblock, BlockType::DataBitmap, BlockType::MetaBitmap, BlockType::InodeTable, BlockType::Directory, BlockType::Runs, BlockType::Symlink] {
+    for t in [
+        BlockType::Superblock,
+        BlockType::DataBitmap,
+        BlockType::MetaBitmap,
+        BlockType::InodeTable,
+        BlockType::Directory,
+        BlockType::Runs,
+        BlockType::Symlink,
+    ] {
         assert!(types.contains(&t), "the test volume has a {t:?} block");
     }
     for (i, &n) in blocks.iter().enumerate() {
@@ -82,12 +96,16 @@ fn backup_region_used_when_primary_checksum_fails() {
         bad.peek(at, &mut byte);
         bad.poke(at, &[byte[0] ^ 0x40]);
         // Detected and served from the backup: the contents are intact.
-        let fs = Fs::open(bad.clone(), OpenOptions::read_only()).unwrap_or_else(|e| panic!("block {n}: {e}"));
+        let fs = Fs::open(bad.clone(), OpenOptions::read_only())
+            .unwrap_or_else(|e| panic!("block {n}: {e}"));
         let report = fs.load_report();
         if n == 0 {
             assert_eq!(report.superblock_from, "end-of-device copy");
         } else {
-            assert!(report.from_backup.iter().any(|(b, _)| *b == n), "block {n}: flip at {at} not detected");
+            assert!(
+                report.from_backup.iter().any(|(b, _)| *b == n),
+                "block {n}: flip at {at} not detected"
+            );
         }
         assert_eq!(snapshot(&fs), model, "block {n}");
         // fsck without repair: errors left (4); with repair: corrected (1); then clean.
@@ -188,7 +206,10 @@ fn leaked_data_block_is_reclaimed_by_fsck() {
     }
     let (code, _, errors) = fsck_code(&bad, false);
     assert_eq!(code, 4);
-    assert!(errors.iter().any(|e| e.contains("data bitmap")), "{errors:?}");
+    assert!(
+        errors.iter().any(|e| e.contains("data bitmap")),
+        "{errors:?}"
+    );
     let (code, fixed, _) = fsck_code(&bad, true);
     assert_eq!(code, 1);
     let fixed = fixed.unwrap();
@@ -200,7 +221,13 @@ fn leaked_data_block_is_reclaimed_by_fsck() {
 fn random_bytes_are_not_a_dvrfs() {
     let mut dev = MemDevice::new(8 << 20);
     dev.poke(0, &pattern(5, 8 << 20));
-    assert!(matches!(Fs::open(dev, OpenOptions::read_only()), Err(Error::NotDvrfs(_))));
+    assert!(matches!(
+        Fs::open(dev, OpenOptions::read_only()),
+        Err(Error::NotDvrfs(_))
+    ));
     let empty = MemDevice::new(8 << 20);
-    assert!(matches!(Fs::open(empty, OpenOptions::read_only()), Err(Error::NotDvrfs(_))));
+    assert!(matches!(
+        Fs::open(empty, OpenOptions::read_only()),
+        Err(Error::NotDvrfs(_))
+    ));
 }

@@ -51,8 +51,16 @@ fn workload(seed: u64, n: usize) -> Vec<COp> {
             61..=64 => COp::TruncateUp(f, rng.next_u64() % BLOCK),
             65..=72 => COp::Unlink(f),
             73..=80 => COp::Rename(f, g),
-            81..=83 => COp::Mkdir(if rng.next_u32() % 2 == 0 { "/d".into() } else { "/e".into() }),
-            84..=86 => COp::Rmdir(if rng.next_u32() % 2 == 0 { "/d".into() } else { "/e".into() }),
+            81..=83 => COp::Mkdir(if rng.next_u32() % 2 == 0 {
+                "/d".into()
+            } else {
+                "/e".into()
+            }),
+            84..=86 => COp::Rmdir(if rng.next_u32() % 2 == 0 {
+                "/d".into()
+            } else {
+                "/e".into()
+            }),
             _ => COp::Sync,
         });
     }
@@ -62,7 +70,9 @@ fn workload(seed: u64, n: usize) -> Vec<COp> {
 fn apply(fs: &mut Fs<CrashDevice>, op: &COp, t: i64) -> Result<(), Error> {
     let parent = |fs: &Fs<CrashDevice>, p: &str| fs.resolve_parent(p).map(|(d, n)| (d, n.to_vec()));
     match op {
-        COp::Create(p) => parent(fs, p).and_then(|(d, n)| fs.create(d, &n, 0o644, 0, 0, t).map(|_| ())),
+        COp::Create(p) => {
+            parent(fs, p).and_then(|(d, n)| fs.create(d, &n, 0o644, 0, 0, t).map(|_| ()))
+        }
         COp::Append(p, len, seed) => {
             let ino = fs.resolve(p)?;
             let size = fs.stat(ino)?.size_bytes;
@@ -89,7 +99,9 @@ fn apply(fs: &mut Fs<CrashDevice>, op: &COp, t: i64) -> Result<(), Error> {
             let (dd, dn) = parent(fs, b)?;
             fs.rename(sd, &sn, dd, &dn, t)
         }
-        COp::Mkdir(p) => parent(fs, p).and_then(|(d, n)| fs.mkdir(d, &n, 0o755, 0, 0, t).map(|_| ())),
+        COp::Mkdir(p) => {
+            parent(fs, p).and_then(|(d, n)| fs.mkdir(d, &n, 0o755, 0, 0, t).map(|_| ()))
+        }
         COp::Rmdir(p) => parent(fs, p).and_then(|(d, n)| fs.rmdir(d, &n, t)),
         COp::Sync => fs.sync(),
     }
@@ -105,12 +117,29 @@ struct Reference {
 }
 
 fn reference(image: &MemDevice, ops: &[COp]) -> Reference {
-    let mut fs = Fs::open(CrashDevice::new(image.clone(), CrashMode::InOrderTorn, 0), OpenOptions::writable()).unwrap();
-    let mut r = Reference { states: vec![snapshot(&fs)], op_start_write: vec![], synced: vec![(0, 0)], total_writes: 0 };
+    let mut fs = Fs::open(
+        CrashDevice::new(image.clone(), CrashMode::InOrderTorn, 0),
+        OpenOptions::writable(),
+    )
+    .unwrap();
+    let mut r = Reference {
+        states: vec![snapshot(&fs)],
+        op_start_write: vec![],
+        synced: vec![(0, 0)],
+        total_writes: 0,
+    };
     for (i, op) in ops.iter().enumerate() {
         r.op_start_write.push(fs.device().writes);
         match apply(&mut fs, op, i as i64) {
-            Ok(()) | Err(Error::NotFound(_) | Error::Exists(_) | Error::NotEmpty(_) | Error::IsDir(_) | Error::NotDir(_) | Error::Loop) => {}
+            Ok(())
+            | Err(
+                Error::NotFound(_)
+                | Error::Exists(_)
+                | Error::NotEmpty(_)
+                | Error::IsDir(_)
+                | Error::NotDir(_)
+                | Error::Loop,
+            ) => {}
             Err(e) => panic!("op {i} {op:?}: {e}"),
         }
         r.states.push(snapshot(&fs));
@@ -141,8 +170,16 @@ fn check_all_crash_points(alloc: AllocPolicy, mode: CrashMode, seed: u64) {
     let image = formatted(24 << 20, BLOCK, alloc, seed);
     let ops = workload(seed, 110);
     let r = reference(&image, &ops);
-    eprintln!("{alloc:?} {mode:?}: {} ops, {} device writes, {} syncs", ops.len(), r.total_writes, r.synced.len());
-    assert!(r.total_writes > 50, "the workload writes enough to be interesting");
+    eprintln!(
+        "{alloc:?} {mode:?}: {} ops, {} device writes, {} syncs",
+        ops.len(),
+        r.total_writes,
+        r.synced.len()
+    );
+    assert!(
+        r.total_writes > 50,
+        "the workload writes enough to be interesting"
+    );
     for k in 0..r.total_writes {
         let crashed = crash_at(&image, &ops, k, mode, seed ^ k);
         assert_fsck_clean(&crashed);
@@ -150,7 +187,13 @@ fn check_all_crash_points(alloc: AllocPolicy, mode: CrashMode, seed: u64) {
         let got = snapshot(&fs);
         // Operations that had started by write k, and the last sync completed before it.
         let started = r.op_start_write.iter().filter(|&&w| w <= k).count();
-        let floor = r.synced.iter().filter(|(w, _)| *w <= k).map(|(_, i)| *i).max().unwrap_or(0);
+        let floor = r
+            .synced
+            .iter()
+            .filter(|(w, _)| *w <= k)
+            .map(|(_, i)| *i)
+            .max()
+            .unwrap_or(0);
         let ok = (floor..=started.min(ops.len())).any(|j| r.states[j] == got);
         assert!(
             ok,

@@ -54,7 +54,14 @@ fn one_tib_zrr_file_fits_one_level_of_indirection() {
     p.alloc = AllocPolicy::Zrr;
     let sb = mkfs(&mut dev, &p, &mut |_, _| {}).unwrap();
     let data = sb.data_start_bytes..sb.data_start_bytes + sb.data_blocks * block;
-    let mut fs = Fs::open(MetadataOnly { inner: dev, data: data.clone() }, OpenOptions::writable()).unwrap();
+    let mut fs = Fs::open(
+        MetadataOnly {
+            inner: dev,
+            data: data.clone(),
+        },
+        OpenOptions::writable(),
+    )
+    .unwrap();
     let root = fs.root();
     let ino = fs.create(root, b"one-tib.ts", 0o644, 0, 0, 0).unwrap();
     let blocks = (1u64 << 40) / block;
@@ -64,13 +71,20 @@ fn one_tib_zrr_file_fits_one_level_of_indirection() {
     fs.truncate(ino, 1 << 40, 0).unwrap();
     let st = fs.stat(ino).unwrap();
     assert_eq!(st.blocks, blocks);
-    assert_eq!(st.runs as u64, blocks, "ZRR puts every block of a file in the next zone");
+    assert_eq!(
+        st.runs as u64, blocks,
+        "ZRR puts every block of a file in the next zone"
+    );
     let dev = fs.close().unwrap();
     let fs = Fs::open(dev, OpenOptions::read_only()).unwrap();
     assert_eq!(fs.stat(ino).unwrap().size_bytes, 1 << 40);
     assert_eq!(fs.runs(ino).unwrap().len() as u64, blocks);
     let (report, _) = dvrfs_core::fs::fsck::fsck(fs.crash(), false, &mut |_, _| {}).unwrap();
-    assert!(report.clean(), "{:?}", &report.errors[..report.errors.len().min(8)]);
+    assert!(
+        report.clean(),
+        "{:?}",
+        &report.errors[..report.errors.len().min(8)]
+    );
 }
 
 #[test]
@@ -83,7 +97,8 @@ fn deleting_a_file_costs_metadata_proportional_to_runs() {
     // 6000 blocks (375 MiB) written in one go: contiguous, a handful of runs.
     let chunk = pattern(1, 64 * block as usize);
     for k in 0..6000 / 64 {
-        fs.write(ino, k as u64 * chunk.len() as u64, &chunk, 0).unwrap();
+        fs.write(ino, k as u64 * chunk.len() as u64, &chunk, 0)
+            .unwrap();
     }
     fs.close_file(ino);
     let runs = fs.stat(ino).unwrap().runs;
@@ -92,7 +107,10 @@ fn deleting_a_file_costs_metadata_proportional_to_runs() {
     fs.unlink(root, b"big", 1).unwrap();
     // inode block + directory block + superblock + the bitmap blocks the runs touch.
     let dirty = fs.dirty_blocks();
-    assert!(dirty <= 3 + 2 * runs, "deleting a {runs}-run file of 6000 blocks dirtied {dirty} blocks");
+    assert!(
+        dirty <= 3 + 2 * runs,
+        "deleting a {runs}-run file of 6000 blocks dirtied {dirty} blocks"
+    );
     let dev = fs.close().unwrap();
     assert_fsck_clean(&dev);
 }

@@ -13,14 +13,40 @@ use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Create { dir: usize, name: u8 },
-    Mkdir { dir: usize, name: u8 },
-    Write { file: usize, offset: u64, len: usize, seed: u64 },
-    Append { file: usize, len: usize, seed: u64 },
-    Truncate { file: usize, size: u64 },
-    Unlink { file: usize },
-    Rmdir { dir: usize },
-    Rename { from: usize, dir: usize, name: u8 },
+    Create {
+        dir: usize,
+        name: u8,
+    },
+    Mkdir {
+        dir: usize,
+        name: u8,
+    },
+    Write {
+        file: usize,
+        offset: u64,
+        len: usize,
+        seed: u64,
+    },
+    Append {
+        file: usize,
+        len: usize,
+        seed: u64,
+    },
+    Truncate {
+        file: usize,
+        size: u64,
+    },
+    Unlink {
+        file: usize,
+    },
+    Rmdir {
+        dir: usize,
+    },
+    Rename {
+        from: usize,
+        dir: usize,
+        name: u8,
+    },
     Reopen,
 }
 
@@ -44,12 +70,19 @@ const NAMES: [&str; 5] = ["a", "b", "rec", "x.ts", "long-name-0123456789"];
 
 fn dirs(m: &Model) -> Vec<String> {
     let mut v = vec![String::new()];
-    v.extend(m.iter().filter(|(_, n)| **n == Node::Dir).map(|(k, _)| k.clone()));
+    v.extend(
+        m.iter()
+            .filter(|(_, n)| **n == Node::Dir)
+            .map(|(k, _)| k.clone()),
+    );
     v
 }
 
 fn files(m: &Model) -> Vec<String> {
-    m.iter().filter(|(_, n)| matches!(n, Node::File(_))).map(|(k, _)| k.clone()).collect()
+    m.iter()
+        .filter(|(_, n)| matches!(n, Node::File(_)))
+        .map(|(k, _)| k.clone())
+        .collect()
 }
 
 fn pick(v: &[String], i: usize) -> Option<String> {
@@ -67,7 +100,9 @@ fn now(step: usize) -> i64 {
 /// Applies `op` to the model; returns false where POSIX says the call fails.
 fn model_apply(m: &mut Model, op: &Op, target: &Target) -> bool {
     match (op, target) {
-        (Op::Create { .. }, Target::Path(p)) => m.insert(p.clone(), Node::File(vec![])).is_none() || { false },
+        (Op::Create { .. }, Target::Path(p)) => {
+            m.insert(p.clone(), Node::File(vec![])).is_none() || { false }
+        }
         (Op::Mkdir { .. }, Target::Path(p)) => {
             if m.contains_key(p) {
                 return false;
@@ -75,8 +110,15 @@ fn model_apply(m: &mut Model, op: &Op, target: &Target) -> bool {
             m.insert(p.clone(), Node::Dir);
             true
         }
-        (Op::Write { offset, len, seed, .. }, Target::Path(p)) => {
-            let Some(Node::File(d)) = m.get_mut(p) else { return false };
+        (
+            Op::Write {
+                offset, len, seed, ..
+            },
+            Target::Path(p),
+        ) => {
+            let Some(Node::File(d)) = m.get_mut(p) else {
+                return false;
+            };
             let end = *offset as usize + len;
             if d.len() < end {
                 d.resize(end, 0);
@@ -85,12 +127,16 @@ fn model_apply(m: &mut Model, op: &Op, target: &Target) -> bool {
             true
         }
         (Op::Append { len, seed, .. }, Target::Path(p)) => {
-            let Some(Node::File(d)) = m.get_mut(p) else { return false };
+            let Some(Node::File(d)) = m.get_mut(p) else {
+                return false;
+            };
             d.extend_from_slice(&pattern(*seed, *len));
             true
         }
         (Op::Truncate { size, .. }, Target::Path(p)) => {
-            let Some(Node::File(d)) = m.get_mut(p) else { return false };
+            let Some(Node::File(d)) = m.get_mut(p) else {
+                return false;
+            };
             d.resize(*size as usize, 0);
             true
         }
@@ -112,8 +158,14 @@ fn model_apply(m: &mut Model, op: &Op, target: &Target) -> bool {
             }
             let src = m[from].clone();
             match (m.get(to), &src) {
-                (Some(Node::Dir), Node::File(_)) | (Some(Node::File(_)), Node::Dir) => return false,
-                (Some(Node::Dir), Node::Dir) if m.keys().any(|k| k.starts_with(&format!("{to}/"))) => return false,
+                (Some(Node::Dir), Node::File(_)) | (Some(Node::File(_)), Node::Dir) => {
+                    return false
+                }
+                (Some(Node::Dir), Node::Dir)
+                    if m.keys().any(|k| k.starts_with(&format!("{to}/"))) =>
+                {
+                    return false
+                }
                 _ => {}
             }
             let moved: Vec<(String, Node)> = m
@@ -149,7 +201,12 @@ fn fs_apply(fs: &mut Fs<MemDevice>, op: &Op, target: &Target, step: usize) -> Re
             let name = name.to_vec();
             fs.mkdir(parent, &name, 0o755, 0, 0, t).map(|_| ())
         }
-        (Op::Write { offset, len, seed, .. }, Target::Path(p)) => {
+        (
+            Op::Write {
+                offset, len, seed, ..
+            },
+            Target::Path(p),
+        ) => {
             let ino = fs.resolve(p)?;
             fs.write(ino, *offset, &pattern(*seed, *len), t)
         }
@@ -187,10 +244,13 @@ fn target(m: &Model, op: &Op) -> Target {
     let ds = dirs(m);
     let fsel = files(m);
     match op {
-        Op::Create { dir, name } | Op::Mkdir { dir, name } => Target::Path(path_of(&ds[dir % ds.len()], *name)),
-        Op::Write { file, .. } | Op::Append { file, .. } | Op::Truncate { file, .. } | Op::Unlink { file } => {
-            pick(&fsel, *file).map_or(Target::None, Target::Path)
+        Op::Create { dir, name } | Op::Mkdir { dir, name } => {
+            Target::Path(path_of(&ds[dir % ds.len()], *name))
         }
+        Op::Write { file, .. }
+        | Op::Append { file, .. }
+        | Op::Truncate { file, .. }
+        | Op::Unlink { file } => pick(&fsel, *file).map_or(Target::None, Target::Path),
         Op::Rmdir { dir } => pick(&ds[1..], *dir).map_or(Target::None, Target::Path),
         Op::Rename { from, dir, name } => {
             let all: Vec<String> = m.keys().cloned().collect();
@@ -212,7 +272,11 @@ fn run(ops: Vec<Op>, alloc: AllocPolicy, block: u64, device_bytes: u64) {
             let dev = fs.close().expect("close");
             assert_fsck_clean(&dev);
             fs = open_rw(dev);
-            assert_eq!(short(&snapshot(&fs)), short(&model), "after reopen at step {step}");
+            assert_eq!(
+                short(&snapshot(&fs)),
+                short(&model),
+                "after reopen at step {step}"
+            );
             assert_eq!(snapshot(&fs), model, "contents after reopen at step {step}");
             continue;
         }
@@ -224,7 +288,10 @@ fn run(ops: Vec<Op>, alloc: AllocPolicy, block: u64, device_bytes: u64) {
         let ok = model_apply(&mut next, op, &t);
         match fs_apply(&mut fs, op, &t, step) {
             Ok(()) => {
-                assert!(ok, "step {step}: {op:?} succeeded but the model says it fails");
+                assert!(
+                    ok,
+                    "step {step}: {op:?} succeeded but the model says it fails"
+                );
                 model = next;
             }
             Err(Error::NoSpace { .. }) | Err(Error::MetadataFull) => {

@@ -50,7 +50,7 @@ impl Bitmap {
         let mut i = from;
         while i < to {
             let w = self.words[(i / 64) as usize];
-            if i % 64 == 0 && w == u64::MAX {
+            if i.is_multiple_of(64) && w == u64::MAX {
                 i += 64;
                 continue;
             }

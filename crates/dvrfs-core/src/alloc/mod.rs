@@ -205,7 +205,11 @@ impl DataAlloc {
     pub fn check_invariants(&self) -> Result<(), String> {
         let busy = self.busy.count_ones();
         if self.used.len() - busy != self.free_blocks {
-            return Err(format!("free count {} but {} blocks not busy", self.free_blocks, self.used.len() - busy));
+            return Err(format!(
+                "free count {} but {} blocks not busy",
+                self.free_blocks,
+                self.used.len() - busy
+            ));
         }
         for i in 0..self.used.len() {
             if self.used.get(i) && !self.busy.get(i) {

@@ -53,7 +53,11 @@ fn freed_blocks_are_reused_only_after_commit() {
         }
         assert_eq!(all.len() as u64, n, "{policy:?} hands out every block");
         a.free(all[5]);
-        assert_eq!(a.alloc(2, None), None, "{policy:?} reused an uncommitted free");
+        assert_eq!(
+            a.alloc(2, None),
+            None,
+            "{policy:?} reused an uncommitted free"
+        );
         a.commit_done();
         assert_eq!(a.alloc(2, None), Some(all[5]));
         a.check_invariants().unwrap();

@@ -71,7 +71,8 @@ pub fn decode_dir(payload: &[u8]) -> Result<Vec<(Vec<u8>, u32, Kind)>, BlockErro
             return Err(BlockError::Malformed("directory entry"));
         }
         let ino = get_u32(payload, at);
-        let kind = Kind::from_u8(payload[at + 4]).ok_or(BlockError::Malformed("directory entry kind"))?;
+        let kind =
+            Kind::from_u8(payload[at + 4]).ok_or(BlockError::Malformed("directory entry kind"))?;
         let len = payload[at + 5] as usize;
         let end = at + ENTRY_FIXED_BYTES + len;
         if len == 0 || end > D_ENTRIES + used {
@@ -107,14 +108,20 @@ mod tests {
     #[test]
     fn directory_block_round_trips_and_fills() {
         let long = vec![b'x'; MAX_NAME_BYTES];
-        let names: Vec<Vec<u8>> = (0..15).map(|i| {
-            let mut n = long.clone();
-            n[0] = b'a' + i as u8;
-            n
-        }).collect();
+        let names: Vec<Vec<u8>> = (0..15)
+            .map(|i| {
+                let mut n = long.clone();
+                n[0] = b'a' + i as u8;
+                n
+            })
+            .collect();
         let total: usize = names.iter().map(|n| entry_bytes(n)).sum();
         assert!(total <= DIR_SPACE_BYTES, "15 maximal names fit one block");
-        let entries: Vec<(&[u8], u32, Kind)> = names.iter().enumerate().map(|(i, n)| (&n[..], i as u32 + 2, Kind::File)).collect();
+        let entries: Vec<(&[u8], u32, Kind)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (&n[..], i as u32 + 2, Kind::File))
+            .collect();
         let mut p = vec![0u8; PAYLOAD_BYTES];
         encode_dir(&entries, &mut p);
         let back = decode_dir(&p).unwrap();

@@ -50,7 +50,8 @@ pub fn encode_transaction(
     let mut out = vec![0u8; total * META_BLOCK_BYTES];
     for k in 0..d {
         let first = k * TARGETS_PER_DESCRIPTOR;
-        let chunk = &images[first.min(images.len())..(first + TARGETS_PER_DESCRIPTOR).min(images.len())];
+        let chunk =
+            &images[first.min(images.len())..(first + TARGETS_PER_DESCRIPTOR).min(images.len())];
         let b = &mut out[k * META_BLOCK_BYTES..(k + 1) * META_BLOCK_BYTES];
         let p = payload_mut(b);
         put_u64(p, J_TXN, txn);
@@ -130,7 +131,13 @@ pub fn decode_transaction(
     }
     let block = |k: usize| &bytes[k * META_BLOCK_BYTES..(k + 1) * META_BLOCK_BYTES];
     let commit = block(d + n);
-    let h = verify_block(commit, BlockType::JournalCommit, uuid, journal_start + (d + n) as u64).ok()?;
+    let h = verify_block(
+        commit,
+        BlockType::JournalCommit,
+        uuid,
+        journal_start + (d + n) as u64,
+    )
+    .ok()?;
     let cp = payload(commit);
     if h.seq != head.txn
         || get_u64(cp, C_TXN) != head.txn
@@ -143,7 +150,13 @@ pub fn decode_transaction(
     let mut targets = Vec::with_capacity(n);
     for k in 0..d {
         let b = block(k);
-        let h = verify_block(b, BlockType::JournalDescriptor, uuid, journal_start + k as u64).ok()?;
+        let h = verify_block(
+            b,
+            BlockType::JournalDescriptor,
+            uuid,
+            journal_start + k as u64,
+        )
+        .ok()?;
         let p = payload(b);
         let count = get_u32(p, J_COUNT) as usize;
         if h.seq != head.txn
@@ -189,7 +202,9 @@ mod tests {
     }
 
     fn txn_bytes(n: usize) -> Vec<u8> {
-        let imgs: Vec<(u64, Vec<u8>)> = (0..n).map(|i| (100 + i as u64, image(100 + i as u64, 9, i as u8))).collect();
+        let imgs: Vec<(u64, Vec<u8>)> = (0..n)
+            .map(|i| (100 + i as u64, image(100 + i as u64, 9, i as u8)))
+            .collect();
         let refs: Vec<(u64, &[u8])> = imgs.iter().map(|(t, b)| (*t, &b[..])).collect();
         encode_transaction(&[3; 16], 1, 9, &refs)
     }
@@ -214,7 +229,10 @@ mod tests {
         for keep in (0..bytes.len()).step_by(512) {
             let mut torn = bytes.clone();
             torn[keep..].fill(0xAA);
-            assert!(decode_transaction(&torn, &[3; 16], 1, head).is_none(), "torn at {keep}");
+            assert!(
+                decode_transaction(&torn, &[3; 16], 1, head).is_none(),
+                "torn at {keep}"
+            );
         }
         // A single flipped bit in any image is caught by the commit checksum.
         let mut bad = bytes.clone();

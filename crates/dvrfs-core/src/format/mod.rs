@@ -259,7 +259,10 @@ mod tests {
     #[test]
     fn sealed_block_verifies() {
         let (b, h) = sample();
-        assert_eq!(verify_block(&b[..], BlockType::InodeTable, &[9; 16], 77), Ok(h));
+        assert_eq!(
+            verify_block(&b[..], BlockType::InodeTable, &[9; 16], 77),
+            Ok(h)
+        );
     }
 
     #[test]

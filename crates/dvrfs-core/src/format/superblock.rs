@@ -204,7 +204,8 @@ impl Superblock {
             return Err(BlockError::Misplaced { found: h.block_no });
         }
         let p = payload(block);
-        let alloc = AllocPolicy::from_u8(p[S_ALLOC]).ok_or(BlockError::Malformed("allocation policy"))?;
+        let alloc =
+            AllocPolicy::from_u8(p[S_ALLOC]).ok_or(BlockError::Malformed("allocation policy"))?;
         let sb = Superblock {
             uuid: h.uuid,
             device_bytes: get_u64(p, S_DEVICE),
@@ -242,10 +243,13 @@ impl Superblock {
     pub fn validate(&self) -> Result<(), BlockError> {
         let m = |what| Err(BlockError::Malformed(what));
         let bs = self.data_block_bytes;
-        if !bs.is_power_of_two() || !(crate::layout::MIN_DATA_BLOCK_BYTES..=crate::layout::MAX_DATA_BLOCK_BYTES).contains(&bs) {
+        if !bs.is_power_of_two()
+            || !(crate::layout::MIN_DATA_BLOCK_BYTES..=crate::layout::MAX_DATA_BLOCK_BYTES)
+                .contains(&bs)
+        {
             return m("data block size");
         }
-        if self.device_bytes % META_BLOCK_BYTES as u64 != 0 {
+        if !self.device_bytes.is_multiple_of(META_BLOCK_BYTES as u64) {
             return m("device size");
         }
         // The metadata areas follow each other in this order, starting after block 0.
@@ -291,7 +295,8 @@ impl Superblock {
             return m("bitmap size");
         }
         if self.inode_count < 2
-            || self.inode_table_blocks * (super::inode::INODES_PER_BLOCK as u64) < self.inode_count as u64
+            || self.inode_table_blocks * (super::inode::INODES_PER_BLOCK as u64)
+                < self.inode_count as u64
             || self.root_ino == 0
             || self.root_ino >= self.inode_count
         {

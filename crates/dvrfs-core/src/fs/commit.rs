@@ -2,7 +2,9 @@
 
 use super::*;
 use crate::format::dir::{encode_dir, encode_symlink};
-use crate::format::inode::{encode_runs, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES, RUNS_PER_BLOCK};
+use crate::format::inode::{
+    encode_runs, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES, RUNS_PER_BLOCK,
+};
 use crate::format::journal::{encode_transaction, transaction_blocks};
 use crate::format::{new_block, payload_mut, seal_block, BlockType, Header, META_BLOCK_BYTES};
 
@@ -16,7 +18,9 @@ impl<D: Device> Fs<D> {
             return Ok(());
         }
         if self.data_unflushed {
-            self.dev.flush().map_err(|e| Error::io("flushing file data", e))?;
+            self.dev
+                .flush()
+                .map_err(|e| Error::io("flushing file data", e))?;
             self.data_unflushed = false;
         }
         if self.dirty.is_empty() {
@@ -46,7 +50,9 @@ impl<D: Device> Fs<D> {
         self.dev
             .write_at(self.sb.primary_offset(self.sb.journal_start), &bytes)
             .map_err(|e| Error::io("writing the journal", e))?;
-        self.dev.flush().map_err(|e| Error::io("flushing the journal", e))?;
+        self.dev
+            .flush()
+            .map_err(|e| Error::io("flushing the journal", e))?;
         checkpoint(&mut self.dev, &self.sb, &refs)?;
         self.dirty.clear();
         self.data.commit_done();
@@ -91,10 +97,14 @@ impl<D: Device> Fs<D> {
         if n == 0 {
             return Some(sb.encode(seq).to_vec());
         } else if in_area(sb.data_bitmap_start, sb.data_bitmap_blocks) {
-            self.data.used().encode_block(n - sb.data_bitmap_start, payload_mut(&mut b[..]));
+            self.data
+                .used()
+                .encode_block(n - sb.data_bitmap_start, payload_mut(&mut b[..]));
             seal_block(&mut b[..], &header(BlockType::DataBitmap));
         } else if in_area(sb.meta_bitmap_start, sb.meta_bitmap_blocks) {
-            self.meta.used().encode_block(n - sb.meta_bitmap_start, payload_mut(&mut b[..]));
+            self.meta
+                .used()
+                .encode_block(n - sb.meta_bitmap_start, payload_mut(&mut b[..]));
             seal_block(&mut b[..], &header(BlockType::MetaBitmap));
         } else if in_area(sb.inode_table_start, sb.inode_table_blocks) {
             let k = n - sb.inode_table_start;
@@ -115,8 +125,10 @@ impl<D: Device> Fs<D> {
                 }
                 Owner::Indirect { ino, slot, within } => {
                     let runs = &self.inodes.get(&ino)?.runs;
-                    let first = INLINE_RUNS + (((1usize << slot) - 1) + within as usize) * RUNS_PER_BLOCK;
-                    let part = &runs[first.min(runs.len())..(first + RUNS_PER_BLOCK).min(runs.len())];
+                    let first =
+                        INLINE_RUNS + (((1usize << slot) - 1) + within as usize) * RUNS_PER_BLOCK;
+                    let part =
+                        &runs[first.min(runs.len())..(first + RUNS_PER_BLOCK).min(runs.len())];
                     encode_runs(part, payload_mut(&mut b[..]));
                     seal_block(&mut b[..], &header(BlockType::Runs));
                 }
@@ -140,10 +152,18 @@ pub(super) fn inode_record(inode: &Inode) -> InodeRecord {
 
 /// Writes images to the primary region, flushes, then to the backup region and the
 /// last-block superblock copy, and flushes again.
-pub(super) fn checkpoint<D: Device>(dev: &mut D, sb: &Superblock, images: &[(u64, &[u8])]) -> Result<()> {
-    let primary: Vec<(u64, &[u8])> = images.iter().map(|(n, b)| (sb.primary_offset(*n), *b)).collect();
+pub(super) fn checkpoint<D: Device>(
+    dev: &mut D,
+    sb: &Superblock,
+    images: &[(u64, &[u8])],
+) -> Result<()> {
+    let primary: Vec<(u64, &[u8])> = images
+        .iter()
+        .map(|(n, b)| (sb.primary_offset(*n), *b))
+        .collect();
     write_coalesced(dev, primary, "checkpointing to the primary region")?;
-    dev.flush().map_err(|e| Error::io("flushing the primary region", e))?;
+    dev.flush()
+        .map_err(|e| Error::io("flushing the primary region", e))?;
     let mut backup: Vec<(u64, &[u8])> = images
         .iter()
         .filter(|(n, _)| !sb.in_journal(*n))
@@ -153,12 +173,17 @@ pub(super) fn checkpoint<D: Device>(dev: &mut D, sb: &Superblock, images: &[(u64
         backup.push((sb.last_copy_offset(), sb_image));
     }
     write_coalesced(dev, backup, "checkpointing to the backup region")?;
-    dev.flush().map_err(|e| Error::io("flushing the backup region", e))?;
+    dev.flush()
+        .map_err(|e| Error::io("flushing the backup region", e))?;
     Ok(())
 }
 
 /// Writes 4 KiB images at byte offsets, merging neighbours into larger writes.
-pub(super) fn write_coalesced<D: Device>(dev: &mut D, mut blocks: Vec<(u64, &[u8])>, what: &str) -> Result<()> {
+pub(super) fn write_coalesced<D: Device>(
+    dev: &mut D,
+    mut blocks: Vec<(u64, &[u8])>,
+    what: &str,
+) -> Result<()> {
     blocks.sort_by_key(|(o, _)| *o);
     let mut i = 0;
     while i < blocks.len() {
@@ -186,5 +211,6 @@ pub(super) fn invalidate_journal<D: Device>(dev: &mut D, sb: &Superblock) -> Res
     let zero = crate::device::AlignedBuf::zeroed(META_BLOCK_BYTES);
     dev.write_at(sb.primary_offset(sb.journal_start), &zero)
         .map_err(|e| Error::io("clearing the journal", e))?;
-    dev.flush().map_err(|e| Error::io("flushing the journal", e))
+    dev.flush()
+        .map_err(|e| Error::io("flushing the journal", e))
 }

@@ -33,7 +33,9 @@ impl<D: Device> Fs<D> {
         match i.kind() {
             Some(Kind::File) => Ok(i),
             Some(Kind::Dir) => Err(Error::IsDir(format!("inode {ino}"))),
-            _ => Err(Error::InvalidArgument(format!("inode {ino} is not a regular file"))),
+            _ => Err(Error::InvalidArgument(format!(
+                "inode {ino} is not a regular file"
+            ))),
         }
     }
 
@@ -57,12 +59,18 @@ impl<D: Device> Fs<D> {
                 None => out.fill(0),
                 Some(block) => {
                     let base = self.sb.data_offset(block);
-                    if s % IO_ALIGN_BYTES == 0 && len as u64 % IO_ALIGN_BYTES == 0 {
-                        self.dev.read_at(base + s, out).map_err(|e| Error::io("reading file data", e))?;
+                    if s.is_multiple_of(IO_ALIGN_BYTES)
+                        && (len as u64).is_multiple_of(IO_ALIGN_BYTES)
+                    {
+                        self.dev
+                            .read_at(base + s, out)
+                            .map_err(|e| Error::io("reading file data", e))?;
                     } else {
                         let (a, b) = (align_down(s), align_up(s + len as u64));
                         let mut tmp = AlignedBuf::zeroed((b - a) as usize);
-                        self.dev.read_at(base + a, &mut tmp).map_err(|e| Error::io("reading file data", e))?;
+                        self.dev
+                            .read_at(base + a, &mut tmp)
+                            .map_err(|e| Error::io("reading file data", e))?;
                         out.copy_from_slice(&tmp[(s - a) as usize..(s - a) as usize + len]);
                     }
                 }
@@ -77,7 +85,10 @@ impl<D: Device> Fs<D> {
     pub fn write(&mut self, ino: Ino, offset: u64, data: &[u8], now_ns: i64) -> Result<()> {
         self.check_writable()?;
         let bs = self.sb.data_block_bytes;
-        let end = offset.checked_add(data.len() as u64).filter(|&e| e <= max_file_bytes(bs)).ok_or(Error::FileTooLarge(offset))?;
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&e| e <= max_file_bytes(bs))
+            .ok_or(Error::FileTooLarge(offset))?;
         let old_size = self.file(ino)?.attr.size_bytes;
         if data.is_empty() {
             return Ok(());
@@ -86,7 +97,9 @@ impl<D: Device> Fs<D> {
         let (first, last) = (offset / bs, (end - 1) / bs);
         let new_blocks = {
             let inode = self.file(ino)?;
-            (first..=last).filter(|&fb| inode.lookup(fb).is_none()).count() as u64
+            (first..=last)
+                .filter(|&fb| inode.lookup(fb).is_none())
+                .count() as u64
         };
         self.reserve_blocks(ino, new_blocks)?;
         let runs = self.inode(ino)?.runs.len();
@@ -107,7 +120,10 @@ impl<D: Device> Fs<D> {
                 Some(block) => self.write_in_block(block, s, src)?,
                 None => {
                     let prev = self.inode(ino)?.block_before(fb);
-                    let block = self.data.alloc(ino, prev).ok_or(Error::NoSpace { need_bytes: bs, free_bytes: 0 })?;
+                    let block = self.data.alloc(ino, prev).ok_or(Error::NoSpace {
+                        need_bytes: bs,
+                        free_bytes: 0,
+                    })?;
                     self.dirty_data_bitmap(block);
                     let (changed, _) = self.inode_mut(ino)?.map_block(fb, block);
                     lowest_changed = lowest_changed.min(changed);
@@ -138,7 +154,10 @@ impl<D: Device> Fs<D> {
         let free = self.data.available_for(ino);
         if free < count {
             let bs = self.sb.data_block_bytes;
-            return Err(Error::NoSpace { need_bytes: count * bs, free_bytes: free * bs });
+            return Err(Error::NoSpace {
+                need_bytes: count * bs,
+                free_bytes: free * bs,
+            });
         }
         Ok(())
     }
@@ -154,16 +173,23 @@ impl<D: Device> Fs<D> {
         let (a, b) = (align_down(s), align_up(e).min(self.sb.data_block_bytes));
         if let (true, true, Some(src)) = (a == s, b == e, src) {
             self.data_unflushed = true;
-            return self.dev.write_at(base + s, src).map_err(|e| Error::io("writing file data", e));
+            return self
+                .dev
+                .write_at(base + s, src)
+                .map_err(|e| Error::io("writing file data", e));
         }
         let mut tmp = AlignedBuf::zeroed((b - a) as usize);
         let sector = IO_ALIGN_BYTES as usize;
         if a != s {
-            self.dev.read_at(base + a, &mut tmp[..sector]).map_err(|e| Error::io("reading file data", e))?;
+            self.dev
+                .read_at(base + a, &mut tmp[..sector])
+                .map_err(|e| Error::io("reading file data", e))?;
         }
         if b != e && (b - a > IO_ALIGN_BYTES || a == s) {
             let at = tmp.len() - sector;
-            self.dev.read_at(base + b - IO_ALIGN_BYTES, &mut tmp[at..]).map_err(|e| Error::io("reading file data", e))?;
+            self.dev
+                .read_at(base + b - IO_ALIGN_BYTES, &mut tmp[at..])
+                .map_err(|e| Error::io("reading file data", e))?;
         }
         let dst = &mut tmp[(s - a) as usize..(e - a) as usize];
         match src {
@@ -171,7 +197,9 @@ impl<D: Device> Fs<D> {
             None => dst.fill(0),
         }
         self.data_unflushed = true;
-        self.dev.write_at(base + a, &tmp).map_err(|e| Error::io("writing file data", e))
+        self.dev
+            .write_at(base + a, &tmp)
+            .map_err(|e| Error::io("writing file data", e))
     }
 
     /// Writes a freshly allocated block: zeros, then `src` at `s`, up to `fill_end`.
@@ -180,18 +208,23 @@ impl<D: Device> Fs<D> {
         let len = align_up(fill_end).min(self.sb.data_block_bytes);
         self.data_unflushed = true;
         if s == 0 && src.len() as u64 == len {
-            return self.dev.write_at(base, src).map_err(|e| Error::io("writing file data", e));
+            return self
+                .dev
+                .write_at(base, src)
+                .map_err(|e| Error::io("writing file data", e));
         }
         let mut tmp = AlignedBuf::zeroed(len as usize);
         tmp[s as usize..s as usize + src.len()].copy_from_slice(src);
-        self.dev.write_at(base, &tmp).map_err(|e| Error::io("writing file data", e))
+        self.dev
+            .write_at(base, &tmp)
+            .map_err(|e| Error::io("writing file data", e))
     }
 
     /// Zeros bytes `from..to` of the block holding `from` (the old end of file), so
     /// that growing the file exposes zeros.
     fn zero_tail(&mut self, ino: Ino, from: u64, to: u64) -> Result<()> {
         let bs = self.sb.data_block_bytes;
-        if from % bs == 0 {
+        if from.is_multiple_of(bs) {
             return Ok(());
         }
         let fb = from / bs;

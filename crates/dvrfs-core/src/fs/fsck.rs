@@ -58,23 +58,48 @@ impl Found {
 /// Checks (and with `repair`, fixes) the file system on `dev`. Returns the device.
 /// A file system whose metadata cannot be read at all is reported, not an `Err`;
 /// `Err` is kept for "not a dvrfs" and I/O failures.
-pub fn fsck<D: Device>(dev: D, repair: bool, progress: &mut dyn FnMut(u64, u64)) -> Result<(FsckReport, Option<D>)> {
-    let opts = if repair { OpenOptions::writable() } else { OpenOptions::read_only() };
+pub fn fsck<D: Device>(
+    dev: D,
+    repair: bool,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(FsckReport, Option<D>)> {
+    let opts = if repair {
+        OpenOptions::writable()
+    } else {
+        OpenOptions::read_only()
+    };
     let mut fs = match Fs::open(dev, opts) {
         Ok(fs) => fs,
         Err(Error::Corrupt(msg)) => {
-            return Ok((FsckReport { errors: vec![msg], repaired: 0, remaining: 1, replayed_txn: None }, None));
+            return Ok((
+                FsckReport {
+                    errors: vec![msg],
+                    repaired: 0,
+                    remaining: 1,
+                    replayed_txn: None,
+                },
+                None,
+            ));
         }
         Err(e) => return Err(e),
     };
-    let mut f = Found { errors: vec![], fixable: vec![] };
+    let mut f = Found {
+        errors: vec![],
+        fixable: vec![],
+    };
     let report = fs.report.clone();
     if report.superblock_from != "primary" {
-        f.err(true, "primary superblock is invalid; the end-of-device copy was used".into());
+        f.err(
+            true,
+            "primary superblock is invalid; the end-of-device copy was used".into(),
+        );
         fs.dirty.insert(0);
     }
     for (n, why) in &report.from_backup {
-        f.err(true, format!("primary metadata block {n} ({why}); served from the backup copy"));
+        f.err(
+            true,
+            format!("primary metadata block {n} ({why}); served from the backup copy"),
+        );
         fs.dirty.insert(*n);
     }
     for (ino, p) in &report.problems {
@@ -114,23 +139,38 @@ impl<D: Device> Fs<D> {
         let holds_runs = |o: &Owner| match *o {
             Owner::Indirect { ino, slot, within } => {
                 let first = crate::format::inode::INLINE_RUNS
-                    + (((1usize << slot) - 1) + within as usize) * crate::format::inode::RUNS_PER_BLOCK;
+                    + (((1usize << slot) - 1) + within as usize)
+                        * crate::format::inode::RUNS_PER_BLOCK;
                 self.inodes.get(&ino).is_some_and(|i| first < i.runs.len())
             }
             _ => true,
         };
-        let mut dynamic: Vec<u64> = self.owners.iter().filter(|(_, o)| holds_runs(o)).map(|(n, _)| *n).collect();
+        let mut dynamic: Vec<u64> = self
+            .owners
+            .iter()
+            .filter(|(_, o)| holds_runs(o))
+            .map(|(n, _)| *n)
+            .collect();
         dynamic.sort_unstable();
         v.extend(dynamic);
         v
     }
 
-    fn check_copies(&mut self, f: &mut Found, report: &LoadReport, progress: &mut dyn FnMut(u64, u64)) -> Result<()> {
+    fn check_copies(
+        &mut self,
+        f: &mut Found,
+        report: &LoadReport,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<()> {
         let blocks = self.blocks_in_use();
         let total = blocks.len() as u64;
         let mut p = vec![0u8; META_BLOCK_BYTES];
         let mut b = vec![0u8; META_BLOCK_BYTES];
-        let pending: BTreeSet<u64> = if self.writable { BTreeSet::new() } else { report.replayed_blocks.iter().copied().collect() };
+        let pending: BTreeSet<u64> = if self.writable {
+            BTreeSet::new()
+        } else {
+            report.replayed_blocks.iter().copied().collect()
+        };
         let bad_primary: BTreeSet<u64> = report.from_backup.iter().map(|(n, _)| *n).collect();
         for (k, &n) in blocks.iter().enumerate() {
             if k % 1024 == 0 {
@@ -140,29 +180,51 @@ impl<D: Device> Fs<D> {
                 continue; // Not checkpointed yet: the journal holds the current image.
             }
             let ty = self.block_type_of(n);
-            self.dev.read_at(self.sb.backup_offset(n), &mut b).map_err(|e| Error::io("reading the backup region", e))?;
+            self.dev
+                .read_at(self.sb.backup_offset(n), &mut b)
+                .map_err(|e| Error::io("reading the backup region", e))?;
             if let Err(why) = verify_block(&b, ty, &self.sb.uuid, n) {
-                f.err(true, format!("backup copy of metadata block {n} ({}): {why}", ty.name()));
+                f.err(
+                    true,
+                    format!("backup copy of metadata block {n} ({}): {why}", ty.name()),
+                );
                 self.dirty.insert(n);
                 continue;
             }
             if bad_primary.contains(&n) {
                 continue;
             }
-            self.dev.read_at(self.sb.primary_offset(n), &mut p).map_err(|e| Error::io("reading the primary region", e))?;
+            self.dev
+                .read_at(self.sb.primary_offset(n), &mut p)
+                .map_err(|e| Error::io("reading the primary region", e))?;
             if p != b && (n != 0 || report.superblock_from == "primary") {
-                f.err(true, format!("metadata block {n} ({}): the backup copy differs from the primary", ty.name()));
+                f.err(
+                    true,
+                    format!(
+                        "metadata block {n} ({}): the backup copy differs from the primary",
+                        ty.name()
+                    ),
+                );
                 self.dirty.insert(n);
             }
         }
         progress(total, total);
         // The superblock copy at the end of the device.
-        self.dev.read_at(self.sb.last_copy_offset(), &mut b).map_err(|e| Error::io("reading the end-of-device superblock", e))?;
+        self.dev
+            .read_at(self.sb.last_copy_offset(), &mut b)
+            .map_err(|e| Error::io("reading the end-of-device superblock", e))?;
         if !pending.contains(&0) {
-            self.dev.read_at(0, &mut p).map_err(|e| Error::io("reading the superblock", e))?;
-            let ok = crate::format::superblock::Superblock::decode(&b).is_ok_and(|s| s == self.sb) && (b == p || report.superblock_from != "primary");
+            self.dev
+                .read_at(0, &mut p)
+                .map_err(|e| Error::io("reading the superblock", e))?;
+            let ok = crate::format::superblock::Superblock::decode(&b).is_ok_and(|s| s == self.sb)
+                && (b == p || report.superblock_from != "primary");
             if !ok {
-                f.err(true, "the end-of-device superblock copy is invalid or differs from the primary".into());
+                f.err(
+                    true,
+                    "the end-of-device superblock copy is invalid or differs from the primary"
+                        .into(),
+                );
                 self.dirty.insert(0);
             }
         }
@@ -203,13 +265,28 @@ impl<D: Device> Fs<D> {
                 let ok_kind = self.inodes.get(&e.ino).and_then(|i| i.kind());
                 let show = String::from_utf8_lossy(name);
                 if ok_kind.is_none() || e.ino == sb.root_ino {
-                    f.err(true, format!("directory {d}: entry {show:?} names inode {} which is free or invalid", e.ino));
+                    f.err(
+                        true,
+                        format!(
+                            "directory {d}: entry {show:?} names inode {} which is free or invalid",
+                            e.ino
+                        ),
+                    );
                     bad_entries.push((d, name.clone()));
                 } else if ok_kind != Some(e.kind) {
-                    f.err(true, format!("directory {d}: entry {show:?} has the wrong file type"));
+                    f.err(
+                        true,
+                        format!("directory {d}: entry {show:?} has the wrong file type"),
+                    );
                     bad_entries.push((d, name.clone()));
                 } else if e.kind == Kind::Dir && !dir_seen.insert(e.ino) {
-                    f.err(true, format!("directory {} has a second name {show:?} in directory {d}", e.ino));
+                    f.err(
+                        true,
+                        format!(
+                            "directory {} has a second name {show:?} in directory {d}",
+                            e.ino
+                        ),
+                    );
                     bad_entries.push((d, name.clone()));
                 } else {
                     *refs.entry(e.ino).or_default() += 1;
@@ -236,9 +313,17 @@ impl<D: Device> Fs<D> {
                 }
             }
         }
-        let orphans: Vec<Ino> = self.inodes.keys().copied().filter(|i| !reach.contains(i)).collect();
+        let orphans: Vec<Ino> = self
+            .inodes
+            .keys()
+            .copied()
+            .filter(|i| !reach.contains(i))
+            .collect();
         for ino in orphans {
-            f.err(true, format!("inode {ino} is not reachable from the root; moved to /lost+found"));
+            f.err(
+                true,
+                format!("inode {ino} is not reachable from the root; moved to /lost+found"),
+            );
             self.adopt(ino)?;
             *refs.entry(ino).or_default() += 1;
         }
@@ -247,11 +332,18 @@ impl<D: Device> Fs<D> {
         for ino in inos {
             let i = &self.inodes[&ino];
             let want = match i.kind() {
-                Some(Kind::Dir) => 2 + self.dirs.get(&ino).map_or(0, |d| d.entries.values().filter(|e| e.kind == Kind::Dir).count() as u32),
+                Some(Kind::Dir) => {
+                    2 + self.dirs.get(&ino).map_or(0, |d| {
+                        d.entries.values().filter(|e| e.kind == Kind::Dir).count() as u32
+                    })
+                }
                 _ => refs.get(&ino).copied().unwrap_or(0).max(1),
             };
             if i.attr.nlink != want {
-                f.err(true, format!("inode {ino}: link count {} should be {want}", i.attr.nlink));
+                f.err(
+                    true,
+                    format!("inode {ino}: link count {} should be {want}", i.attr.nlink),
+                );
                 self.inode_mut(ino)?.attr.nlink = want;
                 self.dirty_inode(ino);
             }
@@ -264,8 +356,15 @@ impl<D: Device> Fs<D> {
             let kind = self.inodes[&ino].kind();
             if kind == Some(Kind::File) {
                 let keep = self.inodes[&ino].attr.size_bytes.div_ceil(bs);
-                if self.inodes[&ino].runs.last().is_some_and(|r| r.file_end() > keep) {
-                    f.err(true, format!("inode {ino}: blocks mapped past the end of the file"));
+                if self.inodes[&ino]
+                    .runs
+                    .last()
+                    .is_some_and(|r| r.file_end() > keep)
+                {
+                    f.err(
+                        true,
+                        format!("inode {ino}: blocks mapped past the end of the file"),
+                    );
                     let (_, first) = self.inode_mut(ino)?.truncate_blocks(keep);
                     self.dirty_runs_from(ino, first)?;
                 }
@@ -274,7 +373,11 @@ impl<D: Device> Fs<D> {
             let mut dup = false;
             for r in &i.runs {
                 for b in r.start..r.start + r.count as u64 {
-                    let (map, idx) = if kind == Some(Kind::File) { (&mut data_ref, b) } else { (&mut meta_ref, b - sb.dynamic_start) };
+                    let (map, idx) = if kind == Some(Kind::File) {
+                        (&mut data_ref, b)
+                    } else {
+                        (&mut meta_ref, b - sb.dynamic_start)
+                    };
                     dup |= map.get(idx);
                     map.set(idx, true);
                 }
@@ -288,22 +391,40 @@ impl<D: Device> Fs<D> {
                 }
             }
             if dup {
-                f.err(false, format!("inode {ino} uses blocks that another file uses too"));
+                f.err(
+                    false,
+                    format!("inode {ino} uses blocks that another file uses too"),
+                );
             }
         }
         if &data_ref != self.data.used() {
-            let diff: Vec<u64> = (0..sb.data_blocks).filter(|&b| data_ref.get(b) != self.data.used().get(b)).collect();
-            f.err(true, format!("data bitmap disagrees with the files on {} blocks", diff.len()));
+            let diff: Vec<u64> = (0..sb.data_blocks)
+                .filter(|&b| data_ref.get(b) != self.data.used().get(b))
+                .collect();
+            f.err(
+                true,
+                format!(
+                    "data bitmap disagrees with the files on {} blocks",
+                    diff.len()
+                ),
+            );
             for b in diff {
                 self.dirty_data_bitmap(b);
             }
             self.data.set_used_bitmap(data_ref);
         }
         if &meta_ref != self.meta.used() {
-            let diff = (0..sb.dynamic_blocks).filter(|&b| meta_ref.get(b) != self.meta.used().get(b)).count();
-            f.err(true, format!("metadata bitmap disagrees with the metadata in use on {diff} blocks"));
-            for b in (0..sb.dynamic_blocks).filter(|&b| meta_ref.get(b) != self.meta.used().get(b)) {
-                self.dirty.insert(sb.meta_bitmap_start + b / crate::alloc::BITS_PER_BITMAP_BLOCK);
+            let diff = (0..sb.dynamic_blocks)
+                .filter(|&b| meta_ref.get(b) != self.meta.used().get(b))
+                .count();
+            f.err(
+                true,
+                format!("metadata bitmap disagrees with the metadata in use on {diff} blocks"),
+            );
+            for b in (0..sb.dynamic_blocks).filter(|&b| meta_ref.get(b) != self.meta.used().get(b))
+            {
+                self.dirty
+                    .insert(sb.meta_bitmap_start + b / crate::alloc::BITS_PER_BITMAP_BLOCK);
             }
             self.meta.set_used_bitmap(meta_ref);
         }
@@ -318,7 +439,14 @@ impl<D: Device> Fs<D> {
             _ => {
                 let was = self.writable;
                 self.writable = true;
-                let r = self.new_inode(root, b"lost+found", crate::format::inode::S_IFDIR | 0o700, 0, 0, 0);
+                let r = self.new_inode(
+                    root,
+                    b"lost+found",
+                    crate::format::inode::S_IFDIR | 0o700,
+                    0,
+                    0,
+                    0,
+                );
                 self.writable = was;
                 let lf = r?;
                 self.dirs.insert(lf, Dir::default());

@@ -19,7 +19,10 @@ use super::commit::{checkpoint, invalidate_journal};
 use super::*;
 use crate::alloc::Bitmap;
 use crate::format::dir::decode_dir;
-use crate::format::inode::{decode_runs, Run, InodeRecord, INDIRECT_SLOTS, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES, MAX_RUNS, RUNS_PER_BLOCK};
+use crate::format::inode::{
+    decode_runs, InodeRecord, Run, INDIRECT_SLOTS, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES,
+    MAX_RUNS, RUNS_PER_BLOCK,
+};
 use crate::format::journal::{decode_transaction, parse_head, transaction_blocks};
 use crate::format::{payload, verify_block, BlockType, META_BLOCK_BYTES};
 
@@ -84,7 +87,13 @@ impl<D: Device> Reader<'_, D> {
     }
 
     /// Reads `count` blocks from `start` in large requests, verifying each.
-    fn area(&mut self, start: u64, count: u64, ty: BlockType, mut f: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<()> {
+    fn area(
+        &mut self,
+        start: u64,
+        count: u64,
+        ty: BlockType,
+        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
         let per = (BULK_READ_BYTES / META_BLOCK_BYTES) as u64;
         let mut buf = crate::device::AlignedBuf::zeroed(BULK_READ_BYTES);
         let mut k = 0;
@@ -95,7 +104,8 @@ impl<D: Device> Reader<'_, D> {
                 .read_at(self.sb.primary_offset(start + k), bytes)
                 .map_err(|e| Error::io(format!("reading the {} area", ty.name()), e))?;
             for j in 0..n {
-                let raw = &bytes[j as usize * META_BLOCK_BYTES..(j as usize + 1) * META_BLOCK_BYTES];
+                let raw =
+                    &bytes[j as usize * META_BLOCK_BYTES..(j as usize + 1) * META_BLOCK_BYTES];
                 let img = self.pick(start + k + j, ty, raw)?;
                 f(k + j, &img)?;
             }
@@ -108,10 +118,13 @@ impl<D: Device> Reader<'_, D> {
 fn read_superblock<D: Device>(dev: &D) -> Result<(Superblock, &'static str)> {
     let size = dev.size_bytes() / META_BLOCK_BYTES as u64 * META_BLOCK_BYTES as u64;
     if size < 2 * META_BLOCK_BYTES as u64 {
-        return Err(Error::NotDvrfs(format!("the device holds only {size} bytes")));
+        return Err(Error::NotDvrfs(format!(
+            "the device holds only {size} bytes"
+        )));
     }
     let mut b = vec![0u8; META_BLOCK_BYTES];
-    dev.read_at(0, &mut b).map_err(|e| Error::io("reading the superblock", e))?;
+    dev.read_at(0, &mut b)
+        .map_err(|e| Error::io("reading the superblock", e))?;
     let primary = Superblock::decode(&b);
     if let Ok(sb) = primary {
         return Ok((sb, "primary"));
@@ -121,9 +134,13 @@ fn read_superblock<D: Device>(dev: &D) -> Result<(Superblock, &'static str)> {
         .map_err(|e| Error::io("reading the end-of-device superblock copy", e))?;
     match Superblock::decode(&b) {
         Ok(sb) => Ok((sb, "end-of-device copy")),
-        Err(crate::format::BlockError::BadMagic) if primary_err == crate::format::BlockError::BadMagic => Err(
-            Error::NotDvrfs("no dvrfs superblock at the start or at the end of the device".into()),
-        ),
+        Err(crate::format::BlockError::BadMagic)
+            if primary_err == crate::format::BlockError::BadMagic =>
+        {
+            Err(Error::NotDvrfs(
+                "no dvrfs superblock at the start or at the end of the device".into(),
+            ))
+        }
         Err(e) => Err(Error::Corrupt(format!(
             "no valid superblock: primary: {primary_err}; end-of-device copy: {e}"
         ))),
@@ -131,7 +148,10 @@ fn read_superblock<D: Device>(dev: &D) -> Result<(Superblock, &'static str)> {
 }
 
 /// The complete transaction at the head of the journal, if there is one.
-fn read_journal<D: Device>(dev: &D, sb: &Superblock) -> Result<Option<(u64, Vec<(u64, Vec<u8>)>)>> {
+/// A replayable transaction: its number and its (block, image) pairs.
+type Replay = (u64, Vec<(u64, Vec<u8>)>);
+
+fn read_journal<D: Device>(dev: &D, sb: &Superblock) -> Result<Option<Replay>> {
     let mut b = vec![0u8; META_BLOCK_BYTES];
     dev.read_at(sb.primary_offset(sb.journal_start), &mut b)
         .map_err(|e| Error::io("reading the journal", e))?;
@@ -168,7 +188,8 @@ impl<D: Device> Fs<D> {
         let mut overlay = HashMap::new();
         if let Some((txn, images)) = journal {
             if let Some((_, img)) = images.iter().find(|(n, _)| *n == 0) {
-                sb = Superblock::decode(img).map_err(|e| Error::Corrupt(format!("journal superblock image: {e}")))?;
+                sb = Superblock::decode(img)
+                    .map_err(|e| Error::Corrupt(format!("journal superblock image: {e}")))?;
             }
             report.replayed_txn = Some(txn);
             report.replayed_blocks = images.iter().map(|(n, _)| *n).collect();
@@ -179,7 +200,10 @@ impl<D: Device> Fs<D> {
             }
             overlay.extend(images);
         }
-        let interval_ms = opts.commit_interval_ms.unwrap_or(sb.commit_interval_ms).max(1);
+        let interval_ms = opts
+            .commit_interval_ms
+            .unwrap_or(sb.commit_interval_ms)
+            .max(1);
         let mut fs = Fs {
             data: DataAlloc::new(&sb),
             meta: MetaAlloc::new(sb.dynamic_start, sb.dynamic_blocks),
@@ -213,47 +237,75 @@ impl<D: Device> Fs<D> {
         };
         let mut used = Bitmap::new(sb.data_blocks);
         let mut stray = false;
-        r.area(sb.data_bitmap_start, sb.data_bitmap_blocks, BlockType::DataBitmap, |k, img| {
-            used.decode_block(k, payload(img));
-            stray |= used.block_has_stray_bits(k, payload(img));
-            Ok(())
-        })?;
+        r.area(
+            sb.data_bitmap_start,
+            sb.data_bitmap_blocks,
+            BlockType::DataBitmap,
+            |k, img| {
+                used.decode_block(k, payload(img));
+                stray |= used.block_has_stray_bits(k, payload(img));
+                Ok(())
+            },
+        )?;
         let mut mused = Bitmap::new(sb.dynamic_blocks);
-        r.area(sb.meta_bitmap_start, sb.meta_bitmap_blocks, BlockType::MetaBitmap, |k, img| {
-            mused.decode_block(k, payload(img));
-            stray |= mused.block_has_stray_bits(k, payload(img));
-            Ok(())
-        })?;
+        r.area(
+            sb.meta_bitmap_start,
+            sb.meta_bitmap_blocks,
+            BlockType::MetaBitmap,
+            |k, img| {
+                mused.decode_block(k, payload(img));
+                stray |= mused.block_has_stray_bits(k, payload(img));
+                Ok(())
+            },
+        )?;
         let mut records = Vec::new();
-        r.area(sb.inode_table_start, sb.inode_table_blocks, BlockType::InodeTable, |k, img| {
-            let p = payload(img);
-            for j in 0..INODES_PER_BLOCK {
-                let ino = k * INODES_PER_BLOCK as u64 + j as u64;
-                let rec = InodeRecord::decode(&p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
-                if !rec.is_free() {
-                    records.push((ino, rec));
+        r.area(
+            sb.inode_table_start,
+            sb.inode_table_blocks,
+            BlockType::InodeTable,
+            |k, img| {
+                let p = payload(img);
+                for j in 0..INODES_PER_BLOCK {
+                    let ino = k * INODES_PER_BLOCK as u64 + j as u64;
+                    let rec = InodeRecord::decode(&p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
+                    if !rec.is_free() {
+                        records.push((ino, rec));
+                    }
                 }
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         if stray {
-            r.report.problems.push((None, "a bitmap block has bits set past the end of its area".into()));
+            r.report.problems.push((
+                None,
+                "a bitmap block has bits set past the end of its area".into(),
+            ));
         }
         self.data.set_used_bitmap(used);
         self.meta.set_used_bitmap(mused);
 
         for (ino, rec) in records {
             if ino == 0 || ino >= sb.inode_count as u64 {
-                r.report.problems.push((None, format!("inode slot {ino} is outside the usable inode range")));
+                r.report.problems.push((
+                    None,
+                    format!("inode slot {ino} is outside the usable inode range"),
+                ));
                 continue;
             }
             let ino = ino as Ino;
             let Some(kind) = kind_of_mode(rec.mode) else {
-                r.report.problems.push((Some(ino), format!("inode {ino} has an unknown file type (mode {:o})", rec.mode)));
+                r.report.problems.push((
+                    Some(ino),
+                    format!("inode {ino} has an unknown file type (mode {:o})", rec.mode),
+                ));
                 continue;
             };
             let runs = load_runs(&mut r, &mut self.owners, ino, &rec)?;
-            let limit = if kind == Kind::File { (0, sb.data_blocks) } else { (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks) };
+            let limit = if kind == Kind::File {
+                (0, sb.data_blocks)
+            } else {
+                (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks)
+            };
             let runs = valid_prefix(runs, limit, ino, &mut r.report.problems);
             let inode = Inode { attr: rec, runs };
             match kind {
@@ -268,11 +320,17 @@ impl<D: Device> Fs<D> {
                             Ok(t) => {
                                 self.symlinks.insert(ino, t);
                             }
-                            Err(e) => r.report.problems.push((Some(ino), format!("symlink inode {ino}: {e}"))),
+                            Err(e) => r
+                                .report
+                                .problems
+                                .push((Some(ino), format!("symlink inode {ino}: {e}"))),
                         }
                         self.owners.insert(run.start, Owner::Symlink { ino });
                     }
-                    None => r.report.problems.push((Some(ino), format!("symlink inode {ino} has no target block"))),
+                    None => r.report.problems.push((
+                        Some(ino),
+                        format!("symlink inode {ino} has no target block"),
+                    )),
                 },
                 Kind::File => {}
             }
@@ -293,11 +351,19 @@ impl<D: Device> Fs<D> {
     }
 }
 
-fn load_runs<D: Device>(r: &mut Reader<'_, D>, owners: &mut HashMap<u64, Owner>, ino: Ino, rec: &InodeRecord) -> Result<Vec<Run>> {
+fn load_runs<D: Device>(
+    r: &mut Reader<'_, D>,
+    owners: &mut HashMap<u64, Owner>,
+    ino: Ino,
+    rec: &InodeRecord,
+) -> Result<Vec<Run>> {
     let total = rec.run_count as usize;
     let mut runs = rec.inline.clone();
     if total > MAX_RUNS {
-        r.report.problems.push((Some(ino), format!("inode {ino} claims {total} runs, more than the limit")));
+        r.report.problems.push((
+            Some(ino),
+            format!("inode {ino} claims {total} runs, more than the limit"),
+        ));
         return Ok(runs);
     }
     let dynamic = r.sb.dynamic_start..r.sb.dynamic_start + r.sb.dynamic_blocks;
@@ -308,19 +374,34 @@ fn load_runs<D: Device>(r: &mut Reader<'_, D>, owners: &mut HashMap<u64, Owner>,
         }
         let count = 1u64 << slot;
         if !dynamic.contains(&start) || !dynamic.contains(&(start + count - 1)) {
-            r.report.problems.push((Some(ino), format!("inode {ino}: indirect extent {slot} points outside the metadata area")));
+            r.report.problems.push((
+                Some(ino),
+                format!("inode {ino}: indirect extent {slot} points outside the metadata area"),
+            ));
             return Ok(runs);
         }
         for w in 0..count {
-            owners.insert(start + w, Owner::Indirect { ino, slot: slot as u8, within: w as u32 });
+            owners.insert(
+                start + w,
+                Owner::Indirect {
+                    ino,
+                    slot: slot as u8,
+                    within: w as u32,
+                },
+            );
         }
     }
     let mut idx = INLINE_RUNS;
     while idx < total {
-        let Some((slot, within, _)) = run_location(idx) else { break };
+        let Some((slot, within, _)) = run_location(idx) else {
+            break;
+        };
         let start = rec.indirect[slot] as u64;
         if start == 0 {
-            r.report.problems.push((Some(ino), format!("inode {ino}: run {idx} lies in a missing indirect extent")));
+            r.report.problems.push((
+                Some(ino),
+                format!("inode {ino}: run {idx} lies in a missing indirect extent"),
+            ));
             break;
         }
         let img = r.one(start + within, BlockType::Runs)?;
@@ -333,15 +414,25 @@ fn load_runs<D: Device>(r: &mut Reader<'_, D>, owners: &mut HashMap<u64, Owner>,
 
 /// Keeps the runs up to the first one that is empty, out of order, overlapping the
 /// previous one or outside `[lo, hi)`.
-fn valid_prefix(runs: Vec<Run>, (lo, hi): (u64, u64), ino: Ino, problems: &mut Vec<(Option<Ino>, String)>) -> Vec<Run> {
+fn valid_prefix(
+    runs: Vec<Run>,
+    (lo, hi): (u64, u64),
+    ino: Ino,
+    problems: &mut Vec<(Option<Ino>, String)>,
+) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::with_capacity(runs.len());
     for r in runs {
         let ok = r.count > 0
             && r.start >= lo
             && r.start.checked_add(r.count as u64).is_some_and(|e| e <= hi)
-            && out.last().is_none_or(|p| p.file_end() <= r.file_block as u64);
+            && out
+                .last()
+                .is_none_or(|p| p.file_end() <= r.file_block as u64);
         if !ok {
-            problems.push((Some(ino), format!("inode {ino}: invalid run {r:?}; the file is cut before it")));
+            problems.push((
+                Some(ino),
+                format!("inode {ino}: invalid run {r:?}; the file is cut before it"),
+            ));
             break;
         }
         out.push(r);
@@ -349,7 +440,12 @@ fn valid_prefix(runs: Vec<Run>, (lo, hi): (u64, u64), ino: Ino, problems: &mut V
     out
 }
 
-fn load_dir<D: Device>(r: &mut Reader<'_, D>, owners: &mut HashMap<u64, Owner>, ino: Ino, inode: &Inode) -> Result<Dir> {
+fn load_dir<D: Device>(
+    r: &mut Reader<'_, D>,
+    owners: &mut HashMap<u64, Owner>,
+    ino: Ino,
+    inode: &Inode,
+) -> Result<Dir> {
     let mut dir = Dir::default();
     let nblocks = inode.runs.last().map_or(0, |r| r.file_end());
     dir.blocks = vec![Default::default(); nblocks as usize];
@@ -362,13 +458,21 @@ fn load_dir<D: Device>(r: &mut Reader<'_, D>, owners: &mut HashMap<u64, Owner>, 
             let entries = match decode_dir(payload(&img)) {
                 Ok(e) => e,
                 Err(e) => {
-                    r.report.problems.push((Some(ino), format!("directory {ino} block {index}: {e}")));
+                    r.report
+                        .problems
+                        .push((Some(ino), format!("directory {ino} block {index}: {e}")));
                     continue;
                 }
             };
             for (name, child, kind) in entries {
                 if dir.entries.contains_key(&name) {
-                    r.report.problems.push((Some(ino), format!("directory {ino}: duplicate name {:?}", String::from_utf8_lossy(&name))));
+                    r.report.problems.push((
+                        Some(ino),
+                        format!(
+                            "directory {ino}: duplicate name {:?}",
+                            String::from_utf8_lossy(&name)
+                        ),
+                    ));
                     continue;
                 }
                 dir.insert(&name, child, kind, index);

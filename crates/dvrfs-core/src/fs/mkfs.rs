@@ -13,7 +13,11 @@ use crate::meta::Inode;
 const CHUNK_BLOCKS: u64 = 256;
 
 /// Formats `dev`. `progress(done, total)` is called as metadata blocks are written.
-pub fn mkfs<D: Device>(dev: &mut D, params: &MkfsParams, progress: &mut dyn FnMut(u64, u64)) -> Result<Superblock> {
+pub fn mkfs<D: Device>(
+    dev: &mut D,
+    params: &MkfsParams,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Superblock> {
     let mut p = params.clone();
     p.device_bytes = p.device_bytes.min(dev.size_bytes());
     let sb = plan(&p)?;
@@ -28,9 +32,21 @@ pub fn mkfs<D: Device>(dev: &mut D, params: &MkfsParams, progress: &mut dyn FnMu
         runs: vec![],
     };
     let areas = [
-        (sb.data_bitmap_start, sb.data_bitmap_blocks, BlockType::DataBitmap),
-        (sb.meta_bitmap_start, sb.meta_bitmap_blocks, BlockType::MetaBitmap),
-        (sb.inode_table_start, sb.inode_table_blocks, BlockType::InodeTable),
+        (
+            sb.data_bitmap_start,
+            sb.data_bitmap_blocks,
+            BlockType::DataBitmap,
+        ),
+        (
+            sb.meta_bitmap_start,
+            sb.meta_bitmap_blocks,
+            BlockType::MetaBitmap,
+        ),
+        (
+            sb.inode_table_start,
+            sb.inode_table_blocks,
+            BlockType::InodeTable,
+        ),
     ];
     let total: u64 = 2 * areas.iter().map(|a| a.1).sum::<u64>();
     let mut done = 0;
@@ -38,7 +54,11 @@ pub fn mkfs<D: Device>(dev: &mut D, params: &MkfsParams, progress: &mut dyn FnMu
     // First make the device not a file system at all (superblocks and journal head
     // gone), so a crash during mkfs leaves nothing that looks valid.
     let zero = AlignedBuf::zeroed(META_BLOCK_BYTES);
-    for offset in [0, sb.primary_offset(sb.journal_start), sb.last_copy_offset()] {
+    for offset in [
+        0,
+        sb.primary_offset(sb.journal_start),
+        sb.last_copy_offset(),
+    ] {
         write(dev, offset, &zero)?;
     }
     dev.flush().map_err(|e| Error::io("flushing", e))?;
@@ -50,14 +70,30 @@ pub fn mkfs<D: Device>(dev: &mut D, params: &MkfsParams, progress: &mut dyn FnMu
                 let mut buf = AlignedBuf::zeroed(n as usize * META_BLOCK_BYTES);
                 for j in 0..n {
                     let block_no = start + k + j;
-                    let b = &mut buf[j as usize * META_BLOCK_BYTES..(j as usize + 1) * META_BLOCK_BYTES];
-                    if ty == BlockType::InodeTable && block_no == sb.inode_table_start + sb.root_ino as u64 / INODES_PER_BLOCK as u64 {
+                    let b = &mut buf
+                        [j as usize * META_BLOCK_BYTES..(j as usize + 1) * META_BLOCK_BYTES];
+                    if ty == BlockType::InodeTable
+                        && block_no
+                            == sb.inode_table_start + sb.root_ino as u64 / INODES_PER_BLOCK as u64
+                    {
                         let at = (sb.root_ino as usize % INODES_PER_BLOCK) * INODE_BYTES;
                         inode_record(&root).encode(&mut payload_mut(b)[at..at + INODE_BYTES]);
                     }
-                    seal_block(b, &Header { block_type: ty, uuid: sb.uuid, block_no, seq: 0 });
+                    seal_block(
+                        b,
+                        &Header {
+                            block_type: ty,
+                            uuid: sb.uuid,
+                            block_no,
+                            seq: 0,
+                        },
+                    );
                 }
-                let offset = if backup { sb.backup_offset(start + k) } else { sb.primary_offset(start + k) };
+                let offset = if backup {
+                    sb.backup_offset(start + k)
+                } else {
+                    sb.primary_offset(start + k)
+                };
                 write(dev, offset, &buf)?;
                 k += n;
                 done += n;
@@ -77,6 +113,6 @@ pub fn mkfs<D: Device>(dev: &mut D, params: &MkfsParams, progress: &mut dyn FnMu
 }
 
 fn write<D: Device>(dev: &mut D, offset: u64, buf: &[u8]) -> Result<()> {
-    dev.write_at(offset, buf).map_err(|e| Error::io(format!("writing at byte {offset}"), e))
+    dev.write_at(offset, buf)
+        .map_err(|e| Error::io(format!("writing at byte {offset}"), e))
 }
-

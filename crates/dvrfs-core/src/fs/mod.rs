@@ -40,10 +40,19 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Owner {
     /// Block `index` of directory `ino`.
-    DirBlock { ino: Ino, index: u32 },
+    DirBlock {
+        ino: Ino,
+        index: u32,
+    },
     /// Block `within` of indirect extent `slot` of `ino`.
-    Indirect { ino: Ino, slot: u8, within: u32 },
-    Symlink { ino: Ino },
+    Indirect {
+        ino: Ino,
+        slot: u8,
+        within: u32,
+    },
+    Symlink {
+        ino: Ino,
+    },
 }
 
 /// How a file system is opened.
@@ -143,8 +152,16 @@ impl<D: Device> Fs<D> {
         Info {
             sb: self.sb.clone(),
             used_blocks: self.data.used_blocks(),
-            files: self.inodes.values().filter(|i| i.kind() != Some(Kind::Dir)).count() as u64,
-            dirs: self.inodes.values().filter(|i| i.kind() == Some(Kind::Dir)).count() as u64,
+            files: self
+                .inodes
+                .values()
+                .filter(|i| i.kind() != Some(Kind::Dir))
+                .count() as u64,
+            dirs: self
+                .inodes
+                .values()
+                .filter(|i| i.kind() == Some(Kind::Dir))
+                .count() as u64,
             meta_free_blocks: self.meta.free_blocks(),
         }
     }
@@ -198,17 +215,20 @@ impl<D: Device> Fs<D> {
     // ---- dirty tracking: which metadata blocks a change touches ----
 
     fn dirty_inode(&mut self, ino: Ino) {
-        let b = self.sb.inode_table_start + ino as u64 / crate::format::inode::INODES_PER_BLOCK as u64;
+        let b =
+            self.sb.inode_table_start + ino as u64 / crate::format::inode::INODES_PER_BLOCK as u64;
         self.dirty.insert(b);
     }
 
     fn dirty_data_bitmap(&mut self, block: u64) {
-        self.dirty.insert(self.sb.data_bitmap_start + block / BITS_PER_BITMAP_BLOCK);
+        self.dirty
+            .insert(self.sb.data_bitmap_start + block / BITS_PER_BITMAP_BLOCK);
     }
 
     fn dirty_meta_bitmap(&mut self, meta_block: u64) {
         let i = self.meta.index(meta_block);
-        self.dirty.insert(self.sb.meta_bitmap_start + i / BITS_PER_BITMAP_BLOCK);
+        self.dirty
+            .insert(self.sb.meta_bitmap_start + i / BITS_PER_BITMAP_BLOCK);
     }
 
     /// Marks the blocks holding runs `from..` of `ino` (the inode for inline runs).
@@ -224,7 +244,9 @@ impl<D: Device> Fs<D> {
             if let Some((slot, within, _)) = run_location(idx) {
                 self.dirty.insert(indirect[slot] as u64 + within);
             }
-            idx = (idx - crate::format::inode::INLINE_RUNS) / per * per + per + crate::format::inode::INLINE_RUNS;
+            idx = (idx - crate::format::inode::INLINE_RUNS) / per * per
+                + per
+                + crate::format::inode::INLINE_RUNS;
         }
         Ok(())
     }
@@ -233,7 +255,10 @@ impl<D: Device> Fs<D> {
     /// caller dirties each block once it has contents (an indirect extent's unused tail
     /// is never read, so it is never written).
     fn alloc_meta_block(&mut self, count: u64) -> Result<u64> {
-        let b = self.meta.alloc_contiguous(count).ok_or(Error::MetadataFull)?;
+        let b = self
+            .meta
+            .alloc_contiguous(count)
+            .ok_or(Error::MetadataFull)?;
         for m in b..b + count {
             self.dirty_meta_bitmap(m);
         }
@@ -293,7 +318,10 @@ impl<D: Device> Fs<D> {
 
     /// Frees every block of `ino` and the inode itself.
     fn free_inode(&mut self, ino: Ino) -> Result<()> {
-        let inode = self.inodes.remove(&ino).ok_or_else(|| Error::Corrupt(format!("inode {ino} freed twice")))?;
+        let inode = self
+            .inodes
+            .remove(&ino)
+            .ok_or_else(|| Error::Corrupt(format!("inode {ino} freed twice")))?;
         let is_file = inode.kind() == Some(Kind::File);
         for r in &inode.runs {
             for b in r.start..r.start + r.count as u64 {

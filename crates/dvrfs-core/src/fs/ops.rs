@@ -20,8 +20,11 @@ pub fn validate_name(name: &[u8]) -> Result<()> {
     if name.len() > MAX_NAME_BYTES {
         return Err(Error::NameTooLong { len: name.len() });
     }
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
-        return Err(Error::InvalidName(String::from_utf8_lossy(name).into_owned()));
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
+    {
+        return Err(Error::InvalidName(
+            String::from_utf8_lossy(name).into_owned(),
+        ));
     }
     Ok(())
 }
@@ -84,7 +87,9 @@ impl<D: Device> Fs<D> {
         let i = self.inode(ino)?;
         Ok(Stat {
             ino,
-            kind: i.kind().ok_or_else(|| Error::Corrupt(format!("inode {ino} has no file type")))?,
+            kind: i
+                .kind()
+                .ok_or_else(|| Error::Corrupt(format!("inode {ino} has no file type")))?,
             mode: i.attr.mode,
             nlink: i.attr.nlink,
             uid: i.attr.uid,
@@ -92,19 +97,33 @@ impl<D: Device> Fs<D> {
             size_bytes: i.attr.size_bytes,
             mtime_ns: i.attr.mtime_ns,
             ctime_ns: i.attr.ctime_ns,
-            blocks: if i.kind() == Some(Kind::File) { i.runs.iter().map(|r| r.count as u64).sum() } else { 0 },
+            blocks: if i.kind() == Some(Kind::File) {
+                i.runs.iter().map(|r| r.count as u64).sum()
+            } else {
+                0
+            },
             runs: i.runs.len(),
         })
     }
 
     /// Entries of a directory, sorted by name.
     pub fn readdir(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Ino, Kind)>> {
-        let dir = self.dirs.get(&ino).ok_or_else(|| Error::NotDir(format!("inode {ino}")))?;
-        Ok(dir.entries.iter().map(|(n, e)| (n.clone(), e.ino, e.kind)).collect())
+        let dir = self
+            .dirs
+            .get(&ino)
+            .ok_or_else(|| Error::NotDir(format!("inode {ino}")))?;
+        Ok(dir
+            .entries
+            .iter()
+            .map(|(n, e)| (n.clone(), e.ino, e.kind))
+            .collect())
     }
 
     pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        self.symlinks.get(&ino).cloned().ok_or_else(|| Error::InvalidArgument(format!("inode {ino} is not a symlink")))
+        self.symlinks
+            .get(&ino)
+            .cloned()
+            .ok_or_else(|| Error::InvalidArgument(format!("inode {ino} is not a symlink")))
     }
 
     /// The data blocks of a file as (file block, device block, count) runs.
@@ -113,7 +132,10 @@ impl<D: Device> Fs<D> {
     }
 
     pub(super) fn dirty_dir_block(&mut self, dir: Ino, index: u32) -> Result<()> {
-        let b = self.inode(dir)?.lookup(index as u64).ok_or_else(|| Error::Corrupt(format!("directory {dir} lost block {index}")))?;
+        let b = self
+            .inode(dir)?
+            .lookup(index as u64)
+            .ok_or_else(|| Error::Corrupt(format!("directory {dir} lost block {index}")))?;
         self.dirty.insert(b);
         Ok(())
     }
@@ -127,14 +149,22 @@ impl<D: Device> Fs<D> {
                 let runs = self.inode(parent)?.runs.len();
                 self.ensure_run_capacity(parent, runs + 1)?;
                 let m = self.alloc_meta_block(1)?;
-                self.owners.insert(m, Owner::DirBlock { ino: parent, index });
+                self.owners
+                    .insert(m, Owner::DirBlock { ino: parent, index });
                 let (first, _) = self.inode_mut(parent)?.map_block(index as u64, m);
                 self.dirty_runs_from(parent, first)?;
-                self.dirs.get_mut(&parent).expect("checked above").blocks.push(Default::default());
+                self.dirs
+                    .get_mut(&parent)
+                    .expect("checked above")
+                    .blocks
+                    .push(Default::default());
                 index
             }
         };
-        self.dirs.get_mut(&parent).expect("checked above").insert(name, ino, kind, index);
+        self.dirs
+            .get_mut(&parent)
+            .expect("checked above")
+            .insert(name, ino, kind, index);
         self.dirty_dir_block(parent, index)
     }
 
@@ -157,20 +187,37 @@ impl<D: Device> Fs<D> {
         Ok(())
     }
 
-    pub(super) fn new_inode(&mut self, parent: Ino, name: &[u8], mode: u32, uid: u32, gid: u32, now_ns: i64) -> Result<Ino> {
+    pub(super) fn new_inode(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        now_ns: i64,
+    ) -> Result<Ino> {
         self.check_writable()?;
         validate_name(name)?;
         if self.dir(parent, name)?.entries.contains_key(name) {
             return Err(Error::Exists(show(name)));
         }
         let ino = self.find_free_inode()?;
-        let kind = kind_of_mode(mode).ok_or_else(|| Error::InvalidArgument(format!("mode {mode:o}")))?;
+        let kind =
+            kind_of_mode(mode).ok_or_else(|| Error::InvalidArgument(format!("mode {mode:o}")))?;
         self.dir_add(parent, name, ino, kind)?;
         let nlink = if kind == Kind::Dir { 2 } else { 1 };
         self.inodes.insert(
             ino,
             Inode {
-                attr: InodeRecord { mode, nlink, uid, gid, mtime_ns: now_ns, ctime_ns: now_ns, ..Default::default() },
+                attr: InodeRecord {
+                    mode,
+                    nlink,
+                    uid,
+                    gid,
+                    mtime_ns: now_ns,
+                    ctime_ns: now_ns,
+                    ..Default::default()
+                },
                 runs: vec![],
             },
         );
@@ -181,13 +228,29 @@ impl<D: Device> Fs<D> {
     }
 
     /// Creates an empty regular file.
-    pub fn create(&mut self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32, now_ns: i64) -> Result<Ino> {
+    pub fn create(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        perm: u32,
+        uid: u32,
+        gid: u32,
+        now_ns: i64,
+    ) -> Result<Ino> {
         let ino = self.new_inode(parent, name, S_IFREG | (perm & 0o7777), uid, gid, now_ns)?;
         self.after_op()?;
         Ok(ino)
     }
 
-    pub fn mkdir(&mut self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32, now_ns: i64) -> Result<Ino> {
+    pub fn mkdir(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        perm: u32,
+        uid: u32,
+        gid: u32,
+        now_ns: i64,
+    ) -> Result<Ino> {
         let ino = self.new_inode(parent, name, S_IFDIR | (perm & 0o7777), uid, gid, now_ns)?;
         self.dirs.insert(ino, Dir::default());
         self.parents.insert(ino, parent);
@@ -196,9 +259,20 @@ impl<D: Device> Fs<D> {
         Ok(ino)
     }
 
-    pub fn symlink(&mut self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32, now_ns: i64) -> Result<Ino> {
+    pub fn symlink(
+        &mut self,
+        parent: Ino,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+        now_ns: i64,
+    ) -> Result<Ino> {
         if target.is_empty() || target.len() > MAX_SYMLINK_BYTES {
-            return Err(Error::InvalidArgument(format!("symlink target of {} bytes (1 to {MAX_SYMLINK_BYTES})", target.len())));
+            return Err(Error::InvalidArgument(format!(
+                "symlink target of {} bytes (1 to {MAX_SYMLINK_BYTES})",
+                target.len()
+            )));
         }
         if self.meta.free_blocks() < 2 {
             return Err(Error::MetadataFull);
@@ -218,7 +292,11 @@ impl<D: Device> Fs<D> {
     /// Removes a name of a file or symlink; the inode goes when its last name does.
     pub fn unlink(&mut self, parent: Ino, name: &[u8], now_ns: i64) -> Result<()> {
         self.check_writable()?;
-        let e = *self.dir(parent, name)?.entries.get(name).ok_or_else(|| Error::NotFound(show(name)))?;
+        let e = *self
+            .dir(parent, name)?
+            .entries
+            .get(name)
+            .ok_or_else(|| Error::NotFound(show(name)))?;
         if e.kind == Kind::Dir {
             return Err(Error::IsDir(show(name)));
         }
@@ -242,7 +320,11 @@ impl<D: Device> Fs<D> {
 
     pub fn rmdir(&mut self, parent: Ino, name: &[u8], now_ns: i64) -> Result<()> {
         self.check_writable()?;
-        let e = *self.dir(parent, name)?.entries.get(name).ok_or_else(|| Error::NotFound(show(name)))?;
+        let e = *self
+            .dir(parent, name)?
+            .entries
+            .get(name)
+            .ok_or_else(|| Error::NotFound(show(name)))?;
         if e.kind != Kind::Dir {
             return Err(Error::NotDir(show(name)));
         }
@@ -258,12 +340,28 @@ impl<D: Device> Fs<D> {
 
     /// Moves `src_parent/src_name` to `dst_parent/dst_name`, replacing a file there or
     /// an empty directory (POSIX rename).
-    pub fn rename(&mut self, src_parent: Ino, src_name: &[u8], dst_parent: Ino, dst_name: &[u8], now_ns: i64) -> Result<()> {
+    pub fn rename(
+        &mut self,
+        src_parent: Ino,
+        src_name: &[u8],
+        dst_parent: Ino,
+        dst_name: &[u8],
+        now_ns: i64,
+    ) -> Result<()> {
         self.check_writable()?;
         validate_name(dst_name)?;
-        let src = *self.dir(src_parent, src_name)?.entries.get(src_name).ok_or_else(|| Error::NotFound(show(src_name)))?;
-        let dst = self.dir(dst_parent, dst_name)?.entries.get(dst_name).copied();
-        if src_parent == dst_parent && src_name == dst_name || dst.is_some_and(|d| d.ino == src.ino) {
+        let src = *self
+            .dir(src_parent, src_name)?
+            .entries
+            .get(src_name)
+            .ok_or_else(|| Error::NotFound(show(src_name)))?;
+        let dst = self
+            .dir(dst_parent, dst_name)?
+            .entries
+            .get(dst_name)
+            .copied();
+        if src_parent == dst_parent && src_name == dst_name || dst.is_some_and(|d| d.ino == src.ino)
+        {
             return Ok(());
         }
         if src.kind == Kind::Dir {
@@ -284,11 +382,20 @@ impl<D: Device> Fs<D> {
                 match (src.kind == Kind::Dir, d.kind == Kind::Dir) {
                     (true, false) => return Err(Error::NotDir(show(dst_name))),
                     (false, true) => return Err(Error::IsDir(show(dst_name))),
-                    (true, true) if !self.dir(d.ino, dst_name)?.entries.is_empty() => return Err(Error::NotEmpty(show(dst_name))),
+                    (true, true) if !self.dir(d.ino, dst_name)?.entries.is_empty() => {
+                        return Err(Error::NotEmpty(show(dst_name)))
+                    }
                     _ => {}
                 }
                 let dir = self.dirs.get_mut(&dst_parent).expect("checked above");
-                dir.entries.insert(dst_name.to_vec(), crate::meta::Entry { ino: src.ino, kind: src.kind, block: d.block });
+                dir.entries.insert(
+                    dst_name.to_vec(),
+                    crate::meta::Entry {
+                        ino: src.ino,
+                        kind: src.kind,
+                        block: d.block,
+                    },
+                );
                 self.dirty_dir_block(dst_parent, d.block)?;
                 self.dir_remove(src_parent, src_name)?;
                 if d.kind == Kind::Dir {

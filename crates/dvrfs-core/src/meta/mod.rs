@@ -161,7 +161,8 @@ impl Dir {
         b.used_bytes += entry_bytes(name);
         debug_assert!(b.used_bytes <= DIR_SPACE_BYTES);
         b.names.push(name.to_vec());
-        self.entries.insert(name.to_vec(), Entry { ino, kind, block });
+        self.entries
+            .insert(name.to_vec(), Entry { ino, kind, block });
     }
 
     pub fn remove(&mut self, name: &[u8]) -> Option<Entry> {
@@ -204,7 +205,14 @@ mod tests {
         assert_eq!(f.runs.len(), 2);
         // Filling the hole joins all three.
         assert_eq!(f.map_block(2, 102), (0, true));
-        assert_eq!(f.runs, vec![Run { file_block: 0, count: 4, start: 100 }]);
+        assert_eq!(
+            f.runs,
+            vec![Run {
+                file_block: 0,
+                count: 4,
+                start: 100
+            }]
+        );
         assert_eq!(f.lookup(3), Some(103));
         assert_eq!(f.lookup(4), None);
         assert_eq!(f.block_before(10), Some(103));
@@ -213,13 +221,28 @@ mod tests {
     #[test]
     fn truncation_splits_a_run_and_reports_freed_blocks() {
         let mut f = file(vec![
-            Run { file_block: 0, count: 4, start: 100 },
-            Run { file_block: 6, count: 2, start: 50 },
+            Run {
+                file_block: 0,
+                count: 4,
+                start: 100,
+            },
+            Run {
+                file_block: 6,
+                count: 2,
+                start: 50,
+            },
         ]);
         let (freed, first) = f.truncate_blocks(2);
         assert_eq!(freed, vec![(102, 2), (50, 2)]);
         assert_eq!(first, 0);
-        assert_eq!(f.runs, vec![Run { file_block: 0, count: 2, start: 100 }]);
+        assert_eq!(
+            f.runs,
+            vec![Run {
+                file_block: 0,
+                count: 2,
+                start: 100
+            }]
+        );
         let (freed, _) = f.truncate_blocks(5);
         assert!(freed.is_empty());
     }

@@ -56,7 +56,12 @@ pub fn snapshot<D: Device>(fs: &Fs<D>) -> Model {
 /// fsck of a copy of the device; panics with the errors if it is not clean.
 pub fn assert_fsck_clean(dev: &MemDevice) {
     let (report, _) = fsck(dev.clone(), false, &mut |_, _| {}).expect("fsck ran");
-    assert!(report.clean(), "fsck found {} errors, first: {:#?}", report.errors.len(), &report.errors[..report.errors.len().min(8)]);
+    assert!(
+        report.clean(),
+        "fsck found {} errors, first: {:#?}",
+        report.errors.len(),
+        &report.errors[..report.errors.len().min(8)]
+    );
 }
 
 pub fn open_rw<D: Device>(dev: D) -> Fs<D> {
@@ -78,6 +83,15 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 
 pub fn short(m: &Model) -> Vec<(String, usize)> {
     m.iter()
-        .map(|(k, v)| (k.clone(), if let Node::File(d) = v { d.len() } else { usize::MAX }))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                if let Node::File(d) = v {
+                    d.len()
+                } else {
+                    usize::MAX
+                },
+            )
+        })
         .collect()
 }
