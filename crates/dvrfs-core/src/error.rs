@@ -48,6 +48,8 @@ pub enum Error {
     ReadOnly,
     #[error("a directory cannot be moved into itself or below itself")]
     Loop,
+    #[error("this write would rewrite {blocks} metadata blocks at once, more than one journal transaction holds ({limit}); the file is too fragmented to fill a hole this early")]
+    TooFragmented { blocks: u64, limit: u64 },
 }
 
 impl Error {
@@ -73,6 +75,7 @@ impl Error {
             Error::FileTooLarge(_) => 27,    // EFBIG
             Error::ReadOnly => 30,           // EROFS
             Error::Loop => 22,
+            Error::TooFragmented { .. } => 27,
         }
     }
 }

@@ -231,3 +231,115 @@ fn random_bytes_are_not_a_dvrfs() {
         Err(Error::NotDvrfs(_))
     ));
 }
+
+#[test]
+fn stray_bitmap_bits_are_cleared_by_repair() {
+    let (dev, model) = populated();
+    let sb = superblock(&dev);
+    let last = sb.data_bitmap_start + sb.data_bitmap_blocks - 1;
+    let stray_bit = (sb.data_blocks % dvrfs_core::alloc::BITS_PER_BITMAP_BLOCK) + 5;
+    let mut bad = dev.clone();
+    for off in [sb.primary_offset(last), sb.backup_offset(last)] {
+        let mut b = vec![0u8; META_BLOCK_BYTES];
+        bad.peek(off, &mut b);
+        let h = parse_header(&b).unwrap();
+        payload_mut(&mut b)[(stray_bit / 8) as usize] |= 1 << (stray_bit % 8);
+        seal_block(&mut b, &h);
+        bad.write_at(off, &b).unwrap();
+    }
+    let (code, _, errors) = fsck_code(&bad, false);
+    assert_eq!(code, 4, "{errors:?}");
+    let (code, fixed, _) = fsck_code(&bad, true);
+    assert_eq!(code, 1);
+    let fixed = fixed.unwrap();
+    let (code, _, errors) = fsck_code(&fixed, false);
+    assert_eq!(code, 0, "{errors:?}");
+    assert_eq!(snapshot(&open_rw(fixed)), model);
+}
+
+/// The recovery decision table of `fs/load.rs`, every combination of primary
+/// superblock, end-of-device copy and journal state against exactly one expected row.
+#[test]
+fn recovery_decision_table_covers_every_combination() {
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Journal {
+        Empty,
+        Torn,
+        Complete,
+    }
+    #[derive(Debug, PartialEq)]
+    enum Outcome {
+        Refused,
+        Opened { from: &'static str, new_file: bool },
+    }
+    fn expected(primary_ok: bool, end_ok: bool, j: Journal) -> Outcome {
+        match (primary_ok, end_ok) {
+            (false, false) => Outcome::Refused,
+            _ => Outcome::Opened {
+                from: if primary_ok {
+                    "primary"
+                } else {
+                    "end-of-device copy"
+                },
+                new_file: j == Journal::Complete,
+            },
+        }
+    }
+    let (base, _) = populated();
+    let sb = superblock(&base);
+    // A committed transaction creating "/new", journaled but not checkpointed: the
+    // journal area of a volume that committed it, over the volume as it was before.
+    let mut fs = open_rw(base.clone());
+    let root = fs.root();
+    fs.create(root, b"new", 0o644, 0, 0, 1).unwrap();
+    fs.sync().unwrap();
+    let committed = fs.crash();
+    let jbytes = (sb.journal_blocks * MB) as usize;
+    let mut journal = vec![0u8; jbytes];
+    committed.peek(sb.primary_offset(sb.journal_start), &mut journal);
+    let mut rows_hit = std::collections::BTreeSet::new();
+    for primary_ok in [true, false] {
+        for end_ok in [true, false] {
+            for j in [Journal::Empty, Journal::Torn, Journal::Complete] {
+                let mut dev = base.clone();
+                if j != Journal::Empty {
+                    let mut jb = journal.clone();
+                    if j == Journal::Torn {
+                        // The commit record (3rd block: descriptor, images..., commit) torn.
+                        let mut head = vec![0u8; META_BLOCK_BYTES];
+                        head.copy_from_slice(&jb[..META_BLOCK_BYTES]);
+                        let images =
+                            u32::from_le_bytes(head[48 + 8..48 + 12].try_into().unwrap()) as usize;
+                        let commit = (1 + images) * META_BLOCK_BYTES;
+                        jb[commit + 1000] ^= 0xFF;
+                    }
+                    dev.poke(sb.primary_offset(sb.journal_start), &jb);
+                }
+                if !primary_ok {
+                    dev.poke(0, &[0u8; META_BLOCK_BYTES]);
+                }
+                if !end_ok {
+                    dev.poke(sb.last_copy_offset(), &[0u8; META_BLOCK_BYTES]);
+                }
+                let got = match Fs::open(dev, OpenOptions::read_only()) {
+                    Err(_) => Outcome::Refused,
+                    Ok(fs) => Outcome::Opened {
+                        from: fs.load_report().superblock_from,
+                        new_file: fs.lookup(fs.root(), b"new").is_ok(),
+                    },
+                };
+                let want = expected(primary_ok, end_ok, j);
+                assert_eq!(
+                    got, want,
+                    "primary_ok={primary_ok} end_ok={end_ok} journal={j:?}"
+                );
+                rows_hit.insert(format!("{want:?}"));
+            }
+        }
+    }
+    assert_eq!(
+        rows_hit.len(),
+        5,
+        "every row of the table is exercised: {rows_hit:?}"
+    );
+}

@@ -27,33 +27,39 @@ impl<D: Device> Fs<D> {
             self.data.commit_done();
             return Ok(());
         }
-        let txn = self.sb.last_txn + 1;
-        self.sb.last_txn = txn;
         self.sb.zrr_cursor = self.data.zrr_cursor();
-        self.dirty.insert(0);
-        let images: Vec<(u64, Vec<u8>)> = self
-            .dirty
-            .iter()
-            .filter_map(|&n| self.encode_block(n, txn).map(|img| (n, img)))
-            .collect();
-        if transaction_blocks(images.len()) as u64 > self.sb.journal_blocks {
-            // The operations commit early enough that this cannot happen; refuse
-            // rather than overrun the journal.
-            return Err(Error::Corrupt(format!(
-                "transaction of {} blocks does not fit the journal ({} blocks)",
-                images.len(),
-                self.sb.journal_blocks
-            )));
+        // Operations keep their changes well under one journal's worth (see
+        // `Fs::write` and `after_op`), so this is one transaction. Only an fsck repair
+        // of a badly damaged volume can dirty more; it then commits in several
+        // transactions, each atomic, the superblock in every one.
+        let mut blocks: Vec<u64> = self.dirty.iter().copied().filter(|&n| n != 0).collect();
+        let per_txn = self.max_transaction_images() - 1;
+        loop {
+            let rest = blocks.split_off(blocks.len().min(per_txn));
+            let txn = self.sb.last_txn + 1;
+            self.sb.last_txn = txn;
+            let images: Vec<(u64, Vec<u8>)> = std::iter::once(0)
+                .chain(blocks.iter().copied())
+                .filter_map(|n| self.encode_block(n, txn).map(|img| (n, img)))
+                .collect();
+            let refs: Vec<(u64, &[u8])> = images.iter().map(|(n, b)| (*n, &b[..])).collect();
+            let bytes = encode_transaction(&self.sb.uuid, self.sb.journal_start, txn, &refs);
+            debug_assert!(bytes.len() as u64 <= self.sb.journal_blocks * META_BLOCK_BYTES as u64);
+            self.dev
+                .write_at(self.sb.primary_offset(self.sb.journal_start), &bytes)
+                .map_err(|e| Error::io("writing the journal", e))?;
+            self.dev
+                .flush()
+                .map_err(|e| Error::io("flushing the journal", e))?;
+            checkpoint(&mut self.dev, &self.sb, &refs)?;
+            for n in &blocks {
+                self.dirty.remove(n);
+            }
+            blocks = rest;
+            if blocks.is_empty() {
+                break;
+            }
         }
-        let refs: Vec<(u64, &[u8])> = images.iter().map(|(n, b)| (*n, &b[..])).collect();
-        let bytes = encode_transaction(&self.sb.uuid, self.sb.journal_start, txn, &refs);
-        self.dev
-            .write_at(self.sb.primary_offset(self.sb.journal_start), &bytes)
-            .map_err(|e| Error::io("writing the journal", e))?;
-        self.dev
-            .flush()
-            .map_err(|e| Error::io("flushing the journal", e))?;
-        checkpoint(&mut self.dev, &self.sb, &refs)?;
         self.dirty.clear();
         self.data.commit_done();
         Ok(())
@@ -72,6 +78,15 @@ impl<D: Device> Fs<D> {
         }
         self.sync()?;
         Ok(true)
+    }
+
+    /// The most images one transaction can carry in this journal.
+    pub(super) fn max_transaction_images(&self) -> usize {
+        let mut n = self.sb.journal_blocks as usize;
+        while transaction_blocks(n) as u64 > self.sb.journal_blocks {
+            n -= 1;
+        }
+        n
     }
 
     /// Operations that touched this many blocks commit at once, so that one

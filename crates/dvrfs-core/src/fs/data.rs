@@ -102,6 +102,7 @@ impl<D: Device> Fs<D> {
                 .count() as u64
         };
         self.reserve_blocks(ino, new_blocks)?;
+        self.make_room_in_journal(ino, first, last, new_blocks)?;
         let runs = self.inode(ino)?.runs.len();
         self.ensure_run_capacity(ino, runs + new_blocks as usize)?;
 
@@ -143,6 +144,43 @@ impl<D: Device> Fs<D> {
         a.ctime_ns = now_ns;
         self.dirty_inode(ino);
         self.after_op()
+    }
+
+    /// Mapping a block into a hole shifts every later run, and with it every later
+    /// indirect run block. Bounds what this write dirties: commit first if it would not
+    /// fit in the current transaction, refuse if it would not fit in any.
+    fn make_room_in_journal(
+        &mut self,
+        ino: Ino,
+        first: u64,
+        last: u64,
+        new_blocks: u64,
+    ) -> Result<()> {
+        use crate::format::inode::{INLINE_RUNS, RUNS_PER_BLOCK};
+        if new_blocks == 0 {
+            return Ok(());
+        }
+        let inode = self.inode(ino)?;
+        let Some(fb) = (first..=last).find(|&fb| inode.lookup(fb).is_none()) else {
+            return Ok(());
+        };
+        let idx = inode.run_search(fb).err().unwrap_or(inode.runs.len());
+        let shifted = (inode.runs.len() + new_blocks as usize).saturating_sub(idx.max(INLINE_RUNS));
+        let estimate = (shifted / RUNS_PER_BLOCK + 2) as u64
+            + new_blocks.min(self.sb.data_bitmap_blocks)
+            + self.sb.meta_bitmap_blocks
+            + 4;
+        let limit = self.max_transaction_images() as u64 / 2;
+        if estimate > limit {
+            return Err(Error::TooFragmented {
+                blocks: estimate,
+                limit,
+            });
+        }
+        if self.dirty.len() as u64 + estimate > limit {
+            self.sync()?;
+        }
+        Ok(())
     }
 
     /// Makes sure `count` new blocks can be allocated for `ino`, committing first if

@@ -104,10 +104,29 @@ pub fn fsck<D: Device>(
     }
     for (ino, p) in &report.problems {
         f.err(true, p.clone());
-        if let Some(ino) = ino {
-            fs.dirty_inode(*ino);
-            if fs.inodes.contains_key(ino) {
-                fs.dirty_runs_from(*ino, 0)?;
+        match ino {
+            Some(ino) => {
+                fs.dirty_inode(*ino);
+                if let Some(inode) = fs.inodes.get(ino) {
+                    if inode.kind() == Some(Kind::Dir) {
+                        let blocks: Vec<u64> = inode
+                            .runs
+                            .iter()
+                            .flat_map(|r| r.start..r.start + r.count as u64)
+                            .collect();
+                        fs.dirty.extend(blocks);
+                    }
+                    fs.dirty_runs_from(*ino, 0)?;
+                }
+            }
+            // Volume-level problems (stray bitmap bits, inode slots past the inode
+            // count): rewriting the bitmaps and the last inode-table block clears them.
+            None => {
+                let sb = &fs.sb;
+                let blocks: Vec<u64> = (sb.data_bitmap_start..sb.inode_table_start)
+                    .chain(std::iter::once(sb.dynamic_start - 1))
+                    .collect();
+                fs.dirty.extend(blocks);
             }
         }
     }

@@ -166,7 +166,11 @@ fn read_journal<D: Device>(dev: &D, sb: &Superblock) -> Result<Option<Replay>> {
     let mut bytes = vec![0u8; blocks * META_BLOCK_BYTES];
     dev.read_at(sb.primary_offset(sb.journal_start), &mut bytes)
         .map_err(|e| Error::io("reading the journal", e))?;
-    Ok(decode_transaction(&bytes, &sb.uuid, sb.journal_start, head).map(|imgs| (head.txn, imgs)))
+    let txn = decode_transaction(&bytes, &sb.uuid, sb.journal_start, head).filter(|imgs| {
+        imgs.iter()
+            .all(|(n, _)| *n < sb.meta_blocks && !sb.in_journal(*n))
+    });
+    Ok(txn.map(|imgs| (head.txn, imgs)))
 }
 
 impl<D: Device> Fs<D> {
@@ -465,6 +469,12 @@ fn load_dir<D: Device>(
                 }
             };
             for (name, child, kind) in entries {
+                if let Err(e) = super::ops::validate_name(&name) {
+                    r.report
+                        .problems
+                        .push((Some(ino), format!("directory {ino}: {e}")));
+                    continue;
+                }
                 if dir.entries.contains_key(&name) {
                     r.report.problems.push((
                         Some(ino),

@@ -104,8 +104,15 @@ pub fn mkfs<D: Device>(
     let mut img = AlignedBuf::zeroed(META_BLOCK_BYTES);
     img.copy_from_slice(&sb_image[..]);
     dev.flush().map_err(|e| Error::io("flushing", e))?;
-    // The superblocks last: until they are there, the device is not a dvrfs.
-    for offset in [0, sb.backup_offset(0), sb.last_copy_offset()] {
+    // The superblocks last: until they are there, the device is not a dvrfs. When the
+    // file system is smaller than the device, the end of the device gets a copy too,
+    // because that is where open looks when the primary is lost.
+    let device_end = dev.size_bytes() / META_BLOCK_BYTES as u64 * META_BLOCK_BYTES as u64;
+    let mut copies = vec![0, sb.backup_offset(0), sb.last_copy_offset()];
+    if device_end - (META_BLOCK_BYTES as u64) > sb.last_copy_offset() {
+        copies.push(device_end - META_BLOCK_BYTES as u64);
+    }
+    for offset in copies {
         write(dev, offset, &img)?;
     }
     dev.flush().map_err(|e| Error::io("flushing", e))?;
