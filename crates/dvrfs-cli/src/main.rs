@@ -1,1 +1,65 @@
-fn main() {}
+//! `dvrfs`: the command-line tool. Parses the command line, runs one command, and turns
+//! every failure into one `dvrfs: <what was wrong>` line (plus a `hint:` line where
+//! there is something to do) and a non-zero exit status. Never a panic or backtrace.
+
+// First: it defines the `outln!` macro the command modules use.
+#[macro_use]
+mod output;
+mod args;
+mod cmd_data;
+mod cmd_files;
+mod cmd_fs;
+mod error;
+mod target;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+use error::CliResult;
+
+fn main() -> ExitCode {
+    install_panic_hook();
+    let cli = Cli::parse(); // Usage errors: clap prints them and exits with status 2.
+    match run(&cli.command) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            e.print();
+            ExitCode::from(e.exit_code)
+        }
+    }
+}
+
+fn run(command: &Command) -> CliResult<u8> {
+    match command {
+        Command::Mkfs(a) => cmd_fs::mkfs(a),
+        Command::Fsck(a) => cmd_fs::fsck(a),
+        Command::Info(a) => cmd_fs::info(a),
+        Command::Ls(a) => cmd_files::ls(a),
+        Command::Stat(a) => cmd_files::stat(a),
+        Command::Mkdir(a) => cmd_files::mkdir(a),
+        Command::Rm(a) => cmd_files::rm(a),
+        Command::Mv(a) => cmd_files::mv(a),
+        Command::Put(a) => cmd_data::put(a),
+        Command::Get(a) => cmd_data::get(a),
+    }
+}
+
+/// A panic is a bug; say so in one line instead of printing a backtrace.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".to_string());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("dvrfs: internal error: {what}{at}");
+        eprintln!("hint: this is a bug in dvrfs; please report it with the command that was run");
+    }));
+}

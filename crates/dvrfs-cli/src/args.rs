@@ -1,0 +1,272 @@
+//! The command line: clap definitions and the parsers for sizes and durations.
+//!
+//! Sizes and durations are taken as strings and parsed here, not by clap, so that a bad
+//! value produces the same `dvrfs: ...` / `hint: ...` message as every other failure
+//! (with exit status 2, as clap uses for usage errors).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::{CliError, CliResult};
+
+/// Binary suffixes accepted by [`parse_size`], with their shift.
+const SIZE_SUFFIXES: [(char, u32); 4] = [('K', 10), ('M', 20), ('G', 30), ('T', 40)];
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "dvrfs",
+    version,
+    about = "dvrfs: a real-time file system for DVR/NVR recording",
+    long_about = "dvrfs: a real-time file system for DVR/NVR recording.\n\n\
+                  TARGET is an image file or a block device. Sizes take K/M/G/T binary \
+                  suffixes (1K = 1024), times take ms/s/m/h."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Create a dvrfs file system on an image file (created if missing) or a block device
+    Mkfs(MkfsArgs),
+    /// Check a file system; exit 0 clean, 1 errors corrected, 4 errors left, 8 operational error
+    Fsck(FsckArgs),
+    /// Show the geometry and usage of a file system
+    Info(InfoArgs),
+    /// List directories (or name files)
+    Ls(LsArgs),
+    /// Show the attributes of files and directories
+    Stat(StatArgs),
+    /// Create directories
+    Mkdir(MkdirArgs),
+    /// Remove files (and, with -r, directory trees)
+    Rm(RmArgs),
+    /// Rename or move a file or directory (into DST if DST is a directory)
+    Mv(MvArgs),
+    /// Copy a local file into the file system
+    Put(PutArgs),
+    /// Copy a file out of the file system (LOCAL_FILE `-` writes to stdout)
+    Get(GetArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct MkfsArgs {
+    /// Image file or block device
+    pub target: PathBuf,
+    /// Image size for a new image file (default 64G); grows an existing image, never shrinks
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Data block size, a power of two from 64K to 1G
+    #[arg(long, default_value = "4M")]
+    pub block_size: String,
+    /// Data block allocation policy
+    #[arg(long, value_parser = ["zrr", "contig", "seq"], default_value = "zrr")]
+    pub alloc: String,
+    /// Format even if TARGET already holds a file system or other data
+    #[arg(long)]
+    pub force: bool,
+    /// Number of inodes (default: one per data block, 1024 to 1M)
+    #[arg(long)]
+    pub inodes: Option<u64>,
+    /// Number of ZRR zones, 1 to 32 (default: from the device size)
+    #[arg(long)]
+    pub zones: Option<u32>,
+    /// Metadata commit interval
+    #[arg(long, default_value = "1s")]
+    pub commit_interval: String,
+}
+
+#[derive(Args, Debug)]
+pub struct FsckArgs {
+    pub target: PathBuf,
+    /// Fix what can be fixed
+    #[arg(long)]
+    pub repair: bool,
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    pub target: PathBuf,
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct LsArgs {
+    pub target: PathBuf,
+    /// Paths inside the file system (default /)
+    pub paths: Vec<String>,
+    /// Long listing: type and mode, links, owner, size, modification time
+    #[arg(short = 'l')]
+    pub long: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StatArgs {
+    pub target: PathBuf,
+    #[arg(required = true)]
+    pub paths: Vec<String>,
+    /// Print JSON on stdout: one object for one path, an array for several
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MkdirArgs {
+    pub target: PathBuf,
+    #[arg(required = true)]
+    pub paths: Vec<String>,
+    /// Create missing parents; no error if the directory exists
+    #[arg(short = 'p', long = "parents")]
+    pub parents: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RmArgs {
+    pub target: PathBuf,
+    #[arg(required = true)]
+    pub paths: Vec<String>,
+    /// Remove directories and everything below them
+    #[arg(short = 'r', short_alias = 'R', long = "recursive")]
+    pub recursive: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct MvArgs {
+    pub target: PathBuf,
+    pub src: String,
+    pub dst: String,
+}
+
+#[derive(Args, Debug)]
+pub struct PutArgs {
+    pub target: PathBuf,
+    /// The local file to copy in
+    pub local_file: PathBuf,
+    /// Destination path; an existing directory receives the file under its local name
+    pub path: String,
+}
+
+#[derive(Args, Debug)]
+pub struct GetArgs {
+    pub target: PathBuf,
+    /// The file to copy out
+    pub path: String,
+    /// Local destination (`-` = stdout; an existing directory receives the file by name)
+    pub local_file: PathBuf,
+}
+
+/// Parses a size: plain bytes, or a number with a binary K/M/G/T suffix (`64G`, `4M`,
+/// `512K`; `KiB`-style spellings are accepted too).
+pub fn parse_size(flag: &str, text: &str) -> CliResult<u64> {
+    let bad = |why: &str| {
+        CliError::usage(
+            format!("invalid {flag} {text:?}: {why}"),
+            "give a number of bytes with an optional K, M, G or T suffix (binary: 1K = 1024), e.g. 64G or 4M",
+        )
+    };
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits_end == 0 {
+        return Err(bad("it does not start with a number"));
+    }
+    let number: u64 = t[..digits_end]
+        .parse()
+        .map_err(|_| bad("the number is too large"))?;
+    let suffix = &t[digits_end..];
+    let shift = match suffix.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        s => {
+            let unit = s.chars().next().unwrap_or(' ');
+            let rest = &s[unit.len_utf8()..];
+            let shift = SIZE_SUFFIXES
+                .iter()
+                .find(|(c, _)| *c == unit)
+                .map(|(_, s)| *s);
+            match (shift, rest) {
+                (Some(shift), "" | "IB" | "B") => shift,
+                _ => return Err(bad(&format!("unknown suffix {suffix:?}"))),
+            }
+        }
+    };
+    number
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| bad("the size does not fit in 64 bits"))
+}
+
+/// Parses a duration with a unit (`500ms`, `1s`, `2m`, `1h`) into milliseconds.
+pub fn parse_duration_ms(flag: &str, text: &str) -> CliResult<u64> {
+    let bad = |why: &str| {
+        CliError::usage(
+            format!("invalid {flag} {text:?}: {why}"),
+            "give a whole number with a unit: ms, s, m or h, e.g. 500ms or 1s",
+        )
+    };
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits_end == 0 {
+        return Err(bad("it does not start with a number"));
+    }
+    let number: u64 = t[..digits_end]
+        .parse()
+        .map_err(|_| bad("the number is too large"))?;
+    let per_ms: u64 = match &t[digits_end..] {
+        "ms" => 1,
+        "s" => 1000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        "" => return Err(bad("the unit is missing")),
+        u => return Err(bad(&format!("unknown unit {u:?}"))),
+    };
+    number
+        .checked_mul(per_ms)
+        .ok_or_else(|| bad("the duration is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("--size", "123").unwrap(), 123);
+        assert_eq!(parse_size("--size", "4K").unwrap(), 4096);
+        assert_eq!(parse_size("--size", "4k").unwrap(), 4096);
+        assert_eq!(parse_size("--size", "4M").unwrap(), 4 << 20);
+        assert_eq!(parse_size("--size", "64G").unwrap(), 64 << 30);
+        assert_eq!(parse_size("--size", "2T").unwrap(), 2 << 40);
+        assert_eq!(parse_size("--size", "1GiB").unwrap(), 1 << 30);
+        for bad in ["", "G", "12X", "1.5G", "-1", "99999999999T", "4MM"] {
+            assert!(parse_size("--size", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(
+            parse_duration_ms("--commit-interval", "500ms").unwrap(),
+            500
+        );
+        assert_eq!(parse_duration_ms("--commit-interval", "1s").unwrap(), 1000);
+        assert_eq!(
+            parse_duration_ms("--commit-interval", "2m").unwrap(),
+            120_000
+        );
+        assert_eq!(
+            parse_duration_ms("--commit-interval", "1h").unwrap(),
+            3_600_000
+        );
+        for bad in ["", "1", "s", "1d", "1.5s"] {
+            assert!(
+                parse_duration_ms("--commit-interval", bad).is_err(),
+                "{bad:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Namespace commands: `ls`, `stat`, `mkdir`, `rm` and `mv`.
+//!
+//! Paths inside the file system are absolute; a missing leading `/` means the same.
+//! Mutating commands commit once at the end (`close`), and tick the commit clock after
+//! each operation so that a long `rm -r` commits on the usual interval.
+
+use dvrfs_core::alloc::Ino;
+use dvrfs_core::format::dir::Kind;
+use dvrfs_core::{Error as CoreError, Stat};
+use serde_json::{json, Value};
+
+use crate::args::{LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
+use crate::error::{CliError, CliResult};
+use crate::output::{kind_name, mode_string, print_json, time_string};
+use crate::target::{now_ns, open_fs, process_owner, Access, DevFs};
+
+/// Permissions of directories that mkdir creates.
+const DIR_PERM: u32 = 0o755;
+
+fn lossy(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// The last component of a path (`/a/b/` -> `b`).
+pub fn basename(path: &str) -> &str {
+    path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
+}
+
+fn long_line(fs: &DevFs, st: &Stat, name: &str) -> CliResult<String> {
+    let mut line = format!(
+        "{} {:>3} {:>5} {:>5} {:>14} {} {name}",
+        mode_string(st.kind, st.mode),
+        st.nlink,
+        st.uid,
+        st.gid,
+        st.size_bytes,
+        time_string(st.mtime_ns),
+    );
+    if st.kind == Kind::Symlink {
+        line.push_str(&format!(" -> {}", lossy(&fs.readlink(st.ino)?)));
+    }
+    Ok(line)
+}
+
+pub fn ls(a: &LsArgs) -> CliResult<u8> {
+    let fs = open_fs(&a.target, Access::Read)?;
+    let paths = if a.paths.is_empty() {
+        vec!["/".to_string()]
+    } else {
+        a.paths.clone()
+    };
+    for (k, path) in paths.iter().enumerate() {
+        let ino = fs.resolve(path)?;
+        let st = fs.stat(ino)?;
+        if st.kind != Kind::Dir {
+            outln!(
+                "{}",
+                if a.long {
+                    long_line(&fs, &st, path)?
+                } else {
+                    path.clone()
+                }
+            );
+            continue;
+        }
+        if paths.len() > 1 {
+            if k > 0 {
+                outln!();
+            }
+            outln!("{path}:");
+        }
+        for (name, child, _) in fs.readdir(ino)? {
+            let name = lossy(&name);
+            if a.long {
+                outln!("{}", long_line(&fs, &fs.stat(child)?, &name)?);
+            } else {
+                outln!("{name}");
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn stat_json(fs: &DevFs, path: &str, st: &Stat) -> CliResult<Value> {
+    let mut v = json!({
+        "path": path,
+        "ino": st.ino,
+        "kind": kind_name(st.kind),
+        "mode": st.mode,
+        "perm": format!("{:04o}", st.mode & 0o7777),
+        "nlink": st.nlink,
+        "uid": st.uid,
+        "gid": st.gid,
+        "size_bytes": st.size_bytes,
+        "blocks": st.blocks,
+        "runs": st.runs,
+        "mtime_ns": st.mtime_ns,
+        "ctime_ns": st.ctime_ns,
+    });
+    if st.kind == Kind::Symlink {
+        v["target"] = Value::String(lossy(&fs.readlink(st.ino)?));
+    }
+    Ok(v)
+}
+
+pub fn stat(a: &StatArgs) -> CliResult<u8> {
+    let fs = open_fs(&a.target, Access::Read)?;
+    let mut all = vec![];
+    for path in &a.paths {
+        let st = fs.stat(fs.resolve(path)?)?;
+        if a.json {
+            all.push(stat_json(&fs, path, &st)?);
+            continue;
+        }
+        outln!("  path: {path}");
+        outln!(
+            "  kind: {}   inode: {}   links: {}",
+            kind_name(st.kind),
+            st.ino,
+            st.nlink
+        );
+        outln!(
+            "  size: {} bytes   data blocks: {}   runs: {}",
+            st.size_bytes,
+            st.blocks,
+            st.runs
+        );
+        outln!(
+            "  mode: {:04o} ({})   uid: {}   gid: {}",
+            st.mode & 0o7777,
+            mode_string(st.kind, st.mode),
+            st.uid,
+            st.gid
+        );
+        outln!("modify: {} UTC", time_string(st.mtime_ns));
+        outln!("change: {} UTC", time_string(st.ctime_ns));
+        if st.kind == Kind::Symlink {
+            outln!("target: {}", lossy(&fs.readlink(st.ino)?));
+        }
+    }
+    if a.json {
+        match all.len() {
+            1 => print_json(&all[0]),
+            _ => print_json(&Value::Array(all)),
+        }
+    }
+    Ok(0)
+}
+
+pub fn mkdir(a: &MkdirArgs) -> CliResult<u8> {
+    let mut fs = open_fs(&a.target, Access::Write)?;
+    let (uid, gid) = process_owner();
+    let result = a.paths.iter().try_for_each(|path| {
+        if a.parents {
+            mkdir_parents(&mut fs, path, uid, gid)?;
+        } else {
+            let (parent, name) = fs.resolve_parent(path)?;
+            fs.mkdir(parent, name, DIR_PERM, uid, gid, now_ns())?;
+        }
+        fs.tick(now_ns())?;
+        Ok(())
+    });
+    finish(fs, result)
+}
+
+/// Commits what succeeded (every core operation is atomic, so a failed one left
+/// nothing half done), then reports the first failure, if any.
+fn finish(fs: DevFs, result: CliResult<()>) -> CliResult<u8> {
+    let closed = fs.close();
+    result?;
+    closed?;
+    Ok(0)
+}
+
+/// `mkdir -p`: creates each missing component; existing directories are fine.
+fn mkdir_parents(fs: &mut DevFs, path: &str, uid: u32, gid: u32) -> CliResult<()> {
+    // `..` is taken lexically, so `a/new/../b` creates `a/new` and `a/b`.
+    let mut stack: Vec<Ino> = vec![fs.root()];
+    let mut shown = String::new();
+    for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+        if comp == ".." {
+            if stack.len() > 1 {
+                stack.pop();
+            }
+            continue;
+        }
+        shown.push('/');
+        shown.push_str(comp);
+        let parent = *stack.last().unwrap_or(&fs.root());
+        let ino = match fs.lookup(parent, comp.as_bytes()) {
+            Ok(ino) if fs.stat(ino)?.kind == Kind::Dir => ino,
+            Ok(_) => {
+                return Err(
+                    CliError::new(format!("{shown}: exists and is not a directory"))
+                        .hint(format!("remove it or choose another path than {path}")),
+                )
+            }
+            Err(CoreError::NotFound(_)) => {
+                fs.mkdir(parent, comp.as_bytes(), DIR_PERM, uid, gid, now_ns())?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        stack.push(ino);
+    }
+    Ok(())
+}
+
+pub fn rm(a: &RmArgs) -> CliResult<u8> {
+    let mut fs = open_fs(&a.target, Access::Write)?;
+    let result = a.paths.iter().try_for_each(|path| {
+        let ino = fs.resolve(path)?;
+        if ino == fs.root() {
+            return Err(
+                CliError::new(format!("refusing to remove the root directory ({path})"))
+                    .hint("remove what is inside it instead, e.g. `dvrfs rm -r TARGET /dir`"),
+            );
+        }
+        let (parent, name) = fs.resolve_parent(path)?;
+        let name = name.to_vec();
+        match fs.stat(ino)?.kind {
+            Kind::Dir if !a.recursive => {
+                return Err(CliError::new(format!("{path} is a directory"))
+                    .hint("use `dvrfs rm -r` to remove it and everything below it"))
+            }
+            Kind::Dir => remove_tree(&mut fs, parent, name)?,
+            _ => fs.unlink(parent, &name, now_ns())?,
+        }
+        fs.tick(now_ns())?;
+        Ok(())
+    });
+    finish(fs, result)
+}
+
+/// Removes `parent/name` and everything below it, depth first without recursion (a deep
+/// tree cannot overflow the stack).
+fn remove_tree(fs: &mut DevFs, parent: Ino, name: Vec<u8>) -> CliResult<()> {
+    let mut stack = vec![(parent, name, false)];
+    while let Some((parent, name, emptied)) = stack.pop() {
+        let ino = fs.lookup(parent, &name)?;
+        let kind = fs.stat(ino)?.kind;
+        match (kind, emptied) {
+            (Kind::Dir, false) => {
+                stack.push((parent, name, true));
+                for (child, _, _) in fs.readdir(ino)? {
+                    stack.push((ino, child, false));
+                }
+            }
+            (Kind::Dir, true) => fs.rmdir(parent, &name, now_ns())?,
+            _ => fs.unlink(parent, &name, now_ns())?,
+        }
+        fs.tick(now_ns())?;
+    }
+    Ok(())
+}
+
+pub fn mv(a: &MvArgs) -> CliResult<u8> {
+    let mut fs = open_fs(&a.target, Access::Write)?;
+    if fs.resolve(&a.src)? == fs.root() {
+        return Err(CliError::new("the root directory cannot be moved"));
+    }
+    let (src_parent, src_name) = fs.resolve_parent(&a.src)?;
+    let src_name = src_name.to_vec();
+    // An existing directory as DST receives SRC under its own name, as mv(1) does.
+    let (dst_parent, dst_name) = match fs.resolve(&a.dst) {
+        Ok(ino) if fs.stat(ino)?.kind == Kind::Dir => (ino, src_name.clone()),
+        Ok(_) | Err(CoreError::NotFound(_)) => {
+            let (p, n) = fs.resolve_parent(&a.dst)?;
+            (p, n.to_vec())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    fs.rename(src_parent, &src_name, dst_parent, &dst_name, now_ns())?;
+    fs.close()?;
+    Ok(0)
+}

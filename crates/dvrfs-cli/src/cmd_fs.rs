@@ -1,0 +1,389 @@
+//! Whole-volume commands: `mkfs`, `fsck` and `info`.
+
+use std::io::ErrorKind;
+use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
+
+use dvrfs_core::device::{AlignedBuf, Device, IO_ALIGN_BYTES};
+use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
+use dvrfs_core::format::{FORMAT_VERSION, META_BLOCK_BYTES};
+use dvrfs_core::fs::fsck::FsckReport;
+use dvrfs_core::layout::{MkfsParams, MAX_DATA_BLOCK_BYTES, MIN_DATA_BLOCK_BYTES};
+use dvrfs_io::FileDevice;
+use serde_json::json;
+
+use crate::args::{parse_duration_ms, parse_size, FsckArgs, InfoArgs, MkfsArgs};
+use crate::error::{local_io, set_target, CliError, CliResult};
+use crate::output::{human_bytes, print_json, progress, uuid_string};
+use crate::target::{now_ns, open_device, open_fs, Access};
+
+/// Size of a new image file when `--size` is not given.
+pub const DEFAULT_IMAGE_BYTES: u64 = 64 << 30;
+/// mkfs refuses a target with non-zero bytes in this many leading bytes (without --force):
+/// enough to catch the superblocks of every common file system and partition table.
+pub const PROBE_BYTES: u64 = 64 << 10;
+
+/// fsck(8) status for an operational error (not a dvrfs, unreadable device, ...).
+pub const FSCK_EXIT_OPERATIONAL: u8 = 8;
+
+struct MkfsPlan {
+    block_bytes: u64,
+    alloc: AllocPolicy,
+    commit_interval_ms: u32,
+}
+
+fn check_mkfs_args(a: &MkfsArgs) -> CliResult<MkfsPlan> {
+    let block_bytes = parse_size("--block-size", &a.block_size)?;
+    if !block_bytes.is_power_of_two()
+        || !(MIN_DATA_BLOCK_BYTES..=MAX_DATA_BLOCK_BYTES).contains(&block_bytes)
+    {
+        return Err(CliError::usage(
+            format!("invalid --block-size {:?}: {block_bytes} bytes is not a power of two from 64K to 1G", a.block_size),
+            "use 64K, 1M or 4M (the default)",
+        ));
+    }
+    let interval_ms = parse_duration_ms("--commit-interval", &a.commit_interval)?;
+    let commit_interval_ms = u32::try_from(interval_ms)
+        .ok()
+        .filter(|&ms| ms >= 1)
+        .ok_or_else(|| {
+            CliError::usage(
+                format!(
+                    "invalid --commit-interval {:?}: must be from 1ms to about 49 days",
+                    a.commit_interval
+                ),
+                "the default, 1s, suits recording",
+            )
+        })?;
+    let alloc = AllocPolicy::parse(&a.alloc).ok_or_else(|| {
+        CliError::usage(
+            format!("invalid --alloc {:?}", a.alloc),
+            "use zrr, contig or seq",
+        )
+    })?;
+    Ok(MkfsPlan {
+        block_bytes,
+        alloc,
+        commit_interval_ms,
+    })
+}
+
+pub fn mkfs(a: &MkfsArgs) -> CliResult<u8> {
+    let plan = check_mkfs_args(a)?;
+    let size_bytes = a
+        .size
+        .as_deref()
+        .map(|s| parse_size("--size", s))
+        .transpose()?;
+    let target = a.target.as_path();
+    set_target(target);
+    let created = match std::fs::metadata(target) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let parent = target.parent().filter(|p| !p.as_os_str().is_empty());
+            if parent.is_some_and(|p| !p.is_dir()) {
+                return Err(CliError::new(format!(
+                    "cannot create {}: its directory does not exist",
+                    target.display()
+                ))
+                .hint("create the directory first, or give another path"));
+            }
+            FileDevice::create_image(target, size_bytes.unwrap_or(DEFAULT_IMAGE_BYTES))?;
+            true
+        }
+        Err(e) => return Err(local_io(target, "cannot read", e)),
+        Ok(m) if m.file_type().is_block_device() && size_bytes.is_some() => {
+            return Err(CliError::usage(
+                format!(
+                    "{} is a block device; --size applies to image files only",
+                    target.display()
+                ),
+                "leave out --size: a block device is formatted at its own size",
+            ))
+        }
+        Ok(_) => false,
+    };
+    let result = format_target(a, &plan, size_bytes, created);
+    if result.is_err() && created {
+        // Leave nothing behind when the image we just created could not be formatted.
+        let _ = std::fs::remove_file(target);
+    }
+    result
+}
+
+fn format_target(
+    a: &MkfsArgs,
+    plan: &MkfsPlan,
+    size_bytes: Option<u64>,
+    created: bool,
+) -> CliResult<u8> {
+    let target = a.target.as_path();
+    let mut dev = open_device(target, Access::Write)?;
+    if !created {
+        if let (Some(what), false) = (existing_contents(&dev)?, a.force) {
+            return Err(CliError::new(format!(
+                "{} already holds {what}; refusing to overwrite it",
+                target.display()
+            ))
+            .hint("add --force to format it anyway (this destroys what is there)"));
+        }
+        // An existing image grows to --size (an empty one to the default size).
+        let want = match size_bytes {
+            Some(s) => Some(s),
+            None if !dev.is_block_device() && dev.size_bytes() == 0 => Some(DEFAULT_IMAGE_BYTES),
+            None => None,
+        };
+        if let Some(want) =
+            want.filter(|&w| w / IO_ALIGN_BYTES * IO_ALIGN_BYTES != dev.size_bytes())
+        {
+            drop(dev);
+            FileDevice::create_image(target, want)?;
+            dev = open_device(target, Access::Write)?;
+        }
+    }
+    let mut uuid = [0u8; 16];
+    let mut seed = [0u8; 8];
+    getrandom::getrandom(&mut uuid)
+        .and_then(|()| getrandom::getrandom(&mut seed))
+        .map_err(|e| CliError::new(format!("cannot get random bytes from the system: {e}")))?;
+    uuid[6] = (uuid[6] & 0x0f) | 0x40; // RFC 4122 version 4, variant 1
+    uuid[8] = (uuid[8] & 0x3f) | 0x80;
+    let params = MkfsParams {
+        data_block_bytes: plan.block_bytes,
+        alloc: plan.alloc,
+        inodes: a.inodes,
+        zones: a.zones,
+        commit_interval_ms: plan.commit_interval_ms,
+        created_ns: now_ns(),
+        ..MkfsParams::new(dev.size_bytes(), uuid, u64::from_le_bytes(seed))
+    };
+    let pb = progress(0, false, "writing metadata");
+    let sb = dvrfs_core::fs::mkfs(&mut dev, &params, &mut |done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    })?;
+    pb.finish_and_clear();
+    outln!("{}", mkfs_summary(target, &sb));
+    Ok(0)
+}
+
+/// What an existing target holds that mkfs must not destroy unasked, if anything.
+fn existing_contents(dev: &FileDevice) -> CliResult<Option<String>> {
+    let size = dev.size_bytes();
+    let probe = PROBE_BYTES.min(size);
+    let mut buf = AlignedBuf::zeroed(probe as usize);
+    let read_err = |e| CliError::from(dvrfs_core::Error::io("reading the start of the target", e));
+    dev.read_at(0, &mut buf).map_err(read_err)?;
+    if buf.len() >= META_BLOCK_BYTES && Superblock::decode(&buf[..META_BLOCK_BYTES]).is_ok() {
+        return Ok(Some("a dvrfs file system".into()));
+    }
+    if size >= 2 * META_BLOCK_BYTES as u64 {
+        let mut last = AlignedBuf::zeroed(META_BLOCK_BYTES);
+        dev.read_at(size - META_BLOCK_BYTES as u64, &mut last)
+            .map_err(read_err)?;
+        if Superblock::decode(&last).is_ok() {
+            return Ok(Some(
+                "a dvrfs file system (its end-of-device superblock copy is valid)".into(),
+            ));
+        }
+    }
+    if buf.iter().any(|&b| b != 0) {
+        return Ok(Some(format!(
+            "data (non-zero bytes in its first {})",
+            human_bytes(probe)
+        )));
+    }
+    Ok(None)
+}
+
+fn mkfs_summary(target: &Path, sb: &Superblock) -> String {
+    let bs = sb.data_block_bytes;
+    format!(
+        "Created a dvrfs file system on {}: {} ({} bytes), {} data blocks, {} allocation over {} zone{} \
+         of {} blocks, {} data blocks ({} for data), {} inodes, commit interval {} ms, uuid {}.",
+        target.display(),
+        human_bytes(sb.device_bytes),
+        sb.device_bytes,
+        human_bytes(bs),
+        sb.alloc.as_str(),
+        sb.zone_count,
+        if sb.zone_count == 1 { "" } else { "s" },
+        sb.zone_blocks,
+        sb.data_blocks,
+        human_bytes(sb.data_blocks * bs),
+        sb.inode_count - 1,
+        sb.commit_interval_ms,
+        uuid_string(&sb.uuid),
+    )
+}
+
+pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
+    let target = a.target.as_path();
+    let run = || -> CliResult<FsckReport> {
+        let access = if a.repair {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        let dev = open_device(target, access)?;
+        let pb = progress(0, false, "checking metadata");
+        let (report, _dev) = dvrfs_core::fs::fsck::fsck(dev, a.repair, &mut |done, total| {
+            pb.set_length(total);
+            pb.set_position(done);
+        })?;
+        pb.finish_and_clear();
+        Ok(report)
+    };
+    let report = run().map_err(|e| e.exit_code(FSCK_EXIT_OPERATIONAL))?;
+    let code = report.exit_code() as u8;
+    if a.json {
+        print_json(&json!({
+            "target": target.display().to_string(),
+            "clean": report.clean(),
+            "errors": report.errors,
+            "repaired": report.repaired,
+            "remaining": report.remaining,
+            "replayed_txn": report.replayed_txn,
+            "exit_code": code,
+        }));
+    } else {
+        if report.clean() {
+            outln!("{}: clean", target.display());
+        } else {
+            for e in &report.errors {
+                outln!("  {e}");
+            }
+            outln!(
+                "{}: {} error{} found, {} repaired, {} remaining",
+                target.display(),
+                report.errors.len(),
+                if report.errors.len() == 1 { "" } else { "s" },
+                report.repaired,
+                report.remaining
+            );
+        }
+    }
+    if report.remaining > 0 {
+        let err = CliError::new(format!(
+            "{} has {} error(s) left uncorrected",
+            target.display(),
+            report.remaining
+        ));
+        let err = if a.repair {
+            err.hint(
+                "these cannot be repaired automatically; copy the recordings off with `dvrfs get`",
+            )
+        } else {
+            err.hint(format!("run `dvrfs fsck --repair {}`", target.display()))
+        };
+        err.print();
+    }
+    Ok(code)
+}
+
+pub fn info(a: &InfoArgs) -> CliResult<u8> {
+    let target = a.target.as_path();
+    let fs = open_fs(target, Access::Read)?;
+    let info = fs.info();
+    let sb = &info.sb;
+    let bs = sb.data_block_bytes;
+    let mb = META_BLOCK_BYTES as u64;
+    let used_bytes = info.used_blocks * bs;
+    let free_bytes = fs.free_bytes();
+    let region = |offset: u64, length: u64| json!({ "offset": offset, "length": length });
+    let load = fs.load_report();
+    let v = json!({
+        "target": target.display().to_string(),
+        "version": FORMAT_VERSION,
+        "uuid": uuid_string(&sb.uuid),
+        "size_bytes": sb.device_bytes,
+        "block_size": bs,
+        "alloc": sb.alloc.as_str(),
+        "zones": sb.zone_count,
+        "zone_blocks": sb.zone_blocks,
+        "data_blocks": sb.data_blocks,
+        "used_blocks": info.used_blocks,
+        "used_bytes": used_bytes,
+        "free_bytes": free_bytes,
+        "files": info.files,
+        "dirs": info.dirs,
+        "inodes": sb.inode_count - 1,
+        "inodes_used": info.files + info.dirs,
+        "commit_interval_ms": sb.commit_interval_ms,
+        "prealloc_blocks": sb.prealloc_blocks,
+        "created_ns": sb.created_ns,
+        "last_txn": sb.last_txn,
+        "superblock_from": load.superblock_from,
+        "regions": {
+            "primary": region(0, sb.meta_blocks * mb),
+            "journal": region(sb.journal_start * mb, sb.journal_blocks * mb),
+            "inode_table": region(sb.inode_table_start * mb, sb.inode_table_blocks * mb),
+            "data": region(sb.data_start_bytes, sb.data_blocks * bs),
+            "backup": region(sb.backup_start_bytes, sb.backup_blocks() * mb),
+        },
+    });
+    if a.json {
+        print_json(&v);
+        return Ok(0);
+    }
+    let pct = |n: u64, of: u64| {
+        if of == 0 {
+            0.0
+        } else {
+            100.0 * n as f64 / of as f64
+        }
+    };
+    outln!(
+        "dvrfs file system on {} (format version {FORMAT_VERSION})",
+        target.display()
+    );
+    outln!("  uuid             {}", uuid_string(&sb.uuid));
+    outln!(
+        "  size             {} ({} bytes)",
+        human_bytes(sb.device_bytes),
+        sb.device_bytes
+    );
+    outln!("  data block size  {}", human_bytes(bs));
+    outln!(
+        "  allocation       {}, {} zone(s) of {} blocks",
+        sb.alloc.as_str(),
+        sb.zone_count,
+        sb.zone_blocks
+    );
+    outln!(
+        "  data             {} blocks, {} used ({:.1}%), {} free",
+        sb.data_blocks,
+        human_bytes(used_bytes),
+        pct(info.used_blocks, sb.data_blocks),
+        human_bytes(free_bytes)
+    );
+    outln!(
+        "  inodes           {} in use of {} ({} files, {} directories)",
+        info.files + info.dirs,
+        sb.inode_count - 1,
+        info.files,
+        info.dirs
+    );
+    outln!("  commit interval  {} ms", sb.commit_interval_ms);
+    outln!("  regions          offset .. end (length)");
+    for (name, off, len) in [
+        ("primary", 0, sb.meta_blocks * mb),
+        ("  journal", sb.journal_start * mb, sb.journal_blocks * mb),
+        ("data", sb.data_start_bytes, sb.data_blocks * bs),
+        ("backup", sb.backup_start_bytes, sb.backup_blocks() * mb),
+    ] {
+        outln!(
+            "    {name:<12} {off:>16} .. {:>16} ({})",
+            off + len,
+            human_bytes(len)
+        );
+    }
+    if load.superblock_from != "primary" {
+        CliError::new(format!(
+            "the primary superblock of {} is invalid; the end-of-device copy was used",
+            target.display()
+        ))
+        .hint(format!("run `dvrfs fsck --repair {}`", target.display()))
+        .print();
+    }
+    Ok(0)
+}

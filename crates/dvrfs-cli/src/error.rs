@@ -1,0 +1,210 @@
+//! One error type for the whole CLI: a message, an optional hint and an exit status.
+//!
+//! Library errors ([`dvrfs_core::Error`], [`dvrfs_io::OpenError`]) say what was wrong;
+//! this module adds what to do about it. `main` prints `dvrfs: <message>` and, when
+//! there is one, `hint: <hint>` on stderr, and exits with the status.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use dvrfs_core::Error as CoreError;
+use dvrfs_io::OpenError;
+
+use crate::output::{human_bytes, size_arg};
+
+/// Exit status of a failed command (fsck uses its own statuses, see `cmd_fs`).
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit status of a usage error, as clap uses.
+pub const EXIT_USAGE: u8 = 2;
+
+pub type CliResult<T> = Result<T, CliError>;
+
+#[derive(Debug)]
+pub struct CliError {
+    pub message: String,
+    pub hint: Option<String>,
+    pub exit_code: u8,
+    /// Print nothing (the reader of our stdout went away: not a failure to report).
+    pub silent: bool,
+}
+
+impl CliError {
+    pub fn new(message: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            hint: None,
+            exit_code: EXIT_FAILURE,
+            silent: false,
+        }
+    }
+
+    /// Ends the command without a message, as `head` closing our stdout should.
+    pub fn silent(exit_code: u8) -> CliError {
+        CliError {
+            message: String::new(),
+            hint: None,
+            exit_code,
+            silent: true,
+        }
+    }
+
+    pub fn usage(message: impl Into<String>, hint: impl Into<String>) -> CliError {
+        CliError {
+            message: message.into(),
+            hint: Some(hint.into()),
+            exit_code: EXIT_USAGE,
+            silent: false,
+        }
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> CliError {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn exit_code(mut self, code: u8) -> CliError {
+        self.exit_code = code;
+        self
+    }
+
+    pub fn print(&self) {
+        if self.silent {
+            return;
+        }
+        // Messages come from many places; keep each to one line whatever they contain.
+        eprintln!("dvrfs: {}", one_line(&self.message));
+        if let Some(h) = &self.hint {
+            eprintln!("hint: {}", one_line(h));
+        }
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The TARGET of the running command, for hints that name it.
+static TARGET: OnceLock<String> = OnceLock::new();
+
+pub fn set_target(path: &Path) {
+    let _ = TARGET.set(path.display().to_string());
+}
+
+fn target() -> &'static str {
+    TARGET.get().map(String::as_str).unwrap_or("TARGET")
+}
+
+impl From<CoreError> for CliError {
+    fn from(e: CoreError) -> CliError {
+        let t = target();
+        match e {
+            CoreError::Io { what, source } => CliError::new(format!("I/O error on {t} while {what}: {source}"))
+                .hint(format!("check the device and the kernel log (dmesg), then run `dvrfs fsck {t}`")),
+            CoreError::NotDvrfs(why) => CliError::new(format!("{t} is not a dvrfs file system ({why})"))
+                .hint(format!("create one with `dvrfs mkfs {t}` first (this erases what is there)")),
+            CoreError::Corrupt(why) => CliError::new(format!("{t} has corrupt metadata: {why}"))
+                .hint(format!("run `dvrfs fsck --repair {t}`")),
+            CoreError::TooSmall {
+                device_bytes,
+                need_bytes,
+            } => CliError::new(format!(
+                "{t} is too small: {} ({device_bytes} bytes); a file system with these settings needs at least {} ({need_bytes} bytes)",
+                human_bytes(device_bytes),
+                human_bytes(need_bytes)
+            ))
+            .hint(format!(
+                "use a device or --size of at least {}, or a smaller --block-size",
+                size_arg(need_bytes)
+            )),
+            CoreError::NotFound(path) => CliError::new(format!("{path}: no such file or directory"))
+                .hint(format!("see what exists with `dvrfs ls {t} <directory>`")),
+            CoreError::NameTooLong { len } => {
+                CliError::new(format!("a name is {len} bytes long; the limit is 255 bytes"))
+                    .hint("shorten it: each path component may be at most 255 bytes")
+            }
+            CoreError::NoSpace {
+                need_bytes,
+                free_bytes,
+            } => CliError::new(format!(
+                "no space left on {t}: {} ({need_bytes} bytes) needed, {} ({free_bytes} bytes) free",
+                human_bytes(need_bytes),
+                human_bytes(free_bytes)
+            ))
+            .hint(format!(
+                "free space with `dvrfs rm {t} <path>`, or use a larger device"
+            )),
+            CoreError::NoInodes(n) => CliError::new(format!("no free inodes on {t} (all {n} are in use)"))
+                .hint("remove files, or re-create the file system with a larger --inodes"),
+            CoreError::MetadataFull => CliError::new(format!("the metadata area of {t} is full"))
+                .hint("remove files or directories"),
+            CoreError::NotEmpty(path) => CliError::new(format!("{path}: directory not empty"))
+                .hint("remove its contents first, or use `dvrfs rm -r`"),
+            CoreError::ReadOnly => CliError::new(format!("{t} was opened read-only for a change (a dvrfs bug)")),
+            // The rest (exists, not a directory, invalid name, loop, ...) already say
+            // all there is to say. A catch-all rather than a list, so that a variant the
+            // core adds still gets its own message here until it earns a hint.
+            e => CliError::new(e.to_string()),
+        }
+    }
+}
+
+impl From<OpenError> for CliError {
+    fn from(e: OpenError) -> CliError {
+        match e {
+            OpenError::NotFound { path } => CliError::new(format!("{}: no such file or device", path.display()))
+                .hint(format!("check the path; `dvrfs mkfs {} --size 64G` creates a new image", path.display())),
+            OpenError::InUse { path } => CliError::new(format!(
+                "{} is in use by another dvrfs process (mounted or being written)",
+                path.display()
+            ))
+            .hint("stop the other dvrfs process (or unmount it), then try again"),
+            OpenError::Busy { path } => CliError::new(format!(
+                "{} is busy: it is mounted, or another program holds it exclusively",
+                path.display()
+            ))
+            .hint("unmount it or stop that program first"),
+            OpenError::PermissionDenied { path } => CliError::new(format!("permission denied opening {}", path.display()))
+                .hint("run as a user with access to it (block devices usually need root or the `disk` group)"),
+            OpenError::ReadOnly { path } => CliError::new(format!("{} is read-only", path.display()))
+                .hint("make it writable; read-only commands (ls, stat, get, info, fsck) still work"),
+            OpenError::NotFileOrBlockDevice { path } => CliError::new(format!(
+                "{} is neither a regular file nor a block device",
+                path.display()
+            ))
+            .hint("give an image file or a block device such as /dev/sdX"),
+            OpenError::IsBlockDevice { path } => CliError::new(format!("{} is a block device", path.display()))
+                .hint("--size applies to image files only; a block device is formatted at its own size"),
+            OpenError::WouldShrink {
+                path,
+                current_bytes,
+                requested_bytes,
+            } => CliError::new(format!(
+                "{} is already {} ({current_bytes} bytes), larger than the requested {} ({requested_bytes} bytes); images are never shrunk",
+                path.display(),
+                human_bytes(current_bytes),
+                human_bytes(requested_bytes)
+            ))
+            .hint(format!(
+                "leave out --size, give at least {}, or delete the file first",
+                size_arg(current_bytes)
+            )),
+            OpenError::TooSmall { path, size_bytes } => CliError::new(format!(
+                "image size {size_bytes} bytes for {} is too small",
+                path.display()
+            ))
+            .hint("give a --size of at least a few MiB, e.g. 64M"),
+            e @ OpenError::UnsupportedSectorSize { .. } => CliError::new(e.to_string()),
+            OpenError::Io { path, source } => CliError::new(format!("I/O error on {}: {source}", path.display())),
+        }
+    }
+}
+
+/// An error on a local (host) file.
+pub fn local_io(path: &Path, what: &str, e: std::io::Error) -> CliError {
+    let err = CliError::new(format!("{what} {}: {e}", path.display()));
+    match e.kind() {
+        std::io::ErrorKind::NotFound => err.hint("check the local path"),
+        std::io::ErrorKind::PermissionDenied => err.hint("check the permissions of the local file"),
+        _ => err,
+    }
+}

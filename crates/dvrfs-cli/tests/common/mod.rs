@@ -1,0 +1,176 @@
+//! Helpers for the tests that run the real `dvrfs` binary on real image files.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use sha2::{Digest, Sha256};
+
+/// A scratch directory in /tmp (a real disk here, so `O_DIRECT` is exercised).
+pub fn tempdir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("dvrfs-cli-")
+        .tempdir_in("/tmp")
+        .expect("create temp dir")
+}
+
+/// Runs `dvrfs` with `args`, never on a terminal (no progress bars).
+pub fn dvrfs<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(args)
+        .output()
+        .expect("run dvrfs")
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts success and returns stdout.
+#[track_caller]
+pub fn ok(o: Output) -> String {
+    assert!(
+        o.status.success(),
+        "dvrfs failed ({}):\nstdout: {}\nstderr: {}",
+        o.status,
+        stdout(&o),
+        stderr(&o)
+    );
+    stdout(&o)
+}
+
+/// Asserts a clean failure: non-zero exit, a `dvrfs: ` first line on stderr that
+/// contains `needle`, no panic. Returns stderr.
+#[track_caller]
+pub fn fails(o: Output, needle: &str) -> String {
+    let err = stderr(&o);
+    assert!(
+        !o.status.success(),
+        "expected failure, got success; stdout: {}",
+        stdout(&o)
+    );
+    assert!(!err.contains("panicked"), "panic: {err}");
+    assert!(!err.contains("RUST_BACKTRACE"), "backtrace hint: {err}");
+    let first = err.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("dvrfs: "),
+        "first stderr line is not `dvrfs: ...`: {err}"
+    );
+    assert!(
+        err.to_lowercase().contains(&needle.to_lowercase()),
+        "stderr does not mention {needle:?}: {err}"
+    );
+    for line in err.lines().skip(1) {
+        assert!(
+            line.starts_with("hint: "),
+            "unexpected stderr line {line:?} in {err}"
+        );
+    }
+    err
+}
+
+pub fn code(o: &Output) -> i32 {
+    o.status.code().expect("exit code (not a signal)")
+}
+
+pub fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("bad JSON ({e}): {text}"))
+}
+
+/// Makes a file system on `img`: `mkfs img --size size [extra...]`.
+pub fn mkfs(img: &Path, size: &str, extra: &[&str]) {
+    let mut args = vec![
+        "mkfs".to_string(),
+        img.display().to_string(),
+        "--size".into(),
+        size.into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    ok(dvrfs(&args));
+}
+
+pub fn info(img: &Path) -> serde_json::Value {
+    json(&ok(dvrfs([
+        "info".as_ref(),
+        img.as_os_str(),
+        "--json".as_ref(),
+    ])))
+}
+
+/// `fsck --json` must say clean and exit 0.
+#[track_caller]
+pub fn assert_clean(img: &Path) {
+    let o = dvrfs(["fsck".as_ref(), img.as_os_str(), "--json".as_ref()]);
+    let v = json(&stdout(&o));
+    assert_eq!(v["clean"], true, "fsck: {v}\nstderr: {}", stderr(&o));
+    assert_eq!(code(&o), 0, "fsck: {v}");
+}
+
+/// Writes `len` deterministic pseudo-random bytes (xorshift64*) to `path`.
+pub fn random_file(path: &Path, len: u64, seed: u64) -> PathBuf {
+    let mut f =
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).expect("create"));
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut left = len;
+    let mut buf = vec![0u8; 1 << 20];
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        for word in buf[..n].chunks_mut(8) {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let v = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+            word.copy_from_slice(&v[..word.len()]);
+        }
+        f.write_all(&buf[..n]).expect("write");
+        left -= n as u64;
+    }
+    f.flush().expect("flush");
+    path.to_path_buf()
+}
+
+pub fn sha256_file(path: &Path) -> [u8; 32] {
+    let mut f = std::fs::File::open(path).expect("open");
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).expect("read");
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    h.finalize().into()
+}
+
+/// Puts `local` at `path` and checks that `get` returns the same bytes.
+pub fn put_get_check(img: &Path, local: &Path, path: &str, scratch: &Path) {
+    ok(dvrfs([
+        "put".as_ref(),
+        img.as_os_str(),
+        local.as_os_str(),
+        path.as_ref(),
+    ]));
+    let back = scratch.join("back.bin");
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        path.as_ref(),
+        back.as_os_str(),
+    ]));
+    assert_eq!(
+        sha256_file(local),
+        sha256_file(&back),
+        "{path} came back different"
+    );
+    std::fs::remove_file(back).expect("remove");
+}
