@@ -297,7 +297,7 @@ impl<D: Device> Fs<D> {
                 continue;
             }
             let ino = ino as Ino;
-            let Some(kind) = kind_of_mode(rec.mode) else {
+            let Some(kind) = Kind::from_mode(rec.mode) else {
                 r.report.problems.push((
                     Some(ino),
                     format!("inode {ino} has an unknown file type (mode {:o})", rec.mode),

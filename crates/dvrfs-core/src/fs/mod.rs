@@ -358,12 +358,3 @@ impl<D: Device> Fs<D> {
             .ok_or(Error::NoInodes(n - 1))
     }
 }
-
-fn kind_of_mode(mode: u32) -> Option<Kind> {
-    match mode & S_IFMT {
-        crate::format::inode::S_IFREG => Some(Kind::File),
-        crate::format::inode::S_IFDIR => Some(Kind::Dir),
-        crate::format::inode::S_IFLNK => Some(Kind::Symlink),
-        _ => None,
-    }
-}

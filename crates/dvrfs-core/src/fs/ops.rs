@@ -202,8 +202,8 @@ impl<D: Device> Fs<D> {
             return Err(Error::Exists(show(name)));
         }
         let ino = self.find_free_inode()?;
-        let kind =
-            kind_of_mode(mode).ok_or_else(|| Error::InvalidArgument(format!("mode {mode:o}")))?;
+        let kind = Kind::from_mode(mode)
+            .ok_or_else(|| Error::InvalidArgument(format!("mode {mode:o}")))?;
         self.dir_add(parent, name, ino, kind)?;
         let nlink = if kind == Kind::Dir { 2 } else { 1 };
         self.inodes.insert(

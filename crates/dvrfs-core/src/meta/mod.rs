@@ -6,7 +6,7 @@
 
 use crate::alloc::Ino;
 use crate::format::dir::{entry_bytes, Kind, DIR_SPACE_BYTES};
-use crate::format::inode::{InodeRecord, Run, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
+use crate::format::inode::{InodeRecord, Run};
 use std::collections::BTreeMap;
 
 /// An inode in memory: the stored attributes and the full run list.
@@ -19,12 +19,7 @@ pub struct Inode {
 
 impl Inode {
     pub fn kind(&self) -> Option<Kind> {
-        match self.attr.mode & S_IFMT {
-            S_IFREG => Some(Kind::File),
-            S_IFDIR => Some(Kind::Dir),
-            S_IFLNK => Some(Kind::Symlink),
-            _ => None,
-        }
+        Kind::from_mode(self.attr.mode)
     }
 
     /// The index of the run holding file block `fb`, or where it would be inserted.
