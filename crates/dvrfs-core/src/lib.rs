@@ -5,11 +5,13 @@
 
 pub mod alloc;
 pub mod device;
+pub mod disk;
 pub mod error;
 pub mod format;
 pub mod fs;
 pub mod layout;
 pub mod meta;
+pub mod sched;
 
 pub use error::{Error, Result};
 pub use fs::{Fs, OpenOptions, Stat};
