@@ -11,7 +11,9 @@ pub mod format;
 pub mod fs;
 pub mod layout;
 pub mod meta;
+pub mod qos;
 pub mod sched;
+pub mod sim;
 
 pub use error::{Error, Result};
 pub use fs::{Fs, OpenOptions, Stat};

@@ -135,6 +135,11 @@ impl<D: Device> Fs<D> {
         &self.dev
     }
 
+    /// The device, for shells that inspect what the file system wrote (the simulator).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.dev
+    }
+
     pub fn is_writable(&self) -> bool {
         self.writable
     }

@@ -1,0 +1,204 @@
+//! QoS measurement (AVFS 2.2): from what a run recorded, the completion-margin
+//! distribution and its CDF, the miss probability P0, the mean time between glitches
+//! per stream, disk utilization, throughput, best-effort latency and the seek-distance
+//! distribution. The report's field names are the JSON keys of `dvrfs sim --json`.
+
+use crate::sim::SimOutcome;
+use serde::Serialize;
+
+/// Quantiles of the completion margin, in milliseconds (`p0001` is the 0.01% quantile:
+/// one request in ten thousand completes with less margin).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct MarginMs {
+    pub min: f64,
+    pub p0001: f64,
+    pub p001: f64,
+    pub p01: f64,
+    pub p50: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LatencyMs {
+    pub p50: f64,
+    pub p99: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CountersReport {
+    pub inserted: u64,
+    pub dispatched: u64,
+    pub completed: u64,
+    pub failed: u64,
+}
+
+/// One run, as `dvrfs sim --json` prints it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    pub workload: String,
+    pub scheduler: String,
+    pub alloc: String,
+    pub disk: String,
+    pub duration_s: f64,
+    pub streams: u32,
+    pub rt_requests: u64,
+    pub deadline_misses: u64,
+    pub failed_reads: u64,
+    pub p_miss: f64,
+    pub margin_ms: MarginMs,
+    /// Stream-hours per glitch, in seconds (`null` without glitches).
+    pub mean_time_between_glitches_s: Option<f64>,
+    pub utilization: f64,
+    pub rt_throughput_mbps: f64,
+    pub be_throughput_mbps: f64,
+    pub be_latency_ms: LatencyMs,
+    pub journal_requests: u64,
+    pub journal_mbytes: f64,
+    /// Share of consecutive disk commands that start within 5 GB of where the previous
+    /// one ended.
+    pub seek_within_5gb: f64,
+    pub mean_seek_distance_gb: f64,
+    pub fill_bytes: u64,
+    pub seed: u64,
+    pub counters: CountersReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_streams: Option<u32>,
+}
+
+/// The `q` quantile of sorted values (nearest rank).
+pub fn quantile<T: Copy>(sorted: &[T], q: f64) -> Option<T> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).floor() as usize;
+    Some(sorted[i.min(sorted.len() - 1)])
+}
+
+fn ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
+impl Report {
+    /// Builds the report; `workload`, `alloc` and the run length come from the caller.
+    pub fn new(o: &SimOutcome, workload: &str, alloc: &str, duration_ns: u64, seed: u64) -> Report {
+        let mut margins = o.margins_ns.clone();
+        margins.sort_unstable();
+        let q = |x: f64| quantile(&margins, x).map_or(0.0, ms);
+        let mut lat = o.be_latencies_ns.clone();
+        lat.sort_unstable();
+        let ql = |x: f64| quantile(&lat, x).map_or(0.0, |v| v as f64 / 1e6);
+        let elapsed_s = (o.elapsed_ns.max(1)) as f64 / 1e9;
+        let duration_s = duration_ns as f64 / 1e9;
+        let within = o
+            .seek_distances_bytes
+            .iter()
+            .filter(|&&d| d <= 5_000_000_000)
+            .count();
+        let seeks = o.seek_distances_bytes.len().max(1) as f64;
+        Report {
+            workload: workload.to_string(),
+            scheduler: o.scheduler.clone(),
+            alloc: alloc.to_string(),
+            disk: o.disk.clone(),
+            duration_s,
+            streams: o.streams,
+            rt_requests: o.rt_requests,
+            deadline_misses: o.deadline_misses,
+            failed_reads: o.failed_reads,
+            p_miss: if o.rt_requests == 0 {
+                0.0
+            } else {
+                o.deadline_misses as f64 / o.rt_requests as f64
+            },
+            margin_ms: MarginMs {
+                min: q(0.0),
+                p0001: q(0.0001),
+                p001: q(0.001),
+                p01: q(0.01),
+                p50: q(0.5),
+            },
+            mean_time_between_glitches_s: (o.deadline_misses > 0)
+                .then(|| o.streams as f64 * duration_s / o.deadline_misses as f64),
+            utilization: o.busy_ns as f64 / o.elapsed_ns.max(1) as f64,
+            rt_throughput_mbps: o.rt_bytes as f64 * 8.0 / elapsed_s / 1e6,
+            be_throughput_mbps: o.be_bytes as f64 * 8.0 / elapsed_s / 1e6,
+            be_latency_ms: LatencyMs {
+                p50: ql(0.5),
+                p99: ql(0.99),
+            },
+            journal_requests: o.journal_requests,
+            journal_mbytes: o.journal_bytes as f64 / 1e6,
+            seek_within_5gb: within as f64 / seeks,
+            mean_seek_distance_gb: o
+                .seek_distances_bytes
+                .iter()
+                .map(|&d| d as f64)
+                .sum::<f64>()
+                / seeks
+                / 1e9,
+            fill_bytes: o.used_bytes_at_start,
+            seed,
+            counters: CountersReport {
+                inserted: o.counters.inserted,
+                dispatched: o.counters.dispatched,
+                completed: o.counters.completed,
+                failed: o.counters.failed,
+            },
+            max_streams: None,
+        }
+    }
+}
+
+/// The completion-margin CDF as (margin ms, P(margin <= x)) points, thinned to at most
+/// `points` points but keeping the whole lower tail (where misses live).
+pub fn margin_cdf(margins_ns: &[i64], points: usize) -> Vec<(f64, f64)> {
+    let mut m = margins_ns.to_vec();
+    m.sort_unstable();
+    let n = m.len();
+    if n == 0 {
+        return vec![];
+    }
+    let step = (n / points.max(1)).max(1);
+    let mut out = Vec::new();
+    for (i, &v) in m.iter().enumerate() {
+        if i < 1000 || i % step == 0 || i == n - 1 {
+            out.push((ms(v), (i + 1) as f64 / n as f64));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_use_nearest_rank() {
+        let v: Vec<i64> = (0..10_000).collect();
+        assert_eq!(quantile(&v, 0.0), Some(0));
+        assert_eq!(quantile(&v, 0.0001), Some(0));
+        assert_eq!(quantile(&v, 0.001), Some(9));
+        assert_eq!(quantile(&v, 0.5), Some(4999));
+        assert_eq!(quantile::<i64>(&[], 0.5), None);
+    }
+
+    #[test]
+    fn report_counts_misses_and_glitch_interval() {
+        let o = SimOutcome {
+            elapsed_ns: 10_000_000_000,
+            streams: 2,
+            rt_requests: 4,
+            deadline_misses: 1,
+            margins_ns: vec![-5_000_000, 100_000_000, 200_000_000, 300_000_000],
+            busy_ns: 2_500_000_000,
+            ..Default::default()
+        };
+        let r = Report::new(&o, "2r", "zrr", 10_000_000_000, 1);
+        assert_eq!(r.p_miss, 0.25);
+        assert_eq!(r.margin_ms.min, -5.0);
+        assert_eq!(r.utilization, 0.25);
+        assert_eq!(r.mean_time_between_glitches_s, Some(20.0));
+        let cdf = margin_cdf(&o.margins_ns, 100);
+        assert_eq!(cdf[0], (-5.0, 0.25));
+        assert_eq!(cdf.last().unwrap().1, 1.0);
+    }
+}

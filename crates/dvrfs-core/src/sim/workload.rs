@@ -1,0 +1,145 @@
+//! Workload notation (AVFS 4.1): `NrMw` is N playback (read) and M recording (write)
+//! streams; the general form is a comma list of `<count><r|w>[@<bitrate>]`, e.g.
+//! `4r@19.39M,8w@8M`. Bit rates are decimal (K, M, G) bits per second.
+
+use std::fmt;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamGroup {
+    pub count: u32,
+    pub write: bool,
+    /// `None` = the run's default bit rate.
+    pub bitrate_bps: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Workload {
+    pub groups: Vec<StreamGroup>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkloadError(pub String);
+
+impl fmt::Display for WorkloadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "workload {}: expected NrMw (e.g. 4r2w) or a comma list of <count><r|w>[@<bitrate>] (e.g. 4r@19.39M,8w@8M)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for WorkloadError {}
+
+/// Parses a decimal rate such as `19.39M`, `500K`, `1G` or `8000000` (bits/s).
+pub fn parse_rate_bps(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1e3),
+        'm' | 'M' => (&s[..s.len() - 1], 1e6),
+        'g' | 'G' => (&s[..s.len() - 1], 1e9),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.parse().ok()?;
+    (v.is_finite() && v > 0.0).then_some(v * mult)
+}
+
+fn parse_term(t: &str) -> Option<StreamGroup> {
+    let (head, rate) = match t.split_once('@') {
+        Some((h, r)) => (h, Some(parse_rate_bps(r)?)),
+        None => (t, None),
+    };
+    let kind = head.chars().last()?;
+    let write = match kind {
+        'r' | 'R' => false,
+        'w' | 'W' => true,
+        _ => return None,
+    };
+    let count: u32 = head[..head.len() - 1].parse().ok()?;
+    Some(StreamGroup {
+        count,
+        write,
+        bitrate_bps: rate,
+    })
+}
+
+impl Workload {
+    pub fn parse(spec: &str) -> Result<Workload, WorkloadError> {
+        let err = || WorkloadError(format!("{spec:?} does not parse"));
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return Err(err());
+        }
+        let mut groups = Vec::new();
+        for term in spec.split(',') {
+            let term = term.trim();
+            // `NrMw`: a read term followed directly by a write term.
+            if !term.contains('@') {
+                if let Some(i) = term.find(['r', 'R']) {
+                    if i + 1 < term.len() {
+                        groups.push(parse_term(&term[..=i]).ok_or_else(err)?);
+                        groups.push(parse_term(&term[i + 1..]).ok_or_else(err)?);
+                        continue;
+                    }
+                }
+            }
+            groups.push(parse_term(term).ok_or_else(err)?);
+        }
+        if groups.iter().all(|g| g.count == 0) {
+            return Err(WorkloadError(format!("{spec:?} has no streams")));
+        }
+        Ok(Workload { groups })
+    }
+
+    pub fn streams(&self) -> u32 {
+        self.groups.iter().map(|g| g.count).sum()
+    }
+
+    /// The same workload with the first term's count changed (for `--find-max`).
+    pub fn with_first_count(&self, count: u32) -> Workload {
+        let mut w = self.clone();
+        if let Some(g) = w.groups.first_mut() {
+            g.count = count;
+        }
+        w
+    }
+}
+
+impl fmt::Display for Workload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts: Vec<String> = self
+            .groups
+            .iter()
+            .map(|g| {
+                let k = if g.write { 'w' } else { 'r' };
+                match g.bitrate_bps {
+                    Some(r) => format!("{}{k}@{}M", g.count, r / 1e6),
+                    None => format!("{}{k}", g.count),
+                }
+            })
+            .collect();
+        write!(f, "{}", parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_paper_and_general_forms() {
+        let w = Workload::parse("4r2w").unwrap();
+        assert_eq!(w.groups.len(), 2);
+        assert_eq!((w.groups[0].count, w.groups[0].write), (4, false));
+        assert_eq!((w.groups[1].count, w.groups[1].write), (2, true));
+        let w = Workload::parse("4r@19.39M,8w@8M").unwrap();
+        assert_eq!(w.groups[1].bitrate_bps, Some(8e6));
+        assert!((w.groups[0].bitrate_bps.unwrap() - 19.39e6).abs() < 1.0);
+        assert_eq!(Workload::parse("0r2w").unwrap().streams(), 2);
+        assert_eq!(w.to_string(), "4r@19.39M,8w@8M");
+        for bad in ["", "4x", "r2w", "4r@fast", "0r0w", "4r2", "-1r"] {
+            assert!(Workload::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
