@@ -59,6 +59,34 @@ fn random_mean_ms(m: &DiskModel, sectors: u32, write: bool) -> (f64, f64) {
     (sim as f64 / n as f64 / 1e6, e as f64 / n as f64 / 1e6)
 }
 
+/// Back-to-back 512 KiB requests from the middle of the disk.
+fn sequential_mean_ms(m: &DiskModel, write: bool) -> (f64, f64) {
+    let mut hdd = Hdd::new(m, 1);
+    let est = Estimator::from_model(m);
+    let n = 200;
+    let (mut sim, mut e) = (0u64, 0u64);
+    let mut t = 0;
+    let mut lba = m.lbas / 2;
+    for i in 0..n {
+        let a = Access {
+            lba,
+            sectors: 1024,
+            write,
+        };
+        let r = hdd.service(t, &a);
+        t = r.end_ns;
+        if i > 0 {
+            sim += r.end_ns - r.start_ns;
+            e += est.service_ns(lba, 1024, write, true);
+        }
+        lba += 1024;
+    }
+    (
+        sim as f64 / (n - 1) as f64 / 1e6,
+        e as f64 / (n - 1) as f64 / 1e6,
+    )
+}
+
 #[test]
 fn disk_figures() {
     for name in dvrfs_core::disk::model::BUILTIN_NAMES {
@@ -104,7 +132,59 @@ fn disk_figures() {
                 r.batched_round_ms
             );
         }
+        let mut unfitted = m.clone();
+        unfitted.seek_curve = None;
+        println!(
+            "  fit to seek_ms: {:?}",
+            Hdd::new(&unfitted, 1).seek_curve()
+        );
+        let (seq_sim, seq_est) = sequential_mean_ms(&m, false);
+        // (the middle of the disk, where eq. 1's straight line is furthest off)
+        let (wseq_sim, wseq_est) = sequential_mean_ms(&m, true);
+        println!(
+            "  sequential 512K read {seq_sim:.3} ms (est {seq_est:.3}); contiguous 512K \
+             write {wseq_sim:.3} (est {wseq_est:.3}); revolution {:.3} ms",
+            m.rotation_ns() / 1e6
+        );
         assert!(outer > inner && inner > 0.0);
         assert!(r4k > 10.0 && r4k < 15.0);
+    }
+}
+
+/// AVFS eq. 1 against the simulation for back-to-back 512 KiB reads at 41 points of
+/// the LBA range: within 10% everywhere.
+#[test]
+fn sequential_512k_estimate_within_ten_percent_across_the_disk() {
+    for name in dvrfs_core::disk::model::BUILTIN_NAMES {
+        let m = DiskModel::builtin(name).unwrap();
+        let est = Estimator::from_model(&m);
+        let mut worst: f64 = 0.0;
+        for i in 0..=40 {
+            let f = i as f64 / 40.0;
+            let mut hdd = Hdd::new(&m, 1);
+            let mut lba = ((m.lbas - 300 * 1024) as f64 * f) as u64;
+            let mut t = 0;
+            let (mut sim, mut e) = (0u64, 0u64);
+            for j in 0..100 {
+                let r = hdd.service(
+                    t,
+                    &Access {
+                        lba,
+                        sectors: 1024,
+                        write: false,
+                    },
+                );
+                t = r.end_ns;
+                if j > 0 {
+                    sim += r.end_ns - r.start_ns;
+                    e += est.service_ns(lba, 1024, false, true);
+                }
+                lba += 1024;
+            }
+            let err = e as f64 / sim as f64 - 1.0;
+            worst = worst.max(err.abs());
+        }
+        println!("{name}: worst sequential 512K estimate error {worst:.4}");
+        assert!(worst < 0.10, "{name}: {worst}");
     }
 }

@@ -232,11 +232,25 @@ impl Hdd {
                         cache_hit = true;
                         end_ns = host_end;
                         self.stream = Some(if frontier < s.limit_lba {
-                            // The read-ahead is still running: it goes on.
-                            Stream {
-                                next_lba: end_lba,
-                                limit_lba: (end_lba + self.read_ahead_sectors).min(lbas),
-                                ..s
+                            // The read-ahead is still running: it goes on. Rebase it on
+                            // the consumed end, so that later look-ups walk only the
+                            // read-ahead window, not everything streamed since.
+                            let limit_lba = (end_lba + self.read_ahead_sectors).min(lbas);
+                            if end_lba > s.stream_lba {
+                                let done_ns = s.stream_start_ns
+                                    + self.media_ns(s.stream_lba, end_lba - s.stream_lba);
+                                Stream {
+                                    next_lba: end_lba,
+                                    stream_lba: end_lba,
+                                    stream_start_ns: done_ns + self.gap_before_ns(end_lba),
+                                    limit_lba,
+                                }
+                            } else {
+                                Stream {
+                                    next_lba: end_lba,
+                                    limit_lba,
+                                    ..s
+                                }
                             }
                         } else {
                             // It had stopped at its limit; consuming data restarts it
@@ -433,6 +447,21 @@ impl Hdd {
             )
     }
 
+    /// Time between the end of sector `lba - 1` and the start of sector `lba` in a
+    /// streaming transfer: 0 on the same track, the skew across a track boundary.
+    fn gap_before_ns(&self, lba: u64) -> f64 {
+        if lba == 0 || lba >= self.geo.lbas() {
+            return 0.0;
+        }
+        let next = self.geo.locate(lba);
+        if next.sector == 0 {
+            let prev = self.geo.locate(lba - 1);
+            self.geo.skew_after_rev(&prev) * self.geo.rotation_ns()
+        } else {
+            0.0
+        }
+    }
+
     /// Starts the read-ahead after a media read that ended at `end_lba` at `t_ns`.
     fn start_stream(&mut self, end_lba: u64, t_ns: f64) {
         let lbas = self.geo.lbas();
@@ -440,18 +469,10 @@ impl Hdd {
             self.stream = None;
             return;
         }
-        // The next sector follows at once on the same track, or after the skew.
-        let prev = self.geo.locate(end_lba - 1);
-        let next = self.geo.locate(end_lba);
-        let gap_ns = if next.sector == 0 {
-            self.geo.skew_after_rev(&prev) * self.geo.rotation_ns()
-        } else {
-            0.0
-        };
         self.stream = Some(Stream {
             next_lba: end_lba,
             stream_lba: end_lba,
-            stream_start_ns: t_ns + gap_ns,
+            stream_start_ns: t_ns + self.gap_before_ns(end_lba),
             limit_lba: (end_lba + self.read_ahead_sectors).min(lbas),
         });
     }
@@ -632,6 +653,31 @@ mod tests {
         // A read that does not continue anything is a miss.
         let r = hdd.service(r.end_ns, &read(1_000, 4096));
         assert!(!r.cache_hit);
+    }
+
+    #[test]
+    fn a_long_run_of_small_sequential_hits_stays_cheap_and_within_the_media_rate() {
+        // 4 KiB reads 50 us apart are served from the read-ahead, which the model
+        // rebases on every hit (else each look-up would walk everything streamed so
+        // far); the run as a whole cannot beat the sustained rate.
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let mut hdd = Hdd::new(&m, 1);
+        let mut t = hdd.service(0, &read(0, 4096)).end_ns;
+        let t0 = t;
+        let (mut lba, mut hits) = (8, 0);
+        let n = 20_000u64;
+        for _ in 0..n {
+            let r = hdd.service(t + 50_000, &read(lba, 4096));
+            hits += u64::from(r.cache_hit);
+            t = r.end_ns;
+            lba += 8;
+        }
+        let rate = (n * 4096) as f64 / ((t - t0) as f64 / 1e9);
+        assert!(hits > n / 2, "{hits}");
+        assert!(
+            rate <= hdd.geometry().outer_rate_bytes_per_s() * 1.02,
+            "{rate}"
+        );
     }
 
     #[test]

@@ -57,6 +57,8 @@ pub const MAX_INTERFACE_MB_PER_S: f64 = 100_000.0;
 pub const MAX_READ_AHEAD_BYTES: u64 = 1 << 30;
 /// Most accepted cache segments.
 pub const MAX_CACHE_SEGMENTS: u32 = 1024;
+/// How far an explicit `seek_curve` may stray from the `seek_ms` figures (relative).
+pub const SEEK_CURVE_TOLERANCE: f64 = 0.10;
 /// Longest accepted slow-I/O extra time, in ms (a minute of error recovery).
 pub const MAX_SLOW_IO_MS: f64 = 60_000.0;
 
@@ -433,7 +435,27 @@ impl DiskModel {
                 ),
             ));
         }
-        SeekCurve::from_model(m, geo.cylinders())?;
+        let curve = SeekCurve::from_model(m, geo.cylinders())?;
+        if m.seek_curve.is_some() {
+            // An explicit curve replaces the fit, but must still tell the same story as
+            // the data-sheet figures next to it (a typo in either shows up here).
+            let cyl = geo.cylinders();
+            for (what, got, want) in [
+                ("one-cylinder seek", curve.seek_ns(1, cyl) / 1.0e6, s.track),
+                ("average", curve.average_ms(), s.average),
+                ("full stroke", curve.time_ms(1.0), s.full),
+            ] {
+                if (got - want).abs() > (SEEK_CURVE_TOLERANCE * want).max(0.1) {
+                    return Err(ModelError::invalid(
+                        "seek_curve",
+                        format!(
+                            "its {what} is {got:.2} ms but seek_ms says {want} ms; they must \
+                             agree within 10%"
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -763,6 +785,10 @@ mod tests {
             .unwrap_err()
             .to_string()
             .starts_with("field `seek_ms.full`"));
+        let mut v = avfs_value();
+        v["seek_ms"]["average"] = 12.into();
+        let msg = load(&v).unwrap_err().to_string();
+        assert!(msg.starts_with("field `seek_curve`: its average"), "{msg}");
         let mut v = avfs_value();
         v["seek_curve"]["c"] = 9.into();
         assert!(load(&v)
