@@ -1,6 +1,26 @@
 //! Hard-disk models: the JSON model files, the mechanical simulation the simulator runs
 //! requests on, the service-time estimator of the traffic mixer (AVFS eq. 1) and the
 //! admission (capacity) bounds.
+//!
+//! One concept per file: `model` (the JSON schema of `disks/SCHEMA.md`, loading and
+//! validation), `geometry` (zones, LBA -> cylinder/surface/sector, sustained rates),
+//! `seek` (the two-piece Ruemmler-Wilkes curve and its fit), `hdd` (the queue-depth-1
+//! mechanical simulation), `estimator` (AVFS eq. 1) and `capacity` (how many streams
+//! fit). All of it is sans-I/O and deterministic: time comes in as arguments and the
+//! only randomness (rare slow accesses) is a seeded `ChaCha8Rng`. `docs/disk-models.md`
+//! gives the figures the tests measure.
+
+pub mod capacity;
+pub mod estimator;
+pub mod geometry;
+pub mod hdd;
+pub mod model;
+pub mod seek;
+
+pub use capacity::{capacity, CapacityReport, StreamParams};
+pub use estimator::Estimator;
+pub use hdd::Hdd;
+pub use model::{DiskModel, ModelError};
 
 /// One disk command: `sectors` logical sectors from `lba`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,734 @@
+//! The mechanical simulation of one hard disk at queue depth 1.
+//!
+//! [`Hdd::service`] takes one command issued to an idle disk at `issue_ns` and says how
+//! the disk spends its time on it. The simulator's event loop calls it once per
+//! dispatched request, so every scheduling and placement decision pays what it would pay
+//! on the modelled disk. The model, step by step:
+//!
+//! 1. **Command overhead**: the controller spends `command_overhead_ms` before anything
+//!    moves. A rare slow access (`slow_io`, error recovery) adds a uniformly drawn extra
+//!    here, from a seeded `ChaCha8Rng` (one draw per command, so runs replay exactly);
+//!    it is reported in `overhead_ns`.
+//! 2. **Positioning**: a seek from the head's cylinder along the seek curve; a head
+//!    switch (`head_switch_ms`) when the cylinder is the same but the surface is not;
+//!    plus `write_settle_ms` for a write whose head moved (a write that continues on the
+//!    track under the head needs no settling).
+//! 3. **Rotation**: the platter never stops. Its angle is a function of absolute time,
+//!    `angle = (t mod T_rot) / T_rot`, so the rotational position carries across
+//!    requests; after positioning the head waits until the first sector comes under it.
+//!    A consequence this module's tests check: with the write cache off, a write that
+//!    continues the previous one arrives a command overhead after its first sector went
+//!    by, and waits almost a full revolution.
+//! 4. **Transfer** at the zone's media rate (`spt` sectors per revolution). Crossing to
+//!    the next track costs exactly the skew (`track_skew` after a head switch,
+//!    `cylinder_skew` after a cylinder switch): the skew is how the drive is formatted
+//!    so that the switch completes while the gap rotates by, and a sequential transfer
+//!    does not lose a revolution. The model trusts the skews for this even where the
+//!    model's `head_switch_ms` is longer than its track skew (avfs-250g: 1.0 ms against
+//!    0.5 ms), because the schema's sustained-rate figure is stated that way;
+//!    `head_switch_ms` is charged only when a command has to position on another
+//!    surface. The host link (`interface_mb_per_s`) runs in parallel with the media; a
+//!    command ends when both are done.
+//! 5. **Read-ahead** (`cache.read_ahead_bytes > 0`): after a read the drive keeps
+//!    reading the following sectors into a cache segment while it is idle, up to
+//!    `read_ahead_bytes` beyond what the host has consumed. A read that starts where the
+//!    previous read ended is served from that segment: entirely (a cache hit, at
+//!    interface speed) if the sectors have been read by the time the command has been
+//!    decoded, otherwise the media transfer simply continues the read-ahead stream
+//!    without any repositioning, so back-to-back sequential reads stream at the
+//!    sustained rate. A command elsewhere stops the read-ahead; what it had read stays
+//!    in the segment, and up to `segments - 1` such stopped segments are kept (most
+//!    recent first) for a later read that continues them. A stopped read-ahead also
+//!    leaves the head where it stopped. Writes drop overlapping segments.
+//! 6. **Writes**: with `write_back: false` they go to the media as above; with
+//!    `write_back: true` they complete at interface speed into the cache and the media
+//!    work is not modelled (simple, and off in every built-in model, as in the AVFS
+//!    experiments).
+//!
+//! Accesses past the last LBA are clamped to the disk (the caller validates ranges);
+//! nothing here panics. Times inside a command are computed in `f64` ns (0.02 ns
+//! resolution after a simulated day) and reported rounded, with
+//! `end_ns - start_ns == overhead_ns + seek_ns + rotation_ns + transfer_ns` exactly.
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+use super::geometry::{Geometry, Location};
+use super::model::DiskModel;
+use super::seek::SeekCurve;
+use super::{Access, AccessTiming};
+
+/// One ms in ns.
+const NS_PER_MS: f64 = 1.0e6;
+
+/// The segment being filled by read-ahead after the last read.
+#[derive(Clone, Copy, Debug)]
+struct Stream {
+    /// First sector the host has not consumed (where the last read ended).
+    next_lba: u64,
+    /// Sectors `[next_lba, stream_lba)` are in the buffer; the media streams from
+    /// `stream_lba`, whose first sector starts under the head at `stream_start_ns`.
+    stream_lba: u64,
+    stream_start_ns: f64,
+    /// The read-ahead stops here (`next_lba + read_ahead`, within the disk).
+    limit_lba: u64,
+}
+
+/// A stopped read-ahead: sectors `[next_lba, end_lba)` are in the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Segment {
+    next_lba: u64,
+    end_lba: u64,
+}
+
+/// Where the media part of a command starts and ends.
+struct MediaTiming {
+    seek_ns: f64,
+    rotation_ns: f64,
+    end_ns: f64,
+    cylinders: u64,
+}
+
+/// A simulated hard disk (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Hdd {
+    geo: Geometry,
+    seek: SeekCurve,
+    overhead_ns: f64,
+    write_settle_ns: f64,
+    head_switch_ns: f64,
+    interface_bytes_per_ns: f64,
+    read_ahead_sectors: u64,
+    max_segments: usize,
+    write_back: bool,
+    slow_probability: f64,
+    slow_extra_ns: [f64; 2],
+    rng: ChaCha8Rng,
+    head_cylinder: u64,
+    head_surface: u32,
+    stream: Option<Stream>,
+    /// Stopped read-ahead segments, most recent first.
+    segments: Vec<Segment>,
+}
+
+impl Hdd {
+    /// A disk at rest with the head on cylinder 0. Accepts any model without panicking;
+    /// a model that fails [`DiskModel::validate`] gives a defined but meaningless disk
+    /// (its seek curve falls back to a straight line from track to full), so load
+    /// models with `DiskModel::from_json` or `DiskModel::builtin`.
+    pub fn new(model: &DiskModel, seed: u64) -> Hdd {
+        let geo = Geometry::from_model(model);
+        let seek = SeekCurve::from_model(model, geo.cylinders()).unwrap_or(SeekCurve {
+            x0: 1.0,
+            t1_ms: model.seek_ms.track,
+            b_ms: 0.0,
+            c_ms: model.seek_ms.track,
+            e_ms: model.seek_ms.full - model.seek_ms.track,
+        });
+        let ra_sectors = model.cache.read_ahead_bytes / geo.sector_bytes();
+        let (slow_probability, slow_extra_ns) = match &model.slow_io {
+            Some(s) => (
+                s.probability,
+                [s.extra_ms[0] * NS_PER_MS, s.extra_ms[1] * NS_PER_MS],
+            ),
+            None => (0.0, [0.0, 0.0]),
+        };
+        Hdd {
+            seek,
+            overhead_ns: model.command_overhead_ms * NS_PER_MS,
+            write_settle_ns: model.write_settle_ms * NS_PER_MS,
+            head_switch_ns: model.head_switch_ms * NS_PER_MS,
+            interface_bytes_per_ns: model.interface_mb_per_s * 1.0e6 / 1.0e9,
+            read_ahead_sectors: if model.cache.segments > 0 {
+                ra_sectors
+            } else {
+                0
+            },
+            max_segments: model.cache.segments as usize,
+            write_back: model.cache.write_back,
+            slow_probability,
+            slow_extra_ns,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            head_cylinder: 0,
+            head_surface: 0,
+            stream: None,
+            segments: Vec::new(),
+            geo,
+        }
+    }
+
+    /// Cylinder the head is on (after the last command's media work).
+    pub fn head_cylinder(&self) -> u64 {
+        self.head_cylinder
+    }
+
+    /// Cylinder holding `lba` (clamped to the disk).
+    pub fn cylinder_of(&self, lba: u64) -> u64 {
+        self.geo.locate(lba).cylinder
+    }
+
+    /// Physical cylinders of the disk.
+    pub fn cylinders(&self) -> u64 {
+        self.geo.cylinders()
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    pub fn seek_curve(&self) -> &SeekCurve {
+        &self.seek
+    }
+
+    /// Serves one command issued at `issue_ns` to the idle disk (queue depth 1), so the
+    /// command starts at `issue_ns`.
+    pub fn service(&mut self, issue_ns: u64, a: &Access) -> AccessTiming {
+        let lbas = self.geo.lbas();
+        let lba = a.lba.min(lbas - 1);
+        let end_lba = lba.saturating_add(a.sectors as u64).min(lbas);
+        let sectors = end_lba - lba;
+        let bytes = sectors * self.geo.sector_bytes();
+        let start = issue_ns as f64;
+
+        // Error recovery, drawn for every command so the random stream does not depend
+        // on the workload's mix.
+        let mut overhead = self.overhead_ns;
+        if self.uniform() < self.slow_probability {
+            let [lo, hi] = self.slow_extra_ns;
+            overhead += lo + (hi - lo) * self.uniform();
+        }
+        let t_cmd = start + overhead;
+        let host_end = t_cmd + bytes as f64 / self.interface_bytes_per_ns;
+
+        let mut seek_ns = 0.0;
+        let mut rotation_ns = 0.0;
+        let mut cylinders = 0;
+        let mut cache_hit = false;
+        let end_ns;
+
+        if sectors == 0 {
+            end_ns = t_cmd;
+        } else if a.write {
+            self.stop_read_ahead(t_cmd);
+            self.segments
+                .retain(|s| s.end_lba <= lba || s.next_lba >= end_lba);
+            if self.write_back {
+                end_ns = host_end;
+            } else {
+                let m = self.media(t_cmd, lba, sectors, true);
+                (seek_ns, rotation_ns, cylinders) = (m.seek_ns, m.rotation_ns, m.cylinders);
+                end_ns = m.end_ns.max(host_end);
+            }
+        } else if self.read_ahead_sectors == 0 {
+            let m = self.media(t_cmd, lba, sectors, false);
+            (seek_ns, rotation_ns, cylinders) = (m.seek_ns, m.rotation_ns, m.cylinders);
+            end_ns = m.end_ns.max(host_end);
+        } else {
+            match self.stream {
+                Some(s) if s.next_lba == lba => {
+                    let frontier = self.frontier(&s, t_cmd);
+                    if end_lba <= frontier {
+                        // Everything is in the buffer already.
+                        cache_hit = true;
+                        end_ns = host_end;
+                        self.stream = Some(if frontier < s.limit_lba {
+                            // The read-ahead is still running: it goes on. Rebase it on
+                            // the consumed end, so that later look-ups walk only the
+                            // read-ahead window, not everything streamed since.
+                            let limit_lba = (end_lba + self.read_ahead_sectors).min(lbas);
+                            if end_lba > s.stream_lba {
+                                let done_ns = s.stream_start_ns
+                                    + self.media_ns(s.stream_lba, end_lba - s.stream_lba);
+                                Stream {
+                                    next_lba: end_lba,
+                                    stream_lba: end_lba,
+                                    stream_start_ns: done_ns + self.gap_before_ns(end_lba),
+                                    limit_lba,
+                                }
+                            } else {
+                                Stream {
+                                    next_lba: end_lba,
+                                    limit_lba,
+                                    ..s
+                                }
+                            }
+                        } else {
+                            // It had stopped at its limit; consuming data restarts it
+                            // once the sector after the limit comes round again.
+                            let resume = self.next_pass_ns(t_cmd, s.limit_lba);
+                            Stream {
+                                next_lba: end_lba,
+                                stream_lba: s.limit_lba,
+                                stream_start_ns: resume,
+                                limit_lba: (end_lba + self.read_ahead_sectors).min(lbas),
+                            }
+                        });
+                    } else if frontier < s.limit_lba {
+                        // Still streaming: the media read continues without a gap.
+                        let media_end =
+                            s.stream_start_ns + self.media_ns(s.stream_lba, end_lba - s.stream_lba);
+                        self.set_head(end_lba - 1);
+                        self.start_stream(end_lba, media_end);
+                        end_ns = media_end.max(host_end);
+                    } else {
+                        // The read-ahead stopped at its limit: the rest needs the
+                        // platter to come round to it.
+                        self.stream = None;
+                        self.set_head(frontier.min(lbas - 1));
+                        let m = self.media(t_cmd, frontier, end_lba - frontier, false);
+                        (seek_ns, rotation_ns, cylinders) = (m.seek_ns, m.rotation_ns, m.cylinders);
+                        self.start_stream(end_lba, m.end_ns);
+                        end_ns = m.end_ns.max(host_end);
+                    }
+                }
+                _ => {
+                    self.stop_read_ahead(t_cmd);
+                    let seg = self.segments.iter().position(|s| s.next_lba == lba);
+                    match seg {
+                        Some(i) if end_lba <= self.segments[i].end_lba => {
+                            cache_hit = true;
+                            end_ns = host_end;
+                            let mut s = self.segments.remove(i);
+                            s.next_lba = end_lba;
+                            if s.next_lba < s.end_lba {
+                                self.segments.insert(0, s);
+                            }
+                        }
+                        _ => {
+                            // A miss, or a partial hit whose tail comes from the media.
+                            let from = match seg {
+                                Some(i) => self.segments.remove(i).end_lba,
+                                None => lba,
+                            };
+                            let m = self.media(t_cmd, from, end_lba - from, false);
+                            (seek_ns, rotation_ns, cylinders) =
+                                (m.seek_ns, m.rotation_ns, m.cylinders);
+                            self.start_stream(end_lba, m.end_ns);
+                            end_ns = m.end_ns.max(host_end);
+                        }
+                    }
+                }
+            }
+        }
+
+        let round = |v: f64| v.max(0.0).round() as u64;
+        let end = round(end_ns).max(issue_ns);
+        let overhead_ns = round(overhead).min(end - issue_ns);
+        let seek_ns = round(seek_ns).min(end - issue_ns - overhead_ns);
+        let rotation_ns = round(rotation_ns).min(end - issue_ns - overhead_ns - seek_ns);
+        AccessTiming {
+            start_ns: issue_ns,
+            end_ns: end,
+            overhead_ns,
+            seek_ns,
+            rotation_ns,
+            transfer_ns: end - issue_ns - overhead_ns - seek_ns - rotation_ns,
+            seek_cylinders: cylinders,
+            cache_hit,
+        }
+    }
+
+    /// A uniform draw in [0, 1).
+    fn uniform(&mut self) -> f64 {
+        (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn set_head(&mut self, lba: u64) {
+        let loc = self.geo.locate(lba);
+        self.head_cylinder = loc.cylinder;
+        self.head_surface = loc.surface;
+    }
+
+    /// Positions on `lba` from the head's place at `t_ns`, waits for the sector and
+    /// transfers `sectors` sectors. Moves the head to the last sector transferred.
+    fn media(&mut self, t_ns: f64, lba: u64, sectors: u64, write: bool) -> MediaTiming {
+        let loc = self.geo.locate(lba);
+        let distance = loc.cylinder.abs_diff(self.head_cylinder);
+        let moved = distance > 0 || loc.surface != self.head_surface;
+        let mut position_ns = if distance > 0 {
+            self.seek.seek_ns(distance, self.geo.cylinders())
+        } else if moved {
+            self.head_switch_ns
+        } else {
+            0.0
+        };
+        if write && moved {
+            position_ns += self.write_settle_ns;
+        }
+        let t_pos = t_ns + position_ns;
+        let wait_ns = self.wait_for_ns(t_pos, &loc);
+        let end_ns = t_pos + wait_ns + self.media_ns(lba, sectors);
+        self.set_head(lba + sectors - 1);
+        MediaTiming {
+            seek_ns: position_ns,
+            rotation_ns: wait_ns,
+            end_ns,
+            cylinders: distance,
+        }
+    }
+
+    /// Rotational wait at `t_ns` until the sector at `loc` starts under the head.
+    fn wait_for_ns(&self, t_ns: f64, loc: &Location) -> f64 {
+        let rot = self.geo.rotation_ns();
+        let angle = (t_ns / rot).rem_euclid(1.0);
+        (self.geo.sector_start_rev(loc) - angle).rem_euclid(1.0) * rot
+    }
+
+    /// When, at or after `t_ns`, the sector `lba` next starts under the head (assuming
+    /// the head is on its track).
+    fn next_pass_ns(&self, t_ns: f64, lba: u64) -> f64 {
+        let loc = self.geo.locate(lba);
+        t_ns + self.wait_for_ns(t_ns, &loc)
+    }
+
+    /// Media time to transfer `sectors` sectors from `lba`, starting as its first
+    /// sector comes under the head: whole and partial tracks plus one skew per track
+    /// boundary crossed.
+    fn media_ns(&self, lba: u64, sectors: u64) -> f64 {
+        let rot = self.geo.rotation_ns();
+        let mut t = 0.0;
+        let mut lba = lba;
+        let mut left = sectors;
+        while left > 0 {
+            let loc = self.geo.locate(lba);
+            let spt = self.geo.spt(loc.zone as usize) as u64;
+            let here = left.min(spt - loc.sector as u64);
+            t += here as f64 / spt as f64 * rot;
+            left -= here;
+            lba += here;
+            if left > 0 {
+                t += self.geo.skew_after_rev(&loc) * rot;
+            }
+            if lba >= self.geo.lbas() {
+                break;
+            }
+        }
+        t
+    }
+
+    /// Sectors from `lba` transferred within `elapsed_ns` of starting, at most `cap`
+    /// (the inverse of `media_ns`).
+    fn media_sectors_within(&self, lba: u64, elapsed_ns: f64, cap: u64) -> u64 {
+        let rot = self.geo.rotation_ns();
+        let mut left_ns = elapsed_ns;
+        let mut done = 0;
+        let mut lba = lba;
+        while done < cap && lba < self.geo.lbas() {
+            let loc = self.geo.locate(lba);
+            let spt = self.geo.spt(loc.zone as usize) as u64;
+            let here = (cap - done).min(spt - loc.sector as u64);
+            let here_ns = here as f64 / spt as f64 * rot;
+            if left_ns < here_ns {
+                return done + (left_ns / rot * spt as f64) as u64;
+            }
+            left_ns -= here_ns;
+            done += here;
+            lba += here;
+            let gap_ns = self.geo.skew_after_rev(&loc) * rot;
+            if left_ns < gap_ns {
+                break;
+            }
+            left_ns -= gap_ns;
+        }
+        done.min(cap)
+    }
+
+    /// How far the read-ahead of `s` has got by `t_ns`: sectors before the result are
+    /// in the buffer.
+    fn frontier(&self, s: &Stream, t_ns: f64) -> u64 {
+        if t_ns <= s.stream_start_ns || s.stream_lba >= s.limit_lba {
+            return s.stream_lba.min(s.limit_lba);
+        }
+        s.stream_lba
+            + self.media_sectors_within(
+                s.stream_lba,
+                t_ns - s.stream_start_ns,
+                s.limit_lba - s.stream_lba,
+            )
+    }
+
+    /// Time between the end of sector `lba - 1` and the start of sector `lba` in a
+    /// streaming transfer: 0 on the same track, the skew across a track boundary.
+    fn gap_before_ns(&self, lba: u64) -> f64 {
+        if lba == 0 || lba >= self.geo.lbas() {
+            return 0.0;
+        }
+        let next = self.geo.locate(lba);
+        if next.sector == 0 {
+            let prev = self.geo.locate(lba - 1);
+            self.geo.skew_after_rev(&prev) * self.geo.rotation_ns()
+        } else {
+            0.0
+        }
+    }
+
+    /// Starts the read-ahead after a media read that ended at `end_lba` at `t_ns`.
+    fn start_stream(&mut self, end_lba: u64, t_ns: f64) {
+        let lbas = self.geo.lbas();
+        if end_lba >= lbas {
+            self.stream = None;
+            return;
+        }
+        self.stream = Some(Stream {
+            next_lba: end_lba,
+            stream_lba: end_lba,
+            stream_start_ns: t_ns + self.gap_before_ns(end_lba),
+            limit_lba: (end_lba + self.read_ahead_sectors).min(lbas),
+        });
+    }
+
+    /// A command other than the continuation arrived at `t_ns`: the read-ahead stops,
+    /// its data stays in a segment, and the head is where it stopped.
+    fn stop_read_ahead(&mut self, t_ns: f64) {
+        let Some(s) = self.stream.take() else {
+            return;
+        };
+        let frontier = self.frontier(&s, t_ns);
+        if frontier > s.stream_lba {
+            self.set_head(frontier - 1);
+        }
+        if frontier > s.next_lba && self.max_segments > 1 {
+            self.segments.insert(
+                0,
+                Segment {
+                    next_lba: s.next_lba,
+                    end_lba: frontier,
+                },
+            );
+            // One segment serves the active read-ahead.
+            self.segments.truncate(self.max_segments - 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+
+    fn read(lba: u64, bytes: u64) -> Access {
+        Access {
+            lba,
+            sectors: (bytes / 512) as u32,
+            write: false,
+        }
+    }
+
+    fn write(lba: u64, bytes: u64) -> Access {
+        Access {
+            write: true,
+            ..read(lba, bytes)
+        }
+    }
+
+    fn formula_rate(m: &DiskModel, spt: u32) -> f64 {
+        let h = m.surfaces as f64;
+        let media = spt as f64 * m.sector_bytes as f64 * m.rpm / 60.0;
+        media * h / (h + (h - 1.0) * m.track_skew + m.cylinder_skew)
+    }
+
+    /// Back-to-back sequential reads of `req_bytes` from `lba`; rate over all but the
+    /// first (which pays the initial positioning), bytes/s.
+    fn sequential_read_rate(hdd: &mut Hdd, lba: u64, req_bytes: u64, count: u64) -> f64 {
+        let mut t = 0;
+        let mut first_end = 0;
+        let mut l = lba;
+        for i in 0..count {
+            let r = hdd.service(t, &read(l, req_bytes));
+            t = r.end_ns;
+            if i == 0 {
+                first_end = t;
+            }
+            l += req_bytes / 512;
+        }
+        (count - 1) as f64 * req_bytes as f64 / ((t - first_end) as f64 / 1e9)
+    }
+
+    #[test]
+    fn sustained_sequential_read_rate_matches_the_schema_at_both_edges() {
+        for (name, outer_mb, inner_mb) in [("avfs-250g", 70.0, 38.5), ("nvr-8t", 245.0, 122.5)] {
+            let m = DiskModel::builtin(name).unwrap();
+            let mut hdd = Hdd::new(&m, 1);
+            let geo = hdd.geometry().clone();
+            let inner = &geo.zones()[geo.inner_zone()];
+            for (lba, spt, mb) in [
+                (0, m.zones.spt_outer, outer_mb),
+                (inner.first_lba, m.zones.spt_inner, inner_mb),
+            ] {
+                let want = formula_rate(&m, spt);
+                assert!(
+                    (want / 1e6 - mb).abs() / mb < 0.01,
+                    "{name}: formula {want}"
+                );
+                // 4 MiB requests back to back, read-ahead on (the built-in cache).
+                let got = sequential_read_rate(&mut hdd, lba, 4 * MIB, 12);
+                assert!(
+                    (got - want).abs() / want < 0.02,
+                    "{name} @ {lba}: {got} vs {want} B/s"
+                );
+                // One large request of whole cylinders, cache off: the same physics.
+                let mut off = m.clone();
+                off.cache.read_ahead_bytes = 0;
+                let mut bare = Hdd::new(&off, 1);
+                let cyl_sectors = spt as u64 * m.surfaces as u64;
+                let r = bare.service(0, &read(lba, 8 * cyl_sectors * 512));
+                let got = (8 * cyl_sectors * 512) as f64 / (r.transfer_ns as f64 / 1e9);
+                assert!((got - want).abs() / want < 0.02, "{name}: {got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn random_4k_reads_average_seek_plus_half_turn_plus_overhead_plus_transfer() {
+        for (name, expect_ms) in [("avfs-250g", 13.4), ("nvr-8t", 12.3)] {
+            let m = DiskModel::builtin(name).unwrap();
+            let mut hdd = Hdd::new(&m, 7);
+            let mut rng = ChaCha8Rng::seed_from_u64(42);
+            let n = 10_000u64;
+            let mut t = 0;
+            let mut total = 0;
+            for _ in 0..n {
+                let lba = rng.next_u64() % (m.lbas - 8);
+                let r = hdd.service(t, &read(lba, 4096));
+                total += r.end_ns - r.start_ns;
+                t = r.end_ns + 1_000; // never exactly periodic
+            }
+            let mean_ms = total as f64 / n as f64 / 1e6;
+            let geo = hdd.geometry();
+            let transfer_ms = 4096.0 / geo.zone_avg_rate_bytes_per_s() * 1e3;
+            let formula_ms =
+                m.seek_ms.average + m.rotation_ns() / 2e6 + m.command_overhead_ms + transfer_ms;
+            assert!((formula_ms - expect_ms).abs() < 0.1, "{name}: {formula_ms}");
+            assert!(
+                (mean_ms - formula_ms).abs() / formula_ms < 0.05,
+                "{name}: mean {mean_ms} ms vs {formula_ms} ms"
+            );
+        }
+    }
+
+    #[test]
+    fn contiguous_writes_without_write_cache_lose_a_revolution_each() {
+        for name in ["avfs-250g", "nvr-8t"] {
+            let m = DiskModel::builtin(name).unwrap();
+            let rot = m.rotation_ns();
+            let mut hdd = Hdd::new(&m, 1);
+            let mut lba = 1_000_000;
+            let mut t = hdd.service(0, &write(lba, 4096)).end_ns;
+            for _ in 0..50 {
+                lba += 8;
+                let r = hdd.service(t, &write(lba, 4096));
+                let took = (r.end_ns - r.start_ns) as f64;
+                assert!(
+                    took > 0.95 * rot && took < 1.05 * rot,
+                    "{name}: {took} ns vs {rot}"
+                );
+                assert!(r.rotation_ns as f64 > 0.9 * rot, "{name}: {r:?}");
+                t = r.end_ns;
+            }
+            // With the write cache on, the same writes take the interface time.
+            let mut wb = m.clone();
+            wb.cache.write_back = true;
+            let mut hdd = Hdd::new(&wb, 1);
+            let r = hdd.service(0, &write(8, 4096));
+            assert!(((r.end_ns - r.start_ns) as f64) < m.command_overhead_ms * 1e6 + 20_000.0);
+        }
+    }
+
+    #[test]
+    fn sequential_reads_with_read_ahead_hit_the_cache_when_the_disk_idles() {
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let mut hdd = Hdd::new(&m, 1);
+        let r = hdd.service(0, &read(0, 64 * 1024));
+        assert!(!r.cache_hit);
+        // After 10 ms idle, 256 KiB of read-ahead is in the buffer.
+        let r = hdd.service(r.end_ns + 10_000_000, &read(128, 64 * 1024));
+        assert!(r.cache_hit, "{r:?}");
+        assert_eq!(r.seek_ns + r.rotation_ns, 0);
+        // Read elsewhere, then come back: the stopped segment still serves.
+        let r = hdd.service(r.end_ns + 10_000_000, &read(10_000_000, 4096));
+        assert!(!r.cache_hit);
+        let r = hdd.service(r.end_ns, &read(256, 64 * 1024));
+        assert!(r.cache_hit, "{r:?}");
+        // A read that does not continue anything is a miss.
+        let r = hdd.service(r.end_ns, &read(1_000, 4096));
+        assert!(!r.cache_hit);
+    }
+
+    #[test]
+    fn a_long_run_of_small_sequential_hits_stays_cheap_and_within_the_media_rate() {
+        // 4 KiB reads 50 us apart are served from the read-ahead, which the model
+        // rebases on every hit (else each look-up would walk everything streamed so
+        // far); the run as a whole cannot beat the sustained rate.
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let mut hdd = Hdd::new(&m, 1);
+        let mut t = hdd.service(0, &read(0, 4096)).end_ns;
+        let t0 = t;
+        let (mut lba, mut hits) = (8, 0);
+        let n = 20_000u64;
+        for _ in 0..n {
+            let r = hdd.service(t + 50_000, &read(lba, 4096));
+            hits += u64::from(r.cache_hit);
+            t = r.end_ns;
+            lba += 8;
+        }
+        let rate = (n * 4096) as f64 / ((t - t0) as f64 / 1e9);
+        assert!(hits > n / 2, "{hits}");
+        assert!(
+            rate <= hdd.geometry().outer_rate_bytes_per_s() * 1.02,
+            "{rate}"
+        );
+    }
+
+    #[test]
+    fn same_seed_same_timings_and_slow_io_is_drawn_from_the_seed() {
+        let mut m = DiskModel::builtin("nvr-8t").unwrap();
+        m.slow_io = Some(super::super::model::SlowIo {
+            probability: 0.05,
+            extra_ms: [50.0, 100.0],
+        });
+        let run = |seed: u64| {
+            let mut hdd = Hdd::new(&m, seed);
+            let mut rng = ChaCha8Rng::seed_from_u64(3);
+            let mut t = 0;
+            let mut out = Vec::new();
+            for i in 0..2_000 {
+                let lba = rng.next_u64() % (m.lbas - 1024);
+                let a = Access {
+                    lba,
+                    sectors: 1024,
+                    write: i % 3 == 0,
+                };
+                let r = hdd.service(t, &a);
+                assert_eq!(
+                    r.end_ns - r.start_ns,
+                    r.overhead_ns + r.seek_ns + r.rotation_ns + r.transfer_ns
+                );
+                t = r.end_ns;
+                out.push(r);
+            }
+            out
+        };
+        let a = run(9);
+        assert_eq!(a, run(9));
+        assert_ne!(a, run(10));
+        let slow = a.iter().filter(|r| r.overhead_ns > 50_000_000).count();
+        assert!((50..=150).contains(&slow), "{slow} slow accesses of 2000");
+    }
+
+    #[test]
+    fn head_follows_the_accesses_and_out_of_range_is_clamped() {
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let mut hdd = Hdd::new(&m, 1);
+        assert_eq!(hdd.head_cylinder(), 0);
+        let lba = 300_000_000;
+        let r = hdd.service(0, &write(lba, 4096));
+        assert_eq!(r.seek_cylinders, hdd.cylinder_of(lba));
+        assert_eq!(hdd.head_cylinder(), hdd.cylinder_of(lba));
+        assert!(hdd.cylinder_of(m.lbas - 1) < hdd.cylinders());
+        let r = hdd.service(r.end_ns, &read(u64::MAX - 5, 4096));
+        assert!(r.end_ns > r.start_ns);
+        let r = hdd.service(r.end_ns, &read(0, 0));
+        assert_eq!(r.end_ns - r.start_ns, r.overhead_ns);
+    }
+}
