@@ -67,7 +67,7 @@ impl Rig {
             id: self.next_id,
             lba,
             sectors: 1024,
-            write: self.next_id % 4 == 0,
+            write: self.next_id.is_multiple_of(4),
             deadline_ns: Some(deadline),
             owner: (self.next_id % 64) as u32,
             submit_ns: self.now_ns,

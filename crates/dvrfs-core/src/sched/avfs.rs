@@ -159,14 +159,14 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         Some((h, work))
     }
 
-    /// The batch's own hold time: how late its C-SCAN order may start and still give
-    /// every batch member its margin.
-    fn batch_hold_ns(&self, now_ns: u64) -> Option<i64> {
-        let (raw, _) = self.batch.hold_and_work(self.head_lba, &self.est)?;
-        Some(
-            raw.saturating_sub(self.settings.margin_ns as i64)
-                .saturating_sub(self.in_flight_remaining_ns(now_ns)),
-        )
+    /// The batch's own `(hold time, work)`: how late its C-SCAN order may start and
+    /// still give every batch member its margin, and its estimated service time.
+    fn batch_hold_and_work(&self, now_ns: u64) -> Option<(i64, i64)> {
+        let (raw, work) = self.batch.hold_and_work(self.head_lba, &self.est)?;
+        let h = raw
+            .saturating_sub(self.settings.margin_ns as i64)
+            .saturating_sub(self.in_flight_remaining_ns(now_ns));
+        Some((h, work))
     }
 
     pub fn batch_active(&self) -> bool {
@@ -322,14 +322,32 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         if !ahead {
             return Err(req);
         }
-        let before = self.batch_hold_ns(now_ns).unwrap_or(i64::MAX);
+        // Accept when (a) the pending requests, which start after the batch, keep
+        // their margin: H_pending - W_batch(after) >= now, and (b) the batch's hold
+        // time after joining is not below min(now, before); `before` is needed only
+        // when `after` < now.
         let key = key_of(&req);
+        let now = now_ns as i64;
         self.batch.insert(req, &self.est);
-        let after = self.batch_hold_ns(now_ns).unwrap_or(i64::MAX);
-        if after >= before.min(now_ns as i64) {
+        let (after, work_after) = self.batch_hold_and_work(now_ns).unwrap_or((i64::MAX, 0));
+        let pending_ok = self
+            .hold_and_work(now_ns)
+            .is_none_or(|(h, _)| h.saturating_sub(work_after) >= now);
+        if pending_ok && after >= now {
+            return Ok(());
+        }
+        let probe = self.batch.remove(key, &self.est).expect("just inserted");
+        if !pending_ok {
+            return Err(probe);
+        }
+        let before = self
+            .batch_hold_and_work(now_ns)
+            .map_or(i64::MAX, |(h, _)| h);
+        if after >= before {
+            self.batch.insert(probe, &self.est);
             Ok(())
         } else {
-            Err(self.batch.remove(key, &self.est).expect("just inserted"))
+            Err(probe)
         }
     }
 

@@ -240,33 +240,111 @@ impl HoldTree {
         t
     }
 
-    /// Recomputes the T_S of the leftmost node of `t` as following `prev_end`.
-    fn refresh_leftmost(&mut self, t: u32, prev_end: Option<u64>, est: &dyn ServiceEstimate) {
+    fn end_of(&self, t: u32) -> Option<u64> {
+        (t != NIL).then(|| self.n(t).req.end_lba())
+    }
+
+    /// Key-order predecessor and successor of `key` (present or not), and whether it
+    /// is present; read-only.
+    fn neighbours(&self, key: Key) -> (u32, u32, bool) {
+        let (mut t, mut pred, mut succ) = (self.root, NIL, NIL);
+        while t != NIL {
+            let k = self.key(t);
+            if k < key {
+                pred = t;
+                t = self.n(t).right;
+            } else if k > key {
+                succ = t;
+                t = self.n(t).left;
+            } else {
+                let n = self.n(t);
+                if n.left != NIL {
+                    pred = self.rightmost(n.left);
+                }
+                if n.right != NIL {
+                    succ = self.leftmost(n.right);
+                }
+                return (pred, succ, true);
+            }
+        }
+        (pred, succ, false)
+    }
+
+    fn set_ts(&mut self, t: u32, prev_end: Option<u64>, est: &dyn ServiceEstimate) {
+        let ts = ts_after(est, &self.n(t).req, prev_end);
+        self.nodes[t as usize].ts = ts;
+    }
+
+    /// Treap insertion of node `x` into subtree `t`: descend the search path until `x`
+    /// outranks a node, then split that subtree around `x`. Every node on the search
+    /// path of `x`'s key is re-pulled, and that path contains `x`'s key-order
+    /// predecessor and successor.
+    fn insert_in(&mut self, t: u32, x: u32) -> u32 {
+        if t == NIL {
+            return x;
+        }
+        let key = self.key(x);
+        if self.n(x).prio > self.n(t).prio {
+            let (l, r) = self.split(t, key);
+            let node = &mut self.nodes[x as usize];
+            node.left = l;
+            node.right = r;
+            self.pull(x);
+            return x;
+        }
+        if key < self.key(t) {
+            let c = self.insert_in(self.n(t).left, x);
+            self.nodes[t as usize].left = c;
+        } else {
+            let c = self.insert_in(self.n(t).right, x);
+            self.nodes[t as usize].right = c;
+        }
+        self.pull(t);
+        t
+    }
+
+    /// Removes the node with `key` (present) from subtree `t`; returns the new subtree
+    /// root and the removed node.
+    fn remove_in(&mut self, t: u32, key: Key) -> (u32, u32) {
+        let k = self.key(t);
+        if k == key {
+            let (l, r) = (self.n(t).left, self.n(t).right);
+            return (self.merge(l, r), t);
+        }
+        let gone = if key < k {
+            let (c, gone) = self.remove_in(self.n(t).left, key);
+            self.nodes[t as usize].left = c;
+            gone
+        } else {
+            let (c, gone) = self.remove_in(self.n(t).right, key);
+            self.nodes[t as usize].right = c;
+            gone
+        };
+        self.pull(t);
+        (t, gone)
+    }
+
+    /// Re-pulls the nodes on the search path of `key`.
+    fn repull_path(&mut self, t: u32, key: Key) {
         if t == NIL {
             return;
         }
-        let l = self.n(t).left;
-        if l != NIL {
-            self.refresh_leftmost(l, prev_end, est);
-        } else {
-            self.nodes[t as usize].ts = ts_after(est, &self.n(t).req, prev_end);
+        let k = self.key(t);
+        if key < k {
+            self.repull_path(self.n(t).left, key);
+        } else if key > k {
+            self.repull_path(self.n(t).right, key);
         }
         self.pull(t);
-    }
-
-    fn end_of(&self, t: u32) -> Option<u64> {
-        (t != NIL).then(|| self.n(t).req.end_lba())
     }
 
     /// Inserts a request (its key must not be present).
     pub fn insert(&mut self, req: Request, est: &dyn ServiceEstimate) {
         let key = key_of(&req);
-        let (l, r) = self.split(self.root, key);
-        debug_assert!(
-            r == NIL || self.key(self.leftmost(r)) != key,
-            "duplicate key"
-        );
-        let ts = ts_after(est, &req, self.end_of(self.rightmost(l)));
+        let (pred, succ, found) = self.neighbours(key);
+        debug_assert!(!found, "duplicate key {key:?}");
+        let ts = ts_after(est, &req, self.end_of(pred));
+        let end = req.end_lba();
         let node = Node {
             ts,
             prio: self.next_prio(),
@@ -275,7 +353,6 @@ impl HoldTree {
             agg: Agg::single(td_of(&req), ts),
             req,
         };
-        let end = node.req.end_lba();
         let idx = match self.free.pop() {
             Some(i) => {
                 self.nodes[i as usize] = node;
@@ -286,24 +363,35 @@ impl HoldTree {
                 u32::try_from(self.nodes.len() - 1).expect("hold tree arena over 2^32 nodes")
             }
         };
-        self.refresh_leftmost(r, Some(end), est);
-        let l = self.merge(l, idx);
-        self.root = self.merge(l, r);
+        if succ != NIL {
+            // The successor now follows the new request. It lies on the search path,
+            // so the insertion below re-pulls it and its ancestors.
+            self.set_ts(succ, Some(end), est);
+        }
+        self.root = self.insert_in(self.root, idx);
     }
 
     /// Removes and returns the request with this key.
     pub fn remove(&mut self, key: Key, est: &dyn ServiceEstimate) -> Option<Request> {
-        let (l, r) = self.split(self.root, key);
-        let (m, r2) = self.split(r, (key.0, key.1 + 1));
-        if m == NIL {
-            self.root = self.merge(l, r2);
+        let (pred, succ, found) = self.neighbours(key);
+        if !found {
             return None;
         }
-        debug_assert_eq!(self.agg(m).count, 1);
-        self.refresh_leftmost(r2, self.end_of(self.rightmost(l)), est);
-        self.root = self.merge(l, r2);
-        self.free.push(m);
-        let dead = &mut self.nodes[m as usize];
+        // The successor is either an ancestor of the removed node (re-pulled by the
+        // removal walk) or the leftmost node of its right subtree, which the merge
+        // may not walk down to: re-pull its path afterwards.
+        let mut succ_key = None;
+        if succ != NIL {
+            self.set_ts(succ, self.end_of(pred), est);
+            succ_key = Some(self.key(succ));
+        }
+        let (root, gone) = self.remove_in(self.root, key);
+        self.root = root;
+        if let Some(sk) = succ_key {
+            self.repull_path(self.root, sk);
+        }
+        self.free.push(gone);
+        let dead = &mut self.nodes[gone as usize];
         dead.left = NIL;
         dead.right = NIL;
         Some(dead.req.clone())
@@ -409,31 +497,21 @@ impl HoldTree {
         (t != NIL).then(|| &self.n(t).req)
     }
 
-    fn agg_ge_in(&self, t: u32, key: Key) -> Agg {
+    /// Aggregates of the keys `< key` and `>= key` of subtree `t`, and the first node
+    /// `>= key`, in one descent.
+    fn split_aggs(&self, t: u32, key: Key) -> (Agg, Agg, u32) {
         if t == NIL {
-            return Agg::EMPTY;
+            return (Agg::EMPTY, Agg::EMPTY, NIL);
         }
         let n = self.n(t);
+        let me = Agg::single(td_of(&n.req), n.ts);
         if self.key(t) >= key {
-            self.agg_ge_in(n.left, key)
-                .then(Agg::single(td_of(&n.req), n.ts))
-                .then(self.agg(n.right))
+            let (lt, ge, first) = self.split_aggs(n.left, key);
+            let first = if first == NIL { t } else { first };
+            (lt, ge.then(me).then(self.agg(n.right)), first)
         } else {
-            self.agg_ge_in(n.right, key)
-        }
-    }
-
-    fn agg_lt_in(&self, t: u32, key: Key) -> Agg {
-        if t == NIL {
-            return Agg::EMPTY;
-        }
-        let n = self.n(t);
-        if self.key(t) < key {
-            self.agg(n.left)
-                .then(Agg::single(td_of(&n.req), n.ts))
-                .then(self.agg_lt_in(n.right, key))
-        } else {
-            self.agg_lt_in(n.left, key)
+            let (lt, ge, first) = self.split_aggs(n.right, key);
+            (self.agg(n.left).then(me).then(lt), ge, first)
         }
     }
 
@@ -445,11 +523,10 @@ impl HoldTree {
             return None;
         }
         let split = (head, 0);
-        let above = self.agg_ge_in(self.root, split);
-        let below = self.agg_lt_in(self.root, split);
+        let (below, above, first_above) = self.split_aggs(self.root, split);
         let (mut best, mut offset, mut prev_end) = (i64::MAX, 0i64, head);
         if above.count > 0 {
-            let a0 = self.n(self.first_ge_idx(split));
+            let a0 = self.n(first_above);
             let delta = ts_after(est, &a0.req, Some(head)) - a0.ts;
             best = above.min_h.saturating_sub(delta);
             offset = above.sum_ts + delta;
@@ -517,7 +594,7 @@ mod tests {
             id,
             lba,
             sectors,
-            write: id % 3 == 0,
+            write: id.is_multiple_of(3),
             deadline_ns: Some(td),
             owner: 0,
             submit_ns: 0,

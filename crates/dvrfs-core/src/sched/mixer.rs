@@ -22,14 +22,20 @@
 //!    the disk is going to be busy for most of the time left anyway, so the batch starts
 //!    now and the idle time goes into margin instead. The best-effort admission test
 //!    uses the same hold end (`hold_end >= t + T_S(R')`), so best-effort requests never
-//!    eat the slack this rule keeps.
+//!    eat the slack this rule keeps. (A second form, "start when W >= alpha times the
+//!    earliest deadline's slack", was not added: H is already the tightest slack net of
+//!    the work in front of each request, so one factor on `H - t` against W covers it.)
 //! 2. **Continue the sweep.** A real-time request that arrives during a batch joins it,
 //!    whatever its deadline, if it lies ahead of the sweep (LBA at or above the head,
-//!    and below the LBA where the sweep started once the sweep has wrapped) and joining
-//!    lowers the batch's own hold time neither below now nor below its current value
-//!    (no queued request's margin is endangered). Such requests are served on the way
-//!    instead of costing a seek in a later batch. The paper's rule (join when the
-//!    deadline is earlier than the batch's latest) still applies as well.
+//!    and below the LBA where the sweep started once the sweep has wrapped) and no
+//!    queued request's margin is endangered: the batch's own hold time after joining
+//!    (same formula as H, over the batch from the head) is not below min(now, its
+//!    value before), and the pending requests, which can only start after the batch,
+//!    keep `H_pending - W_batch >= now`. Such requests are served on the way instead
+//!    of costing a seek in a later batch. Because the sweep only moves up until it
+//!    wraps, and after the wrap only the gap up to its starting LBA is open, a batch
+//!    still ends after at most one revolution of the sweep. The paper's rule (join
+//!    when the deadline is earlier than the batch's latest) applies as before.
 //! 3. **Merge contiguous requests** of a batch (C-SCAN and reduced windows, same
 //!    direction, deadlines inside the window) into one device command of at most
 //!    [`SchedSettings::merge_max_sectors`] sectors. This saves the per-command overhead
