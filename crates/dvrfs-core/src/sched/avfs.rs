@@ -68,9 +68,12 @@
 //!
 //! ## Known weakness (fixed in `mixer`)
 //! The mixer is not work-conserving: it idles the disk until the latest safe moment
-//! even when the disk is near saturation, and requests that arrive during a batch with a
-//! later deadline than the batch's latest wait for the next batch even when they lie
-//! just ahead of the head.
+//! even when the disk is near saturation; requests that arrive during a batch with a
+//! later deadline than the batch's latest wait for the next batch even when they
+//! continue a run just ahead of the head; and near capacity the reduced and EDF
+//! windows break sequential runs, the backlog grows, and it collapses into EDF.
+//!
+//! [`MixerStats`] counts batches, dispatches per window, holds and joins.
 
 use super::hold_tree::{key_of, HoldTree, Key};
 use super::*;
@@ -83,11 +86,35 @@ pub(crate) struct Rules {
     /// Stop holding when `H - t <= work * hold_work_percent / 100`, `work` being the
     /// estimated service time of all pending RT requests; 0 = hold until H (the paper).
     pub hold_work_percent: i64,
-    /// Let an RT request that arrives ahead of the batch's sweep join it when that
-    /// endangers no margin, whatever its deadline.
+    /// `mixer` joins: an RT request that continues a run of the batch ahead of the
+    /// sweep joins it when that endangers no margin, whatever its deadline; a batch
+    /// that starts back-to-back with the previous one is *saturated* and takes every
+    /// arrival in C-SCAN order until it is light enough to hold again.
     pub join_ahead: bool,
     /// Merge contiguous batch requests into commands of at most this many sectors.
     pub merge_max_sectors: u32,
+    /// Keep the full C-SCAN window while C-SCAN order from the head still completes
+    /// every batch request at least this long before its deadline (estimated); the
+    /// paper's reduced and EDF windows apply only when it does not. `None` = the paper.
+    pub sweep_guard_ns: Option<u64>,
+}
+
+/// What the mixer did, for reports: dispatches per window and how often it held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MixerStats {
+    pub batches: u64,
+    pub cscan_dispatches: u64,
+    pub reduced_dispatches: u64,
+    pub edf_dispatches: u64,
+    pub best_effort_dispatches: u64,
+    /// `Wait { until_ns: Some(H) }` answers.
+    pub holds: u64,
+    /// Requests that joined a running batch.
+    pub joined: u64,
+    /// Batches that started saturated (`mixer`: back-to-back, C-SCAN joins).
+    pub saturated_batches: u64,
+    /// Saturated batches turned back into held pending sets.
+    pub desaturations: u64,
 }
 
 /// The shared engine of `avfs` and `mixer`.
@@ -105,6 +132,11 @@ pub(crate) struct TrafficMixer<E> {
     /// LBA at which the batch's sweep started, and whether the sweep has wrapped.
     sweep_start_lba: u64,
     sweep_wrapped: bool,
+    /// The disk idled (held) or ran best effort since the last batch ended.
+    slack_seen: bool,
+    /// The running batch started right after the previous one, with no hold or best
+    /// effort in between: the disk is saturated.
+    batch_saturated: bool,
     /// BE requests by (lba, id) and by (submit, id) for aging.
     be_by_lba: BTreeMap<Key, Request>,
     be_by_age: BTreeMap<(u64, ReqId), u64>,
@@ -115,6 +147,7 @@ pub(crate) struct TrafficMixer<E> {
     merged: BTreeMap<ReqId, Vec<ReqId>>,
     next_merged_id: ReqId,
     counters: Counters,
+    stats: MixerStats,
 }
 
 impl<E: ServiceEstimate> TrafficMixer<E> {
@@ -133,6 +166,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             batch_latest_deadline_ns: 0,
             sweep_start_lba: 0,
             sweep_wrapped: false,
+            slack_seen: true,
+            batch_saturated: false,
             be_by_lba: BTreeMap::new(),
             be_by_age: BTreeMap::new(),
             head_lba: 0,
@@ -140,7 +175,12 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             merged: BTreeMap::new(),
             next_merged_id: MERGED_ID_BASE,
             counters: Counters::default(),
+            stats: MixerStats::default(),
         }
+    }
+
+    pub fn stats(&self) -> MixerStats {
+        self.stats
     }
 
     fn in_flight_remaining_ns(&self, now_ns: u64) -> i64 {
@@ -215,9 +255,13 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         debug_assert!(self.batch.is_empty());
         self.batch = self.pending.take_all();
         self.batch_active = true;
+        self.stats.batches += 1;
         self.batch_latest_deadline_ns = self.batch.total().max_td;
         self.sweep_start_lba = self.head_lba;
         self.sweep_wrapped = false;
+        self.batch_saturated = self.rules.join_ahead && !self.slack_seen;
+        self.stats.saturated_batches += self.batch_saturated as u64;
+        self.slack_seen = false;
     }
 
     /// One dispatch from the running batch; `None` when the batch is empty.
@@ -227,18 +271,36 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             return None;
         }
         let (m, e) = (self.settings.margin_ns, self.settings.urgent_ns);
-        if earliest <= now_ns.saturating_add(e) {
+        // `mixer`: a saturated batch is a plain C-SCAN queue; another batch keeps
+        // C-SCAN order while it still meets every deadline (estimated).
+        let sweep_feasible = self.batch_saturated
+            || self.rules.sweep_guard_ns.is_some_and(|guard| {
+                self.batch_hold_and_work(now_ns).is_some_and(|(h, _)| {
+                    // h has m subtracted; the test is against the guard instead.
+                    h.saturating_add(m as i64).saturating_sub(guard as i64) >= now_ns as i64
+                })
+            });
+        if sweep_feasible {
+            // C-SCAN order meets every deadline with the guard to spare: keep it.
+        } else if earliest <= now_ns.saturating_add(e) {
             // EDF window.
-            let key = key_of(self.batch.earliest_deadline().expect("non-empty batch"));
+            let urgent = self.batch.earliest_deadline().expect("non-empty batch");
+            self.stats.edf_dispatches += 1;
+            let key = key_of(urgent);
             let r = self.batch.remove(key, &self.est).expect("key just found");
             return Some(self.send_one(r, now_ns));
         }
-        let bound = if earliest <= now_ns.saturating_add(m) {
+        let bound = if !sweep_feasible && earliest <= now_ns.saturating_add(m) {
             // Reduced C-SCAN window: only T_D < t_d + m.
             earliest.saturating_add(m)
         } else {
             u64::MAX
         };
+        if bound == u64::MAX {
+            self.stats.cscan_dispatches += 1;
+        } else {
+            self.stats.reduced_dispatches += 1;
+        }
         let next = if bound == u64::MAX {
             self.batch.cscan_next(self.head_lba)
         } else {
@@ -301,6 +363,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 
     fn send_be(&mut self, key: Key, now_ns: u64) -> Decision {
+        self.stats.best_effort_dispatches += 1;
+        self.slack_seen = true;
         let r = self.be_by_lba.remove(&key).expect("BE key present");
         self.be_by_age.remove(&(r.submit_ns, r.id));
         self.send(r, 1, now_ns)
@@ -317,9 +381,24 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         if !self.rules.join_ahead {
             return Err(req);
         }
+        if self.batch_saturated {
+            // Saturated: the batch is a plain C-SCAN queue (see `mixer.rs`).
+            self.batch.insert(req, &self.est);
+            return Ok(());
+        }
         let ahead =
             req.lba >= self.head_lba && (!self.sweep_wrapped || req.lba < self.sweep_start_lba);
-        if !ahead {
+        // Only a request that continues a run already in the batch (or the command
+        // just sent) rides along: it costs transfer time only. Taking any request
+        // ahead of the head would serve it before its stream's next requests have
+        // accumulated, breaking up the sequential runs the hold exists to build.
+        let continues = self.batch_saturated
+            || req.lba == self.head_lba
+            || self
+                .batch
+                .last_lt((req.lba, 0))
+                .is_some_and(|p| p.end_lba() == req.lba);
+        if !ahead || !continues {
             return Err(req);
         }
         // Accept when (a) the pending requests, which start after the batch, keep
@@ -364,7 +443,10 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         }
         let req = if self.batch_active {
             match self.try_join(req, now_ns) {
-                Ok(()) => return,
+                Ok(()) => {
+                    self.stats.joined += 1;
+                    return;
+                }
                 Err(r) => r,
             }
         } else {
@@ -373,7 +455,22 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         self.pending.insert(req, &self.est);
     }
 
+    fn hold_end(&self, h: i64, work: i64) -> i64 {
+        h.saturating_sub(work.saturating_mul(self.rules.hold_work_percent) / 100)
+    }
+
     pub fn dispatch(&mut self, now_ns: u64) -> Decision {
+        if self.batch_active && self.batch_saturated && self.pending.is_empty() {
+            // A saturated batch that has become light again goes back to holding.
+            if let Some((h, work)) = self.batch_hold_and_work(now_ns) {
+                if self.hold_end(h, work) > now_ns as i64 {
+                    self.pending = self.batch.take_all();
+                    self.batch_active = false;
+                    self.batch_saturated = false;
+                    self.stats.desaturations += 1;
+                }
+            }
+        }
         if self.batch_active {
             if let Some(d) = self.serve_batch(now_ns) {
                 return d;
@@ -393,9 +490,11 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
                         }
                     }
                     None => {
+                        self.stats.holds += 1;
+                        self.slack_seen = true;
                         return Decision::Wait {
                             until_ns: Some(hold_end as u64),
-                        }
+                        };
                     }
                 }
             }
@@ -406,7 +505,10 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         }
         match self.be_next(now_ns) {
             Some(key) => self.send_be(key, now_ns),
-            None => Decision::Wait { until_ns: None },
+            None => {
+                self.slack_seen = true;
+                Decision::Wait { until_ns: None }
+            }
         }
     }
 
@@ -442,6 +544,7 @@ impl<E: ServiceEstimate> Avfs<E> {
             hold_work_percent: 0,
             join_ahead: false,
             merge_max_sectors: 0,
+            sweep_guard_ns: None,
         };
         Self(TrafficMixer::new(settings, rules, est))
     }
@@ -455,6 +558,10 @@ impl<E: ServiceEstimate> Avfs<E> {
     /// Whether a real-time batch is running.
     pub fn batch_active(&self) -> bool {
         self.0.batch_active()
+    }
+
+    pub fn stats(&self) -> MixerStats {
+        self.0.stats()
     }
 }
 

@@ -427,6 +427,20 @@ impl HoldTree {
         best
     }
 
+    /// The last request with key `< key`.
+    pub fn last_lt(&self, key: Key) -> Option<&Request> {
+        let (mut t, mut best) = (self.root, NIL);
+        while t != NIL {
+            if self.key(t) < key {
+                best = t;
+                t = self.n(t).right;
+            } else {
+                t = self.n(t).left;
+            }
+        }
+        (best != NIL).then(|| &self.n(best).req)
+    }
+
     /// C-SCAN successor: the first request at or after LBA `head`, else the lowest.
     pub fn cscan_next(&self, head: u64) -> Option<&Request> {
         self.first_ge((head, 0)).or_else(|| self.first())

@@ -25,18 +25,36 @@
 //!    eat the slack this rule keeps. (A second form, "start when W >= alpha times the
 //!    earliest deadline's slack", was not added: H is already the tightest slack net of
 //!    the work in front of each request, so one factor on `H - t` against W covers it.)
-//! 2. **Continue the sweep.** A real-time request that arrives during a batch joins it,
-//!    whatever its deadline, if it lies ahead of the sweep (LBA at or above the head,
-//!    and below the LBA where the sweep started once the sweep has wrapped) and no
-//!    queued request's margin is endangered: the batch's own hold time after joining
-//!    (same formula as H, over the batch from the head) is not below min(now, its
-//!    value before), and the pending requests, which can only start after the batch,
-//!    keep `H_pending - W_batch >= now`. Such requests are served on the way instead
-//!    of costing a seek in a later batch. Because the sweep only moves up until it
-//!    wraps, and after the wrap only the gap up to its starting LBA is open, a batch
-//!    still ends after at most one revolution of the sweep. The paper's rule (join
-//!    when the deadline is earlier than the batch's latest) applies as before.
-//! 3. **Merge contiguous requests** of a batch (C-SCAN and reduced windows, same
+//! 2. **Saturated batches are C-SCAN.** A batch that starts back-to-back with the
+//!    previous one (no hold, no best-effort request, no idle disk since the previous
+//!    batch ended) means the disk is saturated. Such a batch takes *every* real-time
+//!    arrival, in C-SCAN position (ahead of the head: this sweep; behind it: after the
+//!    wrap), and is served in plain C-SCAN order with no reduced or EDF window. This is
+//!    what loses no capacity: in the paper's epochs a request arriving during a batch
+//!    waits for the *next* batch (up to two batch lengths), so to meet the same
+//!    deadlines the epochs must be shorter, with more seeks per request; and near
+//!    capacity the reduced and EDF windows break the sequential runs exactly when the
+//!    disk can least afford it, so the backlog grows and the mixer collapses into EDF
+//!    (the closed-loop test `tests/sched_streams.rs` shows avfs failing at 15 streams
+//!    where C-SCAN and `mixer` carry 16). At every dispatch a saturated batch is
+//!    checked: once its own hold end (fix 1, computed over the batch) lies in the
+//!    future again, it goes back to the pending set and the mixer holds as usual, so
+//!    utilization falls back at lighter load.
+//! 3. **Runs ride along.** In a batch that is not saturated, a real-time request that
+//!    arrives during the batch joins it, whatever its deadline, if it continues a run
+//!    (starts where a batch request, or the command just sent, ends), lies ahead of the
+//!    sweep (at or above the head, and below the sweep's starting LBA once wrapped), and
+//!    endangers no margin: the batch's own hold time after joining is not below
+//!    min(now, its value before), and the pending requests, which start after the
+//!    batch, keep `H_pending - W_batch >= now`. It costs transfer time only. (Taking
+//!    *any* request ahead of the head was tried and is worse below saturation: it
+//!    serves a stream's request before the stream's next ones have accumulated,
+//!    breaking up the very runs the hold exists to build.)
+//! 4. **Windows only when needed.** In a batch that is not saturated, the full C-SCAN
+//!    window is kept as long as C-SCAN order from the head still completes every batch
+//!    request by its deadline (the batch's eq. 2-3 with margin `SWEEP_GUARD_NS`
+//!    instead of m); only otherwise do the paper's reduced and EDF windows apply.
+//! 5. **Merge contiguous requests** of a batch (C-SCAN and reduced windows, same
 //!    direction, deadlines inside the window) into one device command of at most
 //!    [`SchedSettings::merge_max_sectors`] sectors. This saves the per-command overhead
 //!    and, for writes with the write cache off, the revolution a back-to-back write
@@ -48,10 +66,11 @@
 //! aging, O(log n) hold time) is `avfs` unchanged.
 //!
 //! ## Tunables
-//! Untuned against the simulator as of this writing; the values below are the reasoned
-//! starting points, to be swept with `dvrfs sim --find-max`.
+//! Checked only against the closed loop of `tests/sched_streams.rs` (a disk that takes
+//! exactly the eq. 1 estimate); to be swept with `dvrfs sim --find-max` on the real
+//! disk models.
 
-use super::avfs::{delegate_scheduler, Rules, TrafficMixer};
+use super::avfs::{delegate_scheduler, MixerStats, Rules, TrafficMixer};
 use super::*;
 
 /// Hold ends when the slack `H - t` falls to this share of the pending work W (percent).
@@ -60,6 +79,12 @@ use super::*;
 /// before H + W. At 0 the policy is `avfs`; large values approach work-conserving
 /// C-SCAN and lose the low-utilization behaviour at light load.
 pub const HOLD_WORK_PERCENT: i64 = 100;
+
+/// Margin by which C-SCAN order must still beat every deadline for a batch that is not
+/// saturated to keep the full C-SCAN window (fix 4). 0: leave LBA order only when it
+/// would actually miss a deadline; the margin m is a goal, and giving up sequential
+/// runs to defend it is what starts the EDF collapse near capacity.
+pub const SWEEP_GUARD_NS: u64 = 0;
 
 /// The traffic mixer with the fixes above.
 pub struct Mixer<E = Box<dyn ServiceEstimate>>(TrafficMixer<E>);
@@ -71,6 +96,7 @@ impl<E: ServiceEstimate> Mixer<E> {
             hold_work_percent: HOLD_WORK_PERCENT,
             join_ahead: true,
             merge_max_sectors: settings.merge_max_sectors,
+            sweep_guard_ns: Some(SWEEP_GUARD_NS),
         };
         Self(TrafficMixer::new(settings, rules, est))
     }
@@ -82,6 +108,10 @@ impl<E: ServiceEstimate> Mixer<E> {
 
     pub fn batch_active(&self) -> bool {
         self.0.batch_active()
+    }
+
+    pub fn stats(&self) -> MixerStats {
+        self.0.stats()
     }
 }
 
@@ -153,23 +183,33 @@ mod tests {
         }
     }
 
+    fn id_of(d: Decision) -> u64 {
+        match d {
+            Decision::Dispatch(r) => r.id,
+            d => panic!("expected a dispatch, got {d:?}"),
+        }
+    }
+
     #[test]
-    fn arrivals_ahead_of_the_sweep_join_the_batch() {
+    fn runs_ride_along_in_a_batch_that_is_not_saturated() {
         let est = LinearEstimate::default();
         let mut s = Mixer::new(SchedSettings::default(), est);
-        // A batch with slack: two requests due in 3 s, forced to start by load.
         heavy(&mut s);
         let first = match s.dispatch(0) {
             Decision::Dispatch(r) => r,
             d => panic!("{d:?}"),
         };
-        // Ahead of the head, later deadline than every batch member: joins anyway.
+        // Continues stream 5's run (its 2nd request ends at 50M + 2048), later deadline
+        // than every batch member: joins.
+        s.insert(rt(1000, 50_000_000 + 2048, 1024, 9_000 * MS, false), 0);
+        // Ahead of the head but not continuing a run: waits for the next batch.
         s.insert(
-            rt(1000, first.end_lba() + 5_000_000, 1024, 9_000 * MS, false),
+            rt(1001, first.end_lba() + 5_000_000, 1024, 9_000 * MS, false),
             0,
         );
-        // Behind the head: waits for the next batch.
-        s.insert(rt(1001, 0, 8, 9_000 * MS, false), 0);
+        // Behind the head: waits too.
+        s.insert(rt(1002, 0, 8, 9_000 * MS, false), 0);
+        assert_eq!(s.stats().joined, 1);
         s.complete(first.id, 10 * MS);
         let mut served = vec![first.id];
         let mut t = 10 * MS;
@@ -184,8 +224,38 @@ mod tests {
             }
             t += 10 * MS;
         }
-        assert!(served.contains(&1000));
-        assert!(!served[..served.len() - 1].contains(&1001));
+        // Request 1000 was served right after stream 5's run.
+        let p = served.iter().position(|&id| id == 1000).unwrap();
+        assert_eq!(served[p - 1], 46); // stream 5's 2nd request (i = 45)
+        assert!(!served.contains(&1001) && !served.contains(&1002));
+    }
+
+    #[test]
+    fn a_back_to_back_batch_is_saturated_takes_every_arrival_and_then_holds_again() {
+        let est = LinearEstimate::default();
+        let mut s = Mixer::new(SchedSettings::default(), est);
+        s.insert(rt(1, 1_000_000, 1024, 520 * MS, false), 0);
+        s.insert(rt(2, 2_000_000, 1024, 520 * MS, false), 0);
+        assert_eq!(id_of(s.dispatch(0)), 1);
+        // Later deadline, no run to continue: pending for the next batch.
+        s.insert(rt(3, 5_000_000, 1024, 540 * MS, false), 0);
+        s.complete(1, 20 * MS);
+        assert_eq!(id_of(s.dispatch(20 * MS)), 2);
+        s.complete(2, 40 * MS);
+        // Request 3 cannot be held (H < now): the next batch starts back-to-back.
+        assert_eq!(id_of(s.dispatch(40 * MS)), 3);
+        assert_eq!(s.stats().saturated_batches, 1);
+        // Saturated: even a request behind the head with a late deadline joins.
+        s.insert(rt(4, 0, 1024, 5_000 * MS, false), 45 * MS);
+        assert_eq!(s.stats().joined, 1);
+        s.complete(3, 60 * MS);
+        // The batch is light again (request 4 has 4.4 s of slack): back to holding.
+        assert!(matches!(
+            s.dispatch(60 * MS),
+            Decision::Wait { until_ns: Some(_) }
+        ));
+        assert_eq!(s.stats().desaturations, 1);
+        assert!(!s.batch_active());
     }
 
     #[test]
