@@ -1,0 +1,823 @@
+//! `avfs`: the AVFS traffic mixer (Lee et al., AVFS section 3.3), kept exactly as the
+//! paper gives it so that its results can be reproduced. `mixer` is built on the same
+//! code with three fixes switched on (see `mixer.rs`).
+//!
+//! ## The algorithm
+//!
+//! *Admission (3.3.1).* A request with a deadline is real-time (RT), one without is
+//! best-effort (BE). RT requests wait in the *pending* set, kept in execution order
+//! (ascending LBA) and, through a per-subtree minimum, in deadline order.
+//!
+//! *Execution order.* The paper uses increasing LBA "equivalent to a C-SCAN policy"
+//! (3.3.1) and starts a batch at R_e0 (3.3.4). We take e_0 to be the first request at
+//! or after the *head position* (the end LBA of the last dispatched request), wrapping
+//! to the lowest LBA after the highest: the C-SCAN order a disk head actually follows.
+//! The same order is used to compute H and to run the batch, so the plan and the
+//! execution agree.
+//!
+//! *Hold time (3.3.3, eq. 2-3).* With T_S the service-time estimate of eq. 1 (a
+//! [`ServiceEstimate`]; "sequential" means the request starts where its predecessor in
+//! this order ends, the first one's predecessor being the head):
+//!
+//! ```text
+//!     H_j = T_D(e_j) - (m + sum_{i<=j} T_S(e_i)),   H = min_j H_j - (remaining T_S of the request in flight)
+//! ```
+//!
+//! `dispatch` is only called with the disk idle, so the in-flight term is zero there; it
+//! is kept (estimated end of the in-flight request minus now) so that [`Avfs::hold_ns`]
+//! is also right while the disk is busy. H costs O(log n) per event (`hold_tree.rs`).
+//!
+//! *Mixer states (Fig. 10), at time t with the disk idle and no batch running:*
+//! 1. no RT pending: serve the next BE request, if any;
+//! 2. RT pending and H > t: *hold*. If a BE request R' is waiting, run it when
+//!    H >= t + T_S(R'); if that test fails, start the RT batch (the paper's rule: the
+//!    mixer "activates the real-time scheduler"). With no BE request, wait until H
+//!    ([`Decision::Wait`] with `until_ns = H`);
+//! 3. RT pending and H <= t: start the RT batch.
+//!
+//! *The batch (3.3.4).* Starting a batch moves every pending RT request into it. Then,
+//! with t_d the earliest deadline in the batch, each dispatch picks:
+//! - t_d <= t + e (EDF window): the earliest-deadline request; a read with t_d <= t is
+//!   failed ("deadline missed"), a late write is still served (never dropped);
+//! - t_d <= t + m (reduced C-SCAN window): the next request in C-SCAN order from the
+//!   head among those with T_D < t_d + m;
+//! - otherwise (C-SCAN window): the next request in C-SCAN order from the head.
+//!
+//! The window is re-evaluated at every dispatch, so "R_d and all succeeding urgent
+//! requests run EDF until none remains urgent" holds as stated. An RT request arriving
+//! while the batch runs joins it only if its deadline is earlier than the batch's latest
+//! deadline; otherwise it waits in the pending set for the next batch. The batch is
+//! active from its start until a dispatch finds it empty; BE requests do not run
+//! during a batch (footnote *1: no interleaving).
+//!
+//! *Best effort (3.3.5).* BE requests are served in increasing LBA order from the head
+//! (C-SCAN), "starting from the end LBA of the last request executed (either real-time
+//! or best-effort)". Aging, which the paper requires but does not specify: a BE request
+//! that has waited at least [`SchedSettings::be_max_age_ns`] (default 1 s) since its
+//! submission is served before younger ones, oldest first.
+//!
+//! ## Defaults
+//! m = 500 ms, e = 100 ms (AVFS 4.1), BE aging 1 s ([`SchedSettings`]).
+//!
+//! ## Faithfulness
+//! Exact to the text of 3.3.3-3.3.5 except where the text is silent: the choice of e_0
+//! (head, above), the aging rule (above), the in-flight term of H (from the dvrfs brief),
+//! and the deadline-ordered list, realised as a per-subtree minimum deadline in the same
+//! tree (same answers, one structure). Not modelled: the paper's kernel plumbing
+//! (request merging by the block layer, plugging).
+//!
+//! ## Known weakness (fixed in `mixer`)
+//! The mixer is not work-conserving: it idles the disk until the latest safe moment
+//! even when the disk is near saturation; requests that arrive during a batch with a
+//! later deadline than the batch's latest wait for the next batch even when they
+//! continue a run just ahead of the head; and near capacity the reduced and EDF
+//! windows break sequential runs, the backlog grows, and it collapses into EDF.
+//!
+//! [`MixerStats`] counts batches, dispatches per window, holds and joins.
+
+use super::hold_tree::{key_of, HoldTree, Key};
+use super::*;
+use std::collections::BTreeMap;
+
+/// The switches that make `mixer` out of `avfs`. All off = the paper.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rules {
+    pub name: &'static str,
+    /// Stop holding when `H - t <= work * hold_work_percent / 100`, `work` being the
+    /// estimated service time of all pending RT requests; 0 = hold until H (the paper).
+    pub hold_work_percent: i64,
+    /// `mixer` joins: an RT request that continues a run of the batch ahead of the
+    /// sweep joins it when that endangers no margin, whatever its deadline; a batch
+    /// that starts back-to-back with the previous one is *saturated* and takes every
+    /// arrival in C-SCAN order until it is light enough to hold again.
+    pub join_ahead: bool,
+    /// Merge contiguous batch requests into commands of at most this many sectors.
+    pub merge_max_sectors: u32,
+    /// Keep the full C-SCAN window while C-SCAN order from the head still completes
+    /// every batch request at least this long before its deadline (estimated); the
+    /// paper's reduced and EDF windows apply only when it does not. `None` = the paper.
+    pub sweep_guard_ns: Option<u64>,
+}
+
+/// What the mixer did, for reports: dispatches per window and how often it held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MixerStats {
+    pub batches: u64,
+    pub cscan_dispatches: u64,
+    pub reduced_dispatches: u64,
+    pub edf_dispatches: u64,
+    pub best_effort_dispatches: u64,
+    /// `Wait { until_ns: Some(H) }` answers.
+    pub holds: u64,
+    /// Requests that joined a running batch.
+    pub joined: u64,
+    /// Batches that started saturated (`mixer`: back-to-back, C-SCAN joins).
+    pub saturated_batches: u64,
+    /// Saturated batches turned back into held pending sets.
+    pub desaturations: u64,
+}
+
+/// The shared engine of `avfs` and `mixer`.
+pub(crate) struct TrafficMixer<E> {
+    settings: SchedSettings,
+    rules: Rules,
+    est: E,
+    /// RT requests waiting for a batch.
+    pending: HoldTree,
+    /// RT requests of the running batch.
+    batch: HoldTree,
+    batch_active: bool,
+    /// Latest deadline in the batch when it started (joiners are earlier by rule).
+    batch_latest_deadline_ns: u64,
+    /// LBA at which the batch's sweep started, and whether the sweep has wrapped.
+    sweep_start_lba: u64,
+    sweep_wrapped: bool,
+    /// The disk idled (held) or ran best effort since the last batch ended.
+    slack_seen: bool,
+    /// The running batch started right after the previous one, with no hold or best
+    /// effort in between: the disk is saturated.
+    batch_saturated: bool,
+    /// BE requests by (lba, id) and by (submit, id) for aging.
+    be_by_lba: BTreeMap<Key, Request>,
+    be_by_age: BTreeMap<(u64, ReqId), u64>,
+    /// End LBA of the last dispatched request.
+    head_lba: u64,
+    /// Dispatched commands: id -> (requests it stands for, estimated end time).
+    in_flight: BTreeMap<ReqId, (u64, u64)>,
+    merged: BTreeMap<ReqId, Vec<ReqId>>,
+    next_merged_id: ReqId,
+    counters: Counters,
+    stats: MixerStats,
+}
+
+impl<E: ServiceEstimate> TrafficMixer<E> {
+    pub fn new(settings: SchedSettings, rules: Rules, est: E) -> Self {
+        assert!(
+            settings.urgent_ns <= settings.margin_ns,
+            "urgent threshold e must not exceed the margin m"
+        );
+        Self {
+            settings,
+            rules,
+            est,
+            pending: HoldTree::default(),
+            batch: HoldTree::default(),
+            batch_active: false,
+            batch_latest_deadline_ns: 0,
+            sweep_start_lba: 0,
+            sweep_wrapped: false,
+            slack_seen: true,
+            batch_saturated: false,
+            be_by_lba: BTreeMap::new(),
+            be_by_age: BTreeMap::new(),
+            head_lba: 0,
+            in_flight: BTreeMap::new(),
+            merged: BTreeMap::new(),
+            next_merged_id: MERGED_ID_BASE,
+            counters: Counters::default(),
+            stats: MixerStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> MixerStats {
+        self.stats
+    }
+
+    fn in_flight_remaining_ns(&self, now_ns: u64) -> i64 {
+        self.in_flight
+            .values()
+            .map(|&(_, end)| end.saturating_sub(now_ns) as i64)
+            .sum()
+    }
+
+    /// `(H, pending work)` in ns, `None` without pending RT requests.
+    pub fn hold_and_work(&self, now_ns: u64) -> Option<(i64, i64)> {
+        let (raw, work) = self.pending.hold_and_work(self.head_lba, &self.est)?;
+        let h = raw
+            .saturating_sub(self.settings.margin_ns as i64)
+            .saturating_sub(self.in_flight_remaining_ns(now_ns));
+        Some((h, work))
+    }
+
+    /// The batch's own `(hold time, work)`: how late its C-SCAN order may start and
+    /// still give every batch member its margin, and its estimated service time.
+    fn batch_hold_and_work(&self, now_ns: u64) -> Option<(i64, i64)> {
+        let (raw, work) = self.batch.hold_and_work(self.head_lba, &self.est)?;
+        let h = raw
+            .saturating_sub(self.settings.margin_ns as i64)
+            .saturating_sub(self.in_flight_remaining_ns(now_ns));
+        Some((h, work))
+    }
+
+    pub fn batch_active(&self) -> bool {
+        self.batch_active
+    }
+    #[cfg(test)]
+    pub fn batch_len(&self) -> usize {
+        self.batch.len()
+    }
+
+    fn be_next(&self, now_ns: u64) -> Option<Key> {
+        let (&(submit, id), &lba) = self.be_by_age.first_key_value()?;
+        if now_ns.saturating_sub(submit) >= self.settings.be_max_age_ns {
+            return Some((lba, id));
+        }
+        self.be_by_lba
+            .range((self.head_lba, 0)..)
+            .next()
+            .or_else(|| self.be_by_lba.first_key_value())
+            .map(|(k, _)| *k)
+    }
+
+    fn estimate(&self, r: &Request) -> u64 {
+        self.est
+            .service_ns(r.lba, r.sectors, r.write, r.lba == self.head_lba)
+    }
+
+    /// Counts and hands out a command standing for `n` requests.
+    fn send(&mut self, cmd: Request, n: u64, now_ns: u64) -> Decision {
+        let end = now_ns + self.estimate(&cmd);
+        self.head_lba = cmd.end_lba();
+        self.counters.dispatched += n;
+        self.in_flight.insert(cmd.id, (n, end));
+        Decision::Dispatch(cmd)
+    }
+
+    fn send_one(&mut self, r: Request, now_ns: u64) -> Decision {
+        if read_expired(&r, now_ns) {
+            self.counters.failed += 1;
+            return Decision::Fail(r);
+        }
+        self.send(r, 1, now_ns)
+    }
+
+    fn start_batch(&mut self) {
+        debug_assert!(self.batch.is_empty());
+        self.batch = self.pending.take_all();
+        self.batch_active = true;
+        self.stats.batches += 1;
+        self.batch_latest_deadline_ns = self.batch.total().max_td;
+        self.sweep_start_lba = self.head_lba;
+        self.sweep_wrapped = false;
+        self.batch_saturated = self.rules.join_ahead && !self.slack_seen;
+        self.stats.saturated_batches += self.batch_saturated as u64;
+        self.slack_seen = false;
+    }
+
+    /// One dispatch from the running batch; `None` when the batch is empty.
+    fn serve_batch(&mut self, now_ns: u64) -> Option<Decision> {
+        let earliest = self.batch.total().min_td;
+        if self.batch.is_empty() {
+            return None;
+        }
+        let (m, e) = (self.settings.margin_ns, self.settings.urgent_ns);
+        // `mixer`: a saturated batch is a plain C-SCAN queue; another batch keeps
+        // C-SCAN order while it still meets every deadline (estimated).
+        let sweep_feasible = self.batch_saturated
+            || self.rules.sweep_guard_ns.is_some_and(|guard| {
+                self.batch_hold_and_work(now_ns).is_some_and(|(h, _)| {
+                    // h has m subtracted; the test is against the guard instead.
+                    h.saturating_add(m as i64).saturating_sub(guard as i64) >= now_ns as i64
+                })
+            });
+        if sweep_feasible {
+            // C-SCAN order meets every deadline with the guard to spare: keep it.
+        } else if earliest <= now_ns.saturating_add(e) {
+            // EDF window.
+            let urgent = self.batch.earliest_deadline().expect("non-empty batch");
+            self.stats.edf_dispatches += 1;
+            let key = key_of(urgent);
+            let r = self.batch.remove(key, &self.est).expect("key just found");
+            return Some(self.send_one(r, now_ns));
+        }
+        let bound = if !sweep_feasible && earliest <= now_ns.saturating_add(m) {
+            // Reduced C-SCAN window: only T_D < t_d + m.
+            earliest.saturating_add(m)
+        } else {
+            u64::MAX
+        };
+        if bound == u64::MAX {
+            self.stats.cscan_dispatches += 1;
+        } else {
+            self.stats.reduced_dispatches += 1;
+        }
+        let next = if bound == u64::MAX {
+            self.batch.cscan_next(self.head_lba)
+        } else {
+            self.batch.cscan_next_td_below(self.head_lba, bound)
+        };
+        let key = key_of(next.expect("window holds the earliest request"));
+        let r = self.batch.remove(key, &self.est).expect("key just found");
+        if r.lba < self.head_lba {
+            self.sweep_wrapped = true;
+        }
+        if self.rules.merge_max_sectors > 0 {
+            return Some(self.send_merged(r, bound, now_ns));
+        }
+        Some(self.send_one(r, now_ns))
+    }
+
+    /// Sends `first` together with the batch requests that continue it contiguously
+    /// (same direction, deadline below `bound`, within the size limit).
+    fn send_merged(&mut self, first: Request, bound: u64, now_ns: u64) -> Decision {
+        if read_expired(&first, now_ns) {
+            self.counters.failed += 1;
+            return Decision::Fail(first);
+        }
+        let mut parts = vec![first];
+        let mut total = parts[0].sectors as u64;
+        loop {
+            let last = parts.last().expect("non-empty");
+            let Some(next) = self.batch.first_ge((last.end_lba(), 0)) else {
+                break;
+            };
+            let fits = next.lba == last.end_lba()
+                && next.write == last.write
+                && next.deadline_ns.unwrap_or(u64::MAX) < bound
+                && !read_expired(next, now_ns)
+                && total + next.sectors as u64 <= self.rules.merge_max_sectors as u64;
+            if !fits {
+                break;
+            }
+            total += next.sectors as u64;
+            let key = key_of(next);
+            parts.push(self.batch.remove(key, &self.est).expect("key just found"));
+        }
+        if parts.len() == 1 {
+            let r = parts.pop().expect("one part");
+            return self.send(r, 1, now_ns);
+        }
+        let id = self.next_merged_id;
+        self.next_merged_id += 1;
+        let cmd = Request {
+            id,
+            lba: parts[0].lba,
+            sectors: u32::try_from(total).expect("merge limit is a u32"),
+            write: parts[0].write,
+            deadline_ns: parts.iter().filter_map(|r| r.deadline_ns).min(),
+            owner: parts[0].owner,
+            submit_ns: parts.iter().map(|r| r.submit_ns).min().unwrap_or(now_ns),
+        };
+        self.merged.insert(id, parts.iter().map(|r| r.id).collect());
+        self.send(cmd, parts.len() as u64, now_ns)
+    }
+
+    fn send_be(&mut self, key: Key, now_ns: u64) -> Decision {
+        self.stats.best_effort_dispatches += 1;
+        self.slack_seen = true;
+        let r = self.be_by_lba.remove(&key).expect("BE key present");
+        self.be_by_age.remove(&(r.submit_ns, r.id));
+        self.send(r, 1, now_ns)
+    }
+
+    /// Whether a request arriving during the batch may join it (3.3.4, plus the
+    /// `join_ahead` fix). Inserts it into the batch if so.
+    fn try_join(&mut self, req: Request, now_ns: u64) -> Result<(), Request> {
+        let deadline = req.deadline_ns.unwrap_or(u64::MAX);
+        if deadline < self.batch_latest_deadline_ns {
+            self.batch.insert(req, &self.est);
+            return Ok(());
+        }
+        if !self.rules.join_ahead {
+            return Err(req);
+        }
+        if self.batch_saturated {
+            // Saturated: the batch is a plain C-SCAN queue (see `mixer.rs`).
+            self.batch.insert(req, &self.est);
+            return Ok(());
+        }
+        let ahead =
+            req.lba >= self.head_lba && (!self.sweep_wrapped || req.lba < self.sweep_start_lba);
+        // Only a request that continues a run already in the batch (or the command
+        // just sent) rides along: it costs transfer time only. Taking any request
+        // ahead of the head would serve it before its stream's next requests have
+        // accumulated, breaking up the sequential runs the hold exists to build.
+        let continues = self.batch_saturated
+            || req.lba == self.head_lba
+            || self
+                .batch
+                .last_lt((req.lba, 0))
+                .is_some_and(|p| p.end_lba() == req.lba);
+        if !ahead || !continues {
+            return Err(req);
+        }
+        // Accept when (a) the pending requests, which start after the batch, keep
+        // their margin: H_pending - W_batch(after) >= now, and (b) the batch's hold
+        // time after joining is not below min(now, before); `before` is needed only
+        // when `after` < now.
+        let key = key_of(&req);
+        let now = now_ns as i64;
+        self.batch.insert(req, &self.est);
+        let (after, work_after) = self.batch_hold_and_work(now_ns).unwrap_or((i64::MAX, 0));
+        let pending_ok = self
+            .hold_and_work(now_ns)
+            .is_none_or(|(h, _)| h.saturating_sub(work_after) >= now);
+        if pending_ok && after >= now {
+            return Ok(());
+        }
+        let probe = self.batch.remove(key, &self.est).expect("just inserted");
+        if !pending_ok {
+            return Err(probe);
+        }
+        let before = self
+            .batch_hold_and_work(now_ns)
+            .map_or(i64::MAX, |(h, _)| h);
+        if after >= before {
+            self.batch.insert(probe, &self.est);
+            Ok(())
+        } else {
+            Err(probe)
+        }
+    }
+
+    pub fn insert(&mut self, req: Request, now_ns: u64) {
+        debug_assert!(
+            req.id < MERGED_ID_BASE,
+            "ids from MERGED_ID_BASE are reserved"
+        );
+        self.counters.inserted += 1;
+        if !req.is_realtime() {
+            self.be_by_age.insert((req.submit_ns, req.id), req.lba);
+            self.be_by_lba.insert(key_of(&req), req);
+            return;
+        }
+        let req = if self.batch_active {
+            match self.try_join(req, now_ns) {
+                Ok(()) => {
+                    self.stats.joined += 1;
+                    return;
+                }
+                Err(r) => r,
+            }
+        } else {
+            req
+        };
+        self.pending.insert(req, &self.est);
+    }
+
+    fn hold_end(&self, h: i64, work: i64) -> i64 {
+        h.saturating_sub(work.saturating_mul(self.rules.hold_work_percent) / 100)
+    }
+
+    pub fn dispatch(&mut self, now_ns: u64) -> Decision {
+        if self.batch_active && self.batch_saturated && self.pending.is_empty() {
+            // A saturated batch that has become light again goes back to holding.
+            if let Some((h, work)) = self.batch_hold_and_work(now_ns) {
+                if self.hold_end(h, work) > now_ns as i64 {
+                    self.pending = self.batch.take_all();
+                    self.batch_active = false;
+                    self.batch_saturated = false;
+                    self.stats.desaturations += 1;
+                }
+            }
+        }
+        if self.batch_active {
+            if let Some(d) = self.serve_batch(now_ns) {
+                return d;
+            }
+            self.batch_active = false;
+        }
+        if let Some((h, work)) = self.hold_and_work(now_ns) {
+            let hold_end =
+                h.saturating_sub(work.saturating_mul(self.rules.hold_work_percent) / 100);
+            let now = now_ns as i64;
+            if hold_end > now {
+                match self.be_next(now_ns) {
+                    Some(key) => {
+                        let ts = self.estimate(&self.be_by_lba[&key]) as i64;
+                        if hold_end >= now.saturating_add(ts) {
+                            return self.send_be(key, now_ns);
+                        }
+                    }
+                    None => {
+                        self.stats.holds += 1;
+                        self.slack_seen = true;
+                        return Decision::Wait {
+                            until_ns: Some(hold_end as u64),
+                        };
+                    }
+                }
+            }
+            self.start_batch();
+            return self
+                .serve_batch(now_ns)
+                .expect("a batch started from pending requests is not empty");
+        }
+        match self.be_next(now_ns) {
+            Some(key) => self.send_be(key, now_ns),
+            None => {
+                self.slack_seen = true;
+                Decision::Wait { until_ns: None }
+            }
+        }
+    }
+
+    pub fn complete(&mut self, id: ReqId, _now_ns: u64) {
+        let (n, _) = self.in_flight.remove(&id).unwrap_or((1, 0));
+        self.counters.completed += n;
+    }
+
+    pub fn queued(&self) -> u64 {
+        (self.pending.len() + self.batch.len() + self.be_by_lba.len()) as u64
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    pub fn take_merged(&mut self, merged_id: ReqId) -> Vec<ReqId> {
+        self.merged.remove(&merged_id).unwrap_or_default()
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.rules.name
+    }
+}
+
+/// The AVFS traffic mixer; see the module docs.
+pub struct Avfs<E = Box<dyn ServiceEstimate>>(TrafficMixer<E>);
+
+impl<E: ServiceEstimate> Avfs<E> {
+    pub fn new(settings: SchedSettings, est: E) -> Self {
+        let rules = Rules {
+            name: "avfs",
+            hold_work_percent: 0,
+            join_ahead: false,
+            merge_max_sectors: 0,
+            sweep_guard_ns: None,
+        };
+        Self(TrafficMixer::new(settings, rules, est))
+    }
+
+    /// H (eq. 2-3, margin and in-flight remainder included), `None` without pending
+    /// real-time requests.
+    pub fn hold_ns(&self, now_ns: u64) -> Option<i64> {
+        self.0.hold_and_work(now_ns).map(|(h, _)| h)
+    }
+
+    /// Whether a real-time batch is running.
+    pub fn batch_active(&self) -> bool {
+        self.0.batch_active()
+    }
+
+    pub fn stats(&self) -> MixerStats {
+        self.0.stats()
+    }
+}
+
+macro_rules! delegate_scheduler {
+    ($t:ident) => {
+        impl<E: ServiceEstimate> Scheduler for $t<E> {
+            fn name(&self) -> &'static str {
+                self.0.name()
+            }
+            fn insert(&mut self, req: Request, now_ns: u64) {
+                self.0.insert(req, now_ns)
+            }
+            fn dispatch(&mut self, now_ns: u64) -> Decision {
+                self.0.dispatch(now_ns)
+            }
+            fn complete(&mut self, id: ReqId, now_ns: u64) {
+                self.0.complete(id, now_ns)
+            }
+            fn has_work(&self) -> bool {
+                self.0.queued() > 0
+            }
+            fn queued(&self) -> u64 {
+                self.0.queued()
+            }
+            fn counters(&self) -> Counters {
+                self.0.counters()
+            }
+            fn take_merged(&mut self, merged_id: ReqId) -> Vec<ReqId> {
+                self.0.take_merged(merged_id)
+            }
+        }
+    };
+}
+pub(crate) use delegate_scheduler;
+
+delegate_scheduler!(Avfs);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::testing::LinearEstimate;
+
+    const MS: u64 = 1_000_000;
+
+    fn rt(id: u64, lba: u64, deadline_ns: u64, write: bool) -> Request {
+        Request {
+            id,
+            lba,
+            sectors: 1024,
+            write,
+            deadline_ns: Some(deadline_ns),
+            owner: id as u32,
+            submit_ns: 0,
+        }
+    }
+    fn be(id: u64, lba: u64, submit_ns: u64) -> Request {
+        Request {
+            id,
+            lba,
+            sectors: 64,
+            write: false,
+            deadline_ns: None,
+            owner: 99,
+            submit_ns,
+        }
+    }
+    fn avfs() -> Avfs<LinearEstimate> {
+        Avfs::new(SchedSettings::default(), LinearEstimate::default())
+    }
+    fn dispatched_id(d: Decision) -> u64 {
+        match d {
+            Decision::Dispatch(r) => r.id,
+            other => panic!("expected a dispatch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn holds_until_h_then_serves_in_lba_order() {
+        let mut s = avfs();
+        let est = LinearEstimate::default();
+        // Three requests far apart, deadlines 2 s out.
+        let lbas = [3_000_000u64, 1_000_000, 2_000_000];
+        for (i, &l) in lbas.iter().enumerate() {
+            s.insert(rt(i as u64 + 1, l, 2_000 * MS, false), 0);
+        }
+        // H = 2 s - 500 ms - (3 non-sequential T_S): the last in LBA order is binding.
+        let total: u64 = [1_000_000u64, 2_000_000, 3_000_000]
+            .iter()
+            .map(|&l| est.service_ns(l, 1024, false, false))
+            .sum();
+        let h = (2_000 * MS - 500 * MS - total) as i64;
+        assert_eq!(s.hold_ns(0), Some(h));
+        assert_eq!(
+            s.dispatch(0),
+            Decision::Wait {
+                until_ns: Some(h as u64)
+            }
+        );
+        assert!(!s.batch_active());
+        // At H the batch runs in ascending LBA order from the head (0).
+        let mut t = h as u64;
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let id = dispatched_id(s.dispatch(t));
+            s.complete(id, t + 20 * MS);
+            t += 20 * MS;
+            order.push(id);
+        }
+        assert_eq!(order, vec![2, 3, 1]);
+        assert_eq!(s.dispatch(t), Decision::Wait { until_ns: None });
+        s.0.counters().check(0, 0).unwrap();
+    }
+
+    #[test]
+    fn batch_starts_from_the_head_and_wraps() {
+        let mut s = avfs();
+        s.insert(be(100, 2_500_000, 0), 0);
+        // BE request moves the head to ~2.5M.
+        assert_eq!(dispatched_id(s.dispatch(0)), 100);
+        s.complete(100, MS);
+        for (i, l) in [1_000_000u64, 3_000_000, 2_000_000, 4_000_000]
+            .iter()
+            .enumerate()
+        {
+            s.insert(rt(i as u64 + 1, *l, 550 * MS, false), MS);
+        }
+        let mut order = Vec::new();
+        let mut t = 2 * MS;
+        while let Decision::Dispatch(r) = s.dispatch(t) {
+            s.complete(r.id, t);
+            order.push(r.lba);
+            t += MS;
+        }
+        assert_eq!(order, vec![3_000_000, 4_000_000, 1_000_000, 2_000_000]);
+    }
+
+    #[test]
+    fn urgent_requests_run_edf() {
+        let mut s = avfs();
+        // Earliest deadline within e = 100 ms: EDF, regardless of LBA.
+        s.insert(rt(1, 1_000, 90 * MS, false), 0);
+        s.insert(rt(2, 2_000, 80 * MS, false), 0);
+        s.insert(rt(3, 500, 95 * MS, false), 0);
+        s.insert(rt(4, 100, 5_000 * MS, false), 0);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let id = dispatched_id(s.dispatch(0));
+            s.complete(id, 0);
+            order.push(id);
+        }
+        assert_eq!(order, vec![2, 1, 3]);
+    }
+
+    #[test]
+    fn reduced_window_serves_only_near_deadlines_in_lba_order() {
+        let mut s = avfs();
+        // t_d = 300 ms <= t + m: only T_D < 800 ms, in LBA order; the 5 s one waits.
+        s.insert(rt(1, 3_000, 300 * MS, false), 0);
+        s.insert(rt(2, 1_000, 700 * MS, false), 0);
+        s.insert(rt(3, 2_000, 5_000 * MS, false), 0);
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let id = dispatched_id(s.dispatch(0));
+            s.complete(id, 0);
+            order.push(id);
+        }
+        assert_eq!(order, vec![2, 1, 3]);
+    }
+
+    #[test]
+    fn reads_past_their_deadline_fail_and_writes_are_served_late() {
+        let mut s = avfs();
+        s.insert(rt(1, 1_000, 10 * MS, false), 0);
+        s.insert(rt(2, 2_000, 11 * MS, true), 0);
+        match s.dispatch(20 * MS) {
+            Decision::Fail(r) => assert_eq!(r.id, 1),
+            d => panic!("{d:?}"),
+        }
+        assert_eq!(dispatched_id(s.dispatch(20 * MS)), 2);
+        s.complete(2, 30 * MS);
+        let c = s.0.counters();
+        assert_eq!((c.failed, c.completed), (1, 1));
+        c.check(0, 0).unwrap();
+    }
+
+    #[test]
+    fn best_effort_runs_only_while_h_leaves_room_for_it() {
+        let est = LinearEstimate::default();
+        let mut s = avfs();
+        s.insert(rt(1, 1_000_000, 2_000 * MS, false), 0);
+        s.insert(be(10, 5_000_000, 0), 0);
+        let h = s.hold_ns(0).unwrap() as u64;
+        let ts_be = est.service_ns(5_000_000, 64, false, false);
+        // Plenty of room: the BE request runs.
+        assert_eq!(dispatched_id(s.dispatch(0)), 10);
+        s.complete(10, ts_be);
+        // Just too late for another BE request: H < t + T_S(R') -> the RT batch starts.
+        s.insert(be(11, 6_000_000, 0), 0);
+        let t = h - est.service_ns(6_000_000, 64, false, false) + 1;
+        assert_eq!(dispatched_id(s.dispatch(t)), 1);
+        assert!(s.batch_active());
+        // While the batch is active (last request in flight) no BE request runs either
+        // before it completes; then the BE request runs.
+        s.complete(1, t + 20 * MS);
+        assert_eq!(dispatched_id(s.dispatch(t + 20 * MS)), 11);
+    }
+
+    #[test]
+    fn best_effort_at_exactly_h_minus_ts_is_admitted() {
+        let est = LinearEstimate::default();
+        let mut s = avfs();
+        s.insert(rt(1, 1_000_000, 2_000 * MS, false), 0);
+        s.insert(be(10, 5_000_000, 0), 0);
+        let h = s.hold_ns(0).unwrap() as u64;
+        let t = h - est.service_ns(5_000_000, 64, false, false);
+        assert_eq!(dispatched_id(s.dispatch(t)), 10);
+    }
+
+    #[test]
+    fn best_effort_ages_out_of_lba_order() {
+        let mut s = avfs();
+        s.insert(be(1, 9_000, 0), 0);
+        s.insert(be(2, 1_000, 500 * MS), 500 * MS);
+        // Both young: C-SCAN from head 0 -> LBA 1000 first.
+        assert_eq!(dispatched_id(s.dispatch(600 * MS)), 2);
+        s.complete(2, 600 * MS);
+        s.insert(be(3, 2_000, 600 * MS), 600 * MS);
+        // Request 1 is now 1.2 s old: served before the LBA-nearer request 3.
+        assert_eq!(dispatched_id(s.dispatch(1_200 * MS)), 1);
+    }
+
+    #[test]
+    fn arrivals_join_the_batch_only_with_an_earlier_deadline() {
+        let mut s = avfs();
+        s.insert(rt(1, 1_000_000, 700 * MS, false), 0);
+        s.insert(rt(2, 3_000_000, 900 * MS, false), 0);
+        // H < 0 + ... start now: slack is small.
+        let t = s.hold_ns(0).unwrap().max(0) as u64;
+        assert_eq!(dispatched_id(s.dispatch(t)), 1);
+        s.insert(rt(3, 2_000_000, 850 * MS, false), t); // earlier than 900: joins
+        s.insert(rt(4, 2_500_000, 950 * MS, false), t); // later: next batch
+        s.complete(1, t + 20 * MS);
+        assert_eq!(dispatched_id(s.dispatch(t + 20 * MS)), 3);
+        s.complete(3, t + 40 * MS);
+        assert_eq!(dispatched_id(s.dispatch(t + 40 * MS)), 2);
+        s.complete(2, t + 60 * MS);
+        assert_eq!(s.0.batch_len(), 0);
+        // Request 4 was left pending: it is held (its H is in the future).
+        let h4 = s.hold_ns(t + 60 * MS).unwrap();
+        assert!(h4 > (t + 60 * MS) as i64);
+        assert_eq!(
+            s.dispatch(t + 60 * MS),
+            Decision::Wait {
+                until_ns: Some(h4 as u64)
+            }
+        );
+        assert_eq!(s.0.queued(), 1);
+    }
+}
