@@ -9,7 +9,9 @@ mod args;
 mod cmd_data;
 mod cmd_files;
 mod cmd_fs;
+mod cmd_sim;
 mod error;
+mod plot;
 mod target;
 
 use std::process::ExitCode;
@@ -43,6 +45,8 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Mv(a) => cmd_files::mv(a),
         Command::Put(a) => cmd_data::put(a),
         Command::Get(a) => cmd_data::get(a),
+        Command::Sim(a) => cmd_sim::sim(a),
+        Command::Capacity(a) => cmd_sim::capacity_cmd(a),
     }
 }
 

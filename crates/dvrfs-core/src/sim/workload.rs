@@ -108,6 +108,12 @@ impl Workload {
 
 impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The paper's NrMw form where it applies.
+        if let [r, w] = &self.groups[..] {
+            if !r.write && w.write && r.bitrate_bps.is_none() && w.bitrate_bps.is_none() {
+                return write!(f, "{}r{}w", r.count, w.count);
+            }
+        }
         let parts: Vec<String> = self
             .groups
             .iter()
@@ -138,6 +144,7 @@ mod tests {
         assert!((w.groups[0].bitrate_bps.unwrap() - 19.39e6).abs() < 1.0);
         assert_eq!(Workload::parse("0r2w").unwrap().streams(), 2);
         assert_eq!(w.to_string(), "4r@19.39M,8w@8M");
+        assert_eq!(Workload::parse("8r0w").unwrap().to_string(), "8r0w");
         for bad in ["", "4x", "r2w", "4r@fast", "0r0w", "4r2", "-1r"] {
             assert!(Workload::parse(bad).is_err(), "{bad}");
         }
