@@ -50,7 +50,7 @@ pub enum Command {
     /// Copy a file out of the file system (LOCAL_FILE `-` writes to stdout)
     Get(GetArgs),
     /// Simulate streams and best-effort traffic on a disk model in virtual time
-    Sim(crate::cmd_sim::SimArgs),
+    Sim(Box<crate::cmd_sim::SimArgs>),
     /// The admission bound: how many streams a disk model can carry
     Capacity(crate::cmd_sim::CapacityArgs),
 }

@@ -65,6 +65,9 @@ pub struct SimArgs {
     pub delete_size: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Largest device command the mixer may merge contiguous requests into (0 = no merging)
+    #[arg(long, default_value = "4M")]
+    pub merge: String,
     /// Grow the first workload term until a deadline is missed; report max_streams
     #[arg(long)]
     pub find_max: bool,
@@ -184,6 +187,10 @@ impl ServiceEstimate for Est {
     }
 }
 
+fn s_bytes(m: &DiskModel) -> u64 {
+    m.sector_bytes as u64
+}
+
 struct Setup {
     model: DiskModel,
     cfg: SimConfig,
@@ -255,9 +262,11 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
     cfg.delete_bytes = parse_size("--delete-size", &a.delete_size)?;
     cfg.seed = a.seed;
     cfg.keep_series = a.plot.is_some();
+    let merge_bytes = parse_size("--merge", &a.merge)?;
     let settings = SchedSettings {
         margin_ns,
         urgent_ns,
+        merge_max_sectors: (merge_bytes / s_bytes(&model)).min(u32::MAX as u64) as u32,
         ..SchedSettings::default()
     };
     Ok(Setup {

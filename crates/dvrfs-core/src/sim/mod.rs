@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::format::superblock::{AllocPolicy, Superblock};
 use crate::fs::{mkfs, Fs, OpenOptions};
 use crate::layout::MkfsParams;
-use crate::sched::{Counters, Decision, ReqId, Request, Scheduler};
+use crate::sched::{Counters, Decision, ReqId, Request, Scheduler, MERGED_ID_BASE};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -216,8 +216,10 @@ struct Sim<'a, T: DiskTimer> {
     events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
     next_id: ReqId,
-    purposes: BTreeMap<ReqId, (Purpose, u64)>,
-    busy: Option<(Request, u64)>,
+    /// Every request given to the scheduler: why, its length, deadline and submit time.
+    purposes: BTreeMap<ReqId, (Purpose, u64, Option<u64>, u64)>,
+    /// The command on the disk and the requests it serves (several when merged).
+    busy: Option<(Request, Vec<ReqId>)>,
     next_wake: Option<u64>,
     last_end_lba: Option<u64>,
     streams: Vec<Stream>,
@@ -534,7 +536,7 @@ impl<T: DiskTimer> Sim<'_, T> {
             owner,
             submit_ns: now,
         };
-        self.purposes.insert(id, (purpose, len));
+        self.purposes.insert(id, (purpose, len, deadline, now));
         self.sched.insert(req, now);
     }
 
@@ -807,11 +809,16 @@ impl<T: DiskTimer> Sim<'_, T> {
                     }
                     self.last_end_lba = Some(r.end_lba());
                     self.out.busy_ns += t.end_ns - t.start_ns;
-                    self.busy = Some((r, t.end_ns));
+                    let members = if r.id >= MERGED_ID_BASE {
+                        self.sched.take_merged(r.id)
+                    } else {
+                        vec![r.id]
+                    };
+                    self.busy = Some((r, members));
                     self.push(t.end_ns, Ev::DiskDone);
                 }
                 Decision::Fail(r) => {
-                    let (purpose, _) = self.purposes.remove(&r.id).ok_or_else(|| lost(r.id))?;
+                    let (purpose, ..) = self.purposes.remove(&r.id).ok_or_else(|| lost(r.id))?;
                     if let Purpose::Stream { s, k } = purpose {
                         self.part_done(s, k, now, r.deadline_ns.unwrap_or(now), true);
                     }
@@ -832,25 +839,33 @@ impl<T: DiskTimer> Sim<'_, T> {
     }
 
     fn disk_done(&mut self, now: u64) -> Result<()> {
-        let Some((r, _)) = self.busy.take() else {
+        let Some((r, members)) = self.busy.take() else {
             return Ok(());
         };
         self.sched.complete(r.id, now);
-        let (purpose, len) = self.purposes.remove(&r.id).ok_or_else(|| lost(r.id))?;
+        for id in members {
+            self.member_done(id, now)?;
+        }
+        Ok(())
+    }
+
+    /// One request served by the command that just completed.
+    fn member_done(&mut self, id: ReqId, now: u64) -> Result<()> {
+        let (purpose, len, deadline, submit) = self.purposes.remove(&id).ok_or_else(|| lost(id))?;
         match purpose {
             Purpose::Stream { s, k } => {
                 self.out.rt_bytes += len;
-                self.part_done(s, k, now, r.deadline_ns.unwrap_or(now), false);
+                self.part_done(s, k, now, deadline.unwrap_or(now), false);
             }
             Purpose::Journal => {}
             Purpose::BestEffort => {
                 self.out.be_bytes += len;
                 self.out.be_requests += 1;
-                self.out.be_latencies_ns.push(now - r.submit_ns);
+                self.out.be_latencies_ns.push(now - submit);
                 if self
                     .purposes
                     .values()
-                    .all(|(p, _)| !matches!(p, Purpose::BestEffort))
+                    .all(|(p, ..)| !matches!(p, Purpose::BestEffort))
                 {
                     self.be.in_flight = false;
                     self.push(now, Ev::BeTick);
@@ -908,13 +923,16 @@ impl<T: DiskTimer> Sim<'_, T> {
 
     fn finish(mut self) -> Result<SimOutcome> {
         let c = self.sched.counters();
-        c.check(self.sched.queued(), self.busy.is_some() as u64)
-            .map_err(|e| {
-                Error::Corrupt(format!(
-                    "scheduler {} broke the conservation law: {e}",
-                    self.sched.name()
-                ))
-            })?;
+        c.check(
+            self.sched.queued(),
+            self.busy.as_ref().map_or(0, |(_, m)| m.len() as u64),
+        )
+        .map_err(|e| {
+            Error::Corrupt(format!(
+                "scheduler {} broke the conservation law: {e}",
+                self.sched.name()
+            ))
+        })?;
         self.out.counters = c;
         self.out.scheduler = self.sched.name().to_string();
         self.out.disk = self.disk.name();
