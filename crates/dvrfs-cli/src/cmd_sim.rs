@@ -281,7 +281,7 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
 fn run_once(s: &Setup, cfg: &SimConfig) -> CliResult<SimOutcome> {
     let mut sched = sched::by_name(
         &s.scheduler,
-        s.settings.clone(),
+        s.settings,
         Box::new(Est(Estimator::from_model(&s.model))),
     )
     .map_err(|e| CliError::usage(e.to_string(), "see dvrfs sim --help"))?;
