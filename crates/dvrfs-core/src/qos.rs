@@ -23,6 +23,16 @@ pub struct LatencyMs {
     pub p99: f64,
 }
 
+/// Mean time per device command, by component, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct CommandMs {
+    pub count: u64,
+    pub seek: f64,
+    pub rotation: f64,
+    pub transfer: f64,
+    pub overhead: f64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct CountersReport {
     pub inserted: u64,
@@ -57,6 +67,7 @@ pub struct Report {
     /// one ended.
     pub seek_within_5gb: f64,
     pub mean_seek_distance_gb: f64,
+    pub command_ms: CommandMs,
     pub fill_bytes: u64,
     pub seed: u64,
     pub counters: CountersReport,
@@ -135,6 +146,16 @@ impl Report {
                 .sum::<f64>()
                 / seeks
                 / 1e9,
+            command_ms: {
+                let n = o.commands.max(1) as f64;
+                CommandMs {
+                    count: o.commands,
+                    seek: o.seek_ns as f64 / n / 1e6,
+                    rotation: o.rotation_ns as f64 / n / 1e6,
+                    transfer: o.transfer_ns as f64 / n / 1e6,
+                    overhead: o.overhead_ns as f64 / n / 1e6,
+                }
+            },
             fill_bytes: o.used_bytes_at_start,
             seed,
             counters: CountersReport {

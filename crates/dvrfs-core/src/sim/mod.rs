@@ -148,6 +148,12 @@ pub struct SimOutcome {
     /// Completion margin of every real-time request (deadline - completion), ns.
     pub margins_ns: Vec<i64>,
     pub busy_ns: u64,
+    /// Device commands, and where their time went (ns summed over all commands).
+    pub commands: u64,
+    pub seek_ns: u64,
+    pub rotation_ns: u64,
+    pub transfer_ns: u64,
+    pub overhead_ns: u64,
     pub rt_bytes: u64,
     pub be_bytes: u64,
     pub be_requests: u64,
@@ -809,6 +815,11 @@ impl<T: DiskTimer> Sim<'_, T> {
                     }
                     self.last_end_lba = Some(r.end_lba());
                     self.out.busy_ns += t.end_ns - t.start_ns;
+                    self.out.commands += 1;
+                    self.out.seek_ns += t.seek_ns;
+                    self.out.rotation_ns += t.rotation_ns;
+                    self.out.transfer_ns += t.transfer_ns;
+                    self.out.overhead_ns += t.overhead_ns;
                     let members = if r.id >= MERGED_ID_BASE {
                         self.sched.take_merged(r.id)
                     } else {
