@@ -2,11 +2,11 @@
 
 use crate::args::{parse_duration_ms, parse_size};
 use crate::error::{CliError, CliResult};
-use dvrfs_core::disk::{capacity, Access, AccessTiming, DiskModel, Estimator, Hdd, StreamParams};
+use dvrfs_core::disk::{capacity, DiskModel, Estimator, StreamParams};
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::qos::Report;
-use dvrfs_core::sched::{self, SchedSettings, ServiceEstimate};
-use dvrfs_core::sim::{self, BestEffort, DiskTimer, SimConfig, SimOutcome, Workload};
+use dvrfs_core::sched::{self, SchedSettings};
+use dvrfs_core::sim::{self, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
 use std::path::PathBuf;
 
 /// Stream parameters shared by `sim` and `capacity`.
@@ -158,35 +158,6 @@ fn stream_params(s: &StreamOpts) -> CliResult<(StreamParams, u64, u64)> {
     ))
 }
 
-/// The HDD model as the simulator's disk.
-struct HddTimer {
-    hdd: Hdd,
-    model: DiskModel,
-}
-
-impl DiskTimer for HddTimer {
-    fn service(&mut self, issue_ns: u64, a: &Access) -> AccessTiming {
-        self.hdd.service(issue_ns, a)
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.model.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.model.sector_bytes
-    }
-    fn name(&self) -> String {
-        self.model.name.clone()
-    }
-}
-
-struct Est(Estimator);
-
-impl ServiceEstimate for Est {
-    fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
-        self.0.service_ns(lba, sectors, write, sequential)
-    }
-}
-
 fn s_bytes(m: &DiskModel) -> u64 {
     m.sector_bytes as u64
 }
@@ -282,13 +253,10 @@ fn run_once(s: &Setup, cfg: &SimConfig) -> CliResult<SimOutcome> {
     let mut sched = sched::by_name(
         &s.scheduler,
         s.settings,
-        Box::new(Est(Estimator::from_model(&s.model))),
+        Box::new(Estimator::from_model(&s.model)),
     )
     .map_err(|e| CliError::usage(e.to_string(), "see dvrfs sim --help"))?;
-    let mut disk = HddTimer {
-        hdd: Hdd::new(&s.model, cfg.seed),
-        model: s.model.clone(),
-    };
+    let mut disk = HddDisk::new(&s.model, cfg.seed);
     sim::run(cfg, &mut disk, sched.as_mut())
         .map_err(|e| CliError::new(format!("simulation failed: {e}")))
 }

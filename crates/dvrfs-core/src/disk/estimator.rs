@@ -255,3 +255,10 @@ mod tests {
         }
     }
 }
+
+/// The estimator is what the mixer plans with.
+impl crate::sched::ServiceEstimate for Estimator {
+    fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
+        Estimator::service_ns(self, lba, sectors, write, sequential)
+    }
+}

@@ -49,6 +49,36 @@ pub trait DiskTimer {
     fn name(&self) -> String;
 }
 
+/// The HDD model as the simulator's disk.
+pub struct HddDisk {
+    hdd: crate::disk::Hdd,
+    model: crate::disk::DiskModel,
+}
+
+impl HddDisk {
+    pub fn new(model: &crate::disk::DiskModel, seed: u64) -> Self {
+        HddDisk {
+            hdd: crate::disk::Hdd::new(model, seed),
+            model: model.clone(),
+        }
+    }
+}
+
+impl DiskTimer for HddDisk {
+    fn service(&mut self, issue_ns: u64, a: &Access) -> AccessTiming {
+        self.hdd.service(issue_ns, a)
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.model.capacity_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.model.sector_bytes
+    }
+    fn name(&self) -> String {
+        self.model.name.clone()
+    }
+}
+
 /// Best-effort traffic that runs beside the streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BestEffort {

@@ -1,0 +1,222 @@
+//! `dvrfs sim` and `dvrfs capacity` through the real binary: the JSON contract, plots,
+//! byte-for-byte determinism, and clear errors for bad input.
+
+use std::process::{Command, Output};
+
+fn dvrfs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(args)
+        .output()
+        .expect("run dvrfs")
+}
+
+fn ok_json(args: &[&str]) -> (serde_json::Value, String) {
+    let out = dvrfs(args);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        serde_json::from_str(&stdout).expect("one JSON object"),
+        stdout,
+    )
+}
+
+fn fails_with(args: &[&str], needle: &str) {
+    let out = dvrfs(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr {err:?} lacks {needle:?}"
+    );
+    assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+}
+
+const SHORT: [&str; 7] = [
+    "sim",
+    "--disk",
+    "avfs-250g",
+    "--duration",
+    "2m",
+    "--workload",
+    "4r2w",
+];
+
+#[test]
+fn sim_json_has_every_contract_key_and_is_deterministic() {
+    let mut args = SHORT.to_vec();
+    args.push("--json");
+    let (v, text) = ok_json(&args);
+    for key in [
+        "workload",
+        "scheduler",
+        "alloc",
+        "disk",
+        "duration_s",
+        "rt_requests",
+        "deadline_misses",
+        "p_miss",
+        "margin_ms",
+        "utilization",
+        "rt_throughput_mbps",
+        "be_throughput_mbps",
+        "be_latency_ms",
+        "seek_within_5gb",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    for key in ["min", "p0001", "p001", "p01", "p50"] {
+        assert!(v["margin_ms"].get(key).is_some(), "missing margin_ms.{key}");
+    }
+    assert_eq!(v["workload"], "4r2w");
+    assert_eq!(v["scheduler"], "mixer");
+    assert_eq!(v["alloc"], "zrr");
+    assert_eq!(v["duration_s"], 120.0);
+    assert!(v["rt_requests"].as_u64().unwrap() > 3000);
+    let (_, again) = ok_json(&args);
+    assert_eq!(text, again, "same seed, same JSON, byte for byte");
+    args.extend(["--seed", "7"]);
+    let (_, other) = ok_json(&args);
+    assert_ne!(text, other);
+}
+
+#[test]
+fn sim_text_report_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let plot = dir.path().join("plots");
+    let mut args = SHORT.to_vec();
+    args.extend(["--plot", plot.to_str().unwrap(), "--best-effort", "photos"]);
+    let out = dvrfs(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("margin (ms)") && text.contains("disk utilization"),
+        "{text}"
+    );
+    for f in ["margin_cdf.svg", "buffer_level.svg", "seek_distance.svg"] {
+        let svg = std::fs::read_to_string(plot.join(f)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.len() > 2000,
+            "{f} is not a drawn SVG"
+        );
+    }
+}
+
+#[test]
+fn find_max_reports_max_streams() {
+    let (v, _) = ok_json(&[
+        "sim",
+        "--disk",
+        "avfs-250g",
+        "--duration",
+        "1m",
+        "--workload",
+        "20r",
+        "--scheduler",
+        "cscan",
+        "--find-max",
+        "--json",
+    ]);
+    let max = v["max_streams"].as_u64().unwrap();
+    assert!((5..30).contains(&max), "max_streams {max}");
+    assert_eq!(
+        v["deadline_misses"], 0,
+        "the reported run is the largest one without a miss"
+    );
+}
+
+#[test]
+fn capacity_json_has_both_bounds() {
+    let (v, _) = ok_json(&["capacity", "--disk", "avfs-250g", "--json"]);
+    assert_eq!(v["bandwidth_bound_streams"], 22);
+    assert!(v["round_bound_streams"].as_u64().unwrap() >= 1);
+    let (v8, _) = ok_json(&["capacity", "--disk", "nvr-8t", "--bitrate", "8M", "--json"]);
+    assert!(v8["bandwidth_bound_streams"].as_u64().unwrap() > 100);
+}
+
+#[test]
+fn bad_input_gets_a_clear_message() {
+    fails_with(
+        &[
+            "sim",
+            "--disk",
+            "avfs-250g",
+            "--workload",
+            "4r",
+            "--scheduler",
+            "noop",
+        ],
+        "unknown scheduler",
+    );
+    fails_with(
+        &["sim", "--disk", "floppy", "--workload", "4r"],
+        "unknown disk",
+    );
+    fails_with(&["capacity", "--disk", "floppy"], "unknown disk");
+    fails_with(
+        &["sim", "--disk", "avfs-250g", "--workload", "4x"],
+        "workload",
+    );
+    fails_with(
+        &[
+            "sim",
+            "--disk",
+            "avfs-250g",
+            "--workload",
+            "4r",
+            "--fill",
+            "120%",
+        ],
+        "--fill",
+    );
+    fails_with(
+        &[
+            "sim",
+            "--disk",
+            "avfs-250g",
+            "--workload",
+            "4r",
+            "--best-effort",
+            "torrent",
+        ],
+        "best-effort",
+    );
+    fails_with(
+        &[
+            "sim",
+            "--disk",
+            "avfs-250g",
+            "--workload",
+            "4r",
+            "--alloc",
+            "random",
+        ],
+        "allocation policy",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let model = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../dvrfs-core/disks/avfs-250g.json"
+    ))
+    .unwrap();
+    let typo = dir.path().join("typo.json");
+    std::fs::write(&typo, model.replace("\"rpm\"", "\"rmp\"")).unwrap();
+    fails_with(
+        &["sim", "--disk", typo.to_str().unwrap(), "--workload", "4r"],
+        "rmp",
+    );
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        model.replace("\"spt_inner\": 671", "\"spt_inner\": 5000"),
+    )
+    .unwrap();
+    fails_with(&["capacity", "--disk", bad.to_str().unwrap()], "spt_inner");
+}
