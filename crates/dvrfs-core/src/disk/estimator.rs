@@ -125,6 +125,13 @@ impl Estimator {
     }
 }
 
+/// The estimator is what the mixer plans with.
+impl crate::sched::ServiceEstimate for Estimator {
+    fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
+        Estimator::service_ns(self, lba, sectors, write, sequential)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,12 +260,5 @@ mod tests {
             let err = (est - sim) / sim;
             assert!(err.abs() < 0.10, "{name}: {est} vs {sim}");
         }
-    }
-}
-
-/// The estimator is what the mixer plans with.
-impl crate::sched::ServiceEstimate for Estimator {
-    fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
-        Estimator::service_ns(self, lba, sectors, write, sequential)
     }
 }
