@@ -59,7 +59,11 @@ pub struct Report {
     pub mean_time_between_glitches_s: Option<f64>,
     pub utilization: f64,
     pub rt_throughput_mbps: f64,
+    /// Best-effort bytes over the whole run, and over the time the generator was active
+    /// (first submission to last completion: the copy's own speed).
     pub be_throughput_mbps: f64,
+    pub be_active_s: f64,
+    pub be_active_throughput_mbps: f64,
     pub be_latency_ms: LatencyMs,
     pub journal_requests: u64,
     pub journal_mbytes: f64,
@@ -132,6 +136,14 @@ impl Report {
             utilization: o.busy_ns as f64 / o.elapsed_ns.max(1) as f64,
             rt_throughput_mbps: o.rt_bytes as f64 * 8.0 / elapsed_s / 1e6,
             be_throughput_mbps: o.be_bytes as f64 * 8.0 / elapsed_s / 1e6,
+            be_active_s: o
+                .be_first_submit_ns
+                .map_or(0.0, |f| o.be_last_done_ns.saturating_sub(f) as f64 / 1e9),
+            be_active_throughput_mbps: o.be_first_submit_ns.map_or(0.0, |f| {
+                o.be_bytes as f64 * 8.0
+                    / (o.be_last_done_ns.saturating_sub(f).max(1) as f64 / 1e9)
+                    / 1e6
+            }),
             be_latency_ms: LatencyMs {
                 p50: ql(0.5),
                 p99: ql(0.99),

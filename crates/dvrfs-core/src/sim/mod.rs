@@ -188,6 +188,9 @@ pub struct SimOutcome {
     pub be_bytes: u64,
     pub be_requests: u64,
     pub be_latencies_ns: Vec<u64>,
+    /// When the first best-effort request was submitted and the last one completed.
+    pub be_first_submit_ns: Option<u64>,
+    pub be_last_done_ns: u64,
     pub journal_bytes: u64,
     pub journal_requests: u64,
     /// Distance from the end of each dispatched request to the start of the next, bytes.
@@ -903,6 +906,12 @@ impl<T: DiskTimer> Sim<'_, T> {
                 self.out.be_bytes += len;
                 self.out.be_requests += 1;
                 self.out.be_latencies_ns.push(now - submit);
+                self.out.be_first_submit_ns = Some(
+                    self.out
+                        .be_first_submit_ns
+                        .map_or(submit, |f| f.min(submit)),
+                );
+                self.out.be_last_done_ns = now;
                 if self
                     .purposes
                     .values()
