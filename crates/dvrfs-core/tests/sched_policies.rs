@@ -8,6 +8,7 @@
 //! - `Wait { until_ns: None }` only with nothing queued, and a hold timer lies in the
 //!   future.
 
+use dvrfs_core::sched::mixer::RUN_OVERLAP_SECTORS;
 use dvrfs_core::sched::testing::LinearEstimate;
 use dvrfs_core::sched::{
     by_name, Decision, ReqId, Request, SchedSettings, Scheduler, MERGED_ID_BASE, NAMES,
@@ -120,9 +121,20 @@ impl Harness {
                         let r = self.queued.remove(id);
                         prop_assert!(r.is_some(), "merged an unknown or handed-out request");
                         let r = r.unwrap();
-                        prop_assert_eq!(r.lba, end, "merged requests are contiguous");
+                        if r.lba == end || end == cmd.lba {
+                            prop_assert_eq!(r.lba, end, "merged requests are contiguous");
+                        } else {
+                            // `mixer` fix 6: a read may overlap the run's tail by up
+                            // to RUN_OVERLAP_SECTORS and must reach beyond it.
+                            prop_assert!(!r.write, "only reads overlap-merge");
+                            prop_assert!(
+                                r.lba < end && r.lba + RUN_OVERLAP_SECTORS >= end,
+                                "merged requests are contiguous or overlap by at most a page"
+                            );
+                            prop_assert!(r.end_lba() > end, "an overlapping part extends the run");
+                        }
                         prop_assert_eq!(r.write, cmd.write);
-                        end = r.end_lba();
+                        end = end.max(r.end_lba());
                     }
                     prop_assert_eq!(end, cmd.end_lba());
                     self.in_flight = Some((cmd.id, parts));

@@ -1,6 +1,6 @@
 //! `avfs`: the AVFS traffic mixer (Lee et al., AVFS section 3.3), kept exactly as the
 //! paper gives it so that its results can be reproduced. `mixer` is built on the same
-//! code with three fixes switched on (see `mixer.rs`).
+//! code with its fixes switched on (see `mixer.rs`).
 //!
 //! ## The algorithm
 //!
@@ -97,6 +97,12 @@ pub(crate) struct Rules {
     /// every batch request at least this long before its deadline (estimated); the
     /// paper's reduced and EDF windows apply only when it does not. `None` = the paper.
     pub sweep_guard_ns: Option<u64>,
+    /// A read that starts at most this many sectors *before* the end of the previous
+    /// one (they overlap: the file system rounds the part of a request cut at a block
+    /// boundary up to whole pages) still continues the run: it is merged into the
+    /// command (which then covers the union) and counts as ahead of the head. 0 = the
+    /// paper (exact contiguity only).
+    pub overlap_sectors: u64,
 }
 
 /// What the mixer did, for reports: dispatches per window and how often it held.
@@ -142,6 +148,8 @@ pub(crate) struct TrafficMixer<E> {
     be_by_age: BTreeMap<(u64, ReqId), u64>,
     /// End LBA of the last dispatched request.
     head_lba: u64,
+    /// Whether the last dispatched command was a write.
+    head_write: bool,
     /// Dispatched commands: id -> (requests it stands for, estimated end time).
     in_flight: BTreeMap<ReqId, (u64, u64)>,
     merged: BTreeMap<ReqId, Vec<ReqId>>,
@@ -171,6 +179,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             be_by_lba: BTreeMap::new(),
             be_by_age: BTreeMap::new(),
             head_lba: 0,
+            head_write: false,
             in_flight: BTreeMap::new(),
             merged: BTreeMap::new(),
             next_merged_id: MERGED_ID_BASE,
@@ -192,7 +201,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
 
     /// `(H, pending work)` in ns, `None` without pending RT requests.
     pub fn hold_and_work(&self, now_ns: u64) -> Option<(i64, i64)> {
-        let (raw, work) = self.pending.hold_and_work(self.head_lba, &self.est)?;
+        let (raw, work) = self.pending.hold_and_work(self.sweep_lba(), &self.est)?;
         let h = raw
             .saturating_sub(self.settings.margin_ns as i64)
             .saturating_sub(self.in_flight_remaining_ns(now_ns));
@@ -202,7 +211,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     /// The batch's own `(hold time, work)`: how late its C-SCAN order may start and
     /// still give every batch member its margin, and its estimated service time.
     fn batch_hold_and_work(&self, now_ns: u64) -> Option<(i64, i64)> {
-        let (raw, work) = self.batch.hold_and_work(self.head_lba, &self.est)?;
+        let (raw, work) = self.batch.hold_and_work(self.sweep_lba(), &self.est)?;
         let h = raw
             .saturating_sub(self.settings.margin_ns as i64)
             .saturating_sub(self.in_flight_remaining_ns(now_ns));
@@ -229,6 +238,22 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             .map(|(k, _)| *k)
     }
 
+    /// Where the C-SCAN order starts: the head, less the tolerated overlap.
+    fn sweep_lba(&self) -> u64 {
+        self.head_lba.saturating_sub(self.rules.overlap_sectors)
+    }
+
+    /// `next` continues the run that ends at `end`: it starts there, or it is a read
+    /// overlapping the run's last `overlap_sectors` and reaching beyond it.
+    fn continues_run(&self, next: &Request, end: u64, write: bool) -> bool {
+        next.lba == end
+            || (!write
+                && !next.write
+                && next.lba < end
+                && next.lba + self.rules.overlap_sectors >= end
+                && next.end_lba() > end)
+    }
+
     fn estimate(&self, r: &Request) -> u64 {
         self.est
             .service_ns(r.lba, r.sectors, r.write, r.lba == self.head_lba)
@@ -238,6 +263,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     fn send(&mut self, cmd: Request, n: u64, now_ns: u64) -> Decision {
         let end = now_ns + self.estimate(&cmd);
         self.head_lba = cmd.end_lba();
+        self.head_write = cmd.write;
         self.counters.dispatched += n;
         self.in_flight.insert(cmd.id, (n, end));
         Decision::Dispatch(cmd)
@@ -302,13 +328,13 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             self.stats.reduced_dispatches += 1;
         }
         let next = if bound == u64::MAX {
-            self.batch.cscan_next(self.head_lba)
+            self.batch.cscan_next(self.sweep_lba())
         } else {
-            self.batch.cscan_next_td_below(self.head_lba, bound)
+            self.batch.cscan_next_td_below(self.sweep_lba(), bound)
         };
         let key = key_of(next.expect("window holds the earliest request"));
         let r = self.batch.remove(key, &self.est).expect("key just found");
-        if r.lba < self.head_lba {
+        if r.lba < self.sweep_lba() {
             self.sweep_wrapped = true;
         }
         if self.rules.merge_max_sectors > 0 {
@@ -324,25 +350,27 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             self.counters.failed += 1;
             return Decision::Fail(first);
         }
+        let (start, write) = (first.lba, first.write);
+        let mut end = first.end_lba();
         let mut parts = vec![first];
-        let mut total = parts[0].sectors as u64;
         loop {
-            let last = parts.last().expect("non-empty");
-            let Some(next) = self.batch.first_ge((last.end_lba(), 0)) else {
+            let from = end.saturating_sub(self.rules.overlap_sectors);
+            let Some(next) = self.batch.first_ge((from, 0)) else {
                 break;
             };
-            let fits = next.lba == last.end_lba()
-                && next.write == last.write
+            let fits = self.continues_run(next, end, write)
+                && next.write == write
                 && next.deadline_ns.unwrap_or(u64::MAX) < bound
                 && !read_expired(next, now_ns)
-                && total + next.sectors as u64 <= self.rules.merge_max_sectors as u64;
+                && next.end_lba().max(end) - start <= self.rules.merge_max_sectors as u64;
             if !fits {
                 break;
             }
-            total += next.sectors as u64;
+            end = end.max(next.end_lba());
             let key = key_of(next);
             parts.push(self.batch.remove(key, &self.est).expect("key just found"));
         }
+        let total = end - start;
         if parts.len() == 1 {
             let r = parts.pop().expect("one part");
             return self.send(r, 1, now_ns);
@@ -387,17 +415,17 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             return Ok(());
         }
         let ahead =
-            req.lba >= self.head_lba && (!self.sweep_wrapped || req.lba < self.sweep_start_lba);
+            req.lba >= self.sweep_lba() && (!self.sweep_wrapped || req.lba < self.sweep_start_lba);
         // Only a request that continues a run already in the batch (or the command
         // just sent) rides along: it costs transfer time only. Taking any request
         // ahead of the head would serve it before its stream's next requests have
         // accumulated, breaking up the sequential runs the hold exists to build.
         let continues = self.batch_saturated
-            || req.lba == self.head_lba
+            || self.continues_run(&req, self.head_lba, self.head_write)
             || self
                 .batch
                 .last_lt((req.lba, 0))
-                .is_some_and(|p| p.end_lba() == req.lba);
+                .is_some_and(|p| self.continues_run(&req, p.end_lba(), p.write));
         if !ahead || !continues {
             return Err(req);
         }
@@ -545,6 +573,7 @@ impl<E: ServiceEstimate> Avfs<E> {
             join_ahead: false,
             merge_max_sectors: 0,
             sweep_guard_ns: None,
+            overlap_sectors: 0,
         };
         Self(TrafficMixer::new(settings, rules, est))
     }

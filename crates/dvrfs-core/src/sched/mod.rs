@@ -25,7 +25,9 @@
 //! | `cfq` | [`cfq`] | cfq-like: a model of Linux CFQ |
 //!
 //! **Merged commands.** A policy may serve several contiguous requests with one device
-//! command (only `mixer`, and only when [`SchedSettings::merge_max_sectors`] is non-zero).
+//! command (only `mixer`, and only when [`SchedSettings::merge_max_sectors`] is non-zero;
+//! `mixer` also merges a read that overlaps the tail of the previous one by at most
+//! [`mixer::RUN_OVERLAP_SECTORS`], and the command then covers the union).
 //! It then dispatches a synthetic [`Request`] whose id is at or above [`MERGED_ID_BASE`];
 //! the caller must call [`Scheduler::take_merged`] once right after such a dispatch to
 //! learn the constituent ids (LBA order), and later reports the completion of the whole
