@@ -261,44 +261,21 @@ fn run_once(s: &Setup, cfg: &SimConfig) -> CliResult<SimOutcome> {
         .map_err(|e| CliError::new(format!("simulation failed: {e}")))
 }
 
-/// Largest count of the workload's first term with no deadline miss in the run, and
-/// that run. The count doubles from 1 until a run misses, then the gap is bisected;
-/// every count reported was simulated and missed nothing. (Misses grow with load but
-/// not strictly, so the result is the largest count found on this path.)
 fn find_max(s: &Setup) -> CliResult<(SimOutcome, u32)> {
-    const LIMIT: u32 = 1 << 14;
-    let run_with = |n: u32| {
-        let mut cfg = s.cfg.clone();
-        cfg.workload = s.cfg.workload.with_first_count(n);
-        run_once(s, &cfg)
-    };
-    let mut good: Option<(SimOutcome, u32)> = None;
-    let mut bad = None;
-    let mut n = 1;
-    while n <= LIMIT {
-        let o = run_with(n)?;
-        if o.deadline_misses > 0 {
-            bad = Some(n);
-            break;
+    let mut err = None;
+    let found = sim::find_max(&s.cfg, |cfg| match run_once(s, cfg) {
+        Ok(o) => Ok(o),
+        Err(e) => {
+            err = Some(e);
+            Err(dvrfs_core::Error::InvalidArgument(
+                "the simulation failed".into(),
+            ))
         }
-        good = Some((o, n));
-        n *= 2;
-    }
-    let mut lo = good.as_ref().map_or(0, |g| g.1);
-    let mut hi = bad.unwrap_or(LIMIT + 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        let o = run_with(mid)?;
-        if o.deadline_misses > 0 {
-            hi = mid;
-        } else {
-            lo = mid;
-            good = Some((o, mid));
-        }
-    }
-    match good {
-        Some(g) => Ok(g),
-        None => Ok((run_with(1)?, 0)),
+    });
+    match (found, err) {
+        (Ok(r), _) => Ok(r),
+        (Err(_), Some(e)) => Err(e),
+        (Err(e), None) => Err(CliError::new(format!("simulation failed: {e}"))),
     }
 }
 

@@ -2,15 +2,35 @@
 //! AVFS paper's workloads on `avfs-250g` with the paper's parameters (19.39 Mbit/s,
 //! 512 KiB requests, depth 8, m = 500 ms, e = 100 ms, 80% full, one hour).
 
-use dvrfs_core::disk::{DiskModel, Estimator};
+use dvrfs_core::disk::{capacity, DiskModel, Estimator, StreamParams};
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::qos::Report;
 use dvrfs_core::sched::{by_name, SchedSettings};
-use dvrfs_core::sim::{run, BestEffort, HddDisk, SimConfig, Workload};
+use dvrfs_core::sim::{find_max, run, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
 
 const PAPER_WORKLOADS: [&str; 8] = [
     "2r0w", "4r0w", "6r0w", "8r0w", "0r2w", "2r2w", "4r2w", "6r2w",
 ];
+
+fn config(workload: &str, alloc: AllocPolicy, seed: u64, be: Option<BestEffort>) -> SimConfig {
+    let mut cfg = SimConfig::new(Workload::parse(workload).unwrap());
+    cfg.alloc = alloc;
+    cfg.seed = seed;
+    cfg.best_effort = be;
+    cfg
+}
+
+/// One run as `dvrfs sim` does it (merging up to 4 MiB, the CLI default).
+fn run_cfg(cfg: &SimConfig, scheduler: &str) -> SimOutcome {
+    let model = DiskModel::builtin("avfs-250g").unwrap();
+    let settings = SchedSettings {
+        merge_max_sectors: 8192,
+        ..SchedSettings::default()
+    };
+    let mut sched = by_name(scheduler, settings, Box::new(Estimator::from_model(&model))).unwrap();
+    let mut disk = HddDisk::new(&model, cfg.seed);
+    run(cfg, &mut disk, sched.as_mut()).unwrap()
+}
 
 fn sim(
     workload: &str,
@@ -19,19 +39,14 @@ fn sim(
     seed: u64,
     be: Option<BestEffort>,
 ) -> Report {
-    let model = DiskModel::builtin("avfs-250g").unwrap();
-    let mut cfg = SimConfig::new(Workload::parse(workload).unwrap());
-    cfg.alloc = alloc;
-    cfg.seed = seed;
-    cfg.best_effort = be;
-    let settings = SchedSettings {
-        merge_max_sectors: 8192,
-        ..SchedSettings::default()
-    };
-    let mut sched = by_name(scheduler, settings, Box::new(Estimator::from_model(&model))).unwrap();
-    let mut disk = HddDisk::new(&model, seed);
-    let o = run(&cfg, &mut disk, sched.as_mut()).unwrap();
+    let cfg = config(workload, alloc, seed, be);
+    let o = run_cfg(&cfg, scheduler);
     Report::new(&o, workload, alloc.as_str(), cfg.duration_ns, seed)
+}
+
+fn max_streams(scheduler: &str, alloc: AllocPolicy) -> u32 {
+    let cfg = config("8r0w", alloc, 1, None);
+    find_max(&cfg, |c| Ok(run_cfg(c, scheduler))).unwrap().1
 }
 
 #[test]
@@ -96,5 +111,34 @@ fn deleting_20_gb_during_2r0w_causes_no_miss() {
     assert!(
         r.journal_requests > 0,
         "the deletion went through the journal"
+    );
+}
+
+#[test]
+fn mixer_carries_the_most_streams_and_nears_the_bandwidth_bound() {
+    let model = DiskModel::builtin("avfs-250g").unwrap();
+    let params = StreamParams {
+        bitrate_bps: 19.39e6,
+        request_bytes: 512 << 10,
+        depth: 8,
+    };
+    let bound = capacity(&model, &params).bandwidth_bound_streams;
+    let mut best = 0;
+    for alloc in [AllocPolicy::Zrr, AllocPolicy::Seq] {
+        let mixer = max_streams("mixer", alloc);
+        for other in [
+            "avfs", "fifo", "cscan", "edf", "scan-edf", "deadline", "cfq",
+        ] {
+            let m = max_streams(other, alloc);
+            assert!(
+                mixer >= m,
+                "{alloc:?}: mixer carries {mixer} streams, {other} {m}"
+            );
+        }
+        best = best.max(mixer);
+    }
+    assert!(
+        best as f64 >= 0.8 * bound as f64,
+        "mixer's best {best} streams against a bandwidth bound of {bound}"
     );
 }

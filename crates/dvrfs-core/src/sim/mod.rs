@@ -364,6 +364,51 @@ pub fn run<T: DiskTimer>(
     sim.finish()
 }
 
+/// `--find-max`: the largest count of the workload's first term whose run misses no
+/// deadline, and that run. The count doubles from 1 until a run misses, then the gap is
+/// bisected; every count reported was simulated and missed nothing. (Misses grow with
+/// load but not strictly, so this is the largest count found on that path.) `run_with`
+/// runs one configuration. A count of 0 means even one stream of the first term missed.
+pub fn find_max(
+    cfg: &SimConfig,
+    mut run_with: impl FnMut(&SimConfig) -> Result<SimOutcome>,
+) -> Result<(SimOutcome, u32)> {
+    const LIMIT: u32 = 1 << 14;
+    let mut with = |n: u32| {
+        let mut c = cfg.clone();
+        c.workload = cfg.workload.with_first_count(n);
+        run_with(&c)
+    };
+    let mut good: Option<(SimOutcome, u32)> = None;
+    let mut bad = None;
+    let mut n = 1;
+    while n <= LIMIT {
+        let o = with(n)?;
+        if o.deadline_misses > 0 {
+            bad = Some(n);
+            break;
+        }
+        good = Some((o, n));
+        n *= 2;
+    }
+    let mut lo = good.as_ref().map_or(0, |g| g.1);
+    let mut hi = bad.unwrap_or(LIMIT + 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let o = with(mid)?;
+        if o.deadline_misses > 0 {
+            hi = mid;
+        } else {
+            lo = mid;
+            good = Some((o, mid));
+        }
+    }
+    match good {
+        Some(g) => Ok(g),
+        None => Ok((with(1)?, 0)),
+    }
+}
+
 fn seed_uuid(seed: u64) -> [u8; 16] {
     let mut u = [0u8; 16];
     ChaCha8Rng::seed_from_u64(seed ^ 0x5eed).fill_bytes(&mut u);
@@ -610,12 +655,16 @@ impl<T: DiskTimer> Sim<'_, T> {
         } else {
             let st = &self.streams[s as usize];
             let bs = self.sb.data_block_bytes;
-            let mut pos = (st.start_offset + k * req_bytes) % st.file_bytes.max(1);
-            let mut left = req_bytes.min(st.file_bytes.max(req_bytes));
-            while left > 0 {
+            // Playback reads whole, aligned requests and loops over the file's whole
+            // requests (a player restarting at a request boundary), so a request never
+            // overlaps the next one.
+            let whole = (st.file_bytes / req_bytes).max(1);
+            let mut pos = ((st.start_offset / req_bytes + k) % whole) * req_bytes;
+            let end = (pos + req_bytes).min(st.file_bytes.max(req_bytes));
+            while pos < end {
                 let fb = pos / bs;
                 let within = pos % bs;
-                let len = left.min(bs - within).min(st.file_bytes - pos);
+                let len = (end - pos).min(bs - within);
                 let Some(&block) = st.blocks.get(fb as usize) else {
                     break;
                 };
@@ -623,8 +672,7 @@ impl<T: DiskTimer> Sim<'_, T> {
                     self.sb.data_offset(block) + within,
                     len.div_ceil(4096) * 4096,
                 ));
-                left -= len;
-                pos = (pos + len) % st.file_bytes;
+                pos += len;
             }
         }
         let write = self.streams[s as usize].write;
