@@ -70,14 +70,60 @@ w()
 w("Command for each cell: `dvrfs sim --disk avfs-250g --workload W --scheduler S --alloc A`.")
 w()
 os.makedirs(PLOTS, exist_ok=True)
-for wl in ["8r0w", "4r2w"]:
-    for s, a in POLICIES:
-        d = os.path.join(PLOTS, f"{wl}-{s}-{a}")
-        subprocess.run([BIN, "sim", *base(), "--workload", wl, "--scheduler", s, "--alloc", a, "--plot", d], capture_output=True, check=True)
-w("Margin CDFs, buffer levels and seek distances, drawn by `--plot DIR`:")
+import tempfile, math
+COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"]
+
+def combined_cdf(wl, curves, path):
+    """One SVG with a margin CDF per configuration (log probability axis, as AVFS Fig. 12-13)."""
+    W, H, L, B, T, R = 760, 460, 70, 50, 40, 170
+    xs = [x for _, pts in curves for x, _ in pts]
+    x0, x1 = min(0.0, min(xs)), max(xs)
+    x1 = x0 + max(1.0, x1 - x0)
+    ymin = 1e-5
+    def px(x): return L + (x - x0) / (x1 - x0) * (W - L - R)
+    def py(y): return T + (math.log10(1.0) - math.log10(max(y, ymin))) / (0 - math.log10(ymin)) * (H - T - B)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<text x="{(W - R + L) / 2}" y="22" text-anchor="middle" font-size="15">completion margin CDF, {wl}, avfs-250g</text>']
+    for e in range(0, 6):
+        y = 10 ** -e
+        out.append(f'<line x1="{L}" x2="{W - R}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{L - 6}" y="{py(y) + 4:.1f}" text-anchor="end">1e-{e}</text>')
+    step = 250 if x1 - x0 <= 2500 else 500
+    t = math.ceil(x0 / step) * step
+    while t <= x1:
+        out.append(f'<line x1="{px(t):.1f}" x2="{px(t):.1f}" y1="{T}" y2="{H - B}" stroke="#eee"/>')
+        out.append(f'<text x="{px(t):.1f}" y="{H - B + 16}" text-anchor="middle">{t:.0f}</text>')
+        t += step
+    out.append(f'<text x="{(W - R + L) / 2}" y="{H - 12}" text-anchor="middle">completion margin (ms)</text>')
+    out.append(f'<text x="16" y="{(H - B + T) / 2}" transform="rotate(-90 16 {(H - B + T) / 2})" text-anchor="middle">P(margin &lt;= x)</text>')
+    for i, (name, pts) in enumerate(curves):
+        c = COLORS[i % len(COLORS)]
+        d = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
+        out.append(f'<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{d}"/>')
+        out.append(f'<line x1="{W - R + 15}" x2="{W - R + 40}" y1="{T + 20 * i + 10}" y2="{T + 20 * i + 10}" stroke="{c}" stroke-width="3"/>')
+        out.append(f'<text x="{W - R + 46}" y="{T + 20 * i + 14}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+def cdf_points(wl, s, a, keep):
+    d = os.path.join(PLOTS, f"{wl}-{s}-{a}") if keep else tempfile.mkdtemp()
+    subprocess.run([BIN, "sim", *base(), "--workload", wl, "--scheduler", s, "--alloc", a, "--plot", d], capture_output=True, check=True)
+    with open(os.path.join(d, "margin_cdf.csv")) as f:
+        rows = [l.split(",") for l in f.read().splitlines()[1:]]
+    return f"{s}+{a}", [(float(x), float(y)) for x, y in rows]
+
+for wl in PAPER:
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+        curves = list(ex.map(lambda sa: cdf_points(wl, sa[0], sa[1], wl == "4r2w"), POLICIES))
+    combined_cdf(wl, curves, os.path.join(PLOTS, f"margin_cdf_{wl}.svg"))
+w("Margin CDFs, one figure per workload with every configuration (drawn from the")
+w("`margin_cdf.csv` that `--plot DIR` writes beside `margin_cdf.svg`):")
 w()
-for wl in ["8r0w", "4r2w"]:
-    w(f"- {wl}: " + ", ".join(f"[{s}+{a}](results/{wl}-{s}-{a}/margin_cdf.svg)" for s, a in POLICIES))
+w(" ".join(f"[{wl}](results/margin_cdf_{wl}.svg)" for wl in PAPER))
+w()
+w("![4r2w margin CDFs](results/margin_cdf_4r2w.svg)")
 w()
 
 # 2. Utilization stability over file sets (Fig. 14).
@@ -118,7 +164,7 @@ for (s, a), (r, _) in zip(POLICIES, res):
     c = r["command_ms"]
     w(f"| {s}+{a} | {100 * r['seek_within_5gb']:.1f}% | {r['mean_seek_distance_gb']:.1f} | {c['seek']:.2f} / {c['rotation']:.2f} / {c['transfer']:.2f} |")
 w()
-w("Histograms: " + ", ".join(f"[{s}+{a}](results/4r2w-{s}-{a}/seek_distance.svg)" for s, a in POLICIES) + ".")
+w("Histograms, and each configuration's buffer level of one stream: " + ", ".join(f"[{s}+{a}](results/4r2w-{s}-{a}/seek_distance.svg) ([buffer](results/4r2w-{s}-{a}/buffer_level.svg))" for s, a in POLICIES) + ".")
 w()
 
 # 5. Deletion (Fig. 17) and photos (Fig. 18).

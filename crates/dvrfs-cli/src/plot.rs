@@ -23,6 +23,12 @@ pub fn write_all(dir: &Path, o: &SimOutcome, title: &str) -> CliResult<()> {
 
 fn margin(path: &Path, o: &SimOutcome, title: &str) -> CliResult<()> {
     let pts = margin_cdf(&o.margins_ns, 2000);
+    // The points as CSV too, so that several runs can be drawn on one figure.
+    let csv: String = std::iter::once("margin_ms,probability\n".to_string())
+        .chain(pts.iter().map(|(x, y)| format!("{x:.3},{y:.8}\n")))
+        .collect();
+    let csv_path = path.with_extension("csv");
+    std::fs::write(&csv_path, csv).map_err(|e| crate::error::local_io(&csv_path, "writing the margin CDF", e))?;
     let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err("the margin CDF", e))?;
     let (lo, hi) = pts
