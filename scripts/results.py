@@ -107,6 +107,39 @@ def combined_cdf(wl, curves, path):
     with open(path, "w") as f:
         f.write("\n".join(out))
 
+def line_chart(title, xlabel, ylabel, xs, series, path, ylo=None, yhi=None):
+    """A small SVG line chart: series = [(name, [y...])] over the same xs."""
+    W, H, L, B, T, R = 640, 380, 70, 50, 40, 120
+    ys = [y for _, v in series for y in v]
+    lo = min(ys) if ylo is None else ylo
+    hi = max(ys) if yhi is None else yhi
+    if hi - lo < 1e-9:
+        hi = lo + 1
+    def px(i): return L + (xs[i] - xs[0]) / max(1e-9, xs[-1] - xs[0]) * (W - L - R)
+    def py(y): return T + (hi - y) / (hi - lo) * (H - T - B)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<text x="{(W - R + L) / 2}" y="22" text-anchor="middle" font-size="14">{title}</text>']
+    for k in range(6):
+        y = lo + (hi - lo) * k / 5
+        out.append(f'<line x1="{L}" x2="{W - R}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{L - 6}" y="{py(y) + 4:.1f}" text-anchor="end">{y:.3f}</text>')
+    for i, x in enumerate(xs):
+        out.append(f'<text x="{px(i):.1f}" y="{H - B + 16}" text-anchor="middle">{x:g}</text>')
+    out.append(f'<text x="{(W - R + L) / 2}" y="{H - 12}" text-anchor="middle">{xlabel}</text>')
+    out.append(f'<text x="16" y="{(H - B + T) / 2}" transform="rotate(-90 16 {(H - B + T) / 2})" text-anchor="middle">{ylabel}</text>')
+    for j, (name, v) in enumerate(series):
+        c = COLORS[j % len(COLORS)]
+        pts = " ".join(f"{px(i):.1f},{py(y):.1f}" for i, y in enumerate(v))
+        out.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{pts}"/>')
+        for i, y in enumerate(v):
+            out.append(f'<circle cx="{px(i):.1f}" cy="{py(y):.1f}" r="3" fill="{c}"/>')
+        out.append(f'<line x1="{W - R + 15}" x2="{W - R + 40}" y1="{T + 20 * j + 10}" y2="{T + 20 * j + 10}" stroke="{c}" stroke-width="3"/>')
+        out.append(f'<text x="{W - R + 46}" y="{T + 20 * j + 14}">{name}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
 def cdf_points(wl, s, a, keep):
     d = os.path.join(PLOTS, f"{wl}-{s}-{a}") if keep else tempfile.mkdtemp()
     subprocess.run([BIN, "sim", *base(), "--workload", wl, "--scheduler", s, "--alloc", a, "--plot", d], capture_output=True, check=True)
@@ -131,10 +164,15 @@ w("## 2. Utilization over ten random file sets (AVFS Fig. 14), 4r2w")
 w()
 w("| alloc | utilization for seeds 1..10 | spread (points) |")
 w("|---|---|---|")
+fileset = []
 for a in ["zrr", "seq"]:
     res = par([(*base(), "--workload", "4r2w", "--alloc", a, "--seed", str(seed)) for seed in range(1, 11)])
     u = [r["utilization"] for r, _ in res]
+    fileset.append((a, u))
     w(f"| {a} | {' '.join(f'{x:.3f}' for x in u)} | {100 * (max(u) - min(u)):.2f} |")
+w()
+line_chart("4r2w utilization over ten file sets (mixer)", "file set (seed)", "utilization", list(range(1, 11)), fileset, os.path.join(PLOTS, "utilization_filesets.svg"), 0.0, 1.0)
+w("![utilization over file sets](results/utilization_filesets.svg)")
 w()
 w("Command: `dvrfs sim --disk avfs-250g --workload 4r2w --alloc A --seed N` (mixer).")
 w()
@@ -147,9 +185,14 @@ w("Each age cycle deletes a random recording and records a new one (15-45 min)."
 w()
 w("| alloc | " + " | ".join(f"age {g}" for g in ages) + " |")
 w("|---|" + "---|" * len(ages))
+aged = []
 for a in ["zrr", "seq"]:
     res = par([(*base(), "--workload", "4r2w", "--alloc", a, "--age", str(g)) for g in ages])
+    aged.append((a, [r["utilization"] for r, _ in res]))
     w(f"| {a} | " + " | ".join(f"{r['utilization']:.3f}" for r, _ in res) + " |")
+w()
+line_chart("4r2w utilization over file-system age (mixer)", "record-and-delete cycles", "utilization", ages, aged, os.path.join(PLOTS, "utilization_age.svg"), 0.0, 1.0)
+w("![utilization over age](results/utilization_age.svg)")
 w()
 w("Command: `dvrfs sim --disk avfs-250g --workload 4r2w --alloc A --age N`.")
 w()
