@@ -265,6 +265,12 @@ for wl in nvr:
 w()
 w("Command: `dvrfs sim --disk nvr-8t --workload W --scheduler S --find-max`.")
 w()
+w("Why the mixer carries two to three times more recordings here: it serves a recording's contiguous")
+w("requests as one device command (`--merge 4M`). With the write cache off, as in the AVFS experiments,")
+w("every separate write command arrives after its first sector has passed under the head and waits")
+w("almost a revolution. At 150 recordings of 4 Mbit/s the mixer misses nothing with merging and")
+w("322,358 deadlines without it (`--merge 0`: 7.9 ms of rotational wait per command).")
+w()
 with open(OUT, "w") as f:
     f.write("\n".join(lines) + "\n")
 print(f"wrote {OUT}")
