@@ -28,7 +28,8 @@ fn margin(path: &Path, o: &SimOutcome, title: &str) -> CliResult<()> {
         .chain(pts.iter().map(|(x, y)| format!("{x:.3},{y:.8}\n")))
         .collect();
     let csv_path = path.with_extension("csv");
-    std::fs::write(&csv_path, csv).map_err(|e| crate::error::local_io(&csv_path, "writing the margin CDF", e))?;
+    std::fs::write(&csv_path, csv)
+        .map_err(|e| crate::error::local_io(&csv_path, "writing the margin CDF", e))?;
     let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err("the margin CDF", e))?;
     let (lo, hi) = pts
