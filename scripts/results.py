@@ -73,7 +73,7 @@ os.makedirs(PLOTS, exist_ok=True)
 import tempfile, math
 COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e"]
 
-def combined_cdf(wl, curves, path):
+def combined_cdf(wl, curves, path, label=None):
     """One SVG with a margin CDF per configuration (log probability axis, as AVFS Fig. 12-13)."""
     W, H, L, B, T, R = 760, 460, 70, 50, 40, 170
     xs = [x for _, pts in curves for x, _ in pts]
@@ -84,7 +84,7 @@ def combined_cdf(wl, curves, path):
     def py(y): return T + (math.log10(1.0) - math.log10(max(y, ymin))) / (0 - math.log10(ymin)) * (H - T - B)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
-           f'<text x="{(W - R + L) / 2}" y="22" text-anchor="middle" font-size="15">completion margin CDF, {wl}, avfs-250g</text>']
+           f'<text x="{(W - R + L) / 2}" y="22" text-anchor="middle" font-size="15">completion margin CDF, {label or wl}, avfs-250g</text>']
     for e in range(0, 6):
         y = 10 ** -e
         out.append(f'<line x1="{L}" x2="{W - R}" y1="{py(y):.1f}" y2="{py(y):.1f}" stroke="#ddd"/>')
@@ -140,9 +140,9 @@ def line_chart(title, xlabel, ylabel, xs, series, path, ylo=None, yhi=None):
     with open(path, "w") as f:
         f.write("\n".join(out))
 
-def cdf_points(wl, s, a, keep):
+def cdf_points(wl, s, a, keep, extra=()):
     d = os.path.join(PLOTS, f"{wl}-{s}-{a}") if keep else tempfile.mkdtemp()
-    subprocess.run([BIN, "sim", *base(), "--workload", wl, "--scheduler", s, "--alloc", a, "--plot", d], capture_output=True, check=True)
+    subprocess.run([BIN, "sim", *base(), "--workload", wl, "--scheduler", s, "--alloc", a, *extra, "--plot", d], capture_output=True, check=True)
     with open(os.path.join(d, "margin_cdf.csv")) as f:
         rows = [l.split(",") for l in f.read().splitlines()[1:]]
     return f"{s}+{a}", [(float(x), float(y)) for x, y in rows]
@@ -221,6 +221,11 @@ for (s, a), (r, _) in zip(POLICIES, res):
 w()
 w("Command: `dvrfs sim --disk avfs-250g --workload 2r0w --best-effort delete --scheduler S --alloc A`.")
 w()
+with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+    curves = list(ex.map(lambda sa: cdf_points("2r0w", sa[0], sa[1], False, ("--best-effort", "delete")), POLICIES))
+combined_cdf("2r0w", curves, os.path.join(PLOTS, "margin_cdf_2r0w_delete.svg"), "2r0w while 20 GB is deleted")
+w("![margin CDF during the deletion](results/margin_cdf_2r0w_delete.svg)")
+w()
 w("## 6. Copying 100 photos during 2r2w (AVFS Fig. 18)")
 w()
 w("| scheduler+alloc | misses | min margin (ms) | copy time (s) | copy Mbit/s | request latency p50 / p99 (ms) |")
@@ -231,6 +236,11 @@ for (s, a), (r, _) in zip(POLICIES, res):
     w(f"| {s}+{a} | {r['deadline_misses']} | {r['margin_ms']['min']:.0f} | {r['be_active_s']:.1f} | {r['be_active_throughput_mbps']:.1f} | {l['p50']:.1f} / {l['p99']:.1f} |")
 w()
 w("Command: `dvrfs sim --disk avfs-250g --workload 2r2w --best-effort photos --scheduler S --alloc A`.")
+w()
+with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
+    curves = list(ex.map(lambda sa: cdf_points("2r2w", sa[0], sa[1], False, ("--best-effort", "photos")), POLICIES))
+combined_cdf("2r2w", curves, os.path.join(PLOTS, "margin_cdf_2r2w_photos.svg"), "2r2w while 100 photos are copied")
+w("![margin CDF during the photo copy](results/margin_cdf_2r2w_photos.svg)")
 w()
 
 # 7. find-max.
