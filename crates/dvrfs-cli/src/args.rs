@@ -166,6 +166,19 @@ pub struct GetArgs {
     pub local_file: PathBuf,
 }
 
+/// Splits `text` into its leading whole number and the unit after it.
+fn split_number(text: &str) -> Result<(u64, &str), &'static str> {
+    let t = text.trim();
+    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits_end == 0 {
+        return Err("it does not start with a number");
+    }
+    let number = t[..digits_end]
+        .parse()
+        .map_err(|_| "the number is too large")?;
+    Ok((number, &t[digits_end..]))
+}
+
 /// Parses a size: plain bytes, or a number with a binary K/M/G/T suffix (`64G`, `4M`,
 /// `512K`; `KiB`-style spellings are accepted too).
 pub fn parse_size(flag: &str, text: &str) -> CliResult<u64> {
@@ -175,15 +188,7 @@ pub fn parse_size(flag: &str, text: &str) -> CliResult<u64> {
             "give a number of bytes with an optional K, M, G or T suffix (binary: 1K = 1024), e.g. 64G or 4M",
         )
     };
-    let t = text.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    if digits_end == 0 {
-        return Err(bad("it does not start with a number"));
-    }
-    let number: u64 = t[..digits_end]
-        .parse()
-        .map_err(|_| bad("the number is too large"))?;
-    let suffix = &t[digits_end..];
+    let (number, suffix) = split_number(text).map_err(&bad)?;
     let shift = match suffix.to_ascii_uppercase().as_str() {
         "" | "B" => 0,
         s => {
@@ -212,15 +217,8 @@ pub fn parse_duration_ms(flag: &str, text: &str) -> CliResult<u64> {
             "give a whole number with a unit: ms, s, m or h, e.g. 500ms or 1s",
         )
     };
-    let t = text.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    if digits_end == 0 {
-        return Err(bad("it does not start with a number"));
-    }
-    let number: u64 = t[..digits_end]
-        .parse()
-        .map_err(|_| bad("the number is too large"))?;
-    let per_ms: u64 = match &t[digits_end..] {
+    let (number, unit) = split_number(text).map_err(&bad)?;
+    let per_ms: u64 = match unit {
         "ms" => 1,
         "s" => 1000,
         "m" | "min" => 60_000,

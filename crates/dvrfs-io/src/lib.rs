@@ -182,24 +182,7 @@ impl FileDevice {
             None => open_file(path, writable, excl, false).map_err(|e| open_error(path, e))?,
         };
 
-        let locked = match lock {
-            LockMode::Shared => file.try_lock_shared(),
-            LockMode::Exclusive => file.try_lock(),
-        };
-        match locked {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(OpenError::InUse {
-                    path: path.to_path_buf(),
-                })
-            }
-            Err(TryLockError::Error(source)) => {
-                return Err(OpenError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        }
+        take_lock(&file, path, lock)?;
 
         let io_err = |source| OpenError::Io {
             path: path.to_path_buf(),
@@ -266,20 +249,7 @@ impl FileDevice {
             .truncate(false)
             .open(path)
             .map_err(|e| OpenError::from_io(path, e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                return Err(OpenError::InUse {
-                    path: path.to_path_buf(),
-                })
-            }
-            Err(TryLockError::Error(source)) => {
-                return Err(OpenError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        }
+        take_lock(&file, path, LockMode::Exclusive)?;
         let io_err = |source| OpenError::Io {
             path: path.to_path_buf(),
             source,
@@ -500,6 +470,24 @@ fn sync_parent_dir(path: &Path) -> io::Result<()> {
         _ => Path::new("."),
     };
     File::open(parent)?.sync_all()
+}
+
+/// Takes the advisory lock of `mode` without waiting; a conflicting holder is `InUse`.
+fn take_lock(file: &File, path: &Path, mode: LockMode) -> Result<(), OpenError> {
+    let locked = match mode {
+        LockMode::Shared => file.try_lock_shared(),
+        LockMode::Exclusive => file.try_lock(),
+    };
+    match locked {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(OpenError::InUse {
+            path: path.to_path_buf(),
+        }),
+        Err(TryLockError::Error(source)) => Err(OpenError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 #[cfg(test)]
