@@ -257,7 +257,7 @@ fn run_once(s: &Setup, cfg: &SimConfig) -> CliResult<SimOutcome> {
     )
     .map_err(|e| CliError::usage(e.to_string(), "see dvrfs sim --help"))?;
     let mut disk = HddDisk::new(&s.model, cfg.seed);
-    sim::run(cfg, &mut disk, sched.as_mut())
+    sim::run(cfg, &mut disk, &mut sched)
         .map_err(|e| CliError::new(format!("simulation failed: {e}")))
 }
 

@@ -8,7 +8,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use dvrfs_core::sched::testing::{LinearEstimate, LBAS};
-use dvrfs_core::sched::{by_name, Decision, Request, SchedSettings, Scheduler};
+use dvrfs_core::sched::{by_name, Class, Event, Request, SchedSettings, Scheduler};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ const MS: u64 = 1_000_000;
 const SERVICE_NS: u64 = 10 * MS;
 
 struct Rig {
-    sched: Box<dyn Scheduler>,
+    sched: Scheduler,
     now_ns: u64,
     next_id: u64,
     rng: u64,
@@ -26,12 +26,13 @@ struct Rig {
 
 impl Rig {
     fn new(name: &str, n: u64) -> Self {
-        let sched = by_name(
-            name,
-            SchedSettings::default(),
-            Box::new(LinearEstimate::default()),
-        )
-        .expect("known scheduler");
+        // Random LBAs never merge; no best effort here.
+        let settings = SchedSettings {
+            be_share: 0.0,
+            ..SchedSettings::default()
+        };
+        let sched =
+            by_name(name, settings, Box::new(LinearEstimate::default())).expect("known scheduler");
         let mut rig = Rig {
             sched,
             now_ns: 0,
@@ -68,26 +69,30 @@ impl Rig {
             lba,
             sectors: 1024,
             write: self.next_id.is_multiple_of(4),
+            class: Class::RealTime,
             deadline_ns: Some(deadline),
             owner: (self.next_id % 64) as u32,
             submit_ns: self.now_ns,
+            drop_if_late: !self.next_id.is_multiple_of(4),
         };
         self.next_id += 1;
-        self.sched.insert(req, self.now_ns);
+        self.sched
+            .insert(req, self.now_ns)
+            .expect("a valid request");
     }
 
     fn step(&mut self) {
         self.insert();
         loop {
             match self.sched.dispatch(self.now_ns) {
-                Decision::Dispatch(r) => {
+                Event::Dispatch(r) => {
                     self.now_ns += SERVICE_NS;
                     self.sched.complete(black_box(r.id), self.now_ns);
                     return;
                 }
-                Decision::Fail(_) => return,
-                Decision::Wait { until_ns: Some(u) } => self.now_ns = u.max(self.now_ns + 1),
-                Decision::Wait { until_ns: None } => unreachable!("requests are pending"),
+                Event::Fail(_) => return,
+                Event::Wait { until_ns: Some(u) } => self.now_ns = u.max(self.now_ns + 1),
+                Event::Wait { until_ns: None } => unreachable!("requests are pending"),
             }
         }
     }

@@ -2,10 +2,13 @@
 //! service time (the linear eq. 1 estimate, "sequential" = continues the previous
 //! command). Not the simulator (no mechanics); it checks the policies' dynamics:
 //! the mixers keep every margin at light load with less disk time than C-SCAN, and
-//! near capacity `mixer` does not miss more than `avfs`.
+//! near capacity `mixer` does not miss more than `avfs`. Merging and the best-effort
+//! share are off: this loop looks at the policies' own dynamics.
 
 use dvrfs_core::sched::testing::{LinearEstimate, LBAS};
-use dvrfs_core::sched::{by_name, Decision, Request, SchedSettings, Scheduler, ServiceEstimate};
+use dvrfs_core::sched::{
+    by_name, Class, Command, Event, Request, SchedSettings, Scheduler, ServiceEstimate,
+};
 
 const MS: u64 = 1_000_000;
 /// 512 KiB of a 19.39 Mbit/s stream.
@@ -24,17 +27,16 @@ struct Outcome {
 }
 
 fn run(name: &str, streams: u64, writers: u64, secs: u64) -> Outcome {
-    let s = by_name(
-        name,
-        SchedSettings::default(),
-        Box::new(LinearEstimate::default()),
-    )
-    .unwrap();
-    let mut s = s;
-    run_with(&mut *s, streams, writers, secs)
+    let settings = SchedSettings {
+        merge_max_sectors: 0,
+        be_share: 0.0,
+        ..SchedSettings::default()
+    };
+    let mut s = by_name(name, settings, Box::new(LinearEstimate::default())).unwrap();
+    run_with(&mut s, streams, writers, secs)
 }
 
-fn run_with<S: Scheduler + ?Sized>(s: &mut S, streams: u64, writers: u64, secs: u64) -> Outcome {
+fn run_with(s: &mut Scheduler, streams: u64, writers: u64, secs: u64) -> Outcome {
     let est = LinearEstimate::default();
     let mut rng = 0x2545_F491_4F6C_DD1Du64;
     let mut rand = move || {
@@ -50,7 +52,7 @@ fn run_with<S: Scheduler + ?Sized>(s: &mut S, streams: u64, writers: u64, secs: 
         .collect();
     let end_ns = secs * 1_000 * MS;
     let mut now;
-    let mut busy: Option<(u64, Request)> = None;
+    let mut busy: Option<(u64, Command)> = None;
     let mut timer: Option<u64> = None;
     let mut prev_end = u64::MAX;
     let mut busy_ns = 0u64;
@@ -74,7 +76,7 @@ fn run_with<S: Scheduler + ?Sized>(s: &mut S, streams: u64, writers: u64, secs: 
         }
         if let Some((done, r)) = busy.take() {
             if done == now {
-                s.complete(r.id, now);
+                s.complete(r.id, now).unwrap();
                 let margin = r.deadline_ns.unwrap() as i64 - now as i64;
                 out.min_margin_ms = out.min_margin_ms.min(margin / MS as i64);
                 out.completed += 1;
@@ -101,12 +103,15 @@ fn run_with<S: Scheduler + ?Sized>(s: &mut S, streams: u64, writers: u64, secs: 
                         lba,
                         sectors: SECTORS,
                         write: (k as u64) < writers,
+                        class: Class::RealTime,
                         deadline_ns: Some(submit + DEPTH * PERIOD_NS),
                         owner: k as u32,
                         submit_ns: submit,
+                        drop_if_late: (k as u64) >= writers,
                     },
                     now,
-                );
+                )
+                .unwrap();
                 next_id += 1;
             }
         }
@@ -116,7 +121,7 @@ fn run_with<S: Scheduler + ?Sized>(s: &mut S, streams: u64, writers: u64, secs: 
         if busy.is_none() {
             loop {
                 match s.dispatch(now) {
-                    Decision::Dispatch(r) => {
+                    Event::Dispatch(r) => {
                         let t_s = est.service_ns(r.lba, r.sectors, r.write, r.lba == prev_end);
                         prev_end = r.end_lba();
                         busy_ns += t_s;
@@ -124,8 +129,8 @@ fn run_with<S: Scheduler + ?Sized>(s: &mut S, streams: u64, writers: u64, secs: 
                         timer = None;
                         break;
                     }
-                    Decision::Fail(_) => out.misses += 1,
-                    Decision::Wait { until_ns } => {
+                    Event::Fail(rs) => out.misses += rs.len() as u64,
+                    Event::Wait { until_ns } => {
                         timer = until_ns;
                         break;
                     }

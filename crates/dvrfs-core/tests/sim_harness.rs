@@ -3,8 +3,17 @@
 
 use dvrfs_core::disk::{Access, AccessTiming};
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::sched::fifo::Fifo;
+use dvrfs_core::sched::{by_name, testing::LinearEstimate, SchedSettings, Scheduler};
 use dvrfs_core::sim::{run, BestEffort, DiskTimer, SimConfig, Workload};
+
+fn fifo() -> Scheduler {
+    by_name(
+        "fifo",
+        SchedSettings::default(),
+        Box::new(LinearEstimate::default()),
+    )
+    .unwrap()
+}
 
 /// A disk with a fixed positioning time for non-contiguous requests and a transfer rate
 /// falling linearly from outer to inner edge.
@@ -69,21 +78,21 @@ fn cfg(workload: &str) -> SimConfig {
 #[test]
 fn same_seed_same_outcome() {
     let c = cfg("2r2w");
-    let a = run(&c, &mut LinearDisk::new(40 << 30), &mut Fifo::new()).unwrap();
-    let b = run(&c, &mut LinearDisk::new(40 << 30), &mut Fifo::new()).unwrap();
+    let a = run(&c, &mut LinearDisk::new(40 << 30), &mut fifo()).unwrap();
+    let b = run(&c, &mut LinearDisk::new(40 << 30), &mut fifo()).unwrap();
     assert_eq!(a.margins_ns, b.margins_ns);
     assert_eq!(a.seek_distances_bytes, b.seek_distances_bytes);
     assert_eq!(a.busy_ns, b.busy_ns);
     let mut c2 = c.clone();
     c2.seed = 2;
-    let d = run(&c2, &mut LinearDisk::new(40 << 30), &mut Fifo::new()).unwrap();
+    let d = run(&c2, &mut LinearDisk::new(40 << 30), &mut fifo()).unwrap();
     assert_ne!(a.margins_ns, d.margins_ns, "another seed, another run");
 }
 
 #[test]
 fn light_load_meets_every_deadline_and_counts_add_up() {
     let c = cfg("2r2w");
-    let o = run(&c, &mut LinearDisk::new(40 << 30), &mut Fifo::new()).unwrap();
+    let o = run(&c, &mut LinearDisk::new(40 << 30), &mut fifo()).unwrap();
     // 60 s at 19.39 Mbit/s in 512 KiB requests: about 277 requests per stream.
     assert!((1000..1200).contains(&o.rt_requests), "{}", o.rt_requests);
     assert_eq!(o.margins_ns.len() as u64, o.rt_requests);
@@ -105,7 +114,7 @@ fn light_load_meets_every_deadline_and_counts_add_up() {
 #[test]
 fn overload_misses_deadlines_and_reads_fail() {
     let c = cfg("30r");
-    let o = run(&c, &mut LinearDisk::new(40 << 30), &mut Fifo::new()).unwrap();
+    let o = run(&c, &mut LinearDisk::new(40 << 30), &mut fifo()).unwrap();
     assert!(o.deadline_misses > 0);
     assert!(
         o.failed_reads > 0,
@@ -125,7 +134,7 @@ fn best_effort_generators_run() {
         c.best_effort = Some(be);
         c.alloc = policy;
         c.delete_bytes = 2 << 30;
-        let o = run(&c, &mut LinearDisk::new(40 << 30), &mut Fifo::new()).unwrap();
+        let o = run(&c, &mut LinearDisk::new(40 << 30), &mut fifo()).unwrap();
         match be {
             BestEffort::Delete => assert!(o.journal_requests > 0),
             BestEffort::Photos => assert!(
@@ -142,9 +151,9 @@ fn best_effort_generators_run() {
 fn bad_configurations_are_refused() {
     let mut c = cfg("2r");
     c.fill = 1.2;
-    assert!(run(&c, &mut LinearDisk::new(40 << 30), &mut Fifo::new()).is_err());
+    assert!(run(&c, &mut LinearDisk::new(40 << 30), &mut fifo()).is_err());
     let mut c = cfg("2r");
     c.fill = 0.0;
-    let e = run(&c, &mut LinearDisk::new(40 << 30), &mut Fifo::new()).unwrap_err();
+    let e = run(&c, &mut LinearDisk::new(40 << 30), &mut fifo()).unwrap_err();
     assert!(e.to_string().contains("--fill"), "{e}");
 }

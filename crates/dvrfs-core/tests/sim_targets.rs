@@ -29,7 +29,7 @@ fn run_cfg(cfg: &SimConfig, scheduler: &str) -> SimOutcome {
     };
     let mut sched = by_name(scheduler, settings, Box::new(Estimator::from_model(&model))).unwrap();
     let mut disk = HddDisk::new(&model, cfg.seed);
-    run(cfg, &mut disk, sched.as_mut()).unwrap()
+    run(cfg, &mut disk, &mut sched).unwrap()
 }
 
 fn sim(

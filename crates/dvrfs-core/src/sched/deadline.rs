@@ -16,11 +16,13 @@
 //!   in sort order ("one-way elevator", no wrap, as the kernel does for non-zoned disks).
 //!
 //! Request deadlines do *not* influence the order (the kernel knows nothing of them);
-//! only the common dvrfs rule applies: a read whose AVFS deadline has passed when it is
-//! picked is failed instead of sent (it does not count towards the batch).
+//! only the framework's rule applies: a read whose AVFS deadline has passed when it is
+//! picked is failed instead of sent. Merging comes from the framework, as the block
+//! layer gives it to mq-deadline (a merged request keeps the earliest expiry, as
+//! `dd_merged_requests` does).
 //!
-//! Not modelled: priority classes and their aging, zoned-device write locking, request
-//! merging, `front_merges`, `async_depth`.
+//! Not modelled: priority classes and their aging, zoned-device write locking,
+//! `async_depth`.
 
 use super::*;
 use std::collections::BTreeMap;
@@ -47,16 +49,19 @@ struct DirQueue {
     latest_pos: u64,
 }
 
+fn expiry(r: &Request) -> u64 {
+    let expire = if r.write {
+        WRITE_EXPIRE_NS
+    } else {
+        READ_EXPIRE_NS
+    };
+    r.submit_ns.saturating_add(expire)
+}
+
 impl DirQueue {
     fn take(&mut self, key: (u64, ReqId)) -> Request {
         let r = self.sorted.remove(&key).expect("sorted key present");
-        let expire = if r.write {
-            WRITE_EXPIRE_NS
-        } else {
-            READ_EXPIRE_NS
-        };
-        self.fifo
-            .remove(&(r.submit_ns.saturating_add(expire), r.id));
+        self.fifo.remove(&(expiry(&r), r.id));
         r
     }
     fn next_in_sort(&self) -> Option<(u64, ReqId)> {
@@ -82,7 +87,6 @@ pub struct Deadline {
     last_dir: usize,
     batching: u32,
     starved: u32,
-    counters: Counters,
 }
 
 impl Default for Deadline {
@@ -99,7 +103,6 @@ impl Deadline {
             // The first dispatch decides a direction instead of continuing a batch.
             batching: FIFO_BATCH,
             starved: 0,
-            counters: Counters::default(),
         }
     }
 
@@ -137,48 +140,33 @@ impl Deadline {
     }
 }
 
-impl Scheduler for Deadline {
+impl Policy for Deadline {
     fn name(&self) -> &'static str {
         "deadline"
     }
     fn insert(&mut self, req: Request, _now_ns: u64) {
-        self.counters.inserted += 1;
-        let (dir, expire) = if req.write {
-            (WRITE, WRITE_EXPIRE_NS)
-        } else {
-            (READ, READ_EXPIRE_NS)
-        };
-        let q = &mut self.dirs[dir];
-        q.fifo
-            .insert((req.submit_ns.saturating_add(expire), req.id), req.lba);
+        let q = &mut self.dirs[if req.write { WRITE } else { READ }];
+        q.fifo.insert((expiry(&req), req.id), req.lba);
         q.sorted.insert((req.lba, req.id), req);
     }
-    fn dispatch(&mut self, now_ns: u64) -> Decision {
+    fn remove(&mut self, req: &Request) -> bool {
+        let q = &mut self.dirs[if req.write { WRITE } else { READ }];
+        q.fifo.remove(&(expiry(req), req.id));
+        q.sorted.remove(&(req.lba, req.id)).is_some()
+    }
+    fn dispatch(&mut self, now_ns: u64, _free_slots: u32) -> Pick {
         let Some((dir, key)) = self.pick(now_ns) else {
-            return Decision::Wait { until_ns: None };
+            return Pick::Wait { until_ns: None };
         };
         let r = self.dirs[dir].take(key);
-        if read_expired(&r, now_ns) {
-            self.counters.failed += 1;
-            return Decision::Fail(r);
-        }
         self.last_dir = dir;
         self.batching += 1;
         self.dirs[dir].latest_pos = r.end_lba();
-        self.counters.dispatched += 1;
-        Decision::Dispatch(r)
+        Pick::Dispatch(r)
     }
-    fn complete(&mut self, _id: ReqId, _now_ns: u64) {
-        self.counters.completed += 1;
-    }
-    fn has_work(&self) -> bool {
-        self.queued() > 0
-    }
+    fn complete(&mut self, _cmd: &Request, _now_ns: u64) {}
     fn queued(&self) -> u64 {
         (self.dirs[READ].sorted.len() + self.dirs[WRITE].sorted.len()) as u64
-    }
-    fn counters(&self) -> Counters {
-        self.counters
     }
 }
 
@@ -194,19 +182,18 @@ mod tests {
             lba,
             sectors: 8,
             write,
+            class: Class::BestEffort,
             deadline_ns: None,
             owner: 0,
             submit_ns,
+            drop_if_late: false,
         }
     }
 
     fn drain(s: &mut Deadline, now_ns: u64, n: usize) -> Vec<u64> {
         (0..n)
-            .map(|_| match s.dispatch(now_ns) {
-                Decision::Dispatch(r) => {
-                    s.complete(r.id, now_ns);
-                    r.id
-                }
+            .map(|_| match s.dispatch(now_ns, 1) {
+                Pick::Dispatch(r) => r.id,
                 d => panic!("{d:?}"),
             })
             .collect()
@@ -246,17 +233,18 @@ mod tests {
     }
 
     #[test]
-    fn deadlines_do_not_order_but_late_reads_fail() {
+    fn deadlines_do_not_order() {
         let mut s = Deadline::new();
         let mut a = req(1, 100, false, 0);
+        a.class = Class::RealTime;
         a.deadline_ns = Some(10 * MS);
         let mut b = req(2, 50, false, 0);
+        b.class = Class::RealTime;
         b.deadline_ns = Some(5_000 * MS);
         s.insert(a, 0);
         s.insert(b, 0);
-        assert!(matches!(s.dispatch(0), Decision::Dispatch(r) if r.id == 2));
-        assert!(matches!(s.dispatch(20 * MS), Decision::Fail(r) if r.id == 1));
-        s.complete(2, 20 * MS);
-        s.counters().check(0, 0).unwrap();
+        assert!(matches!(s.dispatch(0, 1), Pick::Dispatch(r) if r.id == 2));
+        assert!(matches!(s.dispatch(20 * MS, 1), Pick::Dispatch(r) if r.id == 1));
+        assert_eq!(s.queued(), 0);
     }
 }

@@ -1,12 +1,15 @@
 //! `fifo`: requests in arrival order, real-time or not. The baseline of baselines.
 
 use super::*;
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 
 #[derive(Default)]
 pub struct Fifo {
-    queue: VecDeque<Request>,
-    counters: Counters,
+    /// (arrival sequence) -> entry; a merged entry keeps its first arrival.
+    queue: BTreeMap<u64, Request>,
+    /// Entry id -> arrival sequence.
+    seq_of: BTreeMap<ReqId, u64>,
+    arrivals: u64,
 }
 
 impl Fifo {
@@ -15,37 +18,38 @@ impl Fifo {
     }
 }
 
-impl Scheduler for Fifo {
+impl Policy for Fifo {
     fn name(&self) -> &'static str {
         "fifo"
     }
     fn insert(&mut self, req: Request, _now_ns: u64) {
-        self.counters.inserted += 1;
-        self.queue.push_back(req);
+        self.arrivals += 1;
+        self.queue.insert(self.arrivals, req);
+        self.seq_of.insert(req.id, self.arrivals);
     }
-    fn dispatch(&mut self, now_ns: u64) -> Decision {
-        match self.queue.pop_front() {
-            None => Decision::Wait { until_ns: None },
-            Some(r) if !r.write && r.deadline_ns.is_some_and(|d| d <= now_ns) => {
-                self.counters.failed += 1;
-                Decision::Fail(r)
-            }
-            Some(r) => {
-                self.counters.dispatched += 1;
-                Decision::Dispatch(r)
+    fn remove(&mut self, req: &Request) -> bool {
+        match self.seq_of.remove(&req.id) {
+            Some(seq) => self.queue.remove(&seq).is_some(),
+            None => false,
+        }
+    }
+    fn merged(&mut self, old: &Request, new: Request, _now_ns: u64) {
+        // A merged entry keeps its place in the arrival order.
+        let seq = self.seq_of.remove(&old.id).expect("merged a held entry");
+        self.queue.insert(seq, new);
+        self.seq_of.insert(new.id, seq);
+    }
+    fn dispatch(&mut self, _now_ns: u64, _free_slots: u32) -> Pick {
+        match self.queue.pop_first() {
+            None => Pick::Wait { until_ns: None },
+            Some((_, r)) => {
+                self.seq_of.remove(&r.id);
+                Pick::Dispatch(r)
             }
         }
     }
-    fn complete(&mut self, _id: ReqId, _now_ns: u64) {
-        self.counters.completed += 1;
-    }
-    fn has_work(&self) -> bool {
-        !self.queue.is_empty()
-    }
+    fn complete(&mut self, _cmd: &Request, _now_ns: u64) {}
     fn queued(&self) -> u64 {
         self.queue.len() as u64
-    }
-    fn counters(&self) -> Counters {
-        self.counters
     }
 }

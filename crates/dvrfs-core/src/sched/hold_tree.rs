@@ -609,9 +609,11 @@ mod tests {
             lba,
             sectors,
             write: id.is_multiple_of(3),
+            class: super::super::Class::RealTime,
             deadline_ns: Some(td),
             owner: 0,
             submit_ns: 0,
+            drop_if_late: false,
         }
     }
 

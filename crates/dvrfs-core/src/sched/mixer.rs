@@ -54,27 +54,22 @@
 //!    window is kept as long as C-SCAN order from the head still completes every batch
 //!    request by its deadline (the batch's eq. 2-3 with margin `SWEEP_GUARD_NS`
 //!    instead of m); only otherwise do the paper's reduced and EDF windows apply.
-//! 5. **Merge contiguous requests** of a batch (C-SCAN and reduced windows, same
-//!    direction, deadlines inside the window) into one device command of at most
-//!    [`SchedSettings::merge_max_sectors`] sectors. This saves the per-command overhead
-//!    and, for writes with the write cache off, the revolution a back-to-back write
-//!    loses. The command carries an id from [`MERGED_ID_BASE`] up and
-//!    [`Scheduler::take_merged`] lists its constituents. Off by default (0) until the
-//!    caller supports it.
-//! 6. **Overlapping reads continue the run.** When the file system cuts a stream
-//!    request at a block boundary it rounds each part up to whole pages, so the part at
-//!    the start of the next block ends up to a page *past* where the stream's following
-//!    request starts. Under exact contiguity that following request lies just behind
-//!    the head once the part is served: it cannot merge, it is not "ahead", and it
-//!    waits a whole sweep (or, dispatched alone, almost a revolution), once every
-//!    block of every stream; `dvrfs sim` showed these requests (k = 3 mod 8 with
-//!    4 MiB blocks) as nearly all the late ones. A read that starts at most
-//!    [`RUN_OVERLAP_SECTORS`] before the end of the previous request (or command)
-//!    and reaches beyond it continues the run: it merges into the command, which then
-//!    covers the union, the C-SCAN order and the hold time start that far behind the
-//!    head, and it may ride along (fix 3). Writes never overlap-merge (their order
-//!    matters). On avfs-250g this alone raised `--find-max` 8r0w from 14 to 17
-//!    streams with zrr and from 16 to 21 with seq (`docs/mixer-tuning.md`).
+//! 5. **Merging** of contiguous requests is no longer the mixer's own: the framework
+//!    (`framework.rs`) merges for every policy, as the Linux block layer does for
+//!    every elevator. The mixer keeps one thing from it: a request merged into an
+//!    entry of the running batch stays in the batch ([`Policy::merged`]), since it
+//!    costs transfer time only. (Before the framework existed, only the mixer merged,
+//!    and the NVR comparisons measured merging rather than scheduling.)
+//! 6. **Overlapping reads continue the run.** An unaligned reader (a FUSE client, a
+//!    player restarting mid-page) can issue a read that starts a few sectors *before*
+//!    the end of its previous one. Under exact contiguity that read lies just behind
+//!    the head once the previous one is served: it is not "ahead", and it waits a whole
+//!    sweep (or, dispatched alone, almost a revolution). A read that starts at most
+//!    [`RUN_OVERLAP_SECTORS`] before the end of the previous request (or command) and
+//!    reaches beyond it counts as continuing the run: the C-SCAN order and the hold
+//!    time start that far behind the head, and it may ride along (fix 3). Writes never
+//!    count (their order matters). With the simulator's first, unaligned playback this
+//!    raised `--find-max` 8r0w from 14 to 17 streams (`docs/mixer-tuning.md`).
 //!
 //! Everything else (windows, EDF for urgent requests, failing late reads, best-effort
 //! aging, O(log n) hold time) is `avfs` unchanged.
@@ -84,7 +79,7 @@
 //! exactly the eq. 1 estimate); to be swept with `dvrfs sim --find-max` on the real
 //! disk models.
 
-use super::avfs::{delegate_scheduler, MixerStats, Rules, TrafficMixer};
+use super::avfs::{delegate_policy, MixerStats, Rules, TrafficMixer};
 use super::*;
 
 /// Hold ends when the slack `H - t` falls to this share of the pending work W (percent).
@@ -109,12 +104,11 @@ pub const RUN_OVERLAP_SECTORS: u64 = 8;
 pub struct Mixer<E = Box<dyn ServiceEstimate>>(TrafficMixer<E>);
 
 impl<E: ServiceEstimate> Mixer<E> {
-    pub fn new(settings: SchedSettings, est: E) -> Self {
+    pub fn new(settings: &SchedSettings, est: E) -> Self {
         let rules = Rules {
             name: "mixer",
             hold_work_percent: HOLD_WORK_PERCENT,
             join_ahead: true,
-            merge_max_sectors: settings.merge_max_sectors,
             sweep_guard_ns: Some(SWEEP_GUARD_NS),
             overlap_sectors: RUN_OVERLAP_SECTORS,
         };
@@ -135,13 +129,13 @@ impl<E: ServiceEstimate> Mixer<E> {
     }
 }
 
-delegate_scheduler!(Mixer);
+delegate_policy!(Mixer);
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::sched::avfs::Avfs;
-    use crate::sched::testing::LinearEstimate;
+    use crate::sched::testing::{Direct, LinearEstimate};
 
     const MS: u64 = 1_000_000;
 
@@ -151,15 +145,17 @@ mod tests {
             lba,
             sectors,
             write,
+            class: Class::RealTime,
             deadline_ns: Some(deadline_ns),
             owner: (id % 16) as u32,
             submit_ns: 0,
+            drop_if_late: !write,
         }
     }
 
     /// 40 streams with 2 requests each (a heavy queue): work ~ 40 seeks + 80 transfers
     /// ~ 1.1 s, deadlines 2.5 s out.
-    fn heavy<S: Scheduler>(s: &mut S) {
+    fn heavy<P: Policy>(s: &mut Direct<P>) {
         for i in 0..80u64 {
             let stream = i % 40;
             let lba = stream * 10_000_000 + (i / 40) * 1024;
@@ -170,32 +166,29 @@ mod tests {
     #[test]
     fn mixer_does_not_hold_when_the_queue_is_heavy() {
         let est = LinearEstimate::default();
-        let mut avfs = Avfs::new(SchedSettings::default(), est);
+        let mut avfs = Direct::new(Avfs::new(&SchedSettings::default(), est));
         heavy(&mut avfs);
         // The paper's mixer holds: H is still in the future.
         assert!(avfs.hold_ns(0).unwrap() > 0);
-        assert!(matches!(
-            avfs.dispatch(0),
-            Decision::Wait { until_ns: Some(_) }
-        ));
+        assert!(matches!(avfs.dispatch(0), Pick::Wait { until_ns: Some(_) }));
 
-        let mut mixer = Mixer::new(SchedSettings::default(), est);
+        let mut mixer = Direct::new(Mixer::new(&SchedSettings::default(), est));
         heavy(&mut mixer);
         let (h, work) = mixer.hold_and_work_ns(0).unwrap();
         assert!(h > 0 && h < work, "h {h} work {work}");
-        assert!(matches!(mixer.dispatch(0), Decision::Dispatch(_)));
+        assert!(matches!(mixer.dispatch(0), Pick::Dispatch(_)));
         assert!(mixer.batch_active());
     }
 
     #[test]
     fn mixer_still_holds_at_light_load() {
         let est = LinearEstimate::default();
-        let mut mixer = Mixer::new(SchedSettings::default(), est);
+        let mut mixer = Direct::new(Mixer::new(&SchedSettings::default(), est));
         mixer.insert(rt(1, 1_000_000, 1024, 1_700 * MS, false), 0);
         mixer.insert(rt(2, 9_000_000, 1024, 1_900 * MS, true), 0);
         let (h, work) = mixer.hold_and_work_ns(0).unwrap();
         match mixer.dispatch(0) {
-            Decision::Wait { until_ns: Some(u) } => {
+            Pick::Wait { until_ns: Some(u) } => {
                 assert_eq!(u as i64, h - work);
                 assert!(u > 1_000 * MS);
             }
@@ -203,9 +196,9 @@ mod tests {
         }
     }
 
-    fn id_of(d: Decision) -> u64 {
+    fn id_of(d: Pick) -> u64 {
         match d {
-            Decision::Dispatch(r) => r.id,
+            Pick::Dispatch(r) => r.id,
             d => panic!("expected a dispatch, got {d:?}"),
         }
     }
@@ -213,10 +206,10 @@ mod tests {
     #[test]
     fn runs_ride_along_in_a_batch_that_is_not_saturated() {
         let est = LinearEstimate::default();
-        let mut s = Mixer::new(SchedSettings::default(), est);
+        let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
         heavy(&mut s);
         let first = match s.dispatch(0) {
-            Decision::Dispatch(r) => r,
+            Pick::Dispatch(r) => r,
             d => panic!("{d:?}"),
         };
         // Continues stream 5's run (its 2nd request ends at 50M + 2048), later deadline
@@ -235,12 +228,11 @@ mod tests {
         let mut t = 10 * MS;
         while s.batch_active() {
             match s.dispatch(t) {
-                Decision::Dispatch(r) => {
+                Pick::Dispatch(r) => {
                     served.push(r.id);
                     s.complete(r.id, t + 10 * MS);
                 }
-                Decision::Wait { .. } => break,
-                Decision::Fail(r) => panic!("failed {r:?}"),
+                Pick::Wait { .. } => break,
             }
             t += 10 * MS;
         }
@@ -253,7 +245,7 @@ mod tests {
     #[test]
     fn a_back_to_back_batch_is_saturated_takes_every_arrival_and_then_holds_again() {
         let est = LinearEstimate::default();
-        let mut s = Mixer::new(SchedSettings::default(), est);
+        let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
         s.insert(rt(1, 1_000_000, 1024, 520 * MS, false), 0);
         s.insert(rt(2, 2_000_000, 1024, 520 * MS, false), 0);
         assert_eq!(id_of(s.dispatch(0)), 1);
@@ -272,48 +264,42 @@ mod tests {
         // The batch is light again (request 4 has 4.4 s of slack): back to holding.
         assert!(matches!(
             s.dispatch(60 * MS),
-            Decision::Wait { until_ns: Some(_) }
+            Pick::Wait { until_ns: Some(_) }
         ));
         assert_eq!(s.stats().desaturations, 1);
         assert!(!s.batch_active());
     }
 
     #[test]
-    fn overlapping_reads_continue_the_run_and_merge_into_the_union() {
+    fn overlapping_reads_continue_the_run() {
         let est = LinearEstimate::default();
-        let settings = SchedSettings {
-            merge_max_sectors: 8192,
-            ..SchedSettings::default()
-        };
-        let mut s = Mixer::new(settings, est);
-        // A block-boundary part rounded up to a page (1000..1640) and the stream's next
-        // request starting 7 sectors before its end; then a write that overlaps (not
-        // merged: only reads may overlap) and a read too far back to be a rounding.
+        let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
+        // A read ending at 1640, then the stream's next read starting 7 sectors before
+        // that end; a write that overlaps (writes never continue across an overlap)
+        // and a read too far back to be an unaligned continuation.
         s.insert(rt(1, 1_000, 640, 700 * MS, false), 0);
         s.insert(rt(2, 1_633, 1024, 700 * MS, false), 0);
         s.insert(rt(3, 2_650, 1024, 700 * MS, true), 0);
         s.insert(rt(4, 2_640, 1024, 700 * MS, false), 0);
-        let cmd = match s.dispatch(200 * MS) {
-            Decision::Dispatch(r) => r,
-            d => panic!("{d:?}"),
-        };
-        assert_eq!((cmd.lba, cmd.sectors), (1_000, 1_633 + 1024 - 1_000));
-        assert_eq!(s.take_merged(cmd.id), vec![1, 2]);
-        s.complete(cmd.id, 220 * MS);
-        // The head is at 2657: the read at 2640 (17 back) is behind it, the write at
-        // 2650 (7 back) counts as ahead but is not merged with anything.
-        assert_eq!(id_of(s.dispatch(220 * MS)), 3);
-        s.complete(3, 240 * MS);
-        assert_eq!(id_of(s.dispatch(240 * MS)), 4);
+        let mut order = Vec::new();
+        let mut t = 200 * MS;
+        while let Pick::Dispatch(r) = s.dispatch(t) {
+            order.push(r.id);
+            s.complete(r.id, t + 10 * MS);
+            t += 10 * MS;
+        }
+        // 2 starts behind the head left by 1 but continues it; after 2 the head is at
+        // 2657: the write at 2650 (7 back) counts as ahead, the read at 2640 does not.
+        assert_eq!(order, vec![1, 2, 3, 4]);
     }
 
     #[test]
     fn an_overlapping_read_rides_along_with_the_command_just_sent() {
         let est = LinearEstimate::default();
-        let mut s = Mixer::new(SchedSettings::default(), est);
+        let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
         heavy(&mut s);
         let first = match s.dispatch(0) {
-            Decision::Dispatch(r) => r,
+            Pick::Dispatch(r) => r,
             d => panic!("{d:?}"),
         };
         // Starts 4 sectors before the end of the command in flight, late deadline.
@@ -321,38 +307,5 @@ mod tests {
         assert_eq!(s.stats().joined, 1);
         s.complete(first.id, 10 * MS);
         assert_eq!(id_of(s.dispatch(10 * MS)), 1000);
-    }
-
-    #[test]
-    fn contiguous_batch_requests_merge_into_one_command() {
-        let est = LinearEstimate::default();
-        let settings = SchedSettings {
-            merge_max_sectors: 2048,
-            ..SchedSettings::default()
-        };
-        let mut s = Mixer::new(settings, est);
-        // Three contiguous writes of 1024 sectors and a read after them; due soon.
-        for i in 0..3u64 {
-            s.insert(rt(i + 1, 1_000 + i * 1024, 1024, 700 * MS, true), 0);
-        }
-        s.insert(rt(4, 1_000 + 3 * 1024, 1024, 700 * MS, false), 0);
-        let cmd = match s.dispatch(200 * MS) {
-            Decision::Dispatch(r) => r,
-            d => panic!("{d:?}"),
-        };
-        assert!(cmd.id >= MERGED_ID_BASE);
-        assert_eq!((cmd.lba, cmd.sectors, cmd.write), (1_000, 2048, true));
-        assert_eq!(s.take_merged(cmd.id), vec![1, 2]);
-        assert_eq!(s.take_merged(cmd.id), Vec::<ReqId>::new());
-        s.counters().check(s.queued(), 2).unwrap();
-        s.complete(cmd.id, 220 * MS);
-        s.counters().check(s.queued(), 0).unwrap();
-        // The third write is alone (the read is another direction).
-        let next = match s.dispatch(220 * MS) {
-            Decision::Dispatch(r) => r,
-            d => panic!("{d:?}"),
-        };
-        assert_eq!(next.id, 3);
-        assert!(s.take_merged(3).is_empty());
     }
 }

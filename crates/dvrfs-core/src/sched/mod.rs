@@ -1,15 +1,27 @@
-//! Disk schedulers: one trait, one file per policy.
+//! Disk scheduling: one framework, one hook table, one file per policy.
 //!
-//! The framework-to-policy hook table, as in Linux's elevator: `insert` a request,
-//! `dispatch` when the disk is idle (queue depth 1 on a hard disk), `complete` when the
-//! dispatched request finishes, `has_work`. Settings (`SchedSettings`) are separate from
-//! run-time state. Every policy keeps [`Counters`], and the conservation law
-//! `inserted == dispatched + failed + queued` and `dispatched == completed + in_flight`
-//! is checked by the simulator after every run.
+//! The split follows Linux's block layer. The **framework** ([`Scheduler`], in
+//! `framework.rs`) does what the block layer does for every elevator, once:
+//! - it takes [`Request`]s with a [`Class`] (real-time, best-effort, metadata) and
+//!   validates them;
+//! - it **merges** a request into a queued one that it continues or precedes on disk
+//!   (same class, same direction, up to [`SchedSettings::merge_max_sectors`]), so every
+//!   policy sees the merged extent as one entry, exactly as the block layer hands an
+//!   elevator merged requests; the dispatched [`Command`] carries its members;
+//! - it **cancels** queued requests (splitting a merged entry if needed);
+//! - it fails, at dispatch, a read whose deadline has passed ("deadline missed") instead
+//!   of sending it; writes are never dropped, they complete late;
+//! - it keeps a number of device slots (queue depth 1 for hard disks) and asks the
+//!   policy only when a slot is free;
+//! - it guarantees best-effort traffic a share of disk time while it has work
+//!   ([`SchedSettings::be_share`]), whatever the policy does (see `framework.rs`);
+//! - it keeps the conservation law `inserted == dispatched + failed + cancelled +
+//!   queued`, `dispatched == completed + in_flight`, counted in requests.
 //!
-//! A request with a deadline is real-time. Under every policy a *read* whose deadline
-//! has passed when it would be dispatched is failed ("deadline missed") instead of being
-//! served; a write is never dropped: it completes late and counts as a miss.
+//! A **policy** ([`Policy`]) only orders: `insert`, `remove`, `dispatch` (told how many
+//! slots are free), `complete`, plus `merged` and `allow_merge` hooks, as in Linux's
+//! `elevator_mq_ops`. Settings ([`SchedSettings`]) are validated where they are built;
+//! run-time state stays in each policy.
 //!
 //! Policies (`--scheduler` names, [`NAMES`]):
 //!
@@ -23,17 +35,6 @@
 //! | `scan-edf` | [`scan_edf`] | deadline order, SCAN within a deadline window |
 //! | `deadline` | [`deadline`] | deadline-like: a model of Linux mq-deadline |
 //! | `cfq` | [`cfq`] | cfq-like: a model of Linux CFQ |
-//!
-//! **Merged commands.** A policy may serve several contiguous requests with one device
-//! command (only `mixer`, and only when [`SchedSettings::merge_max_sectors`] is non-zero;
-//! `mixer` also merges a read that overlaps the tail of the previous one by at most
-//! [`mixer::RUN_OVERLAP_SECTORS`], and the command then covers the union).
-//! It then dispatches a synthetic [`Request`] whose id is at or above [`MERGED_ID_BASE`];
-//! the caller must call [`Scheduler::take_merged`] once right after such a dispatch to
-//! learn the constituent ids (LBA order), and later reports the completion of the whole
-//! command with `complete(merged_id)`. [`Counters`] count constituent requests, so the
-//! `in_flight` given to [`Counters::check`] is the number of *requests* on the disk, not
-//! of commands. Callers must allocate their own ids below `MERGED_ID_BASE`.
 
 pub mod avfs;
 pub mod cfq;
@@ -41,28 +42,87 @@ pub mod cscan;
 pub mod deadline;
 pub mod edf;
 pub mod fifo;
+mod framework;
 mod hold_tree;
 pub mod mixer;
 pub mod scan_edf;
 pub mod testing;
+
+pub use framework::{BeStats, Command, Counters, Event, QueueError, Scheduler};
 
 use std::fmt;
 
 /// Identifies a request for its whole life.
 pub type ReqId = u64;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What kind of traffic a request is. The class decides who may merge with whom, what
+/// the best-effort guarantee counts, and how reports split the traffic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    /// A stream's request: it has a deadline.
+    RealTime,
+    /// Everything without a deadline: copies, `ls`, deletions' data, FUSE traffic.
+    BestEffort,
+    /// The file system's own journal and checkpoint writes: they have a deadline of
+    /// their own, so a commit is never starved and never starves a stream.
+    Metadata,
+}
+
+impl Class {
+    /// Names as they are written in reports and on the command line.
+    pub const NAMES: &'static [&'static str] = &["real-time", "best-effort", "metadata"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::RealTime => "real-time",
+            Class::BestEffort => "best-effort",
+            Class::Metadata => "metadata",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Class, UnknownClass> {
+        match s {
+            "real-time" | "rt" => Ok(Class::RealTime),
+            "best-effort" | "be" => Ok(Class::BestEffort),
+            "metadata" | "meta" => Ok(Class::Metadata),
+            _ => Err(UnknownClass {
+                name: s.to_string(),
+            }),
+        }
+    }
+
+    /// Classes that must carry a deadline (best-effort must not).
+    pub fn has_deadline(self) -> bool {
+        self != Class::BestEffort
+    }
+}
+
+/// A class name that is not one of [`Class::NAMES`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown request class `{name}`; valid classes: real-time, best-effort, metadata")]
+pub struct UnknownClass {
+    pub name: String,
+}
+
+/// One request as the file system issues it, or (inside a policy) one queued entry,
+/// which may stand for several merged requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
     pub id: ReqId,
     pub lba: u64,
     pub sectors: u32,
     pub write: bool,
-    /// Absolute deadline (virtual or wall-clock ns); `None` = best-effort.
+    pub class: Class,
+    /// Absolute deadline (virtual or monotonic ns); `None` exactly for best-effort.
     pub deadline_ns: Option<u64>,
     /// Who issued it (a stream, a best-effort generator, the journal): CFQ-like
     /// scheduling keeps one queue per owner.
     pub owner: u32,
     pub submit_ns: u64,
+    /// A read that is failed, not served, once its deadline has passed: the reads of a
+    /// read operation. False for writes (never dropped) and for the reads a partial
+    /// write needs (read-modify-write), which must complete however late.
+    pub drop_if_late: bool,
 }
 
 impl Request {
@@ -74,69 +134,57 @@ impl Request {
     }
 }
 
-/// What the scheduler wants the idle disk to do now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
-    /// Send this request to the disk.
+/// What a policy wants a free device slot to do now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// Send this queued entry (the framework fails the late reads in it).
     Dispatch(Request),
-    /// This read's deadline has passed: complete it with a "deadline missed" error.
-    /// The disk stays idle; ask again.
-    Fail(Request),
-    /// Nothing to do until `until_ns` (a hold timer), or until a new request arrives
+    /// Nothing to do until `until_ns` (a hold timer), or until a request arrives
     /// (`None`).
     Wait { until_ns: Option<u64> },
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
-    pub inserted: u64,
-    pub dispatched: u64,
-    pub completed: u64,
-    pub failed: u64,
-}
-
-impl Counters {
-    /// The conservation law, given what is still queued and in flight.
-    pub fn check(&self, queued: u64, in_flight: u64) -> Result<(), String> {
-        if self.inserted != self.dispatched + self.failed + queued {
-            return Err(format!(
-                "inserted {} != dispatched {} + failed {} + queued {queued}",
-                self.inserted, self.dispatched, self.failed
-            ));
-        }
-        if self.dispatched != self.completed + in_flight {
-            return Err(format!(
-                "dispatched {} != completed {} + in flight {in_flight}",
-                self.dispatched, self.completed
-            ));
-        }
-        Ok(())
-    }
-}
-
-pub trait Scheduler {
+/// The hook table between the framework and a policy. Every call is made with the
+/// framework's bookkeeping already consistent; `req` arguments are entries the policy
+/// holds (or is given) exactly as last inserted.
+pub trait Policy {
     /// The policy's name as `--scheduler` spells it.
     fn name(&self) -> &'static str;
+    /// A new entry joins the queue.
     fn insert(&mut self, req: Request, now_ns: u64);
-    /// Called only when the disk is idle.
-    fn dispatch(&mut self, now_ns: u64) -> Decision;
-    /// The dispatched request `id` finished.
-    fn complete(&mut self, id: ReqId, now_ns: u64);
-    fn has_work(&self) -> bool;
-    /// Requests inserted and neither dispatched nor failed.
+    /// Takes a queued entry out (cancel, or the framework merging entries); false if
+    /// the policy does not hold it.
+    fn remove(&mut self, req: &Request) -> bool;
+    /// The queued entry `old` grew into `new` by merging (its id or LBA may change).
+    /// Policies that keep entries in several sets override this to keep `new` where
+    /// `old` was.
+    fn merged(&mut self, old: &Request, new: Request, now_ns: u64) {
+        let held = self.remove(old);
+        debug_assert!(held, "merged an entry the policy does not hold");
+        self.insert(new, now_ns);
+    }
+    /// Called when at least one device slot is free: `free_slots` of them.
+    fn dispatch(&mut self, now_ns: u64, free_slots: u32) -> Pick;
+    /// The framework sent `cmd` without asking the policy (the best-effort guarantee).
+    /// Policies that track the head position or the work in flight note it here.
+    fn forced(&mut self, cmd: &Request, now_ns: u64) {
+        let _ = (cmd, now_ns);
+    }
+    /// The dispatched (or forced) command `cmd` finished.
+    fn complete(&mut self, cmd: &Request, now_ns: u64);
+    /// Entries held (merged entries count once).
     fn queued(&self) -> u64;
-    fn counters(&self) -> Counters;
-    /// The constituent request ids of the merged command `merged_id` just dispatched
-    /// (see the module docs), in LBA order; empty for a plain request. Each merged
-    /// command's list is handed out once. Policies that never merge keep the default.
-    fn take_merged(&mut self, merged_id: ReqId) -> Vec<ReqId> {
-        let _ = merged_id;
+    /// The policy's own figures (windows used, holds, ...), for reports.
+    fn stats(&self) -> Vec<(&'static str, u64)> {
         Vec::new()
     }
+    /// Whether the new request `new` may be merged into the queued entry `queued`
+    /// (CFQ only merges within one issuer's queue, as the kernel's did).
+    fn allow_merge(&self, queued: &Request, new: &Request) -> bool {
+        let _ = (queued, new);
+        true
+    }
 }
-
-/// Ids at or above this are synthetic ids of merged commands made by a policy.
-pub const MERGED_ID_BASE: ReqId = 1 << 63;
 
 /// A service-time estimate for one request (AVFS eq. 1), the seam to
 /// `disk::Estimator`. The policies that plan with it (`avfs`, `mixer`) hold one.
@@ -164,12 +212,18 @@ impl<T: ServiceEstimate + ?Sized> ServiceEstimate for &T {
     }
 }
 
-/// The settings shared by the policies (`--margin`, `--urgent`, ...). Tunables that
-/// belong to a single policy are named constants at the top of its file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Largest device queue depth the framework accepts.
+pub const MAX_QUEUE_DEPTH: u32 = 256;
+/// Default bound on requests queued in the framework (not yet dispatched).
+pub const DEFAULT_MAX_QUEUED: u32 = 1 << 20;
+
+/// Settings of the framework and of the policies (`--margin`, `--urgent`, ...). Build
+/// them, then [`SchedSettings::validate`]; [`Scheduler::new`] refuses invalid ones.
+/// Tunables that belong to a single policy are named constants at the top of its file.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SchedSettings {
     /// AVFS desired completion margin m: a real-time request should complete at least
-    /// this long before its deadline (AVFS 4.1: 500 ms).
+    /// this long before its deadline (AVFS 4.1: 500 ms). Must be positive.
     pub margin_ns: u64,
     /// AVFS urgent threshold e (< m): requests due within it are served EDF
     /// (AVFS 4.1: 100 ms).
@@ -178,10 +232,19 @@ pub struct SchedSettings {
     /// this is served before younger ones, oldest first (the paper leaves the rule
     /// open, 3.3.5; 1 s keeps a `ls` responsive without breaking up LBA order).
     pub be_max_age_ns: u64,
-    /// Largest merged command `mixer` builds from contiguous requests of a batch, in
-    /// sectors; 0 turns merging off. Off by default: the caller must support
-    /// [`Scheduler::take_merged`] before turning it on.
+    /// Largest merged command the framework builds from contiguous requests, in
+    /// sectors; 0 turns merging off. Applies to every policy.
     pub merge_max_sectors: u32,
+    /// Share of disk time best-effort traffic always gets while it has work, 0 <= s < 1
+    /// (0: no guarantee). `dvrfs capacity` and admission subtract it.
+    pub be_share: f64,
+    /// Latency target of a best-effort request (submission to completion), checked at
+    /// its 99th percentile by `--find-max`.
+    pub be_latency_ns: u64,
+    /// Device slots: commands in flight at once (1 for a hard disk).
+    pub queue_depth: u32,
+    /// Requests the framework holds at most before it refuses new ones.
+    pub max_queued: u32,
 }
 
 impl Default for SchedSettings {
@@ -190,8 +253,63 @@ impl Default for SchedSettings {
             margin_ns: 500_000_000,
             urgent_ns: 100_000_000,
             be_max_age_ns: 1_000_000_000,
-            merge_max_sectors: 0,
+            merge_max_sectors: 8192,
+            be_share: 0.1,
+            be_latency_ns: 500_000_000,
+            queue_depth: 1,
+            max_queued: DEFAULT_MAX_QUEUED,
         }
+    }
+}
+
+/// Why a [`SchedSettings`] was refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("the completion margin must be positive (the paper uses 500 ms)")]
+    ZeroMargin,
+    #[error(
+        "the urgent threshold ({urgent_ms} ms) must be shorter than the margin ({margin_ms} ms)"
+    )]
+    UrgentNotBelowMargin { urgent_ms: f64, margin_ms: f64 },
+    #[error("the best-effort share {share} is outside 0..1 (a fraction of disk time, e.g. 0.1)")]
+    BeShare { share: String },
+    #[error("the best-effort latency target must be positive")]
+    ZeroBeLatency,
+    #[error("queue depth {depth} is outside 1..={MAX_QUEUE_DEPTH}")]
+    QueueDepth { depth: u32 },
+    #[error("the queue bound must be at least 1 request")]
+    ZeroMaxQueued,
+}
+
+impl SchedSettings {
+    /// Checks every setting; the error says which one and why.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        if self.margin_ns == 0 {
+            return Err(SettingsError::ZeroMargin);
+        }
+        if self.urgent_ns >= self.margin_ns {
+            return Err(SettingsError::UrgentNotBelowMargin {
+                urgent_ms: self.urgent_ns as f64 / 1e6,
+                margin_ms: self.margin_ns as f64 / 1e6,
+            });
+        }
+        if !(self.be_share.is_finite() && (0.0..1.0).contains(&self.be_share)) {
+            return Err(SettingsError::BeShare {
+                share: format!("{}", self.be_share),
+            });
+        }
+        if self.be_latency_ns == 0 {
+            return Err(SettingsError::ZeroBeLatency);
+        }
+        if self.queue_depth == 0 || self.queue_depth > MAX_QUEUE_DEPTH {
+            return Err(SettingsError::QueueDepth {
+                depth: self.queue_depth,
+            });
+        }
+        if self.max_queued == 0 {
+            return Err(SettingsError::ZeroMaxQueued);
+        }
+        Ok(())
     }
 }
 
@@ -199,6 +317,15 @@ impl Default for SchedSettings {
 pub const NAMES: &[&str] = &[
     "mixer", "avfs", "fifo", "cscan", "edf", "scan-edf", "deadline", "cfq",
 ];
+
+/// Why a scheduler could not be built.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    UnknownScheduler(#[from] UnknownScheduler),
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+}
 
 /// A `--scheduler` name that is not one of [`NAMES`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -217,12 +344,13 @@ impl fmt::Display for UnknownScheduler {
     }
 }
 
-/// Builds the policy called `name`. `est` is used by `avfs` and `mixer` only.
-pub fn by_name(
+/// Builds the policy called `name` (settings already validated by the caller).
+/// `est` is used by `avfs` and `mixer` only.
+pub fn policy_by_name(
     name: &str,
-    settings: SchedSettings,
+    settings: &SchedSettings,
     est: Box<dyn ServiceEstimate>,
-) -> Result<Box<dyn Scheduler>, UnknownScheduler> {
+) -> Result<Box<dyn Policy>, UnknownScheduler> {
     Ok(match name {
         "mixer" => Box::new(mixer::Mixer::new(settings, est)),
         "avfs" => Box::new(avfs::Avfs::new(settings, est)),
@@ -240,19 +368,13 @@ pub fn by_name(
     })
 }
 
-/// The common rule: a read whose deadline is at or before `now_ns` is failed instead
-/// of served.
-pub(crate) fn read_expired(req: &Request, now_ns: u64) -> bool {
-    !req.write && req.deadline_ns.is_some_and(|d| d <= now_ns)
-}
-
-/// Hands `req` out under the common rule, counting it.
-pub(crate) fn dispatch_or_fail(counters: &mut Counters, req: Request, now_ns: u64) -> Decision {
-    if read_expired(&req, now_ns) {
-        counters.failed += 1;
-        Decision::Fail(req)
-    } else {
-        counters.dispatched += 1;
-        Decision::Dispatch(req)
-    }
+/// The framework around the policy called `name`.
+pub fn by_name(
+    name: &str,
+    settings: SchedSettings,
+    est: Box<dyn ServiceEstimate>,
+) -> Result<Scheduler, BuildError> {
+    settings.validate()?;
+    let policy = policy_by_name(name, &settings, est)?;
+    Ok(Scheduler::new(policy, settings)?)
 }

@@ -64,3 +64,49 @@ mod tests {
         assert_eq!(e.service_ns(0, 1024, false, false), 13_000_000 + 7_489_828);
     }
 }
+
+/// A policy driven directly, without the framework, with the old caller's bookkeeping:
+/// it remembers what it dispatched so tests can complete by id (policy unit tests).
+#[cfg(test)]
+pub(crate) struct Direct<P> {
+    pub p: P,
+    sent: std::collections::BTreeMap<super::ReqId, super::Request>,
+}
+
+#[cfg(test)]
+impl<P: super::Policy> Direct<P> {
+    pub fn new(p: P) -> Self {
+        Direct {
+            p,
+            sent: Default::default(),
+        }
+    }
+    pub fn insert(&mut self, r: super::Request, now_ns: u64) {
+        self.p.insert(r, now_ns)
+    }
+    pub fn dispatch(&mut self, now_ns: u64) -> super::Pick {
+        let d = self.p.dispatch(now_ns, 1);
+        if let super::Pick::Dispatch(r) = d {
+            self.sent.insert(r.id, r);
+        }
+        d
+    }
+    pub fn complete(&mut self, id: super::ReqId, now_ns: u64) {
+        let r = self
+            .sent
+            .remove(&id)
+            .expect("completed a request never dispatched");
+        self.p.complete(&r, now_ns)
+    }
+    pub fn queued(&self) -> u64 {
+        self.p.queued()
+    }
+}
+
+#[cfg(test)]
+impl<P> std::ops::Deref for Direct<P> {
+    type Target = P;
+    fn deref(&self) -> &P {
+        &self.p
+    }
+}

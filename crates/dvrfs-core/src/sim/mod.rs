@@ -35,7 +35,7 @@ use crate::error::{Error, Result};
 use crate::format::superblock::{AllocPolicy, Superblock};
 use crate::fs::{mkfs, Fs, OpenOptions};
 use crate::layout::MkfsParams;
-use crate::sched::{Counters, Decision, ReqId, Request, Scheduler, MERGED_ID_BASE};
+use crate::sched::{Class, Command, Counters, Event, ReqId, Request, Scheduler};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -250,7 +250,7 @@ struct Sim<'a, T: DiskTimer> {
     fs: Fs<SimDevice>,
     sb: Superblock,
     disk: &'a mut T,
-    sched: &'a mut dyn Scheduler,
+    sched: &'a mut Scheduler,
     rng: ChaCha8Rng,
     events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
@@ -258,7 +258,7 @@ struct Sim<'a, T: DiskTimer> {
     /// Every request given to the scheduler: why, its length, deadline and submit time.
     purposes: BTreeMap<ReqId, (Purpose, u64, Option<u64>, u64)>,
     /// The command on the disk and the requests it serves (several when merged).
-    busy: Option<(Request, Vec<ReqId>)>,
+    busy: Option<(Command, Vec<ReqId>)>,
     next_wake: Option<u64>,
     last_end_lba: Option<u64>,
     streams: Vec<Stream>,
@@ -293,7 +293,7 @@ fn ns_for_bytes(bytes: u64, rate_bps: f64) -> u64 {
 pub fn run<T: DiskTimer>(
     cfg: &SimConfig,
     disk: &mut T,
-    sched: &mut dyn Scheduler,
+    sched: &mut Scheduler,
 ) -> Result<SimOutcome> {
     if !(0.0..=1.0).contains(&cfg.fill) {
         return Err(Error::InvalidArgument(format!(
@@ -616,12 +616,20 @@ impl<T: DiskTimer> Sim<'_, T> {
             lba: offset / sector,
             sectors: len.div_ceil(sector) as u32,
             write,
+            class: if deadline.is_some() {
+                Class::RealTime
+            } else {
+                Class::BestEffort
+            },
             deadline_ns: deadline,
             owner,
             submit_ns: now,
+            drop_if_late: !write,
         };
         self.purposes.insert(id, (purpose, len, deadline, now));
-        self.sched.insert(req, now);
+        self.sched
+            .insert(req, now)
+            .expect("the simulator's requests are valid");
     }
 
     /// Issues request `k` of stream `s` now.
@@ -880,8 +888,12 @@ impl<T: DiskTimer> Sim<'_, T> {
 
     fn try_dispatch(&mut self, now: u64) -> Result<()> {
         while self.busy.is_none() {
-            match self.sched.dispatch(now) {
-                Decision::Dispatch(r) => {
+            let ev = self.sched.dispatch(now);
+            for r in self.sched.take_failed() {
+                self.fail_member(&r, now)?;
+            }
+            match ev {
+                Event::Dispatch(r) => {
                     let a = Access {
                         lba: r.lba,
                         sectors: r.sectors,
@@ -901,21 +913,16 @@ impl<T: DiskTimer> Sim<'_, T> {
                     self.out.rotation_ns += t.rotation_ns;
                     self.out.transfer_ns += t.transfer_ns;
                     self.out.overhead_ns += t.overhead_ns;
-                    let members = if r.id >= MERGED_ID_BASE {
-                        self.sched.take_merged(r.id)
-                    } else {
-                        vec![r.id]
-                    };
+                    let members = r.members.iter().map(|m| m.id).collect();
                     self.busy = Some((r, members));
                     self.push(t.end_ns, Ev::DiskDone);
                 }
-                Decision::Fail(r) => {
-                    let (purpose, ..) = self.purposes.remove(&r.id).ok_or_else(|| lost(r.id))?;
-                    if let Purpose::Stream { s, k } = purpose {
-                        self.part_done(s, k, now, r.deadline_ns.unwrap_or(now), true);
+                Event::Fail(rs) => {
+                    for r in rs {
+                        self.fail_member(&r, now)?;
                     }
                 }
-                Decision::Wait { until_ns } => {
+                Event::Wait { until_ns } => {
                     if let Some(u) = until_ns {
                         let u = u.max(now + 1);
                         if self.next_wake.is_none_or(|w| u < w) {
@@ -926,6 +933,14 @@ impl<T: DiskTimer> Sim<'_, T> {
                     break;
                 }
             }
+        }
+        Ok(())
+    }
+
+    fn fail_member(&mut self, r: &Request, now: u64) -> Result<()> {
+        let (purpose, ..) = self.purposes.remove(&r.id).ok_or_else(|| lost(r.id))?;
+        if let Purpose::Stream { s, k } = purpose {
+            self.part_done(s, k, now, r.deadline_ns.unwrap_or(now), true);
         }
         Ok(())
     }
@@ -1021,11 +1036,7 @@ impl<T: DiskTimer> Sim<'_, T> {
 
     fn finish(mut self) -> Result<SimOutcome> {
         let c = self.sched.counters();
-        c.check(
-            self.sched.queued(),
-            self.busy.as_ref().map_or(0, |(_, m)| m.len() as u64),
-        )
-        .map_err(|e| {
+        self.sched.check().map_err(|e| {
             Error::Corrupt(format!(
                 "scheduler {} broke the conservation law: {e}",
                 self.sched.name()
