@@ -394,7 +394,7 @@ impl HoldTree {
         let dead = &mut self.nodes[gone as usize];
         dead.left = NIL;
         dead.right = NIL;
-        Some(dead.req.clone())
+        Some(dead.req)
     }
 
     /// Moves every request out, leaving the tree empty (O(1): the arena moves).
@@ -567,7 +567,7 @@ impl HoldTree {
                 t = self.n(t).left;
             }
             let top = stack.pop().expect("non-empty stack");
-            out.push(self.n(top).req.clone());
+            out.push(self.n(top).req);
             t = self.n(top).right;
         }
         out
@@ -647,7 +647,7 @@ mod tests {
                     Op::Insert { lba, sectors, td } => {
                         let r = req(next_id, lba, sectors, td);
                         next_id += 1;
-                        tree.insert(r.clone(), &est);
+                        tree.insert(r, &est);
                         model.push(r);
                     }
                     Op::Remove(i) => {

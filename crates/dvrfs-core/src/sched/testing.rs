@@ -51,20 +51,6 @@ impl ServiceEstimate for LinearEstimate {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn linear_estimate_matches_eq1_at_the_edges() {
-        let e = LinearEstimate::default();
-        // 512 KiB at 70 MB/s = 7.49 ms; at 38 MB/s = 13.8 ms.
-        assert_eq!(e.service_ns(0, 1024, false, true), 7_489_828);
-        assert_eq!(e.service_ns(LBAS, 1024, false, true), 13_797_052);
-        assert_eq!(e.service_ns(0, 1024, false, false), 13_000_000 + 7_489_828);
-    }
-}
-
 /// A policy driven directly, without the framework, with the old caller's bookkeeping:
 /// it remembers what it dispatched so tests can complete by id (policy unit tests).
 #[cfg(test)]
@@ -108,5 +94,19 @@ impl<P> std::ops::Deref for Direct<P> {
     type Target = P;
     fn deref(&self) -> &P {
         &self.p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linear_estimate_matches_eq1_at_the_edges() {
+        let e = LinearEstimate::default();
+        // 512 KiB at 70 MB/s = 7.49 ms; at 38 MB/s = 13.8 ms.
+        assert_eq!(e.service_ns(0, 1024, false, true), 7_489_828);
+        assert_eq!(e.service_ns(LBAS, 1024, false, true), 13_797_052);
+        assert_eq!(e.service_ns(0, 1024, false, false), 13_000_000 + 7_489_828);
     }
 }
