@@ -204,6 +204,7 @@ impl Hdd {
         let mut rotation_ns = 0.0;
         let mut cylinders = 0;
         let mut cache_hit = false;
+        let mut cache_partial_hit = false;
         let end_ns;
 
         if sectors == 0 {
@@ -265,6 +266,7 @@ impl Hdd {
                         });
                     } else if frontier < s.limit_lba {
                         // Still streaming: the media read continues without a gap.
+                        cache_partial_hit = frontier > lba;
                         let media_end =
                             s.stream_start_ns + self.media_ns(s.stream_lba, end_lba - s.stream_lba);
                         self.set_head(end_lba - 1);
@@ -273,6 +275,7 @@ impl Hdd {
                     } else {
                         // The read-ahead stopped at its limit: the rest needs the
                         // platter to come round to it.
+                        cache_partial_hit = frontier > lba;
                         self.stream = None;
                         self.set_head(frontier.min(lbas - 1));
                         let m = self.media(t_cmd, frontier, end_lba - frontier, false);
@@ -297,7 +300,10 @@ impl Hdd {
                         _ => {
                             // A miss, or a partial hit whose tail comes from the media.
                             let from = match seg {
-                                Some(i) => self.segments.remove(i).end_lba,
+                                Some(i) => {
+                                    cache_partial_hit = true;
+                                    self.segments.remove(i).end_lba
+                                }
                                 None => lba,
                             };
                             let m = self.media(t_cmd, from, end_lba - from, false);
@@ -325,6 +331,7 @@ impl Hdd {
             transfer_ns: end - issue_ns - overhead_ns - seek_ns - rotation_ns,
             seek_cylinders: cylinders,
             cache_hit,
+            cache_partial_hit,
         }
     }
 
