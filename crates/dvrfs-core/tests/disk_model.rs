@@ -1,4 +1,5 @@
-//! The disk model through its public API: the figures `docs/disk-models.md` quotes.
+//! The disk model through its public API: the figures `docs/disk-models.md` quotes,
+//! and the sanity figures of `disks/SCHEMA.md` that every built-in model must reproduce.
 //! Run with `--nocapture` to print them.
 
 use dvrfs_core::disk::{capacity, Access, DiskModel, Estimator, Hdd, StreamParams};
@@ -6,6 +7,28 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 const MIB: u64 = 1 << 20;
+/// SCHEMA.md: the sustained sequential rate within 2% of its formula.
+const SUSTAINED_RATE_TOLERANCE: f64 = 0.02;
+/// SCHEMA.md: the mean random 4 KiB read within 5% of its formula.
+const RANDOM_READ_TOLERANCE: f64 = 0.05;
+
+/// SCHEMA.md's sustained rate of a zone of `spt` sectors per track, reading whole
+/// cylinders with the skews: `media_rate * H / (H + (H - 1) * track_skew +
+/// cylinder_skew)`, in MB/s.
+fn schema_rate_mb_per_s(m: &DiskModel, spt: u32) -> f64 {
+    let h = m.surfaces as f64;
+    let media_bytes_per_s = spt as f64 * m.sector_bytes as f64 * m.rpm / 60.0;
+    media_bytes_per_s * h / (h + (h - 1.0) * m.track_skew + m.cylinder_skew) / 1e6
+}
+
+/// SCHEMA.md's random read at queue depth 1: average seek + half a revolution +
+/// command overhead + transfer at the zone-averaged sustained rate, in ms.
+fn schema_random_read_ms(m: &DiskModel, zone_avg_bytes_per_s: f64, bytes: u64) -> f64 {
+    m.seek_ms.average
+        + m.rotation_ns() / 2e6
+        + m.command_overhead_ms
+        + bytes as f64 / zone_avg_bytes_per_s * 1e3
+}
 
 fn seq_rate_mb_per_s(m: &DiskModel, lba: u64) -> f64 {
     let mut hdd = Hdd::new(m, 1);
@@ -147,7 +170,23 @@ fn disk_figures() {
             m.rotation_ns() / 1e6
         );
         assert!(outer > inner && inner > 0.0);
-        assert!(r4k > 10.0 && r4k < 15.0);
+        let want_outer = schema_rate_mb_per_s(&m, geo.spt(0));
+        let want_inner = schema_rate_mb_per_s(&m, geo.spt(geo.inner_zone()));
+        let want_r4k = schema_random_read_ms(&m, geo.zone_avg_rate_bytes_per_s(), 4096);
+        println!(
+            "  schema: outer {want_outer:.2} MB/s, inner {want_inner:.2} MB/s, random 4K \
+             {want_r4k:.3} ms"
+        );
+        for (what, got, want, tolerance) in [
+            ("outer rate", outer, want_outer, SUSTAINED_RATE_TOLERANCE),
+            ("inner rate", inner, want_inner, SUSTAINED_RATE_TOLERANCE),
+            ("random 4K read", r4k, want_r4k, RANDOM_READ_TOLERANCE),
+        ] {
+            assert!(
+                (got - want).abs() <= tolerance * want,
+                "{name} {what}: {got:.3} against the schema's {want:.3}"
+            );
+        }
     }
 }
 

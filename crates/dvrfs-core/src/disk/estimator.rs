@@ -135,6 +135,7 @@ impl crate::sched::ServiceEstimate for Estimator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::model::BUILTIN_NAMES;
     use crate::disk::{Access, Hdd};
     use rand_chacha::ChaCha8Rng;
     use rand_core::{RngCore, SeedableRng};
@@ -195,7 +196,7 @@ mod tests {
 
     #[test]
     fn random_requests_are_estimated_on_the_safe_side() {
-        for name in ["avfs-250g", "nvr-8t"] {
+        for name in BUILTIN_NAMES {
             for (sectors, write) in [(8u32, false), (1024, false), (1024, true)] {
                 let (est, sim) = compare(name, 3_000, |rng, lbas| {
                     let lba = rng.next_u64() % (lbas - sectors as u64);
@@ -220,7 +221,7 @@ mod tests {
 
     #[test]
     fn sequential_512k_reads_within_ten_percent() {
-        for name in ["avfs-250g", "nvr-8t"] {
+        for name in BUILTIN_NAMES {
             for start_fraction in [0.0, 0.3, 0.5, 0.65, 0.95] {
                 let mut lba = 0;
                 let (est, sim) = compare(name, 200, |_, lbas| {
@@ -246,7 +247,7 @@ mod tests {
 
     #[test]
     fn contiguous_writes_without_cache_are_estimated_with_the_lost_revolution() {
-        for name in ["avfs-250g", "nvr-8t"] {
+        for name in BUILTIN_NAMES {
             let mut lba = 0;
             let (est, sim) = compare(name, 200, |_, _| {
                 let a = Access {

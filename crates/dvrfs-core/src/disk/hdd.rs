@@ -29,17 +29,32 @@
 //!    `head_switch_ms` is charged only when a command has to position on another
 //!    surface. The host link (`interface_mb_per_s`) runs in parallel with the media; a
 //!    command ends when both are done.
-//! 5. **Read-ahead** (`cache.read_ahead_bytes > 0`): after a read the drive keeps
-//!    reading the following sectors into a cache segment while it is idle, up to
-//!    `read_ahead_bytes` beyond what the host has consumed. A read that starts where the
-//!    previous read ended is served from that segment: entirely (a cache hit, at
-//!    interface speed) if the sectors have been read by the time the command has been
-//!    decoded, otherwise the media transfer simply continues the read-ahead stream
-//!    without any repositioning, so back-to-back sequential reads stream at the
-//!    sustained rate. A command elsewhere stops the read-ahead; what it had read stays
-//!    in the segment, and up to `segments - 1` such stopped segments are kept (most
-//!    recent first) for a later read that continues them. A stopped read-ahead also
-//!    leaves the head where it stopped. Writes drop overlapping segments.
+//! 5. **Read-ahead** (`cache.read_ahead_bytes > 0`): the cache has `cache.segments`
+//!    segments. After a read the drive keeps reading the following sectors into that
+//!    read's segment while it is idle, up to `read_ahead_bytes` beyond what the host has
+//!    consumed; at most one segment is being filled this way (the *active* read-ahead).
+//!    A read that starts where the previous read ended, or inside what the active
+//!    read-ahead has buffered, is served from that segment: entirely (a cache hit, at
+//!    interface speed) if its sectors have been read by the time the command has been
+//!    decoded, otherwise the buffered head comes from the segment (a partial hit, if
+//!    at least one sector was buffered) and the media transfer simply continues the
+//!    read-ahead stream without any repositioning, so back-to-back sequential reads
+//!    stream at the sustained rate. Any other command stops the read-ahead: the head
+//!    stays where it stopped, and the sectors buffered beyond what the host consumed
+//!    stay in the segment, now a *stopped* segment (one holding nothing is freed). A
+//!    read that starts at a stopped segment's first unconsumed sector or inside its
+//!    buffered range re-uses that segment: a whole hit if the segment holds all of it
+//!    (the head does not move and, being elsewhere, does not resume the read-ahead;
+//!    the segment keeps what is left), else a partial hit whose tail is read from the
+//!    media after repositioning on the segment's end, after which the segment is the
+//!    active read-ahead again. Only a read that no segment serves takes a new segment,
+//!    evicting the least recently used stopped segments so that it and they fit in
+//!    `segments` (the active one counts); the look-up happens first, so a segment the
+//!    command uses is never the one evicted. So `segments` sequential streams served
+//!    round-robin keep their segments and every continuation finds its data, while
+//!    with one stream more LRU evicts each stream's segment just before it comes round
+//!    again. Writes stop the read-ahead and drop every overlapping segment; they take
+//!    no segment themselves.
 //! 6. **Writes**: with `write_back: false` they go to the media as above; with
 //!    `write_back: true` they complete at interface speed into the cache and the media
 //!    work is not modelled (simple, and off in every built-in model, as in the AVFS
@@ -107,7 +122,8 @@ pub struct Hdd {
     head_cylinder: u64,
     head_surface: u32,
     stream: Option<Stream>,
-    /// Stopped read-ahead segments, most recent first.
+    /// Stopped read-ahead segments, most recently used first (the last one is the
+    /// next to be evicted). With `stream`, at most `max_segments` in all.
     segments: Vec<Segment>,
 }
 
@@ -204,6 +220,7 @@ impl Hdd {
         let mut rotation_ns = 0.0;
         let mut cylinders = 0;
         let mut cache_hit = false;
+        let mut cache_partial_hit = false;
         let end_ns;
 
         if sectors == 0 {
@@ -224,9 +241,15 @@ impl Hdd {
             (seek_ns, rotation_ns, cylinders) = (m.seek_ns, m.rotation_ns, m.cylinders);
             end_ns = m.end_ns.max(host_end);
         } else {
-            match self.stream {
-                Some(s) if s.next_lba == lba => {
-                    let frontier = self.frontier(&s, t_cmd);
+            // The active read-ahead serves the read if the read continues it, or starts
+            // inside what it has buffered by now (a stream that skipped a little).
+            let active = self.stream.and_then(|s| {
+                let frontier = self.frontier(&s, t_cmd);
+                let serves = lba == s.next_lba || (s.next_lba < lba && lba < frontier);
+                serves.then_some((s, frontier))
+            });
+            match active {
+                Some((s, frontier)) => {
                     if end_lba <= frontier {
                         // Everything is in the buffer already.
                         cache_hit = true;
@@ -264,7 +287,9 @@ impl Hdd {
                             }
                         });
                     } else if frontier < s.limit_lba {
-                        // Still streaming: the media read continues without a gap.
+                        // Still streaming: the buffered head comes from the segment and
+                        // the media read continues without a gap.
+                        cache_partial_hit = frontier > lba;
                         let media_end =
                             s.stream_start_ns + self.media_ns(s.stream_lba, end_lba - s.stream_lba);
                         self.set_head(end_lba - 1);
@@ -273,6 +298,7 @@ impl Hdd {
                     } else {
                         // The read-ahead stopped at its limit: the rest needs the
                         // platter to come round to it.
+                        cache_partial_hit = frontier > lba;
                         self.stream = None;
                         self.set_head(frontier.min(lbas - 1));
                         let m = self.media(t_cmd, frontier, end_lba - frontier, false);
@@ -281,26 +307,42 @@ impl Hdd {
                         end_ns = m.end_ns.max(host_end);
                     }
                 }
-                _ => {
+                None => {
+                    // Look for the segment *before* making room for a new one: the
+                    // read may continue the very segment that room would evict.
                     self.stop_read_ahead(t_cmd);
-                    let seg = self.segments.iter().position(|s| s.next_lba == lba);
+                    let seg = self
+                        .segments
+                        .iter()
+                        .position(|s| s.next_lba <= lba && lba < s.end_lba)
+                        .map(|i| self.segments.remove(i));
                     match seg {
-                        Some(i) if end_lba <= self.segments[i].end_lba => {
+                        Some(mut s) if end_lba <= s.end_lba => {
+                            // A whole hit. The head is elsewhere, so the segment does
+                            // not resume reading ahead; it stays, most recently used,
+                            // with what is left of it.
                             cache_hit = true;
                             end_ns = host_end;
-                            let mut s = self.segments.remove(i);
                             s.next_lba = end_lba;
                             if s.next_lba < s.end_lba {
                                 self.segments.insert(0, s);
                             }
                         }
-                        _ => {
-                            // A miss, or a partial hit whose tail comes from the media.
-                            let from = match seg {
-                                Some(i) => self.segments.remove(i).end_lba,
-                                None => lba,
-                            };
-                            let m = self.media(t_cmd, from, end_lba - from, false);
+                        Some(s) => {
+                            // A partial hit: the tail comes from the media, and the
+                            // segment becomes the active read-ahead again (it already
+                            // counts against `segments`, so nothing is evicted).
+                            cache_partial_hit = true;
+                            let m = self.media(t_cmd, s.end_lba, end_lba - s.end_lba, false);
+                            (seek_ns, rotation_ns, cylinders) =
+                                (m.seek_ns, m.rotation_ns, m.cylinders);
+                            self.start_stream(end_lba, m.end_ns);
+                            end_ns = m.end_ns.max(host_end);
+                        }
+                        None => {
+                            // A miss: its read-ahead needs a segment of its own.
+                            self.evict_for_new_segment();
+                            let m = self.media(t_cmd, lba, sectors, false);
                             (seek_ns, rotation_ns, cylinders) =
                                 (m.seek_ns, m.rotation_ns, m.cylinders);
                             self.start_stream(end_lba, m.end_ns);
@@ -309,6 +351,7 @@ impl Hdd {
                     }
                 }
             }
+            debug_assert!(self.segments_within_bounds(), "{:?}", self.segments);
         }
 
         let round = |v: f64| v.max(0.0).round() as u64;
@@ -325,6 +368,7 @@ impl Hdd {
             transfer_ns: end - issue_ns - overhead_ns - seek_ns - rotation_ns,
             seek_cylinders: cylinders,
             cache_hit,
+            cache_partial_hit,
         }
     }
 
@@ -477,8 +521,10 @@ impl Hdd {
         });
     }
 
-    /// A command other than the continuation arrived at `t_ns`: the read-ahead stops,
-    /// its data stays in a segment, and the head is where it stopped.
+    /// A command the active read-ahead does not serve arrived at `t_ns`: the
+    /// read-ahead stops, the head is where it stopped, and what it buffered stays in
+    /// its segment, now the most recently used stopped one. Nothing is evicted: the
+    /// segment was already counted while it was active.
     fn stop_read_ahead(&mut self, t_ns: f64) {
         let Some(s) = self.stream.take() else {
             return;
@@ -487,7 +533,8 @@ impl Hdd {
         if frontier > s.stream_lba {
             self.set_head(frontier - 1);
         }
-        if frontier > s.next_lba && self.max_segments > 1 {
+        // A segment holding nothing unconsumed can serve no read: it is freed.
+        if frontier > s.next_lba {
             self.segments.insert(
                 0,
                 Segment {
@@ -495,14 +542,31 @@ impl Hdd {
                     end_lba: frontier,
                 },
             );
-            // One segment serves the active read-ahead.
-            self.segments.truncate(self.max_segments - 1);
         }
+    }
+
+    /// A read that no segment serves is about to start a read-ahead of its own: evict
+    /// least recently used stopped segments until it fits beside them. Called with no
+    /// active read-ahead, and only after the look-up has taken out the segment the
+    /// command uses, so that one is never the victim.
+    fn evict_for_new_segment(&mut self) {
+        let active = usize::from(self.stream.is_some());
+        let room = self.max_segments.saturating_sub(1 + active);
+        self.segments.truncate(room);
+    }
+
+    /// The segment bookkeeping is consistent: the active read-ahead and the stopped
+    /// segments together use at most `segments`, and each stopped one holds data.
+    fn segments_within_bounds(&self) -> bool {
+        let active = usize::from(self.stream.is_some());
+        self.segments.len() + active <= self.max_segments
+            && self.segments.iter().all(|s| s.next_lba < s.end_lba)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::model::BUILTIN_NAMES;
     use super::*;
 
     const MIB: u64 = 1 << 20;
@@ -547,7 +611,11 @@ mod tests {
 
     #[test]
     fn sustained_sequential_read_rate_matches_the_schema_at_both_edges() {
-        for (name, outer_mb, inner_mb) in [("avfs-250g", 70.0, 38.5), ("nvr-8t", 245.0, 122.5)] {
+        for (name, outer_mb, inner_mb) in [
+            ("avfs-250g", 70.0, 38.5),
+            ("nvr-8t", 245.0, 122.5),
+            ("laptop-5400", 140.0, 70.0),
+        ] {
             let m = DiskModel::builtin(name).unwrap();
             let mut hdd = Hdd::new(&m, 1);
             let geo = hdd.geometry().clone();
@@ -581,7 +649,7 @@ mod tests {
 
     #[test]
     fn random_4k_reads_average_seek_plus_half_turn_plus_overhead_plus_transfer() {
-        for (name, expect_ms) in [("avfs-250g", 13.4), ("nvr-8t", 12.3)] {
+        for (name, expect_ms) in [("avfs-250g", 13.4), ("nvr-8t", 12.3), ("laptop-5400", 17.8)] {
             let m = DiskModel::builtin(name).unwrap();
             let mut hdd = Hdd::new(&m, 7);
             let mut rng = ChaCha8Rng::seed_from_u64(42);
@@ -609,11 +677,14 @@ mod tests {
 
     #[test]
     fn contiguous_writes_without_write_cache_lose_a_revolution_each() {
-        for name in ["avfs-250g", "nvr-8t"] {
+        for name in BUILTIN_NAMES {
             let m = DiskModel::builtin(name).unwrap();
             let rot = m.rotation_ns();
             let mut hdd = Hdd::new(&m, 1);
-            let mut lba = 1_000_000;
+            // Start at a track's first sector so that all 51 writes (408 sectors) stay
+            // on that track: a write continuing onto the next track also pays the head
+            // switch and the write settle, which the track skew need not cover.
+            let mut lba = 1_000_000 - hdd.geometry().locate(1_000_000).sector as u64;
             let mut t = hdd.service(0, &write(lba, 4096)).end_ns;
             for _ in 0..50 {
                 lba += 8;
@@ -678,6 +749,146 @@ mod tests {
             rate <= hdd.geometry().outer_rate_bytes_per_s() * 1.02,
             "{rate}"
         );
+    }
+
+    /// What `streams` sequential readers see when served round-robin in C-SCAN order
+    /// (ascending start LBA, as a round of playbacks is), `rounds` rounds of `req_bytes`
+    /// each, the disk idling `idle_ns` after every command so that read-ahead
+    /// accumulates. Returns (continuations, whole hits, partial hits), counting only
+    /// rounds after the first, whose reads continue the same stream's previous read.
+    fn interleaved_streams(
+        m: &DiskModel,
+        streams: u64,
+        rounds: u64,
+        req_bytes: u64,
+        idle_ns: u64,
+    ) -> (u64, u64, u64) {
+        let mut hdd = Hdd::new(m, 1);
+        let req_sectors = req_bytes / 512;
+        // Spread the streams over the disk, so that every switch is a real seek.
+        let spacing = m.lbas / streams;
+        let mut next: Vec<u64> = (0..streams).map(|k| k * spacing).collect();
+        let (mut t, mut continuations, mut hits, mut partial) = (0, 0, 0, 0);
+        for round in 0..rounds {
+            for lba in next.iter_mut() {
+                let r = hdd.service(t, &read(*lba, req_bytes));
+                assert!(!(r.cache_hit && r.cache_partial_hit), "{r:?}");
+                if round > 0 {
+                    continuations += 1;
+                    hits += u64::from(r.cache_hit);
+                    partial += u64::from(r.cache_partial_hit);
+                }
+                *lba += req_sectors;
+                t = r.end_ns + idle_ns;
+            }
+        }
+        (continuations, hits, partial)
+    }
+
+    /// Idle time after each command: enough for the read-ahead to fill a whole
+    /// `read_ahead_bytes` window even at the inner edge of avfs-250g (256 KiB at
+    /// 38.5 MB/s is 6.8 ms).
+    const STREAM_IDLE_NS: u64 = 10_000_000;
+
+    #[test]
+    fn interleaved_sequential_streams_keep_their_segments() {
+        // As many streams as the drive has segments: each stream's stopped segment
+        // must survive the other streams' commands until its continuation comes, so
+        // every continuation after the first round is (at least partly) a hit.
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let streams = m.cache.segments as u64;
+        let (n, hits, partial) = interleaved_streams(&m, streams, 20, 512 * 1024, STREAM_IDLE_NS);
+        assert_eq!(
+            hits + partial,
+            n,
+            "{streams} streams: {hits} whole and {partial} partial hits in {n} continuations"
+        );
+        // 512 KiB reads against a 256 KiB read-ahead: the head comes from the segment,
+        // the tail from the media.
+        assert_eq!(partial, n, "{hits} whole hits");
+    }
+
+    #[test]
+    fn one_stream_more_than_segments_thrashes_the_lru() {
+        // With segments + 1 streams in a cycle, least-recently-used replacement evicts
+        // exactly the segment the next command would have continued: the segment count
+        // is honoured, not unlimited.
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let streams = m.cache.segments as u64 + 1;
+        let (n, hits, partial) = interleaved_streams(&m, streams, 20, 512 * 1024, STREAM_IDLE_NS);
+        assert!(n > 0);
+        assert_eq!(
+            (hits, partial),
+            (0, 0),
+            "{streams} streams: {hits} whole and {partial} partial hits in {n} continuations"
+        );
+    }
+
+    #[test]
+    fn a_read_starting_inside_a_buffered_range_is_served_from_it() {
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let mut hdd = Hdd::new(&m, 1);
+        // Sectors [0, 128); after 10 ms idle the read-ahead holds [128, 640).
+        let r = hdd.service(0, &read(0, 64 * 1024));
+        // Skipping 64 sectors stays inside the active read-ahead's buffer.
+        let r = hdd.service(r.end_ns + STREAM_IDLE_NS, &read(192, 64 * 1024));
+        assert!(r.cache_hit, "{r:?}");
+        assert_eq!(r.seek_ns + r.rotation_ns, 0);
+        // A read elsewhere stops the read-ahead, which by then holds [320, 832).
+        let r = hdd.service(r.end_ns + STREAM_IDLE_NS, &read(10_000_000, 4096));
+        assert!(!r.cache_hit && !r.cache_partial_hit, "{r:?}");
+        // [400, 912) starts inside that stopped segment and runs past its end: the
+        // head of it is a hit, the tail needs the arm to come back.
+        let r = hdd.service(r.end_ns, &read(400, 256 * 1024));
+        assert!(r.cache_partial_hit && !r.cache_hit, "{r:?}");
+        assert!(r.seek_cylinders > 0, "{r:?}");
+        // The segment is the active read-ahead again: its continuation streams on.
+        let r = hdd.service(r.end_ns, &read(912, 4096));
+        assert_eq!(r.seek_ns, 0, "{r:?}");
+    }
+
+    #[test]
+    fn segment_bookkeeping_stays_within_the_segment_count() {
+        // A random mix of stream continuations, reads inside recent ranges, random
+        // reads and writes, on drives of 1, 2 and 8 segments: after every command the
+        // active read-ahead and the stopped segments fit in `segments`, and the timing
+        // adds up.
+        for segments in [1, 2, 8] {
+            let mut m = DiskModel::builtin("avfs-250g").unwrap();
+            m.cache.segments = segments;
+            let mut hdd = Hdd::new(&m, 1);
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            let mut streams: Vec<u64> = (0..12).map(|k| k * 20_000_000).collect();
+            let (mut t, mut hits, mut partial) = (0, 0, 0);
+            for _ in 0..5_000 {
+                let k = (rng.next_u64() % streams.len() as u64) as usize;
+                let bytes = 4096 << (rng.next_u64() % 8); // 4 KiB to 512 KiB
+                let random_lba = rng.next_u64() % (m.lbas - 1024);
+                let a = match rng.next_u64() % 10 {
+                    0 => write(random_lba, bytes),
+                    1 => write(streams[k], bytes),
+                    2 => read(random_lba, bytes),
+                    3 => read(streams[k].saturating_sub(64), bytes),
+                    _ => read(streams[k], bytes),
+                };
+                streams[k] = streams[k].max(a.lba + a.sectors as u64);
+                let r = hdd.service(t, &a);
+                assert!(
+                    hdd.segments_within_bounds(),
+                    "{segments}: {:?}",
+                    hdd.segments
+                );
+                assert!(!(r.cache_hit && r.cache_partial_hit), "{r:?}");
+                assert_eq!(
+                    r.end_ns - r.start_ns,
+                    r.overhead_ns + r.seek_ns + r.rotation_ns + r.transfer_ns
+                );
+                hits += u64::from(r.cache_hit);
+                partial += u64::from(r.cache_partial_hit);
+                t = r.end_ns + rng.next_u64() % 5_000_000;
+            }
+            assert!(hits > 0 && partial > 0, "{segments}: {hits} / {partial}");
+        }
     }
 
     #[test]

@@ -42,6 +42,10 @@ pub struct AccessTiming {
     pub transfer_ns: u64,
     /// Cylinders the head moved.
     pub seek_cylinders: u64,
-    /// Served from the read-ahead cache.
+    /// The whole read was served from a read-ahead cache segment, at interface speed.
     pub cache_hit: bool,
+    /// Part of the read (its head) came from a read-ahead cache segment and the rest
+    /// (its tail) from the media. Never set together with `cache_hit`; a read that
+    /// merely continues a read-ahead stream with no sector buffered yet is neither.
+    pub cache_partial_hit: bool,
 }

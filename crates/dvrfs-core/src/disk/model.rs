@@ -13,9 +13,9 @@
 //! two-piece seek curve, skews in [0, 1), probabilities in [0, 1], ...), and says what
 //! is wrong and what would be accepted.
 //!
-//! The two built-in models, `avfs-250g` and `nvr-8t`, are the very files in
-//! `crates/dvrfs-core/disks/`, compiled in with `include_str!` and loaded by the same
-//! code, so `--disk avfs-250g` and `--disk avfs-250g.json` cannot differ.
+//! The three built-in models, `avfs-250g`, `nvr-8t` and `laptop-5400`, are the very
+//! files in `crates/dvrfs-core/disks/`, compiled in with `include_str!` and loaded by
+//! the same code, so `--disk avfs-250g` and `--disk avfs-250g.json` cannot differ.
 //!
 //! Fault model: none; this is pure parsing. Nothing here panics on any input.
 
@@ -26,10 +26,11 @@ use super::geometry::Geometry;
 use super::seek::SeekCurve;
 
 /// Names accepted by [`DiskModel::builtin`].
-pub const BUILTIN_NAMES: &[&str] = &["avfs-250g", "nvr-8t"];
+pub const BUILTIN_NAMES: &[&str] = &["avfs-250g", "nvr-8t", "laptop-5400"];
 
 const AVFS_250G_JSON: &str = include_str!("../../disks/avfs-250g.json");
 const NVR_8T_JSON: &str = include_str!("../../disks/nvr-8t.json");
+const LAPTOP_5400_JSON: &str = include_str!("../../disks/laptop-5400.json");
 
 /// Longest accepted `name`, in bytes (it is printed in one-line reports).
 pub const MAX_NAME_BYTES: usize = 64;
@@ -193,6 +194,7 @@ impl DiskModel {
         let text = match name {
             "avfs-250g" => AVFS_250G_JSON,
             "nvr-8t" => NVR_8T_JSON,
+            "laptop-5400" => LAPTOP_5400_JSON,
             _ => return None,
         };
         // The built-in files are checked by this crate's tests; a failure here would
@@ -675,15 +677,21 @@ mod tests {
         for name in BUILTIN_NAMES {
             let m = DiskModel::builtin(name).expect("built-in model loads");
             assert_eq!(&m.name, name);
+            // Serializing and reloading gives the same model (calibrate writes this form).
+            let text = serde_json::to_string(&m).unwrap();
+            assert_eq!(DiskModel::from_json(&text).unwrap(), m, "{name}");
         }
         assert!(DiskModel::builtin("nope").is_none());
         let m = DiskModel::builtin("avfs-250g").unwrap();
         assert_eq!(m.lbas, 488_397_168);
         assert_eq!(m.capacity_bytes(), 488_397_168 * 512);
         assert!((m.rotation_ns() - 8_333_333.333).abs() < 0.01);
-        // Serializing and reloading gives the same model (calibrate writes this form).
-        let text = serde_json::to_string(&m).unwrap();
-        assert_eq!(DiskModel::from_json(&text).unwrap(), m);
+        // A 1 TB laptop disk: 1,953,525,168 LBAs (the IDEMA count for 1,000 GB) at
+        // 5,400 rpm, 11.1 ms a revolution.
+        let m = DiskModel::builtin("laptop-5400").unwrap();
+        assert_eq!(m.capacity_bytes(), 1_953_525_168 * 512);
+        assert!((m.rotation_ns() - 11_111_111.111).abs() < 0.01);
+        assert!(!m.cache.write_back);
     }
 
     #[test]

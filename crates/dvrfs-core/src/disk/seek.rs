@@ -161,6 +161,7 @@ impl SeekCurve {
 mod tests {
     use super::*;
     use crate::disk::geometry::Geometry;
+    use crate::disk::model::BUILTIN_NAMES;
 
     fn within(got: f64, want: f64, rel: f64) -> bool {
         (got - want).abs() <= rel * want.abs()
@@ -176,7 +177,7 @@ mod tests {
 
     #[test]
     fn fitted_curve_reproduces_track_average_and_full() {
-        for name in ["avfs-250g", "nvr-8t"] {
+        for name in BUILTIN_NAMES {
             let (c, cyl, m) = fitted(name);
             let s = m.seek_ms;
             assert!(
@@ -220,8 +221,29 @@ mod tests {
     }
 
     #[test]
+    fn laptop_curve_is_the_stored_fit() {
+        // laptop-5400's `seek_curve` is this module's fit to its seek_ms figures, stored
+        // rounded so that the file says exactly which curve the simulation runs.
+        let (fit, _, _) = fitted("laptop-5400");
+        let m = DiskModel::builtin("laptop-5400").unwrap();
+        let stored = m.seek_curve.unwrap();
+        for (what, got, want) in [
+            ("x0", stored.x0, fit.x0),
+            ("t1", stored.t1, fit.t1_ms),
+            ("b", stored.b, fit.b_ms),
+            ("c", stored.c, fit.c_ms),
+            ("e", stored.e, fit.e_ms),
+        ] {
+            assert!(
+                (got - want).abs() < 1e-3,
+                "{what}: stored {got}, fit {want}"
+            );
+        }
+    }
+
+    #[test]
     fn explicit_curves_of_the_builtins_match_their_figures() {
-        for name in ["avfs-250g", "nvr-8t"] {
+        for name in BUILTIN_NAMES {
             let m = DiskModel::builtin(name).unwrap();
             let cyl = Geometry::from_model(&m).cylinders();
             let c = SeekCurve::from_model(&m, cyl).unwrap();
