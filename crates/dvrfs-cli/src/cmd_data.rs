@@ -7,10 +7,12 @@
 //! overlaps the device write of chunk k. Chunks go back to the reader for reuse, so the
 //! pipeline holds at most [`PIPELINE_CHUNKS`] chunks of memory whatever the file size.
 //!
-//! `get` is the mirror image: [`READ_DEPTH`] reader threads read alternate chunks from
-//! the device into aligned buffers (so the `O_DIRECT` reads land without a bounce copy)
-//! and the main thread writes them, in file order, to the local file or stdout. Each
-//! reader owns two chunks, so `get` holds at most `2 * READ_DEPTH` chunks.
+//! `get` is the mirror image: the main thread reads chunks through the engine into
+//! aligned buffers (so the `O_DIRECT` reads land without a bounce copy) and a writer
+//! thread writes them, in file order, to the local file or stdout; [`GET_BUFFERS`]
+//! chunks circulate between them.
+//!
+//! Both go through the engine (`Fs`, the blocking driver), as best-effort traffic.
 //!
 //! Failure: `put` checks free space before it creates anything; if anything fails later
 //! it unlinks the partial file and commits, so no partial file is left behind. `get`
@@ -28,7 +30,7 @@ use std::time::Instant;
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::device::AlignedBuf;
 use dvrfs_core::format::dir::Kind;
-use dvrfs_core::Error as CoreError;
+use dvrfs_core::{Error as CoreError, IoBuf};
 
 use crate::args::{GetArgs, PutArgs};
 use crate::cmd_files::basename;
@@ -43,13 +45,8 @@ use crate::target::{now_ns, open_fs, Access, DevFs};
 pub const CHUNK_BYTES: usize = 16 << 20;
 /// Chunks in flight: one being filled, one being written, one queued between them.
 pub const PIPELINE_CHUNKS: usize = 3;
-/// Device reads `get` keeps in flight (one reader thread each). Two hide the gap
-/// between one read completing and the next being issued, which a single reader
-/// cannot (measured: about +20% over one on a virtio disk); more would make a hard
-/// disk seek between ZRR zones for no gain.
-pub const READ_DEPTH: u64 = 2;
-/// Chunks each `get` reader owns: one being read, one queued or being written.
-const CHUNKS_PER_READER: usize = 2;
+/// Buffers `get` circulates: one being read, one being written, one queued.
+const GET_BUFFERS: usize = 3;
 /// Full chunks that may wait in the channel.
 const CHANNEL_DEPTH: usize = 1;
 
@@ -242,11 +239,24 @@ fn write_chunks(
     for msg in full_rx.iter() {
         let chunk = msg.map_err(|e| local_io(local, "error reading", e))?;
         let now = now_ns();
-        fs.write(ino, chunk.offset_bytes, &chunk.buf[..chunk.len], now)?;
-        fs.tick(now)?;
-        written += chunk.len as u64;
+        let len = chunk.len;
+        // A full chunk goes to the engine as it is (no copy) and comes back for reuse;
+        // the short last one is copied into a buffer of its own length.
+        let buf = if len == chunk.buf.len() {
+            let IoBuf::Mem(buf) =
+                fs.write_buf(ino, chunk.offset_bytes, IoBuf::Mem(chunk.buf), now)?
+            else {
+                unreachable!("a memory buffer comes back as one")
+            };
+            buf
+        } else {
+            fs.write(ino, chunk.offset_bytes, &chunk.buf[..len], now)?;
+            chunk.buf
+        };
+        fs.tick()?;
+        written += len as u64;
         pb.set_position(written);
-        let _ = free_tx.send(chunk.buf);
+        let _ = free_tx.send(buf);
     }
     Ok(written)
 }
@@ -258,7 +268,7 @@ enum Sink {
 }
 
 pub fn get(a: &GetArgs) -> CliResult<u8> {
-    let fs = open_fs(&a.target, Access::Read)?;
+    let mut fs = open_fs(&a.target, Access::Read)?;
     let ino = fs.resolve(&a.path)?;
     let st = fs.stat(ino)?;
     if st.kind != Kind::File {
@@ -273,12 +283,12 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
         Sink::File(a.local_file.clone())
     };
     let started = Instant::now();
-    let mut out: Box<dyn Write> = match &sink {
-        Sink::Stdout => Box::new(io::stdout().lock()),
+    let mut out: Box<dyn Write + Send> = match &sink {
+        Sink::Stdout => Box::new(io::stdout()),
         Sink::File(p) => Box::new(File::create(p).map_err(|e| local_io(p, "cannot create", e))?),
     };
     let pb = progress(st.size_bytes, true, "get");
-    let result = get_pipeline(&fs, ino, st.size_bytes, &mut *out, &sink, &pb);
+    let result = get_pipeline(&mut fs, ino, st.size_bytes, &mut *out, &sink, &pb);
     match (&result, &sink) {
         (Ok(n), _) => {
             pb.finish_and_clear();
@@ -317,60 +327,64 @@ fn sink_io(sink: &Sink, e: io::Error) -> CliError {
 
 /// Streams `size_bytes` of inode `ino` to `out`; returns the bytes copied.
 ///
-/// Chunk `k` is read by reader thread `k % depth` and written here in order `k`, so up
-/// to `depth` device reads are in flight while the local write of an earlier chunk runs.
+/// This thread reads chunk `k + 1` through the engine while a writer thread writes
+/// chunk `k` to the sink; [`GET_BUFFERS`] aligned buffers circulate between them.
 fn get_pipeline(
-    fs: &DevFs,
+    fs: &mut DevFs,
     ino: Ino,
     size_bytes: u64,
-    out: &mut dyn Write,
+    out: &mut (dyn Write + Send),
     sink: &Sink,
     pb: &indicatif::ProgressBar,
 ) -> CliResult<u64> {
     let chunk_bytes = (CHUNK_BYTES as u64).min(size_bytes.max(1)).div_ceil(4096) * 4096;
     let chunks = size_bytes.div_ceil(chunk_bytes);
-    let depth = READ_DEPTH.clamp(1, chunks.max(1));
     thread::scope(|scope| {
-        let mut full_rxs = Vec::new();
-        let mut free_txs = Vec::new();
-        for first in 0..depth {
-            let (full_tx, full_rx) = sync_channel::<CliResult<(AlignedBuf, usize)>>(CHANNEL_DEPTH);
-            let (free_tx, free_rx) = channel::<AlignedBuf>();
-            for _ in 0..CHUNKS_PER_READER {
-                let _ = free_tx.send(AlignedBuf::zeroed(chunk_bytes as usize));
+        let (full_tx, full_rx) = sync_channel::<(AlignedBuf, usize)>(CHANNEL_DEPTH);
+        let (free_tx, free_rx) = channel::<AlignedBuf>();
+        for _ in 0..GET_BUFFERS {
+            let _ = free_tx.send(AlignedBuf::zeroed(chunk_bytes as usize));
+        }
+        let writer = scope.spawn(move || -> CliResult<u64> {
+            let mut copied = 0u64;
+            for (buf, len) in full_rx.iter() {
+                out.write_all(&buf[..len]).map_err(|e| sink_io(sink, e))?;
+                copied += len as u64;
+                pb.set_position(copied);
+                let _ = free_tx.send(buf);
             }
-            scope.spawn(move || {
-                // Ends after its last chunk, on an error, or when the writer is gone.
-                for k in (first..chunks).step_by(depth as usize) {
-                    let Ok(mut buf) = free_rx.recv() else { return };
-                    let offset_bytes = k * chunk_bytes;
-                    let want = (size_bytes - offset_bytes).min(chunk_bytes) as usize;
-                    let msg = match fs.read(ino, offset_bytes, &mut buf[..want]) {
-                        Ok(n) if n == want => Ok((buf, want)),
-                        Ok(n) => Err(CliError::new(format!(
-                            "short read of inode {ino} at byte {offset_bytes}: {n} of {want} bytes (a dvrfs bug)"
-                        ))),
-                        Err(e) => Err(e.into()),
-                    };
-                    let failed = msg.is_err();
-                    if full_tx.send(msg).is_err() || failed {
-                        return;
+            out.flush().map_err(|e| sink_io(sink, e))?;
+            Ok(copied)
+        });
+        let mut read_err = None;
+        for k in 0..chunks {
+            let Ok(buf) = free_rx.recv() else { break };
+            let offset_bytes = k * chunk_bytes;
+            let want = (size_bytes - offset_bytes).min(chunk_bytes) as usize;
+            let buf = IoBuf::Mem(buf);
+            match fs.read_buf(ino, offset_bytes, buf) {
+                Ok((IoBuf::Mem(buf), n)) if n >= want => {
+                    if full_tx.send((buf, want)).is_err() {
+                        break;
                     }
                 }
-            });
-            full_rxs.push(full_rx);
-            free_txs.push(free_tx);
+                Ok((_, n)) => {
+                    read_err = Some(CliError::new(format!(
+                        "short read of inode {ino} at byte {offset_bytes}: {n} of {want} bytes (a dvrfs bug)"
+                    )));
+                    break;
+                }
+                Err(e) => {
+                    read_err = Some(e.into());
+                    break;
+                }
+            }
         }
-        let mut copied = 0u64;
-        for k in 0..chunks {
-            let r = (k % depth) as usize;
-            let (buf, len) = full_rxs[r].recv().map_err(|_| thread_died("reader"))??;
-            out.write_all(&buf[..len]).map_err(|e| sink_io(sink, e))?;
-            copied += len as u64;
-            pb.set_position(copied);
-            let _ = free_txs[r].send(buf);
+        drop(full_tx);
+        let copied = writer.join().map_err(|_| thread_died("writer"))??;
+        match read_err {
+            Some(e) => Err(e),
+            None => Ok(copied),
         }
-        out.flush().map_err(|e| sink_io(sink, e))?;
-        Ok(copied)
     })
 }

@@ -157,7 +157,7 @@ pub fn mkdir(a: &MkdirArgs) -> CliResult<u8> {
             let (parent, name) = fs.resolve_parent(path)?;
             fs.mkdir(parent, name, DIR_PERM, uid, gid, now_ns())?;
         }
-        fs.tick(now_ns())?;
+        fs.tick()?;
         Ok(())
     });
     finish(fs, result)
@@ -225,7 +225,7 @@ pub fn rm(a: &RmArgs) -> CliResult<u8> {
             Kind::Dir => remove_tree(&mut fs, parent, name)?,
             _ => fs.unlink(parent, &name, now_ns())?,
         }
-        fs.tick(now_ns())?;
+        fs.tick()?;
         Ok(())
     });
     finish(fs, result)
@@ -248,7 +248,7 @@ fn remove_tree(fs: &mut DevFs, parent: Ino, name: Vec<u8>) -> CliResult<()> {
             (Kind::Dir, true) => fs.rmdir(parent, &name, now_ns())?,
             _ => fs.unlink(parent, &name, now_ns())?,
         }
-        fs.tick(now_ns())?;
+        fs.tick()?;
     }
     Ok(())
 }

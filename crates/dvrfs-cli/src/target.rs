@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use dvrfs_core::{Fs, OpenOptions};
-use dvrfs_io::{FileDevice, LockMode};
+use dvrfs_io::{FileDevice, LockMode, SystemClock};
 
 use crate::error::{set_target, CliResult};
 
@@ -37,7 +37,12 @@ pub fn open_fs(path: &Path, access: Access) -> CliResult<DevFs> {
         Access::Read => OpenOptions::read_only(),
         Access::Write => OpenOptions::writable(),
     };
-    Ok(Fs::open(dev, opts)?)
+    Ok(Fs::open_with(
+        dev,
+        opts,
+        Box::new(SystemClock::new()),
+        None,
+    )?)
 }
 
 /// Wall-clock time in nanoseconds since the Unix epoch (0 for a clock before 1970).

@@ -50,6 +50,16 @@ pub enum Error {
     Loop,
     #[error("this write would rewrite {blocks} metadata blocks at once, more than one journal transaction holds ({limit}); the file is too fragmented to fill a hole this early")]
     TooFragmented { blocks: u64, limit: u64 },
+    #[error(
+        "deadline missed: the read was due at {deadline_ns} ns and could not be served in time"
+    )]
+    DeadlineMissed { deadline_ns: u64 },
+    #[error("operation cancelled")]
+    Cancelled,
+    #[error("cannot cancel: {0}")]
+    CannotCancel(String),
+    #[error("the engine is full: {max} operations in flight; retry when some complete")]
+    QueueFull { max: usize },
 }
 
 impl Error {
@@ -76,6 +86,10 @@ impl Error {
             Error::ReadOnly => 30,           // EROFS
             Error::Loop => 22,
             Error::TooFragmented { .. } => 27,
+            Error::DeadlineMissed { .. } => 62, // ETIME
+            Error::Cancelled => 125,            // ECANCELED
+            Error::CannotCancel(_) => 16,       // EBUSY
+            Error::QueueFull { .. } => 11,      // EAGAIN
         }
     }
 }

@@ -6,6 +6,7 @@
 pub mod alloc;
 pub mod device;
 pub mod disk;
+pub mod engine;
 pub mod error;
 pub mod format;
 pub mod fs;
@@ -15,5 +16,6 @@ pub mod qos;
 pub mod sched;
 pub mod sim;
 
+pub use engine::{Engine, EngineConfig, IoBuf, Now, Op, OpId, Output};
 pub use error::{Error, Result};
-pub use fs::{Fs, OpenOptions, Stat};
+pub use fs::{Fs, OpenOptions, Stat, Volume};

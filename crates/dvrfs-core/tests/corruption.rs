@@ -36,7 +36,7 @@ fn populated() -> (MemDevice, Model) {
         fs.stat(big).unwrap().runs > 7,
         "the big file needs indirect runs"
     );
-    let model = snapshot(&fs);
+    let model = snapshot(&mut fs);
     (fs.close().unwrap(), model)
 }
 
@@ -96,7 +96,7 @@ fn backup_region_used_when_primary_checksum_fails() {
         bad.peek(at, &mut byte);
         bad.poke(at, &[byte[0] ^ 0x40]);
         // Detected and served from the backup: the contents are intact.
-        let fs = Fs::open(bad.clone(), OpenOptions::read_only())
+        let mut fs = Fs::open(bad.clone(), OpenOptions::read_only())
             .unwrap_or_else(|e| panic!("block {n}: {e}"));
         let report = fs.load_report();
         if n == 0 {
@@ -107,7 +107,7 @@ fn backup_region_used_when_primary_checksum_fails() {
                 "block {n}: flip at {at} not detected"
             );
         }
-        assert_eq!(snapshot(&fs), model, "block {n}");
+        assert_eq!(snapshot(&mut fs), model, "block {n}");
         // fsck without repair: errors left (4); with repair: corrected (1); then clean.
         assert_eq!(fsck_code(&bad, false).0, 4, "block {n}");
         let (code, repaired, _) = fsck_code(&bad, true);
@@ -115,9 +115,9 @@ fn backup_region_used_when_primary_checksum_fails() {
         let repaired = repaired.unwrap();
         let (code, _, errors) = fsck_code(&repaired, false);
         assert_eq!(code, 0, "block {n} after repair: {errors:?}");
-        let fs = Fs::open(repaired, OpenOptions::read_only()).unwrap();
+        let mut fs = Fs::open(repaired, OpenOptions::read_only()).unwrap();
         assert!(fs.load_report().from_backup.is_empty());
-        assert_eq!(snapshot(&fs), model);
+        assert_eq!(snapshot(&mut fs), model);
     }
 }
 
@@ -127,7 +127,7 @@ fn zeroed_primary_superblock_is_survived() {
     dev.poke(0, &[0u8; META_BLOCK_BYTES]);
     let mut fs = Fs::open(dev, OpenOptions::writable()).unwrap();
     assert_eq!(fs.load_report().superblock_from, "end-of-device copy");
-    assert_eq!(snapshot(&fs), model);
+    assert_eq!(snapshot(&mut fs), model);
     // Still usable for writing; the next commit rewrites every superblock copy.
     let root = fs.root();
     fs.create(root, b"after", 0o644, 0, 0, 9).unwrap();
@@ -146,11 +146,11 @@ fn misplaced_block_is_detected_by_its_number() {
     dev.peek(sb.inode_table_start * MB, &mut img);
     let mut bad = dev.clone();
     bad.poke((sb.inode_table_start + 1) * MB, &img);
-    let fs = Fs::open(bad.clone(), OpenOptions::read_only()).unwrap();
+    let mut fs = Fs::open(bad.clone(), OpenOptions::read_only()).unwrap();
     let (n, why) = &fs.load_report().from_backup[0];
     assert_eq!(*n, sb.inode_table_start + 1);
     assert!(why.contains("misplaced"), "{why}");
-    assert_eq!(snapshot(&fs), model);
+    assert_eq!(snapshot(&mut fs), model);
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn corrupt_backup_copy_is_found_and_rewritten() {
     drop(repaired);
     let repaired2 = repaired2.unwrap();
     assert_eq!(fsck_code(&repaired2, false).0, 0);
-    assert_eq!(snapshot(&open_rw(repaired2)), model);
+    assert_eq!(snapshot(&mut open_rw(repaired2)), model);
 }
 
 #[test]
@@ -214,7 +214,7 @@ fn leaked_data_block_is_reclaimed_by_fsck() {
     assert_eq!(code, 1);
     let fixed = fixed.unwrap();
     assert_eq!(fsck_code(&fixed, false).0, 0);
-    assert_eq!(snapshot(&open_rw(fixed)), model);
+    assert_eq!(snapshot(&mut open_rw(fixed)), model);
 }
 
 #[test]
@@ -254,7 +254,7 @@ fn stray_bitmap_bits_are_cleared_by_repair() {
     let fixed = fixed.unwrap();
     let (code, _, errors) = fsck_code(&fixed, false);
     assert_eq!(code, 0, "{errors:?}");
-    assert_eq!(snapshot(&open_rw(fixed)), model);
+    assert_eq!(snapshot(&mut open_rw(fixed)), model);
 }
 
 /// The recovery decision table of `fs/load.rs`, every combination of primary

@@ -123,7 +123,7 @@ fn reference(image: &MemDevice, ops: &[COp]) -> Reference {
     )
     .unwrap();
     let mut r = Reference {
-        states: vec![snapshot(&fs)],
+        states: vec![snapshot(&mut fs)],
         op_start_write: vec![],
         synced: vec![(0, 0)],
         total_writes: 0,
@@ -142,7 +142,7 @@ fn reference(image: &MemDevice, ops: &[COp]) -> Reference {
             ) => {}
             Err(e) => panic!("op {i} {op:?}: {e}"),
         }
-        r.states.push(snapshot(&fs));
+        r.states.push(snapshot(&mut fs));
         if matches!(op, COp::Sync) {
             r.synced.push((fs.device().writes, i + 1));
         }
@@ -183,8 +183,8 @@ fn check_all_crash_points(alloc: AllocPolicy, mode: CrashMode, seed: u64) {
     for k in 0..r.total_writes {
         let crashed = crash_at(&image, &ops, k, mode, seed ^ k);
         assert_fsck_clean(&crashed);
-        let fs = open_rw(crashed);
-        let got = snapshot(&fs);
+        let mut fs = open_rw(crashed);
+        let got = snapshot(&mut fs);
         // Operations that had started by write k, and the last sync completed before it.
         let started = r.op_start_write.iter().filter(|&&w| w <= k).count();
         let floor = r

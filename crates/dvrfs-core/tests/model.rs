@@ -273,11 +273,15 @@ fn run(ops: Vec<Op>, alloc: AllocPolicy, block: u64, device_bytes: u64) {
             assert_fsck_clean(&dev);
             fs = open_rw(dev);
             assert_eq!(
-                short(&snapshot(&fs)),
+                short(&snapshot(&mut fs)),
                 short(&model),
                 "after reopen at step {step}"
             );
-            assert_eq!(snapshot(&fs), model, "contents after reopen at step {step}");
+            assert_eq!(
+                snapshot(&mut fs),
+                model,
+                "contents after reopen at step {step}"
+            );
             continue;
         }
         let t = target(&model, op);
@@ -302,8 +306,8 @@ fn run(ops: Vec<Op>, alloc: AllocPolicy, block: u64, device_bytes: u64) {
     }
     let dev = fs.close().expect("close");
     assert_fsck_clean(&dev);
-    let fs = open_rw(dev);
-    assert_eq!(snapshot(&fs), model, "final contents");
+    let mut fs = open_rw(dev);
+    assert_eq!(snapshot(&mut fs), model, "final contents");
 }
 
 fn config() -> ProptestConfig {

@@ -513,3 +513,36 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// The real monotonic clock for the blocking driver: `Instant` since it was made, and a
+/// real sleep.
+#[derive(Clone, Copy, Debug)]
+pub struct SystemClock {
+    origin: std::time::Instant,
+}
+
+impl SystemClock {
+    pub fn new() -> SystemClock {
+        SystemClock {
+            origin: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl dvrfs_core::fs::Clock for SystemClock {
+    fn mono_ns(&self) -> u64 {
+        u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+    fn sleep_until(&self, mono_ns: u64) {
+        let now = self.mono_ns();
+        if mono_ns > now {
+            std::thread::sleep(std::time::Duration::from_nanos(mono_ns - now));
+        }
+    }
+}

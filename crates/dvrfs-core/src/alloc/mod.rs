@@ -4,10 +4,17 @@
 //! The data allocator keeps two views of the data region:
 //! - `used`, the bitmap that is stored on disk: a bit is set when a file owns the block;
 //! - `busy`, what a new allocation must avoid: `used`, plus blocks a `contig` file holds
-//!   in its preallocation window, plus blocks freed by operations not yet committed.
+//!   in its preallocation window, plus blocks *reserved* for writes whose data is still
+//!   on its way to the disk, plus blocks freed by operations not yet committed.
 //!   The last rule is what keeps a crash from exposing one file's new data inside a
 //!   file whose deletion had not reached the disk: a freed block is reused only after
 //!   the journal has made the free durable.
+//!
+//! A block goes free -> reserved ([`DataAlloc::reserve`], busy) when a write is planned,
+//! and reserved -> used ([`DataAlloc::mark_used`]) only when its data has reached the
+//! disk and the file maps it; a failed or cancelled write gives it back
+//! ([`DataAlloc::cancel_reservation`]). So the stored bitmap never names a block
+//! that no committed file owns.
 //!
 //! Preallocation windows live only in memory, so a crash never leaks them.
 
@@ -122,27 +129,50 @@ impl DataAlloc {
         (start, (start + self.zone_blocks).min(self.used.len()))
     }
 
-    /// Allocates the next block for `ino`, whose preceding file block (if any) lives
-    /// in `prev`. The block is marked used. `None` when the data region is full.
+    /// Allocates the next block for `ino` and marks it used: [`DataAlloc::reserve`]
+    /// then [`DataAlloc::mark_used`] (for callers that map it at once).
     pub fn alloc(&mut self, ino: Ino, prev: Option<u64>) -> Option<u64> {
+        let b = self.reserve(ino, prev)?;
+        self.mark_used(b);
+        Some(b)
+    }
+
+    /// Reserves the next block for `ino`, whose preceding file block (if any) lives in
+    /// `prev`, by the volume's policy. The block is busy but not yet used. `None` when
+    /// the data region is full.
+    pub fn reserve(&mut self, ino: Ino, prev: Option<u64>) -> Option<u64> {
         let block = match self.policy {
             AllocPolicy::Zrr => zrr::pick(self, prev)?,
             AllocPolicy::Seq => seq::pick(self)?,
-            AllocPolicy::Contig => {
-                let b = contig::pick(self, ino, prev)?;
-                self.used.set(b, true);
-                return Some(b);
-            }
+            AllocPolicy::Contig => return contig::pick(self, ino, prev),
         };
         self.take(block);
         Some(block)
     }
 
-    /// Marks a free block busy and used.
+    /// Reserved for a write in progress: busy, not yet in the stored bitmap.
+    pub fn is_reserved(&self, block: u64) -> bool {
+        self.busy.get(block) && !self.used.get(block)
+    }
+
+    /// A reserved block now belongs to a file: it goes into the stored bitmap.
+    pub fn mark_used(&mut self, block: u64) {
+        assert!(
+            self.busy.get(block) && !self.used.get(block),
+            "data block {block} marked used without a reservation"
+        );
+        self.used.set(block, true);
+    }
+
+    /// A reserved block was never used (its write failed or was cancelled).
+    pub fn cancel_reservation(&mut self, block: u64) {
+        self.unreserve(block);
+    }
+
+    /// Marks a free block busy (reserved).
     fn take(&mut self, block: u64) {
         debug_assert!(!self.busy.get(block));
         self.busy.set(block, true);
-        self.used.set(block, true);
         self.free_blocks -= 1;
         let z = self.hint_zone(block);
         if self.hints[z] == block {
@@ -167,7 +197,18 @@ impl DataAlloc {
 
     /// The journal made every earlier free durable: the blocks can be reused.
     pub fn commit_done(&mut self) {
-        for b in std::mem::take(&mut self.pending_free) {
+        let freed = self.take_pending_free();
+        self.release_freed(freed);
+    }
+
+    /// The frees a transaction being built carries (released when it is durable).
+    pub fn take_pending_free(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.pending_free)
+    }
+
+    /// The transaction that freed `freed` is durable: the blocks can be reused.
+    pub fn release_freed(&mut self, freed: Vec<u64>) {
+        for b in freed {
             if !self.used.get(b) && self.busy.get(b) {
                 self.busy.set(b, false);
                 self.free_blocks += 1;
@@ -194,7 +235,10 @@ impl DataAlloc {
     }
 
     fn unreserve(&mut self, b: u64) {
-        debug_assert!(self.busy.get(b) && !self.used.get(b));
+        assert!(
+            self.busy.get(b) && !self.used.get(b),
+            "data block {b} released but not reserved"
+        );
         self.busy.set(b, false);
         self.free_blocks += 1;
         let z = self.hint_zone(b);

@@ -1,6 +1,8 @@
-//! Serialising dirty metadata, the journal write and the checkpoint.
+//! Cutting transactions: serialising dirty metadata into the journal write and the
+//! checkpoint writes. The engine's commit pipeline (`engine/commit.rs`) sends them.
 
 use super::*;
+use crate::device::AlignedBuf;
 use crate::format::dir::{encode_dir, encode_symlink};
 use crate::format::inode::{
     encode_runs, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES, RUNS_PER_BLOCK,
@@ -11,91 +13,105 @@ use crate::format::{new_block, payload_mut, seal_block, BlockType, Header, META_
 /// Largest single device write the checkpoint issues.
 const MAX_CHECKPOINT_WRITE_BYTES: usize = 4 << 20;
 
-impl<D: Device> Fs<D> {
-    /// Commits every operation so far: data flushed, journal written, checkpointed.
-    pub fn sync(&mut self) -> Result<()> {
-        if !self.writable {
-            return Ok(());
-        }
-        if self.data_unflushed {
-            self.dev
-                .flush()
-                .map_err(|e| Error::io("flushing file data", e))?;
-            self.data_unflushed = false;
-        }
-        if self.dirty.is_empty() {
-            self.data.commit_done();
-            return Ok(());
+/// Device writes: (byte offset, 4 KiB-aligned bytes).
+pub type Writes = Vec<(u64, AlignedBuf)>;
+
+/// One commit's writes, encoded when the transaction is cut: the engine's commit
+/// pipeline sends them in order (journal, flush, primary, flush, backup, flush).
+pub struct Transaction {
+    pub txn: u64,
+    /// The journal write: (device offset, bytes).
+    pub journal: (u64, AlignedBuf),
+    /// Checkpoint writes to the primary region, coalesced, in offset order.
+    pub primary: Vec<(u64, AlignedBuf)>,
+    /// Checkpoint writes to the backup region and the end-of-device superblock copy.
+    pub backup: Vec<(u64, AlignedBuf)>,
+    /// Data blocks this transaction frees: reusable once it is durable.
+    pub freed: Vec<u64>,
+    /// Metadata blocks it carries.
+    pub blocks: usize,
+    /// Dirty blocks were left for a later transaction (only an fsck repair of a badly
+    /// damaged volume dirties more than one transaction holds).
+    pub partial: bool,
+}
+
+impl Volume {
+    /// Cuts a transaction from the dirty set: every dirty block is encoded now (with
+    /// the next transaction number), so operations after this call go into the next
+    /// one. `None` when nothing is dirty.
+    pub fn snapshot(&mut self) -> Option<Transaction> {
+        if !self.writable || self.dirty.is_empty() {
+            return None;
         }
         self.sb.zrr_cursor = self.data.zrr_cursor();
-        // Operations keep their changes well under one journal's worth (see
-        // `Fs::write` and `after_op`), so this is one transaction. Only an fsck repair
-        // of a badly damaged volume can dirty more; it then commits in several
-        // transactions, each atomic, the superblock in every one.
-        let mut blocks: Vec<u64> = self.dirty.iter().copied().filter(|&n| n != 0).collect();
         let per_txn = self.max_transaction_images() - 1;
-        loop {
-            let rest = blocks.split_off(blocks.len().min(per_txn));
-            let txn = self.sb.last_txn + 1;
-            self.sb.last_txn = txn;
-            let images: Vec<(u64, Vec<u8>)> = std::iter::once(0)
-                .chain(blocks.iter().copied())
-                .filter_map(|n| self.encode_block(n, txn).map(|img| (n, img)))
-                .collect();
-            let refs: Vec<(u64, &[u8])> = images.iter().map(|(n, b)| (*n, &b[..])).collect();
-            let bytes = encode_transaction(&self.sb.uuid, self.sb.journal_start, txn, &refs);
-            debug_assert!(bytes.len() as u64 <= self.sb.journal_blocks * META_BLOCK_BYTES as u64);
-            self.dev
-                .write_at(self.sb.primary_offset(self.sb.journal_start), &bytes)
-                .map_err(|e| Error::io("writing the journal", e))?;
-            self.dev
-                .flush()
-                .map_err(|e| Error::io("flushing the journal", e))?;
-            checkpoint(&mut self.dev, &self.sb, &refs)?;
-            for n in &blocks {
-                self.dirty.remove(n);
-            }
-            blocks = rest;
-            if blocks.is_empty() {
-                break;
-            }
+        let all: Vec<u64> = self.dirty.iter().copied().filter(|&n| n != 0).collect();
+        let partial = all.len() > per_txn;
+        let blocks: Vec<u64> = all.into_iter().take(per_txn).collect();
+        let txn = self.sb.last_txn + 1;
+        self.sb.last_txn = txn;
+        let images: Vec<(u64, Vec<u8>)> = std::iter::once(0)
+            .chain(blocks.iter().copied())
+            .filter_map(|n| self.encode_block(n, txn).map(|img| (n, img)))
+            .collect();
+        let refs: Vec<(u64, &[u8])> = images.iter().map(|(n, b)| (*n, &b[..])).collect();
+        let bytes = encode_transaction(&self.sb.uuid, self.sb.journal_start, txn, &refs);
+        assert!(
+            bytes.len() as u64 <= self.sb.journal_blocks * META_BLOCK_BYTES as u64,
+            "transaction {txn} of {} blocks does not fit the journal",
+            refs.len()
+        );
+        let mut journal = AlignedBuf::zeroed(bytes.len());
+        journal.copy_from_slice(&bytes);
+        let (primary, backup) = checkpoint_writes(&self.sb, &refs);
+        self.dirty.remove(&0);
+        for n in &blocks {
+            self.dirty.remove(n);
         }
-        self.dirty.clear();
-        self.data.commit_done();
-        Ok(())
+        // Frees are carried by the transaction that records them; with a partial cut
+        // they wait for the last one.
+        let freed = if partial {
+            Vec::new()
+        } else {
+            self.data.take_pending_free()
+        };
+        Some(Transaction {
+            txn,
+            journal: (self.sb.primary_offset(self.sb.journal_start), journal),
+            primary,
+            backup,
+            freed,
+            blocks: refs.len(),
+            partial,
+        })
     }
 
-    /// Commits if the commit interval has passed since the last commit. Returns
-    /// whether it committed. `now_ns` is the caller's clock.
-    pub fn tick(&mut self, now_ns: i64) -> Result<bool> {
-        let last = *self.last_commit_ns.get_or_insert(now_ns);
-        if now_ns - last < self.commit_interval_ns || !self.writable {
-            return Ok(false);
-        }
-        self.last_commit_ns = Some(now_ns);
-        if self.dirty.is_empty() && !self.data_unflushed {
-            return Ok(false);
-        }
-        self.sync()?;
-        Ok(true)
+    /// A transaction is durable in both regions: the blocks it freed can be reused.
+    pub fn commit_done(&mut self, freed: Vec<u64>) {
+        self.data.release_freed(freed);
+    }
+
+    /// The checkpoint writes of a transaction replayed at open.
+    pub fn replay_writes(&self, replay: &Replay) -> (Writes, Writes) {
+        let refs: Vec<(u64, &[u8])> = replay.images.iter().map(|(n, b)| (*n, &b[..])).collect();
+        checkpoint_writes(&self.sb, &refs)
+    }
+
+    /// The write that empties the journal (a clean unmount: nothing to replay).
+    pub fn invalidate_journal_write(&self) -> (u64, AlignedBuf) {
+        (
+            self.sb.primary_offset(self.sb.journal_start),
+            AlignedBuf::zeroed(META_BLOCK_BYTES),
+        )
     }
 
     /// The most images one transaction can carry in this journal.
-    pub(super) fn max_transaction_images(&self) -> usize {
+    pub fn max_transaction_images(&self) -> usize {
         let mut n = self.sb.journal_blocks as usize;
         while transaction_blocks(n) as u64 > self.sb.journal_blocks {
             n -= 1;
         }
         n
-    }
-
-    /// Operations that touched this many blocks commit at once, so that one
-    /// transaction always fits the journal.
-    pub(super) fn after_op(&mut self) -> Result<()> {
-        if self.dirty.len() as u64 * 4 > self.sb.journal_blocks {
-            self.sync()?;
-        }
-        Ok(())
     }
 
     /// The current image of metadata block `n`, or `None` for a free dynamic block.
@@ -165,20 +181,13 @@ pub(super) fn inode_record(inode: &Inode) -> InodeRecord {
     rec
 }
 
-/// Writes images to the primary region, flushes, then to the backup region and the
-/// last-block superblock copy, and flushes again.
-pub(super) fn checkpoint<D: Device>(
-    dev: &mut D,
-    sb: &Superblock,
-    images: &[(u64, &[u8])],
-) -> Result<()> {
+/// The checkpoint writes of `images`: to the primary region, then to the backup region
+/// and (for the superblock) the last 4 KiB of the device; each coalesced.
+pub(super) fn checkpoint_writes(sb: &Superblock, images: &[(u64, &[u8])]) -> (Writes, Writes) {
     let primary: Vec<(u64, &[u8])> = images
         .iter()
         .map(|(n, b)| (sb.primary_offset(*n), *b))
         .collect();
-    write_coalesced(dev, primary, "checkpointing to the primary region")?;
-    dev.flush()
-        .map_err(|e| Error::io("flushing the primary region", e))?;
     let mut backup: Vec<(u64, &[u8])> = images
         .iter()
         .filter(|(n, _)| !sb.in_journal(*n))
@@ -187,19 +196,14 @@ pub(super) fn checkpoint<D: Device>(
     if let Some((_, sb_image)) = images.iter().find(|(n, _)| *n == 0) {
         backup.push((sb.last_copy_offset(), sb_image));
     }
-    write_coalesced(dev, backup, "checkpointing to the backup region")?;
-    dev.flush()
-        .map_err(|e| Error::io("flushing the backup region", e))?;
-    Ok(())
+    (coalesce(primary), coalesce(backup))
 }
 
-/// Writes 4 KiB images at byte offsets, merging neighbours into larger writes.
-pub(super) fn write_coalesced<D: Device>(
-    dev: &mut D,
-    mut blocks: Vec<(u64, &[u8])>,
-    what: &str,
-) -> Result<()> {
+/// 4 KiB images at byte offsets, neighbours merged into writes of at most
+/// [`MAX_CHECKPOINT_WRITE_BYTES`].
+pub(super) fn coalesce(mut blocks: Vec<(u64, &[u8])>) -> Vec<(u64, AlignedBuf)> {
     blocks.sort_by_key(|(o, _)| *o);
+    let mut out = Vec::new();
     let mut i = 0;
     while i < blocks.len() {
         let start = blocks[i].0;
@@ -210,22 +214,12 @@ pub(super) fn write_coalesced<D: Device>(
         {
             j += 1;
         }
-        let mut buf = crate::device::AlignedBuf::zeroed((j - i) * META_BLOCK_BYTES);
+        let mut buf = AlignedBuf::zeroed((j - i) * META_BLOCK_BYTES);
         for (k, (_, img)) in blocks[i..j].iter().enumerate() {
             buf[k * META_BLOCK_BYTES..(k + 1) * META_BLOCK_BYTES].copy_from_slice(img);
         }
-        dev.write_at(start, &buf).map_err(|e| Error::io(what, e))?;
+        out.push((start, buf));
         i = j;
     }
-    Ok(())
-}
-
-/// Overwrites the journal head so that no transaction is found there. Only called once
-/// every transaction in the journal is checkpointed in both regions.
-pub(super) fn invalidate_journal<D: Device>(dev: &mut D, sb: &Superblock) -> Result<()> {
-    let zero = crate::device::AlignedBuf::zeroed(META_BLOCK_BYTES);
-    dev.write_at(sb.primary_offset(sb.journal_start), &zero)
-        .map_err(|e| Error::io("clearing the journal", e))?;
-    dev.flush()
-        .map_err(|e| Error::io("flushing the journal", e))
+    out
 }

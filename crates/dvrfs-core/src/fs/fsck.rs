@@ -15,6 +15,7 @@
 
 use super::*;
 use crate::alloc::Bitmap;
+use crate::device::Device;
 use crate::format::{verify_block, BlockType, META_BLOCK_BYTES};
 
 #[derive(Clone, Debug, Default)]
@@ -87,51 +88,52 @@ pub fn fsck<D: Device>(
         errors: vec![],
         fixable: vec![],
     };
-    let report = fs.report.clone();
+    let report = fs.load_report().clone();
+    let (vol, dev) = fs.parts_mut();
     if report.superblock_from != "primary" {
         f.err(
             true,
             "primary superblock is invalid; the end-of-device copy was used".into(),
         );
-        fs.dirty.insert(0);
+        vol.dirty.insert(0);
     }
     for (n, why) in &report.from_backup {
         f.err(
             true,
             format!("primary metadata block {n} ({why}); served from the backup copy"),
         );
-        fs.dirty.insert(*n);
+        vol.dirty.insert(*n);
     }
     for (ino, p) in &report.problems {
         f.err(true, p.clone());
         match ino {
             Some(ino) => {
-                fs.dirty_inode(*ino);
-                if let Some(inode) = fs.inodes.get(ino) {
+                vol.dirty_inode(*ino);
+                if let Some(inode) = vol.inodes.get(ino) {
                     if inode.kind() == Some(Kind::Dir) {
                         let blocks: Vec<u64> = inode
                             .runs
                             .iter()
                             .flat_map(|r| r.start..r.start + r.count as u64)
                             .collect();
-                        fs.dirty.extend(blocks);
+                        vol.dirty.extend(blocks);
                     }
-                    fs.dirty_runs_from(*ino, 0)?;
+                    vol.dirty_runs_from(*ino, 0)?;
                 }
             }
             // Volume-level problems (stray bitmap bits, inode slots past the inode
             // count): rewriting the bitmaps and the last inode-table block clears them.
             None => {
-                let sb = &fs.sb;
+                let sb = &vol.sb;
                 let blocks: Vec<u64> = (sb.data_bitmap_start..sb.inode_table_start)
                     .chain(std::iter::once(sb.dynamic_start - 1))
                     .collect();
-                fs.dirty.extend(blocks);
+                vol.dirty.extend(blocks);
             }
         }
     }
-    fs.check_copies(&mut f, &report, progress)?;
-    fs.check_structure(&mut f)?;
+    vol.check_copies(dev, &mut f, &report, progress)?;
+    vol.check_structure(&mut f)?;
     let fixed = f.fixable.iter().filter(|&&x| x).count();
     let mut out = FsckReport {
         remaining: f.errors.len(),
@@ -148,7 +150,7 @@ pub fn fsck<D: Device>(
     Ok((out, Some(dev)))
 }
 
-impl<D: Device> Fs<D> {
+impl Volume {
     /// Every metadata block in use.
     fn blocks_in_use(&self) -> Vec<u64> {
         let sb = &self.sb;
@@ -175,8 +177,9 @@ impl<D: Device> Fs<D> {
         v
     }
 
-    fn check_copies(
+    fn check_copies<D: Device>(
         &mut self,
+        dev: &D,
         f: &mut Found,
         report: &LoadReport,
         progress: &mut dyn FnMut(u64, u64),
@@ -199,8 +202,7 @@ impl<D: Device> Fs<D> {
                 continue; // Not checkpointed yet: the journal holds the current image.
             }
             let ty = self.block_type_of(n);
-            self.dev
-                .read_at(self.sb.backup_offset(n), &mut b)
+            dev.read_at(self.sb.backup_offset(n), &mut b)
                 .map_err(|e| Error::io("reading the backup region", e))?;
             if let Err(why) = verify_block(&b, ty, &self.sb.uuid, n) {
                 f.err(
@@ -213,8 +215,7 @@ impl<D: Device> Fs<D> {
             if bad_primary.contains(&n) {
                 continue;
             }
-            self.dev
-                .read_at(self.sb.primary_offset(n), &mut p)
+            dev.read_at(self.sb.primary_offset(n), &mut p)
                 .map_err(|e| Error::io("reading the primary region", e))?;
             if p != b && (n != 0 || report.superblock_from == "primary") {
                 f.err(
@@ -229,12 +230,10 @@ impl<D: Device> Fs<D> {
         }
         progress(total, total);
         // The superblock copy at the end of the device.
-        self.dev
-            .read_at(self.sb.last_copy_offset(), &mut b)
+        dev.read_at(self.sb.last_copy_offset(), &mut b)
             .map_err(|e| Error::io("reading the end-of-device superblock", e))?;
         if !pending.contains(&0) {
-            self.dev
-                .read_at(0, &mut p)
+            dev.read_at(0, &mut p)
                 .map_err(|e| Error::io("reading the superblock", e))?;
             let ok = crate::format::superblock::Superblock::decode(&b).is_ok_and(|s| s == self.sb)
                 && (b == p || report.superblock_from != "primary");

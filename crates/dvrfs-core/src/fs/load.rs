@@ -15,9 +15,9 @@
 //! the primary copy if it verifies, else the backup copy if it verifies (recorded in
 //! the [`LoadReport`]), else the open fails naming the block.
 
-use super::commit::{checkpoint, invalidate_journal};
 use super::*;
 use crate::alloc::Bitmap;
+use crate::device::Device;
 use crate::format::dir::decode_dir;
 use crate::format::inode::{
     decode_runs, InodeRecord, Run, INDIRECT_SLOTS, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES,
@@ -147,9 +147,14 @@ fn read_superblock<D: Device>(dev: &D) -> Result<(Superblock, &'static str)> {
     }
 }
 
-/// The complete transaction at the head of the journal, if there is one.
-/// A replayable transaction: its number and its (block, image) pairs.
-type Replay = (u64, Vec<(u64, Vec<u8>)>);
+/// The complete transaction found at the head of the journal: its number and its
+/// (block, image) pairs. A writable open checkpoints it to both regions and empties the
+/// journal (the engine's first job) before anything else is committed.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub txn: u64,
+    pub images: Vec<(u64, Vec<u8>)>,
+}
 
 fn read_journal<D: Device>(dev: &D, sb: &Superblock) -> Result<Option<Replay>> {
     let mut b = vec![0u8; META_BLOCK_BYTES];
@@ -170,13 +175,19 @@ fn read_journal<D: Device>(dev: &D, sb: &Superblock) -> Result<Option<Replay>> {
         imgs.iter()
             .all(|(n, _)| *n < sb.meta_blocks && !sb.in_journal(*n))
     });
-    Ok(txn.map(|imgs| (head.txn, imgs)))
+    Ok(txn.map(|images| Replay {
+        txn: head.txn,
+        images,
+    }))
 }
 
-impl<D: Device> Fs<D> {
-    /// Opens the file system on `dev`, replaying the journal.
-    pub fn open(mut dev: D, opts: OpenOptions) -> Result<Fs<D>> {
-        let (mut sb, superblock_from) = read_superblock(&dev)?;
+impl Volume {
+    /// Loads and verifies the whole metadata of the file system on `dev` (reads only),
+    /// with the journal's complete transaction applied over what the regions hold.
+    /// A writable volume must have the returned [`Replay`] checkpointed before anything
+    /// else is committed (the engine does it first).
+    pub fn load<D: Device>(dev: &D, opts: &OpenOptions) -> Result<(Volume, Option<Replay>)> {
+        let (mut sb, superblock_from) = read_superblock(dev)?;
         let mut report = LoadReport {
             superblock_from,
             ..Default::default()
@@ -188,27 +199,22 @@ impl<D: Device> Fs<D> {
                 dev.size_bytes()
             )));
         }
-        let journal = read_journal(&dev, &sb)?;
+        let journal = read_journal(dev, &sb)?;
         let mut overlay = HashMap::new();
-        if let Some((txn, images)) = journal {
-            if let Some((_, img)) = images.iter().find(|(n, _)| *n == 0) {
+        if let Some(r) = &journal {
+            if let Some((_, img)) = r.images.iter().find(|(n, _)| *n == 0) {
                 sb = Superblock::decode(img)
                     .map_err(|e| Error::Corrupt(format!("journal superblock image: {e}")))?;
             }
-            report.replayed_txn = Some(txn);
-            report.replayed_blocks = images.iter().map(|(n, _)| *n).collect();
-            if opts.writable {
-                let refs: Vec<(u64, &[u8])> = images.iter().map(|(n, b)| (*n, &b[..])).collect();
-                checkpoint(&mut dev, &sb, &refs)?;
-                invalidate_journal(&mut dev, &sb)?;
-            }
-            overlay.extend(images);
+            report.replayed_txn = Some(r.txn);
+            report.replayed_blocks = r.images.iter().map(|(n, _)| *n).collect();
+            overlay.extend(r.images.iter().cloned());
         }
         let interval_ms = opts
             .commit_interval_ms
             .unwrap_or(sb.commit_interval_ms)
             .max(1);
-        let mut fs = Fs {
+        let mut v = Volume {
             data: DataAlloc::new(&sb),
             meta: MetaAlloc::new(sb.dynamic_start, sb.dynamic_blocks),
             writable: opts.writable,
@@ -218,23 +224,27 @@ impl<D: Device> Fs<D> {
             parents: HashMap::new(),
             owners: HashMap::new(),
             dirty: BTreeSet::new(),
-            data_unflushed: false,
-            commit_interval_ns: interval_ms as i64 * 1_000_000,
-            last_commit_ns: None,
+            pending: BTreeMap::new(),
+            commit_interval_ms: interval_ms,
             free_inode_hint: 1,
             report: LoadReport::default(),
             sb,
-            dev,
         };
-        fs.load_all(&overlay, &mut report)?;
-        fs.report = report;
-        Ok(fs)
+        v.load_all(dev, &overlay, &mut report)?;
+        v.report = report;
+        let replay = if opts.writable { journal } else { None };
+        Ok((v, replay))
     }
 
-    fn load_all(&mut self, overlay: &HashMap<u64, Vec<u8>>, report: &mut LoadReport) -> Result<()> {
+    fn load_all<D: Device>(
+        &mut self,
+        dev: &D,
+        overlay: &HashMap<u64, Vec<u8>>,
+        report: &mut LoadReport,
+    ) -> Result<()> {
         let sb = self.sb.clone();
         let mut r = Reader {
-            dev: &self.dev,
+            dev,
             sb: &sb,
             overlay,
             report,

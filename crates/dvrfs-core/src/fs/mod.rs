@@ -1,14 +1,17 @@
-//! The file system: in-memory metadata plus the device it lives on.
+//! The file system's state: the whole metadata in memory ([`Volume`]), and the
+//! blocking driver ([`Fs`]) that runs the engine over a device for the CLI and tests.
 //!
-//! `Fs` loads and verifies the whole metadata at open, serves namespace and data
-//! operations, and turns the metadata blocks they dirty into journal transactions.
-//! Every public mutating call is one atomic operation: either all of its metadata
-//! changes reach the journal in one transaction or none do. Operations are grouped
-//! into a transaction until [`Fs::tick`] finds the commit interval elapsed, or
-//! [`Fs::sync`] is called.
+//! A `Volume` never touches a device after it is loaded. Namespace operations change
+//! it in memory; data operations are *planned* (blocks reserved, device accesses
+//! listed) and *applied* once their data is on the disk; the dirty metadata blocks are
+//! turned into journal transactions by the engine's commit pipeline
+//! (`engine/commit.rs`). Every mutating operation is one atomic unit: all of its
+//! metadata changes reach the journal in one transaction or none do.
 //!
-//! Order of writes, and why (the crash model of `device.rs`):
-//! 1. file data, then a flush: data is durable before any metadata points at it;
+//! Order of writes, and why (the crash model of `device.rs`), enforced by the engine:
+//! 1. file data, then a flush: data is durable before any metadata points at it (a
+//!    write's metadata is applied only after its data completed, so a snapshot never
+//!    names data still in flight);
 //! 2. the journal transaction, then a flush: the commit point;
 //! 3. the same blocks to the primary region, a flush, then to the backup region (and
 //!    the superblock copy at the end of the device), a flush. Only then may the next
@@ -16,6 +19,7 @@
 //!
 //! A crash anywhere leaves either the previous state or, after replay, the new one.
 
+pub mod blocking;
 mod commit;
 mod data;
 pub mod fsck;
@@ -23,12 +27,15 @@ mod load;
 mod mkfs;
 mod ops;
 
-pub use load::LoadReport;
+pub use blocking::{Clock, Fs, ManualClock, Now};
+pub use commit::Transaction;
+pub use data::{max_file_bytes, Fill, PlannedIo, ReadPlan, WritePlan};
+pub use load::{LoadReport, Replay};
 pub use mkfs::mkfs;
+pub use ops::SetAttr;
 
 use crate::alloc::meta::MetaAlloc;
 use crate::alloc::{DataAlloc, Ino, BITS_PER_BITMAP_BLOCK};
-use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::format::dir::Kind;
 use crate::format::inode::{run_location, S_IFMT};
@@ -78,6 +85,17 @@ impl OpenOptions {
     }
 }
 
+/// Blocks reserved by planned writes of one file that have not been applied yet.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingFile {
+    /// File block -> reserved data block.
+    pub blocks: BTreeMap<u64, u64>,
+    /// The file size once every pending write is applied.
+    pub size_bytes: u64,
+    /// Planned, not yet applied or aborted.
+    pub writes: u32,
+}
+
 /// Attributes of a file, as `stat` shows them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Stat {
@@ -105,8 +123,9 @@ pub struct Info {
     pub meta_free_blocks: u64,
 }
 
-pub struct Fs<D: Device> {
-    dev: D,
+/// The whole metadata of a volume, in memory, with the allocators (see the module
+/// docs). It knows the layout but never touches a device after [`Volume::load`].
+pub struct Volume {
     sb: Superblock,
     writable: bool,
     inodes: BTreeMap<Ino, Inode>,
@@ -118,26 +137,21 @@ pub struct Fs<D: Device> {
     data: DataAlloc,
     meta: MetaAlloc,
     dirty: BTreeSet<u64>,
-    /// File data was written since the last flush.
-    data_unflushed: bool,
-    commit_interval_ns: i64,
-    last_commit_ns: Option<i64>,
+    /// Files with planned writes not yet applied.
+    pending: BTreeMap<Ino, PendingFile>,
+    /// The commit interval to use (superblock value or the open option), ms.
+    commit_interval_ms: u32,
     free_inode_hint: Ino,
     report: LoadReport,
 }
 
-impl<D: Device> Fs<D> {
+impl Volume {
     pub fn superblock(&self) -> &Superblock {
         &self.sb
     }
 
-    pub fn device(&self) -> &D {
-        &self.dev
-    }
-
-    /// The device, for shells that inspect what the file system wrote (the simulator).
-    pub fn device_mut(&mut self) -> &mut D {
-        &mut self.dev
+    pub fn commit_interval_ms(&self) -> u32 {
+        self.commit_interval_ms
     }
 
     pub fn is_writable(&self) -> bool {
@@ -181,20 +195,31 @@ impl<D: Device> Fs<D> {
         self.data.available_for(0) * self.sb.data_block_bytes
     }
 
-    /// Commits pending operations, marks the journal empty (a clean unmount: the next
-    /// open replays nothing and reads every block from its home) and gives the device
-    /// back.
-    pub fn close(mut self) -> Result<D> {
-        if self.writable {
-            self.sync()?;
-            commit::invalidate_journal(&mut self.dev, &self.sb)?;
-        }
-        Ok(self.dev)
+    /// Blocks freed by operations not yet committed (they become free at the commit).
+    pub fn pending_free_blocks(&self) -> usize {
+        self.data.pending_free()
     }
 
-    /// Drops all state without committing: what a crash does to memory.
-    pub fn crash(self) -> D {
-        self.dev
+    /// Whether the dirty set is large enough that a commit should start now, rather
+    /// than at the end of the interval (a quarter of the journal).
+    pub fn wants_commit_now(&self) -> bool {
+        self.dirty.len() as u64 * 4 > self.sb.journal_blocks
+    }
+
+    /// Checks the allocators' own bookkeeping; a broken invariant is a bug.
+    pub fn check_invariants(&self) -> std::result::Result<(), String> {
+        self.data.check_invariants()?;
+        for (ino, p) in &self.pending {
+            if p.writes == 0 {
+                return Err(format!("inode {ino} is pending without pending writes"));
+            }
+            if let Some((fb, b)) = p.blocks.iter().find(|(_, &b)| !self.data.is_reserved(b)) {
+                return Err(format!(
+                    "inode {ino}: file block {fb} waits for data block {b}, which is not reserved"
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn inode(&self, ino: Ino) -> Result<&Inode> {
@@ -209,7 +234,7 @@ impl<D: Device> Fs<D> {
             .ok_or_else(|| Error::Corrupt(format!("inode {ino} is referenced but free")))
     }
 
-    fn check_writable(&self) -> Result<()> {
+    pub(crate) fn check_writable(&self) -> Result<()> {
         if self.writable {
             Ok(())
         } else {

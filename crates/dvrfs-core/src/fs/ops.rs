@@ -33,7 +33,7 @@ fn show(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
 
-impl<D: Device> Fs<D> {
+impl Volume {
     fn dir(&self, ino: Ino, what: &[u8]) -> Result<&Dir> {
         self.dirs.get(&ino).ok_or_else(|| Error::NotDir(show(what)))
     }
@@ -124,6 +124,18 @@ impl<D: Device> Fs<D> {
             .get(&ino)
             .cloned()
             .ok_or_else(|| Error::InvalidArgument(format!("inode {ino} is not a symlink")))
+    }
+
+    pub fn inode_exists(&self, ino: Ino) -> bool {
+        self.inodes.contains_key(&ino)
+    }
+
+    /// The regular file whose data removing the name `parent/name` would free (its last
+    /// link), if any: the engine waits for that file's I/O in flight first.
+    pub fn frees_on_unlink(&self, parent: Ino, name: &[u8]) -> Option<Ino> {
+        let e = self.dirs.get(&parent)?.entries.get(name)?;
+        let i = self.inodes.get(&e.ino)?;
+        (i.kind() == Some(Kind::File) && i.attr.nlink <= 1).then_some(e.ino)
     }
 
     /// The data blocks of a file as (file block, device block, count) runs.
@@ -238,7 +250,6 @@ impl<D: Device> Fs<D> {
         now_ns: i64,
     ) -> Result<Ino> {
         let ino = self.new_inode(parent, name, S_IFREG | (perm & 0o7777), uid, gid, now_ns)?;
-        self.after_op()?;
         Ok(ino)
     }
 
@@ -255,7 +266,6 @@ impl<D: Device> Fs<D> {
         self.dirs.insert(ino, Dir::default());
         self.parents.insert(ino, parent);
         self.inode_mut(parent)?.attr.nlink += 1;
-        self.after_op()?;
         Ok(ino)
     }
 
@@ -285,7 +295,6 @@ impl<D: Device> Fs<D> {
         let inode = self.inode_mut(ino)?;
         inode.map_block(0, m);
         inode.attr.size_bytes = target.len() as u64;
-        self.after_op()?;
         Ok(ino)
     }
 
@@ -303,7 +312,7 @@ impl<D: Device> Fs<D> {
         self.dir_remove(parent, name)?;
         self.drop_link(e.ino, now_ns)?;
         self.touch(parent, now_ns)?;
-        self.after_op()
+        Ok(())
     }
 
     fn drop_link(&mut self, ino: Ino, now_ns: i64) -> Result<()> {
@@ -335,7 +344,7 @@ impl<D: Device> Fs<D> {
         self.free_inode(e.ino)?;
         self.inode_mut(parent)?.attr.nlink -= 1;
         self.touch(parent, now_ns)?;
-        self.after_op()
+        Ok(())
     }
 
     /// Moves `src_parent/src_name` to `dst_parent/dst_name`, replacing a file there or
@@ -419,7 +428,7 @@ impl<D: Device> Fs<D> {
         self.dirty_inode(src.ino);
         self.touch(src_parent, now_ns)?;
         self.touch(dst_parent, now_ns)?;
-        self.after_op()
+        Ok(())
     }
 
     pub fn set_attr(&mut self, ino: Ino, set: &SetAttr, now_ns: i64) -> Result<()> {
@@ -439,7 +448,7 @@ impl<D: Device> Fs<D> {
         }
         a.ctime_ns = now_ns;
         self.dirty_inode(ino);
-        self.after_op()
+        Ok(())
     }
 
     /// The file is closed: unused preallocation (contig) goes back to the free pool.

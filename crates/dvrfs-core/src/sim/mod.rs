@@ -470,7 +470,7 @@ fn setup(
         if fs.free_bytes() < cfg.block_bytes {
             break;
         }
-        fs.tick(n as i64 * 1_000_000_000)?;
+        fs.tick()?;
     }
     for _ in 0..cfg.age_cycles {
         if files.is_empty() {
@@ -1011,7 +1011,7 @@ impl<T: DiskTimer> Sim<'_, T> {
                     }
                 }
                 Ev::Commit => {
-                    self.fs.tick(t as i64)?;
+                    self.fs.tick()?;
                     let streams = self.out.streams;
                     for (off, len) in self.fs.device_mut().take_writes() {
                         self.journal_write(off, len, t, streams);

@@ -27,7 +27,7 @@ pub fn formatted(device_bytes: u64, block_bytes: u64, alloc: AllocPolicy, seed: 
 }
 
 /// Walks the whole tree of `fs` into a model (file contents read back in full).
-pub fn snapshot<D: Device>(fs: &Fs<D>) -> Model {
+pub fn snapshot<D: Device>(fs: &mut Fs<D>) -> Model {
     let mut out = Model::new();
     let mut stack = vec![(String::new(), fs.root())];
     while let Some((path, ino)) = stack.pop() {

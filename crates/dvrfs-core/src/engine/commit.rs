@@ -1,0 +1,473 @@
+//! The commit pipeline: an explicit state machine with barriers.
+//!
+//! A commit job runs these stages, each only after the previous one has completed:
+//!
+//! ```text
+//!   DataFlush      flush, if any data write completed since the last flush
+//!   Journal        the transaction at the journal head               (metadata class)
+//!   JournalFlush   flush: the commit point
+//!   Primary        the dirty blocks to the primary region, coalesced  (metadata class)
+//!   PrimaryFlush   flush
+//!   Backup         the same to the backup region + end-of-device superblock copy
+//!   BackupFlush    flush: only now may the next transaction overwrite the journal
+//!   Invalidate     (unmount, and after a replay) zero the journal head
+//!   InvalidateFlush
+//! ```
+//!
+//! The engine enforces this order; no policy can reorder across a stage, because a
+//! stage's requests reach the scheduler only when the previous stage is complete, and a
+//! flush is issued only when no request of its stage is outstanding. Journal and
+//! checkpoint writes are requests of their own class ([`Class::Metadata`]) with a
+//! deadline of their own: the stage's start plus the commit interval, or sooner when
+//! an `fsync` with a deadline (or the blocking driver's sync, which wants it now) waits
+//! for the job. So a commit is never starved (it has a deadline) and never starves a
+//! stream (the mixer plans it like any deadline-bearing request).
+//!
+//! One job runs at a time. A job starts when the interval has passed since the last
+//! one started and something is dirty, or at once when asked (fsync, unmount, an
+//! operation that needs the room or the freed blocks, a dirty set past a quarter of the
+//! journal). A transaction carries the blocks it frees; they become allocatable only
+//! when its job is done. A job whose write or flush fails marks the engine broken: its
+//! waiters and every later commit fail (the device is suspect), nothing it freed is
+//! reused.
+
+use super::*;
+use crate::device::AlignedBuf;
+use crate::fs::Transaction;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CommitStage {
+    DataFlush,
+    Journal,
+    JournalFlush,
+    Primary,
+    PrimaryFlush,
+    Backup,
+    BackupFlush,
+    Invalidate,
+    InvalidateFlush,
+}
+
+impl CommitStage {
+    fn is_flush(self) -> bool {
+        matches!(
+            self,
+            CommitStage::JournalFlush
+                | CommitStage::PrimaryFlush
+                | CommitStage::BackupFlush
+                | CommitStage::InvalidateFlush
+        )
+    }
+}
+
+pub(super) struct CommitJob {
+    stages: VecDeque<CommitStage>,
+    started: bool,
+    /// A deadline the whole job must meet (something blocked waits for it).
+    urgent_ns: Option<u64>,
+    outstanding: u32,
+    flush_wanted: bool,
+    flush_in_flight: bool,
+    journal: Option<(u64, AlignedBuf)>,
+    primary: Vec<(u64, AlignedBuf)>,
+    backup: Vec<(u64, AlignedBuf)>,
+    invalidate: Option<(u64, AlignedBuf)>,
+    freed: Vec<u64>,
+    /// fsyncs this job completes, with their deadlines.
+    waiters: Vec<(OpId, Option<u64>)>,
+    /// The unmount this job completes.
+    final_op: Option<OpId>,
+    /// Dirty blocks were left for the next job (waiters move on to it).
+    partial: bool,
+    error: Option<String>,
+    is_txn: bool,
+}
+
+impl CommitJob {
+    fn new(stages: &[CommitStage]) -> CommitJob {
+        CommitJob {
+            stages: stages.iter().copied().collect(),
+            started: false,
+            urgent_ns: None,
+            outstanding: 0,
+            flush_wanted: false,
+            flush_in_flight: false,
+            journal: None,
+            primary: vec![],
+            backup: vec![],
+            invalidate: None,
+            freed: vec![],
+            waiters: vec![],
+            final_op: None,
+            partial: false,
+            error: None,
+            is_txn: false,
+        }
+    }
+
+    /// The checkpoint of a transaction replayed at open, then an empty journal.
+    pub(super) fn replay(
+        primary: Vec<(u64, AlignedBuf)>,
+        backup: Vec<(u64, AlignedBuf)>,
+        invalidate: (u64, AlignedBuf),
+    ) -> CommitJob {
+        use CommitStage::*;
+        let mut j = CommitJob::new(&[
+            Primary,
+            PrimaryFlush,
+            Backup,
+            BackupFlush,
+            Invalidate,
+            InvalidateFlush,
+        ]);
+        j.primary = primary;
+        j.backup = backup;
+        j.invalidate = Some(invalidate);
+        j
+    }
+
+    fn txn(t: Transaction, invalidate: Option<(u64, AlignedBuf)>) -> CommitJob {
+        use CommitStage::*;
+        let mut stages = vec![
+            DataFlush,
+            Journal,
+            JournalFlush,
+            Primary,
+            PrimaryFlush,
+            Backup,
+            BackupFlush,
+        ];
+        if invalidate.is_some() {
+            stages.extend([Invalidate, InvalidateFlush]);
+        }
+        let mut j = CommitJob::new(&stages);
+        j.journal = Some(t.journal);
+        j.primary = t.primary;
+        j.backup = t.backup;
+        j.freed = t.freed;
+        j.partial = t.partial;
+        j.invalidate = invalidate;
+        j.is_txn = true;
+        j
+    }
+}
+
+/// The pipeline's state inside the engine.
+pub(super) struct CommitState {
+    interval_ns: u64,
+    last_start_ns: u64,
+    requested: bool,
+    /// The earliest deadline something blocked on the next job asked for.
+    urgent_ns: Option<u64>,
+    job: Option<CommitJob>,
+    /// fsyncs waiting for the next job.
+    next_waiters: Vec<(OpId, Option<u64>)>,
+    /// An unmount waiting for the final job.
+    final_waiter: Option<(OpId, Option<u64>)>,
+}
+
+impl CommitState {
+    pub(super) fn new(interval_ns: u64, now_ns: u64) -> CommitState {
+        CommitState {
+            interval_ns: interval_ns.max(1),
+            last_start_ns: now_ns,
+            requested: false,
+            urgent_ns: None,
+            job: None,
+            next_waiters: vec![],
+            final_waiter: None,
+        }
+    }
+
+    pub(super) fn start(&mut self, job: CommitJob, now_ns: u64) {
+        assert!(self.job.is_none(), "a commit job started while one runs");
+        self.job = Some(job);
+        self.last_start_ns = now_ns;
+    }
+
+    pub(super) fn busy(&self) -> bool {
+        self.job.is_some()
+    }
+
+    /// Start a commit as soon as possible.
+    pub(super) fn want_now(&mut self) {
+        self.requested = true;
+    }
+
+    /// Start a commit as soon as possible, and finish it by `deadline_ns`: an
+    /// operation is blocked until it is done.
+    pub(super) fn want_by(&mut self, deadline_ns: u64) {
+        self.requested = true;
+        self.urgent_ns = Some(self.urgent_ns.map_or(deadline_ns, |u| u.min(deadline_ns)));
+    }
+
+    /// An fsync waits: for the running job if what it must cover is already in it
+    /// (`next` false), else for the next one.
+    pub(super) fn add_waiter(&mut self, id: OpId, deadline: Option<u64>, next: bool) {
+        match self.job.as_mut() {
+            Some(j) if !next => j.waiters.push((id, deadline)),
+            _ => {
+                self.next_waiters.push((id, deadline));
+                self.requested = true;
+            }
+        }
+    }
+
+    pub(super) fn add_final(&mut self, id: OpId, deadline: Option<u64>) {
+        self.final_waiter = Some((id, deadline));
+        self.requested = true;
+    }
+
+    pub(super) fn forget_waiter(&mut self, id: OpId) {
+        self.next_waiters.retain(|(w, _)| *w != id);
+        if let Some(j) = self.job.as_mut() {
+            j.waiters.retain(|(w, _)| *w != id);
+        }
+    }
+
+    pub(super) fn flush_wanted(&self) -> bool {
+        self.job
+            .as_ref()
+            .is_some_and(|j| j.flush_wanted && !j.flush_in_flight)
+    }
+
+    pub(super) fn flush_issued(&mut self) {
+        let j = self.job.as_mut().expect("a flush belongs to a commit job");
+        j.flush_wanted = false;
+        j.flush_in_flight = true;
+    }
+
+    pub(super) fn flush_done(&mut self, error: Option<String>) {
+        let j = self.job.as_mut().expect("a flush belongs to a commit job");
+        j.flush_in_flight = false;
+        if let Some(e) = error {
+            j.error.get_or_insert(e);
+        }
+    }
+
+    pub(super) fn piece_added(&mut self) {
+        self.job
+            .as_mut()
+            .expect("commit writes belong to a job")
+            .outstanding += 1;
+    }
+
+    pub(super) fn piece_done(&mut self, error: Option<String>) {
+        let j = self.job.as_mut().expect("commit writes belong to a job");
+        j.outstanding -= 1;
+        if let Some(e) = error {
+            j.error.get_or_insert(e);
+        }
+    }
+
+    /// When the interval next makes a commit due (`dirty`: something to commit).
+    pub(super) fn due_ns(&self, dirty: bool) -> Option<u64> {
+        (self.job.is_none() && dirty).then(|| self.last_start_ns + self.interval_ns)
+    }
+}
+
+impl Engine {
+    /// Starts and advances commit jobs; returns whether anything changed.
+    pub(super) fn commit_step(&mut self, now: Now) -> bool {
+        let mut changed = false;
+        loop {
+            if self.commit.job.is_none() {
+                if !self.start_commit(now) {
+                    return changed;
+                }
+                changed = true;
+                continue;
+            }
+            let interval = self.commit.interval_ns;
+            let job = self.commit.job.as_mut().expect("checked above");
+            if job.outstanding > 0 || job.flush_wanted || job.flush_in_flight {
+                return changed;
+            }
+            if job.error.is_some() {
+                job.stages.clear();
+            }
+            match job.stages.front().copied() {
+                Some(stage) if !job.started => {
+                    job.started = true;
+                    changed = true;
+                    // The stage's deadline: its start plus the interval, or what a
+                    // waiter asks for (never in the past).
+                    let cap = job
+                        .waiters
+                        .iter()
+                        .filter_map(|(_, d)| *d)
+                        .chain(job.urgent_ns)
+                        .min();
+                    let deadline = (now.mono_ns + interval)
+                        .min(cap.unwrap_or(u64::MAX))
+                        .max(now.mono_ns);
+                    let job = self.commit.job.as_mut().expect("checked above");
+                    if stage.is_flush() {
+                        job.flush_wanted = true;
+                        continue;
+                    }
+                    let writes: Vec<(u64, AlignedBuf)> = match stage {
+                        CommitStage::DataFlush => {
+                            if self.data_unflushed {
+                                job.flush_wanted = true;
+                            }
+                            continue;
+                        }
+                        CommitStage::Journal => job.journal.take().into_iter().collect(),
+                        CommitStage::Primary => std::mem::take(&mut job.primary),
+                        CommitStage::Backup => std::mem::take(&mut job.backup),
+                        CommitStage::Invalidate => job.invalidate.take().into_iter().collect(),
+                        _ => unreachable!("flush stages handled above"),
+                    };
+                    for (offset, buf) in writes {
+                        self.add_commit_piece(offset, buf, deadline, now);
+                    }
+                }
+                Some(_) => {
+                    // The started stage is complete.
+                    job.stages.pop_front();
+                    job.started = false;
+                    changed = true;
+                }
+                None => {
+                    let job = self.commit.job.take().expect("checked above");
+                    self.finish_commit(job, now);
+                    changed = true;
+                }
+            }
+        }
+    }
+
+    /// Cuts and starts a job if one is due; false if nothing started.
+    fn start_commit(&mut self, now: Now) -> bool {
+        let c = &self.commit;
+        let due = self.vol.dirty_blocks() > 0
+            && now.mono_ns >= c.last_start_ns.saturating_add(c.interval_ns);
+        let want = c.requested
+            || !c.next_waiters.is_empty()
+            || c.final_waiter.is_some()
+            || due
+            || (self.vol.dirty_blocks() > 0 && self.vol.wants_commit_now());
+        if !want || !self.vol.is_writable() {
+            if !self.vol.is_writable() {
+                // A read-only volume has nothing to commit: its waiters are done.
+                return self.release_waiters(now);
+            }
+            return false;
+        }
+        if let Some(b) = self.broken.clone() {
+            self.commit.requested = false;
+            let waiters: Vec<(OpId, Option<u64>)> = std::mem::take(&mut self.commit.next_waiters)
+                .into_iter()
+                .chain(self.commit.final_waiter.take())
+                .collect();
+            let had = !waiters.is_empty();
+            for (w, _) in waiters {
+                self.finish(
+                    w,
+                    Err(Error::io(
+                        "committing",
+                        std::io::Error::other(format!("the device failed earlier ({b})")),
+                    )),
+                    now,
+                );
+            }
+            return had;
+        }
+        self.commit.requested = false;
+        let waiters = std::mem::take(&mut self.commit.next_waiters);
+        let final_waiter = self.commit.final_waiter.take();
+        let invalidate = final_waiter.map(|_| self.vol.invalidate_journal_write());
+        let mut job = match self.vol.snapshot() {
+            Some(t) => {
+                let partial = t.partial;
+                let mut j = CommitJob::txn(t, if partial { None } else { invalidate });
+                if partial {
+                    // The unmount waits for the last part.
+                    self.commit.final_waiter = final_waiter;
+                    self.commit.requested = true;
+                } else {
+                    j.final_op = final_waiter.map(|(id, _)| id);
+                }
+                j
+            }
+            None if final_waiter.is_some() => {
+                use CommitStage::*;
+                let mut j = CommitJob::new(&[DataFlush, Invalidate, InvalidateFlush]);
+                j.invalidate = invalidate;
+                j.final_op = final_waiter.map(|(id, _)| id);
+                j
+            }
+            None if self.data_unflushed && !waiters.is_empty() => {
+                CommitJob::new(&[CommitStage::DataFlush])
+            }
+            None => {
+                let had = !waiters.is_empty();
+                for (w, _) in waiters {
+                    self.finish(w, Ok(Output::Done), now);
+                }
+                return had;
+            }
+        };
+        job.urgent_ns = waiters
+            .iter()
+            .chain(final_waiter.iter())
+            .filter_map(|(_, d)| *d)
+            .chain(self.commit.urgent_ns.take())
+            .min();
+        job.waiters = waiters;
+        self.commit.start(job, now.mono_ns);
+        true
+    }
+
+    /// Completes every waiting fsync and unmount (nothing to commit).
+    fn release_waiters(&mut self, now: Now) -> bool {
+        let waiters: Vec<(OpId, Option<u64>)> = std::mem::take(&mut self.commit.next_waiters)
+            .into_iter()
+            .chain(self.commit.final_waiter.take())
+            .collect();
+        self.commit.requested = false;
+        let had = !waiters.is_empty();
+        for (w, _) in waiters {
+            self.finish(w, Ok(Output::Done), now);
+        }
+        had
+    }
+
+    fn finish_commit(&mut self, job: CommitJob, now: Now) {
+        let waiters: Vec<OpId> = job
+            .waiters
+            .iter()
+            .map(|(w, _)| *w)
+            .chain(job.final_op)
+            .collect();
+        if let Some(e) = job.error {
+            self.broken
+                .get_or_insert_with(|| format!("a commit failed: {e}"));
+            for w in waiters {
+                self.finish(
+                    w,
+                    Err(Error::io("committing", std::io::Error::other(e.clone()))),
+                    now,
+                );
+            }
+            return;
+        }
+        if job.is_txn {
+            self.qos.commits += 1;
+        }
+        self.vol.commit_done(job.freed);
+        if job.partial {
+            // What the waiters need is not all durable yet: on to the next job.
+            self.commit.next_waiters.extend(job.waiters);
+            self.commit.requested = true;
+            if let Some(f) = job.final_op {
+                self.commit.final_waiter = Some((f, Some(now.mono_ns)));
+            }
+            return;
+        }
+        for w in waiters {
+            self.finish(w, Ok(Output::Done), now);
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! What goes into the engine (operations) and what comes out (completions).
+
+use super::buf::IoBuf;
+use crate::alloc::Ino;
+use crate::error::Error;
+use crate::fs::SetAttr;
+
+/// Identifies an operation from submission to completion.
+pub type OpId = u64;
+
+/// An operation on the file system. Data operations carry owned buffers and get them
+/// back in their completion. Namespace operations change the in-memory metadata at
+/// once (durable at the next commit); `Fsync` completes when everything before it is
+/// durable.
+#[derive(Debug)]
+pub enum Op {
+    /// Read up to `buf.len()` bytes at `offset`.
+    Read {
+        ino: Ino,
+        offset: u64,
+        buf: IoBuf,
+    },
+    /// Write all of `data` at `offset`.
+    Write {
+        ino: Ino,
+        offset: u64,
+        data: IoBuf,
+    },
+    /// Set a regular file's size.
+    Truncate {
+        ino: Ino,
+        size_bytes: u64,
+    },
+    Create {
+        parent: Ino,
+        name: Vec<u8>,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    },
+    Mkdir {
+        parent: Ino,
+        name: Vec<u8>,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+    },
+    Symlink {
+        parent: Ino,
+        name: Vec<u8>,
+        target: Vec<u8>,
+        uid: u32,
+        gid: u32,
+    },
+    Unlink {
+        parent: Ino,
+        name: Vec<u8>,
+    },
+    Rmdir {
+        parent: Ino,
+        name: Vec<u8>,
+    },
+    Rename {
+        src_parent: Ino,
+        src_name: Vec<u8>,
+        dst_parent: Ino,
+        dst_name: Vec<u8>,
+    },
+    SetAttr {
+        ino: Ino,
+        set: SetAttr,
+    },
+    /// The file is closed: unused preallocation (contig) goes back to the free pool.
+    CloseFile {
+        ino: Ino,
+    },
+    /// Everything completed before it becomes durable (the journal is global, so this
+    /// is a whole-volume sync).
+    Fsync,
+    /// Commit everything and empty the journal (a clean unmount). The engine accepts no
+    /// operation after it.
+    Unmount,
+}
+
+impl Op {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Read { .. } => "read",
+            Op::Write { .. } => "write",
+            Op::Truncate { .. } => "truncate",
+            Op::Create { .. } => "create",
+            Op::Mkdir { .. } => "mkdir",
+            Op::Symlink { .. } => "symlink",
+            Op::Unlink { .. } => "unlink",
+            Op::Rmdir { .. } => "rmdir",
+            Op::Rename { .. } => "rename",
+            Op::SetAttr { .. } => "setattr",
+            Op::CloseFile { .. } => "close",
+            Op::Fsync => "fsync",
+            Op::Unmount => "unmount",
+        }
+    }
+}
+
+/// What a successful operation returns.
+#[derive(Debug)]
+pub enum Output {
+    /// The buffer and how many bytes of it the read filled (0 at end of file).
+    Read {
+        buf: IoBuf,
+        bytes: usize,
+    },
+    /// The written buffer, back for reuse.
+    Write {
+        data: IoBuf,
+    },
+    /// The new inode (create, mkdir, symlink).
+    Ino(Ino),
+    Done,
+}
+
+/// A finished operation.
+#[derive(Debug)]
+pub struct Completion {
+    pub op: OpId,
+    pub result: Result<Output, Error>,
+    /// The deadline it was submitted with.
+    pub deadline_ns: Option<u64>,
+    pub submit_ns: u64,
+    /// Monotonic time of completion.
+    pub done_ns: u64,
+}
