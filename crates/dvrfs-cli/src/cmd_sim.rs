@@ -3,9 +3,10 @@
 use crate::args::{parse_duration_ms, parse_size};
 use crate::error::{CliError, CliResult};
 use dvrfs_core::disk::{capacity, DiskModel, Estimator, StreamParams};
+use dvrfs_core::engine::EngineConfig;
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::qos::Report;
-use dvrfs_core::sched::{self, SchedSettings};
+use dvrfs_core::qos::{Neighbour, Report, SeedRun};
+use dvrfs_core::sched::{self, Class, SchedSettings};
 use dvrfs_core::sim::{self, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
 use std::path::PathBuf;
 
@@ -22,11 +23,14 @@ pub struct StreamOpts {
     #[arg(long, default_value_t = 8)]
     pub depth: u32,
     /// Completion margin the mixer aims for (m)
-    #[arg(long, default_value = "500ms")]
+    #[arg(long, default_value = "500ms", allow_hyphen_values = true)]
     pub margin: String,
     /// Deadline distance that makes a request urgent (e)
-    #[arg(long, default_value = "100ms")]
+    #[arg(long, default_value = "100ms", allow_hyphen_values = true)]
     pub urgent: String,
+    /// Share of disk time best-effort traffic always gets while it has work (0 to <1)
+    #[arg(long, default_value = "0.1", allow_hyphen_values = true)]
+    pub be_share: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -65,10 +69,19 @@ pub struct SimArgs {
     pub delete_size: String,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Largest device command the mixer may merge contiguous requests into (0 = no merging)
+    /// Largest device command contiguous requests are merged into, for every policy (0 = no merging)
     #[arg(long, default_value = "4M")]
     pub merge: String,
-    /// Grow the first workload term until a deadline is missed; report max_streams
+    /// Best-effort latency target (its 99th percentile); --find-max fails a run that misses it
+    #[arg(long, default_value = "500ms", allow_hyphen_values = true)]
+    pub be_latency: String,
+    /// Class of the journal and checkpoint writes: metadata, real-time or best-effort
+    #[arg(long, default_value = "metadata")]
+    pub journal_class: String,
+    /// Run several seeds: a range (1-10) or a list (1,4,7); --find-max reports the minimum and median
+    #[arg(long)]
+    pub seeds: Option<String>,
+    /// Grow the first workload term until a run fails (a miss, a stopped stream, or the best-effort guarantee not met); report max_streams
     #[arg(long)]
     pub find_max: bool,
     /// Print one JSON object on stdout
@@ -125,6 +138,30 @@ fn rate(flag: &str, text: &str) -> CliResult<f64> {
     })
 }
 
+fn positive_ms(flag: &str, text: &str) -> CliResult<u64> {
+    let ms = parse_duration_ms(flag, text)?;
+    if ms == 0 {
+        return Err(CliError::usage(
+            format!("{flag} {text}: must be positive"),
+            "the paper uses --margin 500ms --urgent 100ms",
+        ));
+    }
+    Ok(ms)
+}
+
+fn be_share(text: &str) -> CliResult<f64> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite() && (0.0..1.0).contains(v))
+        .ok_or_else(|| {
+            CliError::usage(
+                format!("--be-share {text:?}: must be a fraction of disk time from 0 up to (not including) 1"),
+                "e.g. --be-share 0.1 (10% of the disk for copies and ls), or 0 for no guarantee",
+            )
+        })
+}
+
 fn stream_params(s: &StreamOpts) -> CliResult<(StreamParams, u64, u64)> {
     let request_bytes = parse_size("--request", &s.request)?;
     if request_bytes == 0 || !request_bytes.is_multiple_of(4096) {
@@ -139,11 +176,14 @@ fn stream_params(s: &StreamOpts) -> CliResult<(StreamParams, u64, u64)> {
             "e.g. --depth 8",
         ));
     }
-    let margin_ms = parse_duration_ms("--margin", &s.margin)?;
+    let margin_ms = positive_ms("--margin", &s.margin)?;
     let urgent_ms = parse_duration_ms("--urgent", &s.urgent)?;
     if urgent_ms >= margin_ms {
         return Err(CliError::usage(
-            "--urgent must be shorter than --margin",
+            format!(
+                "--urgent {} must be shorter than --margin {}",
+                s.urgent, s.margin
+            ),
             "the paper uses --margin 500ms --urgent 100ms",
         ));
     }
@@ -152,10 +192,39 @@ fn stream_params(s: &StreamOpts) -> CliResult<(StreamParams, u64, u64)> {
             bitrate_bps: rate("--bitrate", &s.bitrate)?,
             request_bytes,
             depth: s.depth,
+            be_share: be_share(&s.be_share)?,
         },
         margin_ms * 1_000_000,
         urgent_ms * 1_000_000,
     ))
+}
+
+/// `--seeds`: `A-B` or a comma list.
+fn parse_seeds(text: &str) -> CliResult<Vec<u64>> {
+    let bad = || {
+        CliError::usage(
+            format!("--seeds {text:?} is not a seed range or list"),
+            "e.g. --seeds 1-10 or --seeds 1,4,7",
+        )
+    };
+    let seeds: Vec<u64> = if let Some((a, b)) = text.split_once('-') {
+        let (a, b): (u64, u64) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a > b || b - a >= 10_000 {
+            return Err(bad());
+        }
+        (a..=b).collect()
+    } else {
+        text.split(',')
+            .map(|x| x.trim().parse().map_err(|_| bad()))
+            .collect::<CliResult<_>>()?
+    };
+    if seeds.is_empty() {
+        return Err(bad());
+    }
+    Ok(seeds)
 }
 
 fn s_bytes(m: &DiskModel) -> u64 {
@@ -167,6 +236,8 @@ struct Setup {
     cfg: SimConfig,
     scheduler: String,
     settings: SchedSettings,
+    journal_class: Class,
+    seeds: Vec<u64>,
     alloc: &'static str,
 }
 
@@ -234,44 +305,73 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
     cfg.seed = a.seed;
     cfg.keep_series = a.plot.is_some();
     let merge_bytes = parse_size("--merge", &a.merge)?;
+    let be_latency_ms = positive_ms("--be-latency", &a.be_latency)?;
+    let journal_class = Class::parse(&a.journal_class).map_err(|e| {
+        CliError::usage(
+            format!("--journal-class: {e}"),
+            "use metadata (the default), real-time or best-effort",
+        )
+    })?;
     let settings = SchedSettings {
         margin_ns,
         urgent_ns,
         merge_max_sectors: (merge_bytes / s_bytes(&model)).min(u32::MAX as u64) as u32,
+        be_share: sp.be_share,
+        be_latency_ns: be_latency_ms * 1_000_000,
         ..SchedSettings::default()
+    };
+    settings
+        .validate()
+        .map_err(|e| CliError::usage(e.to_string(), "see dvrfs sim --help"))?;
+    let seeds = match &a.seeds {
+        Some(t) => parse_seeds(t)?,
+        None => vec![a.seed],
     };
     Ok(Setup {
         model,
         cfg,
         scheduler: a.scheduler.clone(),
         settings,
+        journal_class,
+        seeds,
         alloc: alloc.as_str(),
     })
 }
 
 fn run_once(s: &Setup, cfg: &SimConfig) -> CliResult<SimOutcome> {
-    let mut sched = sched::by_name(
-        &s.scheduler,
-        s.settings,
-        Box::new(Estimator::from_model(&s.model)),
-    )
-    .map_err(|e| CliError::usage(e.to_string(), "see dvrfs sim --help"))?;
+    let engine = EngineConfig {
+        scheduler: s.scheduler.clone(),
+        settings: s.settings,
+        estimator: Box::new(Estimator::from_model(&s.model)),
+        sector_bytes: s.model.sector_bytes,
+        metadata_class: s.journal_class,
+        max_ops: dvrfs_core::engine::DEFAULT_MAX_OPS,
+    };
     let mut disk = HddDisk::new(&s.model, cfg.seed);
-    sim::run(cfg, &mut disk, &mut sched)
-        .map_err(|e| CliError::new(format!("simulation failed: {e}")))
+    sim::run(cfg, &mut disk, engine).map_err(|e| CliError::new(format!("simulation failed: {e}")))
 }
 
-fn find_max(s: &Setup) -> CliResult<(SimOutcome, u32)> {
+/// A run `--find-max` counts: no miss (late, failed, or not issued), no stream that
+/// stopped, and the best-effort guarantee met while best-effort had work.
+pub fn passes(o: &SimOutcome) -> bool {
+    o.deadline_misses == 0 && o.recordings_stopped == 0 && o.be_guarantee_met()
+}
+
+fn find_max(s: &Setup, cfg: &SimConfig) -> CliResult<sim::FindMax> {
     let mut err = None;
-    let found = sim::find_max(&s.cfg, |cfg| match run_once(s, cfg) {
-        Ok(o) => Ok(o),
-        Err(e) => {
-            err = Some(e);
-            Err(dvrfs_core::Error::InvalidArgument(
-                "the simulation failed".into(),
-            ))
-        }
-    });
+    let found = sim::find_max(
+        cfg,
+        |c| match run_once(s, c) {
+            Ok(o) => Ok(o),
+            Err(e) => {
+                err = Some(e);
+                Err(dvrfs_core::Error::InvalidArgument(
+                    "the simulation failed".into(),
+                ))
+            }
+        },
+        passes,
+    );
     match (found, err) {
         (Ok(r), _) => Ok(r),
         (Err(_), Some(e)) => Err(e),
@@ -279,37 +379,103 @@ fn find_max(s: &Setup) -> CliResult<(SimOutcome, u32)> {
     }
 }
 
+fn others(cfg: &SimConfig) -> u32 {
+    cfg.workload.groups.iter().skip(1).map(|g| g.count).sum()
+}
+
+fn report_of(s: &Setup, o: &SimOutcome, cfg: &SimConfig) -> Report {
+    Report::new(
+        o,
+        &cfg.workload.to_string(),
+        s.alloc,
+        cfg.duration_ns,
+        cfg.seed,
+    )
+}
+
+/// The seed with the smallest `--find-max` answer: count, run, config, neighbours.
+type Best = (u32, SimOutcome, SimConfig, Vec<(u32, bool)>);
+
 pub fn sim(a: &SimArgs) -> CliResult<u8> {
     let s = setup(a)?;
-    let (outcome, max_streams) = if a.find_max {
-        let (o, n) = find_max(&s)?;
-        let others: u32 = s.cfg.workload.groups.iter().skip(1).map(|g| g.count).sum();
-        (o, Some(if n == 0 { 0 } else { n + others }))
-    } else {
-        (run_once(&s, &s.cfg)?, None)
-    };
-    let workload = match max_streams {
-        Some(_) => s.cfg.workload.with_first_count(
-            outcome.streams.saturating_sub(
-                s.cfg
-                    .workload
-                    .groups
+    let (outcome, report) = if a.find_max {
+        let mut best: Option<Best> = None;
+        let mut by_seed = Vec::new();
+        for &seed in &s.seeds {
+            let mut cfg = s.cfg.clone();
+            cfg.seed = seed;
+            let f = find_max(&s, &cfg)?;
+            by_seed.push((seed, f.count));
+            if best.as_ref().is_none_or(|b| f.count < b.0) {
+                cfg.workload = cfg.workload.with_first_count(f.count.max(1));
+                best = Some((f.count, f.run, cfg, f.neighbours));
+            }
+        }
+        let (count, o, cfg, neighbours) = best.expect("at least one seed");
+        let mut r = report_of(&s, &o, &cfg);
+        r.max_streams = Some(if count == 0 { 0 } else { count + others(&cfg) });
+        r.neighbours = Some(
+            neighbours
+                .into_iter()
+                .map(|(n, passed)| Neighbour {
+                    streams: n + others(&cfg),
+                    passed,
+                })
+                .collect(),
+        );
+        if s.seeds.len() > 1 {
+            let mut counts: Vec<u32> = by_seed.iter().map(|x| x.1).collect();
+            counts.sort_unstable();
+            let n = counts.len();
+            let median = if n % 2 == 1 {
+                counts[n / 2] as f64
+            } else {
+                (counts[n / 2 - 1] + counts[n / 2]) as f64 / 2.0
+            };
+            r.max_streams_median = Some(median + others(&cfg) as f64);
+            r.max_streams_by_seed = Some(
+                by_seed
                     .iter()
-                    .skip(1)
-                    .map(|g| g.count)
-                    .sum::<u32>(),
-            ),
-        ),
-        None => s.cfg.workload.clone(),
+                    .map(|&(seed, c)| (seed, if c == 0 { 0 } else { c + others(&cfg) }))
+                    .collect(),
+            );
+        }
+        (o, r)
+    } else {
+        let mut runs = Vec::new();
+        for &seed in &s.seeds {
+            let mut cfg = s.cfg.clone();
+            cfg.seed = seed;
+            let o = run_once(&s, &cfg)?;
+            let r = report_of(&s, &o, &cfg);
+            runs.push((o, r));
+        }
+        let by_seed: Vec<SeedRun> = runs
+            .iter()
+            .map(|(_, r)| SeedRun {
+                seed: r.seed,
+                deadline_misses: r.deadline_misses,
+                margin_min_ms: r.margin_ms.min,
+                utilization: r.utilization,
+                be_throughput_mbps: r.be_throughput_mbps,
+            })
+            .collect();
+        // The worst run speaks for all: most misses, then the smallest margin.
+        let worst = (0..runs.len())
+            .max_by(|&i, &j| {
+                let (a, b) = (&runs[i].1, &runs[j].1);
+                a.deadline_misses
+                    .cmp(&b.deadline_misses)
+                    .then(b.margin_ms.min.total_cmp(&a.margin_ms.min))
+                    .then(j.cmp(&i))
+            })
+            .expect("at least one seed");
+        let (o, mut r) = runs.swap_remove(worst);
+        if s.seeds.len() > 1 {
+            r.runs_by_seed = Some(by_seed);
+        }
+        (o, r)
     };
-    let mut report = Report::new(
-        &outcome,
-        &workload.to_string(),
-        s.alloc,
-        s.cfg.duration_ns,
-        s.cfg.seed,
-    );
-    report.max_streams = max_streams;
     if let Some(dir) = &a.plot {
         let title = format!(
             "{} {} {} on {}",
@@ -324,8 +490,19 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
     } else {
         print_text(&report);
     }
+    if !a.find_max && report.recordings_stopped > 0 {
+        eprintln!(
+            "dvrfs: {} recording(s) stopped before the end of the run: the disk was full",
+            report.recordings_stopped
+        );
+        eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
+        return Ok(STREAMS_STOPPED_EXIT);
+    }
     Ok(0)
 }
+
+/// Exit status of `dvrfs sim` when a stream could not go on to the end of the run.
+pub const STREAMS_STOPPED_EXIT: u8 = 3;
 
 fn print_text(r: &Report) {
     outln!(
@@ -337,16 +514,44 @@ fn print_text(r: &Report) {
         r.duration_s
     );
     if let Some(m) = r.max_streams {
-        outln!("  max streams       {m} (largest workload with no deadline miss)");
+        outln!("  max streams       {m} (largest workload with no miss and the best-effort guarantee met)");
+        if let (Some(med), Some(by)) = (r.max_streams_median, &r.max_streams_by_seed) {
+            let list: Vec<String> = by.iter().map(|(s, c)| format!("{s}:{c}")).collect();
+            outln!(
+                "                    minimum over seeds; median {med}; by seed {}",
+                list.join(" ")
+            );
+        }
+        if let Some(n) = &r.neighbours {
+            let list: Vec<String> = n
+                .iter()
+                .map(|x| format!("{} {}", x.streams, if x.passed { "pass" } else { "fail" }))
+                .collect();
+            outln!("  neighbourhood     {}", list.join(", "));
+        }
     }
     outln!(
-        "  real-time         {} requests from {} streams, {} missed (P0 = {:.2e}), {} reads failed",
+        "  real-time         {} requests from {} streams, {} missed (P0 = {:.2e})",
         r.rt_requests,
         r.streams,
         r.deadline_misses,
         r.p_miss,
-        r.failed_reads
     );
+    if r.deadline_misses > 0 {
+        outln!(
+            "  misses by cause   {} late, {} reads failed, {} not issued (disk full), {} other",
+            r.misses.late,
+            r.misses.deadline_failed,
+            r.misses.no_space,
+            r.misses.other
+        );
+    }
+    if r.recordings_stopped > 0 {
+        outln!(
+            "  STOPPED           {} recording(s) could not go on (disk full)",
+            r.recordings_stopped
+        );
+    }
     outln!(
         "  margin (ms)       min {:.1}   0.01% {:.1}   0.1% {:.1}   1% {:.1}   median {:.1}",
         r.margin_ms.min,
@@ -371,11 +576,20 @@ fn print_text(r: &Report) {
             r.be_latency_ms.p50,
             r.be_latency_ms.p99
         );
+        outln!(
+            "  best-effort share {:.1}% of the disk while it had work (guaranteed {:.0}%, latency target {:.0} ms): {}",
+            r.be_share_measured * 100.0,
+            r.be_share * 100.0,
+            r.be_latency_target_ms,
+            if r.be_guarantee_met { "met" } else { "NOT met" }
+        );
     }
     outln!(
-        "  journal           {} requests, {:.2} MB",
+        "  journal           {} commits: {} commands, {:.2} MB, {} flushes",
+        r.commits,
         r.journal_requests,
-        r.journal_mbytes
+        r.journal_mbytes,
+        r.flushes
     );
     outln!(
         "  seeks             {:.1}% within 5 GB, mean {:.2} GB",
@@ -408,14 +622,20 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             sp.depth
         );
         outln!(
-            "  bandwidth bound   {} streams (zone-averaged sustained rate {:.1} MB/s)",
+            "  bandwidth bound   {} streams (zone-averaged sustained rate {:.1} MB/s; {} with the whole disk)",
             r.bandwidth_bound_streams,
-            r.zone_avg_rate_bytes_per_s / 1e6
+            r.zone_avg_rate_bytes_per_s / 1e6,
+            r.bandwidth_bound_streams_full
         );
         outln!(
-            "  round bound       {} streams (round of {:.0} ms)",
+            "  round bound       {} streams (round of {:.0} ms; {} with the whole disk)",
             r.round_bound_streams,
-            r.round_ms
+            r.round_ms,
+            r.round_bound_streams_full
+        );
+        outln!(
+            "  best-effort share {:.0}% of disk time kept free for best-effort traffic",
+            r.be_share * 100.0
         );
     }
     Ok(0)

@@ -130,12 +130,60 @@ fn find_max_reports_max_streams() {
         v["deadline_misses"], 0,
         "the reported run is the largest one without a miss"
     );
+    // Its neighbourhood was simulated: the two counts below passed, the two above failed.
+    let n = v["neighbours"].as_array().unwrap();
+    for x in n {
+        let streams = x["streams"].as_u64().unwrap();
+        assert_eq!(x["passed"].as_bool().unwrap(), streams < max, "{n:?}");
+    }
+}
+
+#[test]
+fn find_max_over_seeds_reports_minimum_and_median() {
+    let (v, _) = ok_json(&[
+        "sim",
+        "--disk",
+        "avfs-250g",
+        "--duration",
+        "1m",
+        "--workload",
+        "4r",
+        "--find-max",
+        "--seeds",
+        "1-3",
+        "--json",
+    ]);
+    let by: Vec<u64> = v["max_streams_by_seed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_u64().unwrap())
+        .collect();
+    assert_eq!(by.len(), 3);
+    assert_eq!(
+        v["max_streams"].as_u64().unwrap(),
+        *by.iter().min().unwrap()
+    );
+    let median = v["max_streams_median"].as_f64().unwrap();
+    assert!(median >= *by.iter().min().unwrap() as f64);
 }
 
 #[test]
 fn capacity_json_has_both_bounds() {
     let (v, _) = ok_json(&["capacity", "--disk", "avfs-250g", "--json"]);
-    assert_eq!(v["bandwidth_bound_streams"], 22);
+    // 22 streams with the whole disk, 20 once 10% is kept for best effort.
+    assert_eq!(v["bandwidth_bound_streams_full"], 22);
+    assert_eq!(v["bandwidth_bound_streams"], 20);
+    assert_eq!(v["be_share"], 0.1);
+    let (v0, _) = ok_json(&[
+        "capacity",
+        "--disk",
+        "avfs-250g",
+        "--be-share",
+        "0",
+        "--json",
+    ]);
+    assert_eq!(v0["bandwidth_bound_streams"], 22);
     assert!(v["round_bound_streams"].as_u64().unwrap() >= 1);
     let (v8, _) = ok_json(&["capacity", "--disk", "nvr-8t", "--bitrate", "8M", "--json"]);
     assert!(v8["bandwidth_bound_streams"].as_u64().unwrap() > 100);
@@ -219,4 +267,59 @@ fn bad_input_gets_a_clear_message() {
     )
     .unwrap();
     fails_with(&["capacity", "--disk", bad.to_str().unwrap()], "spt_inner");
+}
+
+/// The issue's bad input: a zero or negative margin, an urgent threshold above the
+/// margin, a best-effort share outside 0..1, an unknown class.
+#[test]
+fn bad_scheduler_settings_get_a_clear_message() {
+    let sim = |extra: &[&str]| {
+        let mut v = vec!["sim", "--disk", "avfs-250g", "--workload", "2r"];
+        v.extend_from_slice(extra);
+        v.iter().map(|s| s.to_string()).collect::<Vec<String>>()
+    };
+    for (extra, needle) in [
+        (vec!["--margin", "0ms"], "--margin"),
+        (vec!["--margin", "-5ms"], "--margin"),
+        (vec!["--urgent", "600ms"], "--urgent"),
+        (vec!["--margin", "200ms", "--urgent", "200ms"], "--urgent"),
+        (vec!["--be-share", "1.5"], "--be-share"),
+        (vec!["--be-share", "-0.1"], "--be-share"),
+        (vec!["--be-share", "1"], "--be-share"),
+        (vec!["--be-share", "lots"], "--be-share"),
+        (vec!["--journal-class", "urgent"], "unknown request class"),
+        (vec!["--be-latency", "0ms"], "--be-latency"),
+        (vec!["--seeds", "9-3"], "--seeds"),
+    ] {
+        let args = sim(&extra);
+        let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        fails_with(&refs, needle);
+    }
+    fails_with(
+        &["capacity", "--disk", "avfs-250g", "--be-share", "2"],
+        "--be-share",
+    );
+}
+
+/// A run whose recordings stop (the disk is full) says so, counts every request they
+/// could not issue as missed, and exits non-zero.
+#[test]
+fn stopped_recordings_are_reported_and_fail_the_run() {
+    let out = dvrfs(&[
+        "sim",
+        "--disk",
+        "avfs-250g",
+        "--workload",
+        "8w@80M",
+        "--fill",
+        "99%",
+        "--duration",
+        "10m",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["recordings_stopped"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["misses"]["no_space"].as_u64().unwrap() > 0, "{v}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopped"));
 }

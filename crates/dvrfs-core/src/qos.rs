@@ -184,7 +184,12 @@ pub struct Report {
     pub streams: u32,
     pub rt_requests: u64,
     pub deadline_misses: u64,
+    /// The misses by cause: late, failed reads, requests a stream could not issue.
+    pub misses: MissCauses,
     pub failed_reads: u64,
+    /// Recordings that stopped before the end (the disk was full): every request
+    /// they could not issue is counted in `deadline_misses` (cause `no_space`).
+    pub recordings_stopped: u32,
     pub p_miss: f64,
     pub margin_ms: MarginMs,
     /// Stream-hours per glitch, in seconds (`null` without glitches).
@@ -197,18 +202,62 @@ pub struct Report {
     pub be_active_s: f64,
     pub be_active_throughput_mbps: f64,
     pub be_latency_ms: LatencyMs,
+    /// The best-effort guarantee: the configured share of disk time and latency
+    /// target, the share measured while best-effort had work, and whether both held.
+    pub be_share: f64,
+    pub be_latency_target_ms: f64,
+    pub be_share_measured: f64,
+    pub be_guarantee_met: bool,
+    /// Journal and checkpoint commands and bytes, commits and flushes.
     pub journal_requests: u64,
     pub journal_mbytes: f64,
+    pub commits: u64,
+    pub flushes: u64,
     /// Share of consecutive disk commands that start within 5 GB of where the previous
     /// one ended.
     pub seek_within_5gb: f64,
     pub mean_seek_distance_gb: f64,
     pub command_ms: CommandMs,
+    /// Reads served whole, or in part, from the drive's read-ahead cache.
+    pub cache_hits: u64,
+    pub cache_partial_hits: u64,
     pub fill_bytes: u64,
     pub seed: u64,
     pub counters: CountersReport,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_streams: Option<u32>,
+    /// `--find-max`: the counts around the answer and whether each passed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub neighbours: Option<Vec<Neighbour>>,
+    /// `--seeds` with `--find-max`: the answer per seed and their median (the top-level
+    /// `max_streams` is the minimum).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_streams_median: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_streams_by_seed: Option<Vec<(u64, u32)>>,
+    /// `--seeds` without `--find-max`: one line per seed (the top-level figures are
+    /// the worst run's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs_by_seed: Option<Vec<SeedRun>>,
+    /// The policy's own counters (batches, holds, windows, ...).
+    pub policy: std::collections::BTreeMap<String, u64>,
+}
+
+/// One neighbour of a `--find-max` answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Neighbour {
+    pub streams: u32,
+    pub passed: bool,
+}
+
+/// One seed of a `--seeds` run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SeedRun {
+    pub seed: u64,
+    pub deadline_misses: u64,
+    pub margin_min_ms: f64,
+    pub utilization: f64,
+    pub be_throughput_mbps: f64,
 }
 
 /// The `q` quantile of sorted values (nearest rank).
@@ -250,7 +299,9 @@ impl Report {
             streams: o.streams,
             rt_requests: o.rt_requests,
             deadline_misses: o.deadline_misses,
+            misses: o.misses,
             failed_reads: o.failed_reads,
+            recordings_stopped: o.recordings_stopped,
             p_miss: if o.rt_requests == 0 {
                 0.0
             } else {
@@ -280,8 +331,14 @@ impl Report {
                 p50: ql(0.5),
                 p99: ql(0.99),
             },
+            be_share: o.be_share,
+            be_latency_target_ms: o.be_latency_target_ns as f64 / 1e6,
+            be_share_measured: o.be_stats.share(),
+            be_guarantee_met: o.be_guarantee_met(),
             journal_requests: o.journal_requests,
             journal_mbytes: o.journal_bytes as f64 / 1e6,
+            commits: o.commits,
+            flushes: o.flushes,
             seek_within_5gb: within as f64 / seeks,
             mean_seek_distance_gb: o
                 .seek_distances_bytes
@@ -300,6 +357,8 @@ impl Report {
                     overhead: o.overhead_ns as f64 / n / 1e6,
                 }
             },
+            cache_hits: o.cache_hits,
+            cache_partial_hits: o.cache_partial_hits,
             fill_bytes: o.used_bytes_at_start,
             seed,
             counters: CountersReport {
@@ -309,6 +368,15 @@ impl Report {
                 failed: o.counters.failed,
             },
             max_streams: None,
+            neighbours: None,
+            max_streams_median: None,
+            max_streams_by_seed: None,
+            runs_by_seed: None,
+            policy: o
+                .policy_stats
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
         }
     }
 }

@@ -141,6 +141,7 @@ fn disk_figures() {
                     bitrate_bps: bitrate,
                     request_bytes: 512 * 1024,
                     depth: 8,
+                    be_share: 0.0,
                 },
             );
             println!(

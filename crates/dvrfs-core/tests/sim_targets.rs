@@ -3,9 +3,10 @@
 //! 512 KiB requests, depth 8, m = 500 ms, e = 100 ms, 80% full, one hour).
 
 use dvrfs_core::disk::{capacity, DiskModel, Estimator, StreamParams};
+use dvrfs_core::engine::EngineConfig;
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::qos::Report;
-use dvrfs_core::sched::{by_name, SchedSettings};
+use dvrfs_core::sched::SchedSettings;
 use dvrfs_core::sim::{find_max, run, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
 
 const PAPER_WORKLOADS: [&str; 8] = [
@@ -23,13 +24,14 @@ fn config(workload: &str, alloc: AllocPolicy, seed: u64, be: Option<BestEffort>)
 /// One run as `dvrfs sim` does it (merging up to 4 MiB, the CLI default).
 fn run_cfg(cfg: &SimConfig, scheduler: &str) -> SimOutcome {
     let model = DiskModel::builtin("avfs-250g").unwrap();
-    let settings = SchedSettings {
-        merge_max_sectors: 8192,
-        ..SchedSettings::default()
+    let engine = EngineConfig {
+        scheduler: scheduler.into(),
+        settings: SchedSettings::default(),
+        estimator: Box::new(Estimator::from_model(&model)),
+        ..EngineConfig::new(model.sector_bytes)
     };
-    let mut sched = by_name(scheduler, settings, Box::new(Estimator::from_model(&model))).unwrap();
     let mut disk = HddDisk::new(&model, cfg.seed);
-    run(cfg, &mut disk, &mut sched).unwrap()
+    run(cfg, &mut disk, engine).unwrap()
 }
 
 fn sim(
@@ -46,7 +48,13 @@ fn sim(
 
 fn max_streams(scheduler: &str, alloc: AllocPolicy) -> u32 {
     let cfg = config("8r0w", alloc, 1, None);
-    find_max(&cfg, |c| Ok(run_cfg(c, scheduler))).unwrap().1
+    find_max(
+        &cfg,
+        |c| Ok(run_cfg(c, scheduler)),
+        |o| o.deadline_misses == 0 && o.be_guarantee_met(),
+    )
+    .unwrap()
+    .count
 }
 
 #[test]
@@ -121,6 +129,7 @@ fn mixer_carries_the_most_streams_and_nears_the_bandwidth_bound() {
         bitrate_bps: 19.39e6,
         request_bytes: 512 << 10,
         depth: 8,
+        be_share: 0.1,
     };
     let bound = capacity(&model, &params).bandwidth_bound_streams;
     let mut best = 0;

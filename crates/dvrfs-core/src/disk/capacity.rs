@@ -54,6 +54,11 @@
 //! q * (k * d / r_disk + t_rot + t_settle) + 2 * t_seek <= k * d / r_disp,  k = max(depth - 1, 1)
 //! ```
 //!
+//! **The best-effort share.** The scheduler guarantees best-effort traffic a share
+//! `s` of disk time while it has work (`--be-share`, default 0.1), so real-time
+//! streams get at most `1 - s` of it: every bound is computed on `(1 - s)` of the
+//! bandwidth and of each round (`*_full` fields: the same bounds without the share).
+//!
 //! Everything is plain arithmetic on the model; invalid stream parameters (see
 //! [`StreamParams::validate`]) give a report of zeros rather than a panic.
 
@@ -75,6 +80,8 @@ pub struct StreamParams {
     pub request_bytes: u64,
     /// Requests a stream may have outstanding (its buffer, in requests; AVFS: 8).
     pub depth: u32,
+    /// Share of disk time reserved for best-effort traffic, 0 <= s < 1.
+    pub be_share: f64,
 }
 
 impl StreamParams {
@@ -92,6 +99,12 @@ impl StreamParams {
         if self.depth == 0 {
             return Err("depth must be at least 1 request".to_string());
         }
+        if !(self.be_share.is_finite() && (0.0..1.0).contains(&self.be_share)) {
+            return Err(format!(
+                "the best-effort share {} is outside 0..1",
+                self.be_share
+            ));
+        }
         Ok(())
     }
 }
@@ -99,12 +112,18 @@ impl StreamParams {
 /// What fits (see the module docs for the formulas).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CapacityReport {
-    /// (a) floor(zone-averaged sustained rate / stream rate).
+    /// (a) floor((1 - s) * zone-averaged sustained rate / stream rate).
     pub bandwidth_bound_streams: u32,
     /// (b) the round bound with one request per stream per round.
     pub round_bound_streams: u32,
     /// (b') the round bound with depth - 1 requests per stream per round.
     pub batched_round_bound_streams: u32,
+    /// The best-effort share s the bounds above leave free.
+    pub be_share: f64,
+    /// (a), (b) and (b') with the whole disk for the streams (s = 0).
+    pub bandwidth_bound_streams_full: u32,
+    pub round_bound_streams_full: u32,
+    pub batched_round_bound_streams_full: u32,
     pub zone_avg_rate_bytes_per_s: f64,
     /// r_disk of the round bounds: the innermost used zone's sustained rate.
     pub inner_rate_bytes_per_s: f64,
@@ -142,6 +161,10 @@ pub fn capacity(model: &DiskModel, p: &StreamParams) -> CapacityReport {
         bandwidth_bound_streams: 0,
         round_bound_streams: 0,
         batched_round_bound_streams: 0,
+        be_share: p.be_share,
+        bandwidth_bound_streams_full: 0,
+        round_bound_streams_full: 0,
+        batched_round_bound_streams_full: 0,
         zone_avg_rate_bytes_per_s: zone_avg,
         inner_rate_bytes_per_s: inner,
         stream_rate_bytes_per_s: 0.0,
@@ -167,9 +190,14 @@ pub fn capacity(model: &DiskModel, p: &StreamParams) -> CapacityReport {
     report.round_ms = round_ms;
     report.request_cost_ms = request_cost_ms;
     report.batched_round_ms = batched_round_ms;
-    report.bandwidth_bound_streams = to_count(zone_avg / stream_rate);
-    report.round_bound_streams = round_bound(round_ms, sweep_seek_ms, request_cost_ms);
+    let rt = 1.0 - p.be_share;
+    report.bandwidth_bound_streams = to_count(rt * zone_avg / stream_rate);
+    report.round_bound_streams = round_bound(rt * round_ms, sweep_seek_ms, request_cost_ms);
     report.batched_round_bound_streams =
+        round_bound(rt * batched_round_ms, sweep_seek_ms, batched_cost_ms);
+    report.bandwidth_bound_streams_full = to_count(zone_avg / stream_rate);
+    report.round_bound_streams_full = round_bound(round_ms, sweep_seek_ms, request_cost_ms);
+    report.batched_round_bound_streams_full =
         round_bound(batched_round_ms, sweep_seek_ms, batched_cost_ms);
     report
 }
@@ -199,6 +227,7 @@ mod tests {
             bitrate_bps: 19.39e6,
             request_bytes: 512 * 1024,
             depth: 8,
+            be_share: 0.0,
         }
     }
 

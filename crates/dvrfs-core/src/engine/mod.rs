@@ -1190,6 +1190,8 @@ impl Engine {
             }
             match self.sched.dispatch(now.mono_ns) {
                 Event::Dispatch(cmd) => {
+                    // The scheduler is asked again when a slot frees.
+                    self.sched_wake_ns = None;
                     let failed = self.sched.take_failed();
                     for r in failed {
                         self.piece_failed(r, now);
@@ -1369,7 +1371,9 @@ impl Engine {
     /// When the driver must call [`Engine::poll`] again without any other event: a
     /// hold timer of the scheduler, or the commit interval.
     pub fn next_wakeup(&self) -> Option<u64> {
-        let sched = self.sched_wake_ns.filter(|_| self.sched.has_work());
+        let sched = self
+            .sched_wake_ns
+            .filter(|_| self.sched.has_work() && self.free_slots() > 0);
         let commit = self.commit.due_ns(self.vol.dirty_blocks() > 0);
         match (sched, commit) {
             (Some(a), Some(b)) => Some(a.min(b)),

@@ -1,41 +1,50 @@
-//! The simulation shell: a discrete-event loop in virtual time that drives the real
-//! file-system code and a real scheduler policy over a disk model.
+//! The simulation shell: the engine, a disk timer and an event loop in virtual time.
 //!
-//! Nothing here models the file system: recordings are created, filled, aged and
-//! deleted through [`Fs`] on a [`SimDevice`], so block placement comes from the real
-//! allocator and the metadata traffic from the real journal. The loop turns what that
-//! code writes, and what the stream clients read, into disk requests, gives them to a
-//! [`Scheduler`], and times each dispatched command on a [`DiskTimer`].
+//! Nothing here models the file system or the scheduler. The simulator formats a
+//! volume, fills and ages it through the blocking driver (the real allocator and
+//! journal, with virtual buffers that carry no bytes), loads it into an [`Engine`] and
+//! then only submits operations (stream requests, best-effort traffic), times the
+//! device commands the engine hands out on a [`DiskTimer`] (the HDD model), and feeds
+//! the completions back. Reads are planned by the file system's own read path, writes
+//! by its write path; journal and checkpoint writes are the commit pipeline's, with
+//! their flushes, in its order. The metadata the engine writes lands in a real
+//! in-memory device image (so a simulated power cut can be recovered from); file data
+//! is virtual.
 //!
 //! Stream clients follow AVFS 2.1. A stream moves `request_bytes` per request at
-//! `bitrate` and may have `depth` requests outstanding (its buffer). With
-//! `P = request_bytes / rate`:
-//! - a **read** (playback) stream issues requests 0..depth at its start time `t0`;
-//!   playback of request `k` begins at `t_play + k*P` with `t_play = t0 + (depth-1)*P`,
-//!   which is request `k`'s deadline (the buffer would run dry); request `k >= depth`
-//!   is issued when request `k - depth` starts playing (its slot frees);
+//! `bitrate` (period `P = request_bytes / rate`) and may have `depth` requests
+//! outstanding: its buffer holds `depth` requests, so a request's deadline is its
+//! submission plus `depth * P`, the buffer size over the rate (AVFS 2.1: "dividing the
+//! buffer size by the rate ... gives the deadline"):
+//! - a **read** (playback) stream issues requests `0..depth` when it starts, at `t0`;
+//!   request `k` plays from `t_play + k*P` with `t_play = t0 + depth*P` (the player
+//!   starts once its buffer could be full), which is its deadline; request
+//!   `k >= depth` is issued when request `k - depth` starts playing (its slot frees),
+//!   at `t0 + k*P`, so every steady-state request has `depth * P` of slack;
 //! - a **write** (recording) stream issues request `k` when its data is complete,
-//!   `t0 + (k+1)*P`, with the deadline `(depth-1)*P` later, when the buffer would
-//!   overflow.
+//!   `t0 + (k+1)*P`, with the deadline `depth*P` later.
 //!
-//! In both, a stream never has more than `depth` requests outstanding: if the slot is
-//! still busy the issue waits for it, and the deadline does not move. Playback and
-//! recording do not stop for a late request; the late request is a glitch.
+//! A stream never has more than `depth` requests outstanding: if the slot is still busy
+//! the issue waits for it, and the deadline does not move. Playback and recording do
+//! not stop for a late request; the late request is a glitch. A recording that cannot
+//! go on (the disk is full) stops, and every request it would have issued until the
+//! end of the run counts as missed, with its cause (`recordings_stopped`).
 //! Everything random comes from one seed (ChaCha8), so a run is reproducible byte for
 //! byte.
 
-pub mod device;
 pub mod workload;
 
-pub use device::SimDevice;
 pub use workload::{StreamGroup, Workload, WorkloadError};
 
+use crate::device::{CrashDevice, CrashMode, Device, MemDevice};
 use crate::disk::{Access, AccessTiming};
+use crate::engine::{DevKind, Engine, EngineConfig, IoBuf, Now, Op, OpId, Output};
 use crate::error::{Error, Result};
-use crate::format::superblock::{AllocPolicy, Superblock};
-use crate::fs::{mkfs, Fs, OpenOptions};
+use crate::format::superblock::AllocPolicy;
+use crate::fs::{mkfs, Fs, ManualClock, OpenOptions, Volume};
 use crate::layout::MkfsParams;
-use crate::sched::{Class, Command, Counters, Event, ReqId, Request, Scheduler};
+use crate::qos::MissCauses;
+use crate::sched::{BeStats, Counters};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -44,6 +53,15 @@ use std::collections::{BTreeMap, BinaryHeap};
 /// Times one command on a disk (the HDD model, or a simple one in tests).
 pub trait DiskTimer {
     fn service(&mut self, issue_ns: u64, a: &Access) -> AccessTiming;
+    /// A cache flush. With the write cache off (every built-in model) there is nothing
+    /// to write back: the command overhead only.
+    fn flush(&mut self, issue_ns: u64) -> AccessTiming {
+        AccessTiming {
+            start_ns: issue_ns,
+            end_ns: issue_ns,
+            ..Default::default()
+        }
+    }
     fn capacity_bytes(&self) -> u64;
     fn sector_bytes(&self) -> u32;
     fn name(&self) -> String;
@@ -67,6 +85,17 @@ impl HddDisk {
 impl DiskTimer for HddDisk {
     fn service(&mut self, issue_ns: u64, a: &Access) -> AccessTiming {
         self.hdd.service(issue_ns, a)
+    }
+    fn flush(&mut self, issue_ns: u64) -> AccessTiming {
+        // Write-back caching is modelled as interface time only (disk/hdd.rs), so a
+        // flush has nothing to destage either: the controller's overhead.
+        let overhead_ns = (self.model.command_overhead_ms * 1e6).round() as u64;
+        AccessTiming {
+            start_ns: issue_ns,
+            end_ns: issue_ns + overhead_ns,
+            overhead_ns,
+            ..Default::default()
+        }
     }
     fn capacity_bytes(&self) -> u64 {
         self.model.capacity_bytes()
@@ -124,6 +153,11 @@ pub const BE_REQUEST_BYTES: u64 = 512 << 10;
 /// Recordings made by `--fill` and `--age` last 15 to 45 minutes at the run's bit rate.
 pub const FILL_RECORDING_MIN_S: f64 = 15.0 * 60.0;
 pub const FILL_RECORDING_MAX_S: f64 = 45.0 * 60.0;
+/// Bytes per write while filling (virtual: no memory behind them).
+const FILL_WRITE_BYTES: u64 = 64 << 20;
+/// Owner ids: streams are 0..n; the best-effort generator and the sync client follow.
+const BE_OWNER_OFFSET: u32 = 0;
+const SYNC_OWNER_OFFSET: u32 = 1;
 
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -142,6 +176,9 @@ pub struct SimConfig {
     pub delete_bytes: u64,
     pub seed: u64,
     pub commit_interval_ms: u32,
+    /// An application-level `fsync` this often (0: never), as an NVR that checkpoints
+    /// its recordings would issue; the crash test uses it to know what was durable.
+    pub fsync_every_ns: u64,
     /// Keep per-request series for plots.
     pub keep_series: bool,
 }
@@ -162,6 +199,7 @@ impl SimConfig {
             delete_bytes: 20_000_000_000,
             seed: 1,
             commit_interval_ms: 1000,
+            fsync_every_ns: 0,
             keep_series: false,
         }
     }
@@ -174,7 +212,11 @@ pub struct SimOutcome {
     pub streams: u32,
     pub rt_requests: u64,
     pub deadline_misses: u64,
+    /// Misses by cause.
+    pub misses: MissCauses,
     pub failed_reads: u64,
+    /// Recordings that could not go on (disk full) before the end of the run.
+    pub recordings_stopped: u32,
     /// Completion margin of every real-time request (deadline - completion), ns.
     pub margins_ns: Vec<i64>,
     pub busy_ns: u64,
@@ -184,6 +226,8 @@ pub struct SimOutcome {
     pub rotation_ns: u64,
     pub transfer_ns: u64,
     pub overhead_ns: u64,
+    pub cache_hits: u64,
+    pub cache_partial_hits: u64,
     pub rt_bytes: u64,
     pub be_bytes: u64,
     pub be_requests: u64,
@@ -191,40 +235,54 @@ pub struct SimOutcome {
     /// When the first best-effort request was submitted and the last one completed.
     pub be_first_submit_ns: Option<u64>,
     pub be_last_done_ns: u64,
+    /// The best-effort guarantee's own figures (time with work, device time).
+    pub be_stats: BeStats,
+    pub be_share: f64,
+    pub be_latency_target_ns: u64,
+    /// Journal and checkpoint commands and bytes, commits and flushes.
     pub journal_bytes: u64,
     pub journal_requests: u64,
+    pub commits: u64,
+    pub flushes: u64,
     /// Distance from the end of each dispatched request to the start of the next, bytes.
     pub seek_distances_bytes: Vec<u64>,
     /// Buffer level of stream 0 over time: (virtual ns, bytes).
     pub buffer_level: Vec<(u64, i64)>,
     pub counters: Counters,
+    pub policy_stats: Vec<(&'static str, u64)>,
     pub disk: String,
     pub scheduler: String,
     pub data_block_bytes: u64,
     pub used_bytes_at_start: u64,
 }
 
-const JOURNAL_OWNER_OFFSET: u32 = 0;
-const BE_OWNER_OFFSET: u32 = 1;
+impl SimOutcome {
+    /// Whether best-effort got its guaranteed share and met its latency target while
+    /// it had work (true when there was no best-effort work).
+    pub fn be_guarantee_met(&self) -> bool {
+        if self.be_stats.active_ns == 0 || self.be_share <= 0.0 {
+            return true;
+        }
+        let mut lat = self.be_latencies_ns.clone();
+        lat.sort_unstable();
+        let p99 = crate::qos::quantile(&lat, 0.99).unwrap_or(0);
+        self.be_stats.share() >= self.be_share * BE_SHARE_TOLERANCE
+            && p99 <= self.be_latency_target_ns
+    }
+}
+
+/// A run counts the guarantee as met at this fraction of the configured share: the
+/// share is enforced between commands, so the last command before a measurement edge
+/// can shift it by one command's time.
+pub const BE_SHARE_TOLERANCE: f64 = 0.95;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    DiskDone,
+    DiskDone(u64),
     Wake,
-    Commit,
     Issue(u32),
     BeTick,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Purpose {
-    /// Part of request `k` of stream `s`.
-    Stream {
-        s: u32,
-        k: u64,
-    },
-    Journal,
-    BestEffort,
+    Sync,
 }
 
 struct Stream {
@@ -235,66 +293,72 @@ struct Stream {
     next_k: u64,
     outstanding: u32,
     blocked: bool,
-    /// Read streams: the file's data block of each file block, and where playback starts.
-    blocks: Vec<u64>,
+    stopped: bool,
     file_bytes: u64,
     start_offset: u64,
-    /// Parts still in flight per request.
-    parts_left: BTreeMap<u64, u32>,
-    /// Completion (or failure) time per request, for the buffer-level series.
-    done_ns: Vec<(u64, u64)>,
+    /// Completion time per request (stream 0, for the buffer-level series).
+    done_ns: Vec<u64>,
 }
 
-struct Sim<'a, T: DiskTimer> {
-    cfg: &'a SimConfig,
-    fs: Fs<SimDevice>,
-    sb: Superblock,
-    disk: &'a mut T,
-    sched: &'a mut Scheduler,
-    rng: ChaCha8Rng,
-    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
-    seq: u64,
-    next_id: ReqId,
-    /// Every request given to the scheduler: why, its length, deadline and submit time.
-    purposes: BTreeMap<ReqId, (Purpose, u64, Option<u64>, u64)>,
-    /// The command on the disk and the requests it serves (several when merged).
-    busy: Option<(Command, Vec<ReqId>)>,
-    next_wake: Option<u64>,
-    last_end_lba: Option<u64>,
-    streams: Vec<Stream>,
-    zeros: Vec<u8>,
-    out: SimOutcome,
-    be: BeState,
-    stopped: bool,
+#[derive(Clone, Copy, Debug)]
+enum Purpose {
+    Stream { s: u32 },
+    BestEffort,
+    Sync,
 }
 
 #[derive(Default)]
 struct BeState {
     in_flight: bool,
-    /// Greedy read: the file's blocks and the next offset.
-    read_blocks: Vec<u64>,
+    /// Greedy read: the file and the next offset.
+    read_ino: u32,
     read_bytes: u64,
     offset: u64,
     /// Greedy write / photos: the file being written.
     ino: u32,
     file_left: u64,
     photos_left: u32,
+    /// A create is in flight (its inode comes back in the completion).
+    creating: bool,
+    /// The finished photo's close is in flight.
+    closing: bool,
     done: bool,
     /// Delete: the file to delete.
     victim: Option<String>,
+}
+
+struct Sim<'a, T: DiskTimer, D: Device> {
+    cfg: &'a SimConfig,
+    engine: Engine,
+    dev: D,
+    disk: &'a mut T,
+    rng: ChaCha8Rng,
+    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    purposes: BTreeMap<OpId, Purpose>,
+    /// The command on the disk.
+    busy: Option<(u64, DevKind)>,
+    next_wake: Option<u64>,
+    streams: Vec<Stream>,
+    out: SimOutcome,
+    be: BeState,
+    stopped: bool,
+    /// The power was cut (crash runs): the loop ends.
+    crashed: bool,
+    /// Sizes of the recordings as of the last completed application fsync.
+    durable_sizes: Vec<u64>,
+    /// Sizes when the fsync in flight was submitted.
+    sync_snapshot: Option<Vec<u64>>,
+    sync_in_flight: bool,
+    /// The device is a crash device: a failed write is the power cut.
+    crash_run: bool,
 }
 
 fn ns_for_bytes(bytes: u64, rate_bps: f64) -> u64 {
     (bytes as f64 * 8.0 / rate_bps * 1e9).round() as u64
 }
 
-/// Runs one simulation. `make_sched` builds the scheduler (so that `--find-max` can run
-/// the same configuration repeatedly).
-pub fn run<T: DiskTimer>(
-    cfg: &SimConfig,
-    disk: &mut T,
-    sched: &mut Scheduler,
-) -> Result<SimOutcome> {
+fn validate(cfg: &SimConfig, sector_bytes: u32) -> Result<()> {
     if !(0.0..=1.0).contains(&cfg.fill) {
         return Err(Error::InvalidArgument(format!(
             "fill {:.1}% is outside 0..100%",
@@ -302,7 +366,7 @@ pub fn run<T: DiskTimer>(
         )));
     }
     if cfg.request_bytes == 0
-        || !cfg.request_bytes.is_multiple_of(disk.sector_bytes() as u64)
+        || !cfg.request_bytes.is_multiple_of(sector_bytes as u64)
         || !cfg.request_bytes.is_multiple_of(4096)
     {
         return Err(Error::InvalidArgument(format!(
@@ -313,100 +377,227 @@ pub fn run<T: DiskTimer>(
     if cfg.depth == 0 {
         return Err(Error::InvalidArgument("depth must be at least 1".into()));
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    Ok(())
+}
+
+/// Formats, fills and ages a volume on an in-memory image through the blocking
+/// driver; returns the image and the recordings (the delete victim last).
+fn prepare<T: DiskTimer>(
+    cfg: &SimConfig,
+    disk: &T,
+    rng: &mut ChaCha8Rng,
+) -> Result<(MemDevice, Vec<String>, u64)> {
     let size = disk.capacity_bytes();
-    let mut dev = SimDevice::new(size, disk.sector_bytes());
+    let mut dev = MemDevice::with_sector(size, disk.sector_bytes());
     let mut p = MkfsParams::new(size, seed_uuid(cfg.seed), cfg.seed);
     p.data_block_bytes = cfg.block_bytes;
     p.alloc = cfg.alloc;
     p.commit_interval_ms = cfg.commit_interval_ms;
-    let sb = mkfs(&mut dev, &p, &mut |_, _| {})?;
-    dev.set_data_region(
-        sb.data_start_bytes..sb.data_start_bytes + sb.data_blocks * sb.data_block_bytes,
-    );
-    let mut fs = Fs::open(dev, OpenOptions::writable())?;
-    let zeros = vec![
-        0u8;
-        (64 << 20)
-            .max(cfg.request_bytes as usize)
-            .max(cfg.block_bytes as usize)
-    ];
-    let recordings = setup(&mut fs, cfg, &mut rng, &zeros)?;
-    fs.sync()?;
-    let _ = fs_dev_mut(&mut fs).take_writes();
-    let used_bytes_at_start = fs.info().used_blocks * sb.data_block_bytes;
-    let mut sim = Sim {
-        cfg,
-        sb,
-        disk,
-        sched,
-        rng,
-        events: BinaryHeap::new(),
-        seq: 0,
-        next_id: 1,
-        purposes: BTreeMap::new(),
-        busy: None,
-        next_wake: None,
-        last_end_lba: None,
-        streams: Vec::new(),
-        zeros,
-        out: SimOutcome::default(),
-        be: BeState::default(),
-        stopped: false,
-        fs,
-    };
-    sim.out.used_bytes_at_start = used_bytes_at_start;
-    sim.out.data_block_bytes = sim.sb.data_block_bytes;
-    sim.start_streams(&recordings)?;
-    sim.start_best_effort(&recordings)?;
-    sim.push(cfg.commit_interval_ms as u64 * 1_000_000, Ev::Commit);
+    mkfs(&mut dev, &p, &mut |_, _| {})?;
+    let mut fs = Fs::open_with(
+        dev,
+        OpenOptions::writable(),
+        Box::new(ManualClock::new()),
+        None,
+    )?;
+    let recordings = setup(&mut fs, cfg, rng)?;
+    let used = fs.info().used_blocks * fs.superblock().data_block_bytes;
+    Ok((fs.close()?, recordings, used))
+}
+
+/// The engine over a prepared image.
+fn load_engine<D: Device>(dev: &D, engine_cfg: EngineConfig) -> Result<Engine> {
+    let (vol, replay) = Volume::load(dev, &OpenOptions::writable())?;
+    debug_assert!(replay.is_none(), "a cleanly closed image replays nothing");
+    Engine::new(vol, replay, engine_cfg, Now::mono(0))
+}
+
+/// Runs one simulation: the engine built from `engine_cfg` over `disk`.
+pub fn run<T: DiskTimer>(
+    cfg: &SimConfig,
+    disk: &mut T,
+    engine_cfg: EngineConfig,
+) -> Result<SimOutcome> {
+    validate(cfg, disk.sector_bytes())?;
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let (dev, recordings, used) = prepare(cfg, disk, &mut rng)?;
+    let engine = load_engine(&dev, engine_cfg)?;
+    let mut sim = Sim::new(cfg, engine, dev, disk, rng);
+    sim.out.used_bytes_at_start = used;
+    sim.start(&recordings)?;
     sim.run_loop()?;
     sim.finish()
 }
 
-/// `--find-max`: the largest count of the workload's first term whose run misses no
-/// deadline, and that run. The count doubles from 1 until a run misses, then the gap is
-/// bisected; every count reported was simulated and missed nothing. (Misses grow with
-/// load but not strictly, so this is the largest count found on that path.) `run_with`
-/// runs one configuration. A count of 0 means even one stream of the first term missed.
+/// What a simulated power cut left behind.
+pub struct CrashOutcome {
+    /// The media after the cut (metadata; file data is virtual).
+    pub image: MemDevice,
+    /// The recordings' paths and their sizes as of the last completed `fsync` before
+    /// the cut: after recovery, each must be at least that long.
+    pub durable: Vec<(String, u64)>,
+    /// The file `--best-effort delete` removes, and whether its unlink completed.
+    pub victim: Option<(String, bool)>,
+    /// Virtual time of the cut.
+    pub at_ns: u64,
+}
+
+/// Runs a simulation and cuts the power during the `n`-th metadata write (journal,
+/// checkpoint or invalidation) from the start of the run; returns the media as the
+/// cut left them. `Ok(None)` if the run ended before that write.
+pub fn run_until_crash<T: DiskTimer>(
+    cfg: &SimConfig,
+    disk: &mut T,
+    engine_cfg: EngineConfig,
+    crash_at_write: u64,
+    mode: CrashMode,
+) -> Result<Option<CrashOutcome>> {
+    validate(cfg, disk.sector_bytes())?;
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+    let (image, recordings, used) = prepare(cfg, disk, &mut rng)?;
+    let mut dev = CrashDevice::new(image, mode, cfg.seed ^ crash_at_write);
+    dev.crash_after_writes(crash_at_write);
+    let engine = load_engine(&dev, engine_cfg)?;
+    let mut sim = Sim::new(cfg, engine, dev, disk, rng);
+    sim.crash_run = true;
+    sim.out.used_bytes_at_start = used;
+    sim.start(&recordings)?;
+    sim.run_loop()?;
+    let Some(image) = sim.dev.crash_image() else {
+        return Ok(None);
+    };
+    let durable = sim
+        .streams
+        .iter()
+        .zip(&sim.durable_sizes)
+        .enumerate()
+        .filter(|(_, (st, _))| st.write)
+        .map(|(s, (_, &size))| (format!("/live/s{s:04}.ts"), size))
+        .collect();
+    let victim = recordings
+        .last()
+        .filter(|_| cfg.best_effort == Some(BestEffort::Delete))
+        .map(|v| (v.clone(), sim.be.done));
+    Ok(Some(CrashOutcome {
+        image,
+        durable,
+        victim,
+        at_ns: sim.out.elapsed_ns,
+    }))
+}
+
+/// `--find-max`: the largest count of the workload's first term whose run fails no
+/// check (`ok`), and that run.
+///
+/// The count doubles from 1 until a run fails, then the gap is bisected. Since misses
+/// need not grow strictly with load, the answer is then checked in its neighbourhood:
+/// the two counts above must fail and the two below pass. A passing count above moves
+/// the answer up (and the search goes on from there); a failing count below moves it
+/// down to just below that count. Every count reported was simulated and passed, and
+/// its four neighbours were simulated too ([`FindMax::neighbours`]).
 pub fn find_max(
     cfg: &SimConfig,
     mut run_with: impl FnMut(&SimConfig) -> Result<SimOutcome>,
-) -> Result<(SimOutcome, u32)> {
+    ok: impl Fn(&SimOutcome) -> bool,
+) -> Result<FindMax> {
     const LIMIT: u32 = 1 << 14;
-    let mut with = |n: u32| {
+    let mut cache: BTreeMap<u32, (bool, Option<SimOutcome>)> = BTreeMap::new();
+    let mut with = |n: u32, keep: bool| -> Result<bool> {
+        if let Some((pass, o)) = cache.get(&n) {
+            if !keep || o.is_some() {
+                return Ok(*pass);
+            }
+        }
         let mut c = cfg.clone();
         c.workload = cfg.workload.with_first_count(n);
-        run_with(&c)
+        let o = run_with(&c)?;
+        let pass = ok(&o);
+        cache.insert(n, (pass, (keep && pass).then_some(o)));
+        Ok(pass)
     };
-    let mut good: Option<(SimOutcome, u32)> = None;
-    let mut bad = None;
+    let mut lo = 0u32;
+    let mut hi = LIMIT + 1;
     let mut n = 1;
     while n <= LIMIT {
-        let o = with(n)?;
-        if o.deadline_misses > 0 {
-            bad = Some(n);
+        if !with(n, false)? {
+            hi = n;
             break;
         }
-        good = Some((o, n));
+        lo = n;
         n *= 2;
     }
-    let mut lo = good.as_ref().map_or(0, |g| g.1);
-    let mut hi = bad.unwrap_or(LIMIT + 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        let o = with(mid)?;
-        if o.deadline_misses > 0 {
-            hi = mid;
-        } else {
-            lo = mid;
-            good = Some((o, mid));
+    loop {
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if with(mid, false)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        // Neighbourhood: two above must fail, two below must pass.
+        let mut moved = false;
+        for up in [lo + 1, lo + 2] {
+            if up <= LIMIT && with(up, false)? {
+                lo = up;
+                hi = (up * 2).min(LIMIT + 1);
+                while hi <= LIMIT && with(hi, false)? {
+                    lo = hi;
+                    hi = (hi * 2).min(LIMIT + 1);
+                }
+                moved = true;
+                break;
+            }
+        }
+        if moved {
+            continue;
+        }
+        for down in [lo.saturating_sub(1), lo.saturating_sub(2)] {
+            if down >= 1 && down < lo && !with(down, false)? {
+                lo = down - 1;
+                hi = down;
+                moved = true;
+                break;
+            }
+        }
+        if !moved {
+            break;
         }
     }
-    match good {
-        Some(g) => Ok(g),
-        None => Ok((with(1)?, 0)),
-    }
+    let neighbours: Vec<(u32, bool)> = [lo.saturating_sub(2), lo.saturating_sub(1), lo + 1, lo + 2]
+        .into_iter()
+        .filter(|&c| c >= 1 && c != lo)
+        .map(|c| Ok((c, with(c, false)?)))
+        .collect::<Result<_>>()?;
+    let count = lo;
+    let run = if count == 0 {
+        // Even one stream of the first term fails: report that run.
+        with(1, true)?;
+        let mut c = cfg.clone();
+        c.workload = cfg.workload.with_first_count(1);
+        run_with(&c)?
+    } else {
+        with(count, true)?;
+        cache
+            .get_mut(&count)
+            .and_then(|(_, o)| o.take())
+            .expect("the answer's run is kept")
+    };
+    Ok(FindMax {
+        count,
+        run,
+        neighbours,
+    })
+}
+
+/// The answer of [`find_max`].
+pub struct FindMax {
+    /// The largest passing count of the first term (0: even one fails).
+    pub count: u32,
+    /// The run at that count (at 1 when `count` is 0).
+    pub run: SimOutcome,
+    /// The counts around the answer and whether each passed.
+    pub neighbours: Vec<(u32, bool)>,
 }
 
 fn seed_uuid(seed: u64) -> [u8; 16] {
@@ -415,18 +606,9 @@ fn seed_uuid(seed: u64) -> [u8; 16] {
     u
 }
 
-fn fs_dev_mut(fs: &mut Fs<SimDevice>) -> &mut SimDevice {
-    fs.device_mut()
-}
-
 /// Fills and ages the file system through the real allocator. Returns the paths of
 /// the recordings, the delete victim last (when asked for).
-fn setup(
-    fs: &mut Fs<SimDevice>,
-    cfg: &SimConfig,
-    rng: &mut ChaCha8Rng,
-    zeros: &[u8],
-) -> Result<Vec<String>> {
+fn setup(fs: &mut Fs<MemDevice>, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> Result<Vec<String>> {
     let root = fs.root();
     fs.mkdir(root, b"rec", 0o755, 0, 0, 0)?;
     let data_bytes = fs.superblock().data_blocks * fs.superblock().data_block_bytes;
@@ -434,16 +616,16 @@ fn setup(
     let mut files: Vec<(String, u64)> = Vec::new();
     let mut n = 0u64;
     let record =
-        |fs: &mut Fs<SimDevice>, bytes: u64, n: &mut u64| -> Result<Option<(String, u64)>> {
+        |fs: &mut Fs<MemDevice>, bytes: u64, n: &mut u64| -> Result<Option<(String, u64)>> {
             let name = format!("fill{:05}.ts", *n);
             *n += 1;
             let dir = fs.resolve("/rec")?;
             let ino = fs.create(dir, name.as_bytes(), 0o644, 0, 0, 0)?;
             let mut off = 0;
             while off < bytes {
-                let len = (bytes - off).min(zeros.len() as u64);
-                match fs.write(ino, off, &zeros[..len as usize], 0) {
-                    Ok(()) => off += len,
+                let len = (bytes - off).min(FILL_WRITE_BYTES);
+                match fs.write_buf(ino, off, IoBuf::virtual_len(len as usize), 0) {
+                    Ok(_) => off += len,
                     Err(Error::NoSpace { .. }) => break,
                     Err(e) => return Err(e),
                 }
@@ -470,7 +652,6 @@ fn setup(
         if fs.free_bytes() < cfg.block_bytes {
             break;
         }
-        fs.tick()?;
     }
     for _ in 0..cfg.age_cycles {
         if files.is_empty() {
@@ -502,10 +683,63 @@ fn unit(rng: &mut ChaCha8Rng) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-impl<T: DiskTimer> Sim<'_, T> {
+impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
+    fn new(cfg: &'a SimConfig, engine: Engine, dev: D, disk: &'a mut T, rng: ChaCha8Rng) -> Self {
+        let settings = *engine.scheduler().settings();
+        Sim {
+            cfg,
+            out: SimOutcome {
+                data_block_bytes: engine.volume().superblock().data_block_bytes,
+                be_share: settings.be_share,
+                be_latency_target_ns: settings.be_latency_ns,
+                ..Default::default()
+            },
+            engine,
+            dev,
+            disk,
+            rng,
+            events: BinaryHeap::new(),
+            seq: 0,
+            purposes: BTreeMap::new(),
+            busy: None,
+            next_wake: None,
+            streams: Vec::new(),
+            be: BeState::default(),
+            stopped: false,
+            crashed: false,
+            durable_sizes: Vec::new(),
+            sync_snapshot: None,
+            sync_in_flight: false,
+            crash_run: false,
+        }
+    }
+
     fn push(&mut self, t: u64, ev: Ev) {
         self.seq += 1;
         self.events.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn submit(
+        &mut self,
+        op: Op,
+        deadline: Option<u64>,
+        owner: u32,
+        purpose: Purpose,
+        now: u64,
+    ) -> Result<OpId> {
+        let id = self.engine.submit(op, deadline, owner, Now::mono(now))?;
+        self.purposes.insert(id, purpose);
+        Ok(id)
+    }
+
+    fn start(&mut self, recordings: &[String]) -> Result<()> {
+        self.start_streams(recordings)?;
+        self.start_best_effort(recordings)?;
+        self.durable_sizes = vec![0; self.streams.len()];
+        if self.cfg.fsync_every_ns > 0 {
+            self.push(self.cfg.fsync_every_ns, Ev::Sync);
+        }
+        self.pump(0)
     }
 
     fn start_streams(&mut self, recordings: &[String]) -> Result<()> {
@@ -514,10 +748,18 @@ impl<T: DiskTimer> Sim<'_, T> {
         if cfg.best_effort == Some(BestEffort::Delete) {
             readable.pop();
         }
-        let root = self.fs.root();
-        let dir = match self.fs.lookup(root, b"live") {
+        // The directory of the recordings: created before the run (a namespace
+        // operation completes at once).
+        let root = self.engine.volume().root();
+        let dir = match self.engine.volume().lookup(root, b"live") {
             Ok(d) => d,
-            Err(_) => self.fs.mkdir(root, b"live", 0o755, 0, 0, 0)?,
+            Err(_) => self.namespace(Op::Mkdir {
+                parent: root,
+                name: b"live".to_vec(),
+                perm: 0o755,
+                uid: 0,
+                gid: 0,
+            })?,
         };
         let mut sid = 0u32;
         for g in &cfg.workload.groups {
@@ -533,16 +775,19 @@ impl<T: DiskTimer> Sim<'_, T> {
                     next_k: 0,
                     outstanding: 0,
                     blocked: false,
-                    blocks: vec![],
+                    stopped: false,
                     file_bytes: 0,
                     start_offset: 0,
-                    parts_left: BTreeMap::new(),
                     done_ns: vec![],
                 };
                 if g.write {
-                    st.ino =
-                        self.fs
-                            .create(dir, format!("s{sid:04}.ts").as_bytes(), 0o644, 0, 0, 0)?;
+                    st.ino = self.namespace(Op::Create {
+                        parent: dir,
+                        name: format!("s{sid:04}.ts").into_bytes(),
+                        perm: 0o644,
+                        uid: 0,
+                        gid: 0,
+                    })?;
                 } else {
                     if readable.is_empty() {
                         return Err(Error::InvalidArgument(
@@ -556,25 +801,37 @@ impl<T: DiskTimer> Sim<'_, T> {
                     } else {
                         readable[0].clone()
                     };
-                    let ino = self.fs.resolve(&path)?;
+                    let v = self.engine.volume();
+                    let ino = v.resolve(&path)?;
                     st.ino = ino;
-                    st.file_bytes = self.fs.stat(ino)?.size_bytes;
-                    st.blocks = self
-                        .fs
-                        .runs(ino)?
-                        .iter()
-                        .flat_map(|r| r.start..r.start + r.count as u64)
-                        .collect();
+                    st.file_bytes = v.stat(ino)?.size_bytes;
                     let requests_in_file = (st.file_bytes / cfg.request_bytes).max(1);
                     st.start_offset = (self.rng.next_u64() % requests_in_file) * cfg.request_bytes;
                 }
+                let first = t0_ns + if g.write { period_ns } else { 0 };
                 self.streams.push(st);
-                self.push(t0_ns + if g.write { period_ns } else { 0 }, Ev::Issue(sid));
+                self.push(first, Ev::Issue(sid));
                 sid += 1;
             }
         }
         self.out.streams = sid;
         Ok(())
+    }
+
+    /// A namespace operation at time 0, before the run: it completes at once.
+    fn namespace(&mut self, op: Op) -> Result<u32> {
+        let id = self.engine.submit(op, None, 0, Now::mono(0))?;
+        while let Some(c) = self.engine.take_completion() {
+            if c.op == id {
+                return match c.result? {
+                    Output::Ino(i) => Ok(i),
+                    _ => Ok(0),
+                };
+            }
+        }
+        Err(Error::InvalidArgument(
+            "a namespace operation did not complete at once".into(),
+        ))
     }
 
     fn issue_time(&self, s: u32, k: u64) -> u64 {
@@ -585,7 +842,7 @@ impl<T: DiskTimer> Sim<'_, T> {
         } else if k < d {
             st.t0_ns
         } else {
-            st.t0_ns + (d - 1) * st.period_ns + (k - d + 1) * st.period_ns
+            st.t0_ns + k * st.period_ns
         }
     }
 
@@ -593,119 +850,39 @@ impl<T: DiskTimer> Sim<'_, T> {
         let st = &self.streams[s as usize];
         let d = self.cfg.depth as u64;
         if st.write {
-            self.issue_time(s, k) + (d - 1) * st.period_ns
+            self.issue_time(s, k) + d * st.period_ns
         } else {
-            st.t0_ns + (d - 1) * st.period_ns + k * st.period_ns
+            st.t0_ns + (d + k) * st.period_ns
         }
-    }
-
-    fn new_request(
-        &mut self,
-        (offset, len): (u64, u64),
-        write: bool,
-        deadline: Option<u64>,
-        owner: u32,
-        purpose: Purpose,
-        now: u64,
-    ) {
-        let id = self.next_id;
-        self.next_id += 1;
-        let sector = self.disk.sector_bytes() as u64;
-        let req = Request {
-            id,
-            lba: offset / sector,
-            sectors: len.div_ceil(sector) as u32,
-            write,
-            class: if deadline.is_some() {
-                Class::RealTime
-            } else {
-                Class::BestEffort
-            },
-            deadline_ns: deadline,
-            owner,
-            submit_ns: now,
-            drop_if_late: !write,
-        };
-        self.purposes.insert(id, (purpose, len, deadline, now));
-        self.sched
-            .insert(req, now)
-            .expect("the simulator's requests are valid");
     }
 
     /// Issues request `k` of stream `s` now.
     fn issue(&mut self, s: u32, now: u64) -> Result<()> {
         let k = self.streams[s as usize].next_k;
         let deadline = self.deadline(s, k);
-        let req_bytes = self.cfg.request_bytes;
-        let streams = self.out.streams;
-        let mut parts: Vec<(u64, u64)> = Vec::new();
-        if self.streams[s as usize].write {
-            let ino = self.streams[s as usize].ino;
-            match self.fs.write(
-                ino,
-                k * req_bytes,
-                &self.zeros[..req_bytes as usize],
-                now as i64,
-            ) {
-                Ok(()) => {}
-                Err(Error::NoSpace { .. }) => return Ok(()), // the disk is full: the recording stops
-                Err(e) => return Err(e),
-            }
-            let data = self.sb.data_start_bytes
-                ..self.sb.data_start_bytes + self.sb.data_blocks * self.sb.data_block_bytes;
-            for (off, len) in self.fs.device_mut().take_writes() {
-                if data.contains(&off) {
-                    parts.push((off, len));
-                } else {
-                    self.journal_write(off, len, now, streams);
-                }
+        let req = self.cfg.request_bytes;
+        let st = &self.streams[s as usize];
+        let op = if st.write {
+            Op::Write {
+                ino: st.ino,
+                offset: k * req,
+                data: IoBuf::virtual_len(req as usize),
             }
         } else {
-            let st = &self.streams[s as usize];
-            let bs = self.sb.data_block_bytes;
             // Playback reads whole, aligned requests and loops over the file's whole
-            // requests (a player restarting at a request boundary), so a request never
-            // overlaps the next one.
-            let whole = (st.file_bytes / req_bytes).max(1);
-            let mut pos = ((st.start_offset / req_bytes + k) % whole) * req_bytes;
-            let end = (pos + req_bytes).min(st.file_bytes.max(req_bytes));
-            while pos < end {
-                let fb = pos / bs;
-                let within = pos % bs;
-                let len = (end - pos).min(bs - within);
-                let Some(&block) = st.blocks.get(fb as usize) else {
-                    break;
-                };
-                parts.push((
-                    self.sb.data_offset(block) + within,
-                    len.div_ceil(4096) * 4096,
-                ));
-                pos += len;
+            // requests (a player restarting at a request boundary).
+            let whole = (st.file_bytes / req).max(1);
+            let pos = ((st.start_offset / req + k) % whole) * req;
+            Op::Read {
+                ino: st.ino,
+                offset: pos,
+                buf: IoBuf::virtual_len(req as usize),
             }
-        }
-        let write = self.streams[s as usize].write;
-        let n = parts.len() as u32;
-        {
-            let st = &mut self.streams[s as usize];
-            st.next_k += 1;
-            st.outstanding += 1;
-            st.parts_left.insert(k, n);
-        }
-        self.out.rt_requests += 1;
-        for (off, len) in parts {
-            self.new_request(
-                (off, len),
-                write,
-                Some(deadline),
-                s,
-                Purpose::Stream { s, k },
-                now,
-            );
-        }
-        if n == 0 {
-            self.stream_request_done(s, k, now, now);
-        }
-        // The next request of this stream.
+        };
+        self.submit(op, Some(deadline), s, Purpose::Stream { s }, now)?;
+        let st = &mut self.streams[s as usize];
+        st.next_k += 1;
+        st.outstanding += 1;
         let next = self.issue_time(s, k + 1).max(now);
         if next < self.cfg.duration_ns {
             self.push(next, Ev::Issue(s));
@@ -713,52 +890,41 @@ impl<T: DiskTimer> Sim<'_, T> {
         Ok(())
     }
 
-    fn journal_write(&mut self, off: u64, len: u64, now: u64, streams: u32) {
-        self.out.journal_requests += 1;
-        self.out.journal_bytes += len;
-        self.new_request(
-            (off, len),
-            true,
-            None,
-            streams + JOURNAL_OWNER_OFFSET,
-            Purpose::Journal,
-            now,
-        );
+    /// A stream cannot go on: every request it would still have issued is a miss.
+    fn stop_stream(&mut self, s: u32, no_space: bool) {
+        let st = &self.streams[s as usize];
+        if st.stopped {
+            return;
+        }
+        let mut left = 0;
+        let mut k = st.next_k;
+        while self.issue_time(s, k) < self.cfg.duration_ns {
+            left += 1;
+            k += 1;
+        }
+        self.engine.qos_mut().not_issued(left, no_space);
+        let st = &mut self.streams[s as usize];
+        st.stopped = true;
+        if st.write {
+            self.out.recordings_stopped += 1;
+        }
     }
 
-    fn stream_request_done(&mut self, s: u32, k: u64, now: u64, deadline: u64) {
-        let margin = deadline as i64 - now as i64;
-        if margin < 0 {
-            self.out.deadline_misses += 1;
-        }
-        self.out.margins_ns.push(margin);
+    fn stream_done(&mut self, s: u32, result: &Result<Output>, now: u64) {
         let st = &mut self.streams[s as usize];
         st.outstanding -= 1;
         if s == 0 && self.cfg.keep_series {
-            st.done_ns.push((k, now));
+            st.done_ns.push(now);
         }
-        if st.blocked && !self.stopped {
+        match result {
+            Ok(_) | Err(Error::DeadlineMissed { .. }) => {}
+            Err(Error::NoSpace { .. }) => self.stop_stream(s, true),
+            Err(_) => self.stop_stream(s, false),
+        }
+        let st = &mut self.streams[s as usize];
+        if st.blocked && !self.stopped && !st.stopped {
             st.blocked = false;
             self.push(now, Ev::Issue(s));
-        }
-    }
-
-    fn part_done(&mut self, s: u32, k: u64, now: u64, deadline: u64, failed: bool) {
-        let st = &mut self.streams[s as usize];
-        let Some(left) = st.parts_left.get_mut(&k) else {
-            return;
-        };
-        *left -= 1;
-        if failed {
-            // A failed part fails the whole request; later parts are ignored.
-            st.parts_left.remove(&k);
-            self.out.failed_reads += 1;
-            self.stream_request_done(s, k, now.max(deadline + 1), deadline);
-            return;
-        }
-        if *left == 0 {
-            st.parts_left.remove(&k);
-            self.stream_request_done(s, k, now, deadline);
         }
     }
 
@@ -773,18 +939,20 @@ impl<T: DiskTimer> Sim<'_, T> {
                         "greedy-read needs a recording to read: use --fill above 0%".into(),
                     )
                 })?;
-                let ino = self.fs.resolve(path)?;
-                self.be.read_bytes = self.fs.stat(ino)?.size_bytes;
-                self.be.read_blocks = self
-                    .fs
-                    .runs(ino)?
-                    .iter()
-                    .flat_map(|r| r.start..r.start + r.count as u64)
-                    .collect();
+                let v = self.engine.volume();
+                self.be.read_ino = v.resolve(path)?;
+                self.be.read_bytes = v.stat(self.be.read_ino)?.size_bytes;
             }
             BestEffort::GreedyWrite => {
-                let root = self.fs.root();
-                self.be.ino = self.fs.create(root, b"greedy.bin", 0o644, 0, 0, 0)?;
+                let root = self.engine.volume().root();
+                self.be.ino = self.namespace(Op::Create {
+                    parent: root,
+                    name: b"greedy.bin".to_vec(),
+                    perm: 0o644,
+                    uid: 0,
+                    gid: 0,
+                })?;
+                self.be.file_left = u64::MAX;
             }
             BestEffort::Photos => self.be.photos_left = PHOTO_COUNT,
             BestEffort::Delete => self.be.victim = recordings.last().cloned(),
@@ -793,197 +961,234 @@ impl<T: DiskTimer> Sim<'_, T> {
         Ok(())
     }
 
-    /// The best-effort generator issues its next request (one at a time).
+    /// The best-effort generator issues its next operation (one at a time).
     fn be_tick(&mut self, now: u64) -> Result<()> {
         if self.be.in_flight || self.be.done || self.stopped {
             return Ok(());
         }
         let owner = self.out.streams + BE_OWNER_OFFSET;
-        let streams = self.out.streams;
-        match self.cfg.best_effort {
+        let op = match self.cfg.best_effort {
             Some(BestEffort::GreedyRead) => {
-                let bs = self.sb.data_block_bytes;
-                let pos = self.be.offset % self.be.read_bytes.max(1);
-                let len = BE_REQUEST_BYTES.min(bs - pos % bs);
-                let Some(&block) = self.be.read_blocks.get((pos / bs) as usize) else {
-                    return Ok(());
-                };
+                let size = self.be.read_bytes.max(1);
+                let pos = self.be.offset % size;
+                let len = BE_REQUEST_BYTES.min(size - pos);
                 self.be.offset = pos + len;
-                self.new_request(
-                    (self.sb.data_offset(block) + pos % bs, len),
-                    false,
-                    None,
-                    owner,
-                    Purpose::BestEffort,
-                    now,
-                );
-                self.be.in_flight = true;
-            }
-            Some(BestEffort::GreedyWrite) | Some(BestEffort::Photos) => {
-                if self.be.file_left == 0 {
-                    if self.cfg.best_effort == Some(BestEffort::Photos) {
-                        if self.be.photos_left == 0 {
-                            self.be.done = true;
-                            return Ok(());
-                        }
-                        self.be.photos_left -= 1;
-                        let n = PHOTO_COUNT - self.be.photos_left;
-                        let root = self.fs.root();
-                        self.be.ino = self.fs.create(
-                            root,
-                            format!("photo{n:03}.jpg").as_bytes(),
-                            0o644,
-                            0,
-                            0,
-                            now as i64,
-                        )?;
-                        self.be.offset = 0;
-                        // Sizes uniform in [0.3, 2.3] MB: mean 1.3 MB.
-                        self.be.file_left = 300_000 + self.rng.next_u64() % 2_000_001;
-                    } else {
-                        self.be.file_left = u64::MAX;
-                    }
+                Op::Read {
+                    ino: self.be.read_ino,
+                    offset: pos,
+                    buf: IoBuf::virtual_len(len as usize),
                 }
-                let len = self.be.file_left.min(BE_REQUEST_BYTES);
-                let ino = self.be.ino;
-                match self
-                    .fs
-                    .write(ino, self.be.offset, &self.zeros[..len as usize], now as i64)
-                {
-                    Ok(()) => {}
-                    Err(Error::NoSpace { .. }) => {
+            }
+            Some(BestEffort::GreedyWrite) => {
+                let len = BE_REQUEST_BYTES;
+                let op = Op::Write {
+                    ino: self.be.ino,
+                    offset: self.be.offset,
+                    data: IoBuf::virtual_len(len as usize),
+                };
+                self.be.offset += len;
+                op
+            }
+            Some(BestEffort::Photos) => {
+                if self.be.file_left == 0 {
+                    if self.be.photos_left == 0 {
                         self.be.done = true;
                         return Ok(());
                     }
-                    Err(e) => return Err(e),
-                }
-                self.be.offset += len;
-                self.be.file_left -= len;
-                if self.be.file_left == 0 {
-                    self.fs.close_file(ino);
-                }
-                let data = self.sb.data_start_bytes
-                    ..self.sb.data_start_bytes + self.sb.data_blocks * self.sb.data_block_bytes;
-                for (off, l) in self.fs.device_mut().take_writes() {
-                    if data.contains(&off) {
-                        self.new_request((off, l), true, None, owner, Purpose::BestEffort, now);
-                        self.be.in_flight = true;
-                    } else {
-                        self.journal_write(off, l, now, streams);
+                    self.be.photos_left -= 1;
+                    let n = PHOTO_COUNT - self.be.photos_left;
+                    // Sizes uniform in [0.3, 2.3] MB: mean 1.3 MB.
+                    self.be.file_left = 300_000 + self.rng.next_u64() % 2_000_001;
+                    self.be.offset = 0;
+                    self.be.creating = true;
+                    Op::Create {
+                        parent: self.engine.volume().root(),
+                        name: format!("photo{n:03}.jpg").into_bytes(),
+                        perm: 0o644,
+                        uid: 0,
+                        gid: 0,
                     }
+                } else {
+                    let len = self.be.file_left.min(BE_REQUEST_BYTES);
+                    let op = Op::Write {
+                        ino: self.be.ino,
+                        offset: self.be.offset,
+                        data: IoBuf::virtual_len(len as usize),
+                    };
+                    self.be.offset += len;
+                    self.be.file_left -= len;
+                    op
                 }
             }
             Some(BestEffort::Delete) => {
-                if let Some(path) = self.be.victim.take() {
-                    let (parent, name) = self.fs.resolve_parent(&path)?;
-                    let name = name.to_vec();
-                    self.fs.unlink(parent, &name, now as i64)?;
+                let Some(path) = self.be.victim.take() else {
+                    self.be.done = true;
+                    return Ok(());
+                };
+                let (parent, name) = self.engine.volume().resolve_parent(&path)?;
+                Op::Unlink {
+                    parent,
+                    name: name.to_vec(),
                 }
-                self.be.done = true;
             }
-            None => {}
+            None => return Ok(()),
+        };
+        self.submit(op, None, owner, Purpose::BestEffort, now)?;
+        self.be.in_flight = true;
+        Ok(())
+    }
+
+    fn be_done(&mut self, result: Result<Output>, now: u64) -> Result<()> {
+        self.be.in_flight = false;
+        match (self.cfg.best_effort, result) {
+            (Some(BestEffort::Photos), Ok(Output::Ino(ino))) if self.be.creating => {
+                self.be.creating = false;
+                self.be.ino = ino;
+            }
+            (Some(BestEffort::Photos), Ok(_)) if self.be.closing => self.be.closing = false,
+            (Some(BestEffort::Photos), Ok(_)) if self.be.file_left == 0 => {
+                // The photo is complete: close it (returns contig preallocation).
+                let ino = self.be.ino;
+                self.submit(
+                    Op::CloseFile { ino },
+                    None,
+                    self.out.streams + BE_OWNER_OFFSET,
+                    Purpose::BestEffort,
+                    now,
+                )?;
+                self.be.in_flight = true;
+                self.be.closing = true;
+                self.be.ino = 0;
+                return Ok(());
+            }
+            (Some(BestEffort::Delete), Ok(_)) => self.be.done = true,
+            (_, Err(Error::NoSpace { .. })) => self.be.done = true,
+            (_, Err(e)) => return Err(e),
+            _ => {}
+        }
+        self.push(now, Ev::BeTick);
+        Ok(())
+    }
+
+    fn completions(&mut self, now: u64) -> Result<()> {
+        while let Some(c) = self.engine.take_completion() {
+            let Some(purpose) = self.purposes.remove(&c.op) else {
+                continue;
+            };
+            match purpose {
+                Purpose::Stream { s } => {
+                    if matches!(c.result, Err(Error::DeadlineMissed { .. })) {
+                        self.out.failed_reads += 1;
+                    }
+                    self.stream_done(s, &c.result, now);
+                }
+                Purpose::BestEffort => self.be_done(c.result, now)?,
+                Purpose::Sync => {
+                    self.sync_in_flight = false;
+                    if c.result.is_ok() {
+                        self.durable_sizes = self.sync_snapshot.take().unwrap_or_default();
+                    }
+                }
+            }
         }
         Ok(())
     }
 
-    fn try_dispatch(&mut self, now: u64) -> Result<()> {
-        while self.busy.is_none() {
-            let ev = self.sched.dispatch(now);
-            for r in self.sched.take_failed() {
-                self.fail_member(&r, now)?;
+    /// Hands the next command to the idle disk.
+    fn pump(&mut self, now: u64) -> Result<()> {
+        if self.crashed {
+            return Ok(());
+        }
+        self.completions(now)?;
+        // Polled on every event, busy or not: the engine starts due work (a commit)
+        // then, and only hands out a command when a slot is free.
+        let next = self.engine.poll(Now::mono(now));
+        assert!(
+            next.is_none() || self.busy.is_none(),
+            "the engine handed out a second command to a queue-depth-1 disk"
+        );
+        if self.busy.is_none() {
+            if let Some(cmd) = next {
+                let t = match cmd.kind {
+                    DevKind::Flush => self.disk.flush(now),
+                    kind => {
+                        let sector = self.disk.sector_bytes() as u64;
+                        let a = Access {
+                            lba: cmd.offset_bytes / sector,
+                            sectors: (cmd.len_bytes / sector) as u32,
+                            write: kind == DevKind::Write,
+                        };
+                        self.disk.service(now, &a)
+                    }
+                };
+                self.out.seek_ns += t.seek_ns;
+                self.out.rotation_ns += t.rotation_ns;
+                self.out.transfer_ns += t.transfer_ns;
+                self.out.overhead_ns += t.overhead_ns;
+                self.out.cache_hits += t.cache_hit as u64;
+                self.out.cache_partial_hits += t.cache_partial_hit as u64;
+                self.busy = Some((cmd.id, cmd.kind));
+                self.push(t.end_ns, Ev::DiskDone(cmd.id));
             }
-            match ev {
-                Event::Dispatch(r) => {
-                    let a = Access {
-                        lba: r.lba,
-                        sectors: r.sectors,
-                        write: r.write,
-                    };
-                    let t = self.disk.service(now, &a);
-                    let sector = self.disk.sector_bytes() as u64;
-                    if let Some(prev) = self.last_end_lba {
-                        self.out
-                            .seek_distances_bytes
-                            .push(prev.abs_diff(r.lba) * sector);
-                    }
-                    self.last_end_lba = Some(r.end_lba());
-                    self.out.busy_ns += t.end_ns - t.start_ns;
-                    self.out.commands += 1;
-                    self.out.seek_ns += t.seek_ns;
-                    self.out.rotation_ns += t.rotation_ns;
-                    self.out.transfer_ns += t.transfer_ns;
-                    self.out.overhead_ns += t.overhead_ns;
-                    let members = r.members.iter().map(|m| m.id).collect();
-                    self.busy = Some((r, members));
-                    self.push(t.end_ns, Ev::DiskDone);
-                }
-                Event::Fail(rs) => {
-                    for r in rs {
-                        self.fail_member(&r, now)?;
-                    }
-                }
-                Event::Wait { until_ns } => {
-                    if let Some(u) = until_ns {
-                        let u = u.max(now + 1);
-                        if self.next_wake.is_none_or(|w| u < w) {
-                            self.next_wake = Some(u);
-                            self.push(u, Ev::Wake);
-                        }
-                    }
-                    break;
-                }
+            self.completions(now)?;
+        }
+        if let Some(w) = self.engine.next_wakeup() {
+            let w = w.max(now + 1);
+            if self.next_wake.is_none_or(|x| w < x || x <= now) {
+                self.next_wake = Some(w);
+                self.push(w, Ev::Wake);
             }
         }
         Ok(())
     }
 
-    fn fail_member(&mut self, r: &Request, now: u64) -> Result<()> {
-        let (purpose, ..) = self.purposes.remove(&r.id).ok_or_else(|| lost(r.id))?;
-        if let Purpose::Stream { s, k } = purpose {
-            self.part_done(s, k, now, r.deadline_ns.unwrap_or(now), true);
-        }
-        Ok(())
-    }
-
-    fn disk_done(&mut self, now: u64) -> Result<()> {
-        let Some((r, members)) = self.busy.take() else {
+    /// The disk finished command `id`: its metadata bytes land on the image (data is
+    /// virtual), a flush makes them durable.
+    fn disk_done(&mut self, id: u64, now: u64) -> Result<()> {
+        let Some((busy, kind)) = self.busy.take() else {
             return Ok(());
         };
-        self.sched.complete(r.id, now);
-        for id in members {
-            self.member_done(id, now)?;
+        debug_assert_eq!(busy, id, "one command at a time");
+        let dev = &mut self.dev;
+        let r = match kind {
+            DevKind::Flush => dev.flush(),
+            DevKind::Write => self.engine.io_write(id, |o, b| dev.write_at(o, b)),
+            // Data reads are virtual; the engine never reads metadata after load.
+            DevKind::Read => Ok(()),
+        };
+        if r.is_err() && self.crash_run {
+            self.crashed = true;
+            return Ok(());
         }
+        self.engine.complete(id, r, Now::mono(now));
         Ok(())
     }
 
-    /// One request served by the command that just completed.
-    fn member_done(&mut self, id: ReqId, now: u64) -> Result<()> {
-        let (purpose, len, deadline, submit) = self.purposes.remove(&id).ok_or_else(|| lost(id))?;
-        match purpose {
-            Purpose::Stream { s, k } => {
-                self.out.rt_bytes += len;
-                self.part_done(s, k, now, deadline.unwrap_or(now), false);
-            }
-            Purpose::Journal => {}
-            Purpose::BestEffort => {
-                self.out.be_bytes += len;
-                self.out.be_requests += 1;
-                self.out.be_latencies_ns.push(now - submit);
-                self.out.be_first_submit_ns = Some(
-                    self.out
-                        .be_first_submit_ns
-                        .map_or(submit, |f| f.min(submit)),
-                );
-                self.out.be_last_done_ns = now;
-                if self
-                    .purposes
-                    .values()
-                    .all(|(p, ..)| !matches!(p, Purpose::BestEffort))
-                {
-                    self.be.in_flight = false;
-                    self.push(now, Ev::BeTick);
+    fn sync_tick(&mut self, now: u64) -> Result<()> {
+        if self.stopped || self.sync_in_flight {
+            return Ok(());
+        }
+        // What this fsync covers: every write applied so far.
+        let sizes: Vec<u64> = self
+            .streams
+            .iter()
+            .map(|st| {
+                if st.write {
+                    self.engine
+                        .volume()
+                        .stat(st.ino)
+                        .map_or(0, |s| s.size_bytes)
+                } else {
+                    0
                 }
-            }
+            })
+            .collect();
+        self.sync_snapshot = Some(sizes);
+        let owner = self.out.streams + SYNC_OWNER_OFFSET;
+        self.submit(Op::Fsync, None, owner, Purpose::Sync, now)?;
+        self.sync_in_flight = true;
+        if now + self.cfg.fsync_every_ns < self.cfg.duration_ns {
+            self.push(now + self.cfg.fsync_every_ns, Ev::Sync);
         }
         Ok(())
     }
@@ -995,39 +1200,37 @@ impl<T: DiskTimer> Sim<'_, T> {
             }
             match ev {
                 Ev::Issue(s) => {
-                    if self.stopped {
+                    let st = &self.streams[s as usize];
+                    if self.stopped || st.stopped {
                         continue;
                     }
-                    if self.streams[s as usize].outstanding >= self.cfg.depth {
+                    if st.outstanding >= self.cfg.depth {
                         self.streams[s as usize].blocked = true;
                     } else {
                         self.issue(s, t)?;
                     }
                 }
-                Ev::DiskDone => self.disk_done(t)?,
+                Ev::DiskDone(id) => self.disk_done(id, t)?,
                 Ev::Wake => {
                     if self.next_wake == Some(t) {
                         self.next_wake = None;
                     }
                 }
-                Ev::Commit => {
-                    self.fs.tick()?;
-                    let streams = self.out.streams;
-                    for (off, len) in self.fs.device_mut().take_writes() {
-                        self.journal_write(off, len, t, streams);
-                    }
-                    if !self.stopped {
-                        self.push(
-                            t + self.cfg.commit_interval_ms as u64 * 1_000_000,
-                            Ev::Commit,
-                        );
-                    }
-                }
                 Ev::BeTick => self.be_tick(t)?,
+                Ev::Sync => self.sync_tick(t)?,
             }
-            self.try_dispatch(t)?;
+            if self.crashed {
+                self.out.elapsed_ns = t;
+                return Ok(());
+            }
+            self.pump(t)?;
             self.out.elapsed_ns = self.out.elapsed_ns.max(t);
-            if self.stopped && self.busy.is_none() && !self.sched.has_work() {
+            if self.stopped
+                && self.busy.is_none()
+                && self.streams.iter().all(|s| s.outstanding == 0)
+                && !self.be.in_flight
+                && !self.engine.scheduler().has_work()
+            {
                 break;
             }
         }
@@ -1035,19 +1238,41 @@ impl<T: DiskTimer> Sim<'_, T> {
     }
 
     fn finish(mut self) -> Result<SimOutcome> {
-        let c = self.sched.counters();
-        self.sched.check().map_err(|e| {
+        self.engine.check().map_err(|e| {
             Error::Corrupt(format!(
-                "scheduler {} broke the conservation law: {e}",
-                self.sched.name()
+                "scheduler {} or engine broke an invariant: {e}",
+                self.engine.scheduler().name()
             ))
         })?;
-        self.out.counters = c;
-        self.out.scheduler = self.sched.name().to_string();
+        let sched = self.engine.scheduler();
+        self.out.counters = sched.counters();
+        self.out.scheduler = sched.name().to_string();
+        self.out.policy_stats = sched.policy_stats();
+        self.out.be_stats = sched.be_stats();
         self.out.disk = self.disk.name();
-        // Requests that never finished (the run was cut) count as late.
-        let pending: u64 = self.streams.iter().map(|s| s.parts_left.len() as u64).sum();
-        self.out.deadline_misses += pending;
+        // Requests still outstanding when the run was cut count as late.
+        let pending: u64 = self.streams.iter().map(|s| s.outstanding as u64).sum();
+        if pending > 0 {
+            self.engine.qos_mut().not_issued(pending, false);
+        }
+        let q = self.engine.qos().clone();
+        self.out.rt_requests = q.rt_ops;
+        self.out.deadline_misses = q.deadline_misses();
+        self.out.misses = q.misses;
+        self.out.margins_ns = q.margins_ns;
+        self.out.busy_ns = q.busy_ns;
+        self.out.commands = q.commands;
+        self.out.rt_bytes = q.rt_bytes;
+        self.out.be_bytes = q.be_bytes;
+        self.out.be_requests = q.be_ops;
+        self.out.be_latencies_ns = q.be_latencies_ns;
+        self.out.be_first_submit_ns = q.be_first_submit_ns;
+        self.out.be_last_done_ns = q.be_last_done_ns;
+        self.out.journal_bytes = q.metadata_bytes;
+        self.out.journal_requests = q.metadata_commands;
+        self.out.commits = q.commits;
+        self.out.flushes = q.flushes;
+        self.out.seek_distances_bytes = q.seek_distances_bytes;
         if self.cfg.keep_series && !self.streams.is_empty() && !self.streams[0].write {
             self.out.buffer_level = buffer_series(
                 &self.streams[0],
@@ -1056,23 +1281,14 @@ impl<T: DiskTimer> Sim<'_, T> {
                 self.cfg.duration_ns.min(self.out.elapsed_ns),
             );
         }
-        if !self.cfg.keep_series {
-            self.out.buffer_level.clear();
-        }
         Ok(self.out)
     }
 }
 
-fn lost(id: ReqId) -> Error {
-    Error::Corrupt(format!(
-        "the scheduler returned request {id}, which the simulator does not know"
-    ))
-}
-
 /// The playout buffer of a read stream every 100 ms: bytes delivered minus bytes played.
 fn buffer_series(st: &Stream, request_bytes: u64, depth: u32, until_ns: u64) -> Vec<(u64, i64)> {
-    let t_play = st.t0_ns + (depth as u64 - 1) * st.period_ns;
-    let mut done: Vec<u64> = st.done_ns.iter().map(|&(_, t)| t).collect();
+    let t_play = st.t0_ns + depth as u64 * st.period_ns;
+    let mut done = st.done_ns.clone();
     done.sort_unstable();
     let step = 100_000_000;
     let mut out = Vec::new();
