@@ -49,8 +49,11 @@ use super::model::DiskModel;
 use super::seek::SeekCurve;
 
 /// AVFS eq. 1 with the corrections in the module docs.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Estimator {
+    /// Where each LBA lies, and the seek curve: for [`Estimator::service_after_ns`].
+    geo: Geometry,
+    seek: Option<SeekCurve>,
     /// T_k + T_r / 2: average seek plus half a revolution, ns.
     position_ns: f64,
     /// T_r, ns.
@@ -82,7 +85,9 @@ impl Estimator {
         };
         let rotation_ns = geo.rotation_ns();
         let overhead_ns = m.command_overhead_ms * 1.0e6;
+        let seek = SeekCurve::from_model(m, geo.cylinders()).ok();
         Estimator {
+            seek,
             position_ns: average_seek_ms * 1.0e6 + rotation_ns / 2.0,
             rotation_ns,
             overhead_ns,
@@ -95,7 +100,37 @@ impl Estimator {
             rate_min_bytes_per_ns: geo.inner_rate_bytes_per_s() * 1.0e-9,
             lbas: geo.lbas() as f64,
             sector_bytes: geo.sector_bytes() as f64,
+            geo,
         }
+    }
+
+    /// Like [`Estimator::service_ns`], but a non-sequential request pays the seek over
+    /// the actual distance from `prev_end_lba` (on the model's curve) plus half a
+    /// revolution, instead of the average seek: what `mixer` plans with. Unknown
+    /// predecessor: the average.
+    pub fn service_after_ns(
+        &self,
+        lba: u64,
+        sectors: u32,
+        write: bool,
+        prev_end_lba: Option<u64>,
+    ) -> u64 {
+        let (Some(prev), Some(curve)) = (prev_end_lba, self.seek.as_ref()) else {
+            return self.service_ns(lba, sectors, write, false);
+        };
+        if prev == lba {
+            return self.service_ns(lba, sectors, write, true);
+        }
+        if write && self.write_back {
+            return self.service_ns(lba, sectors, write, false);
+        }
+        let from = self.geo.locate(prev.min(self.geo.lbas() - 1)).cylinder;
+        let to = self.geo.locate(lba).cylinder;
+        let seek_ns = curve.seek_ns(from.abs_diff(to), self.geo.cylinders());
+        let average = self.service_ns(lba, sectors, write, false) as f64;
+        // Replace the average position with the actual one.
+        let t = average - self.position_ns + seek_ns + self.rotation_ns / 2.0;
+        t.max(0.0).round() as u64
     }
 
     /// Estimated service time in ns of `sectors` sectors at `lba`. `sequential` is true
@@ -129,6 +164,9 @@ impl Estimator {
 impl crate::sched::ServiceEstimate for Estimator {
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
         Estimator::service_ns(self, lba, sectors, write, sequential)
+    }
+    fn service_after_ns(&self, lba: u64, sectors: u32, write: bool, prev: Option<u64>) -> u64 {
+        Estimator::service_after_ns(self, lba, sectors, write, prev)
     }
 }
 

@@ -104,6 +104,12 @@ pub(crate) struct Rules {
     /// one (an unaligned reader's pages overlap) still continues the run: it counts as
     /// ahead of the head and may ride along. 0 = the paper (exact contiguity only).
     pub overlap_sectors: u64,
+    /// A batch also counts as saturated when the gap since the last batch ended is
+    /// below this percentage of that batch's length (0: only a gap-free start).
+    pub saturation_gap_percent: u64,
+    /// Plan batches with the best-effort guarantee's share of the time set aside
+    /// while best-effort has work (`mixer`); false = the paper.
+    pub plan_be_share: bool,
 }
 
 /// What the mixer did, for reports: dispatches per window and how often it held.
@@ -143,6 +149,10 @@ pub(crate) struct TrafficMixer<E> {
     sweep_wrapped: bool,
     /// The disk idled (held) or ran best effort since the last batch ended.
     slack_seen: bool,
+    /// When the running (or last) batch started and when the last one ended.
+    batch_start_ns: u64,
+    last_batch_len_ns: u64,
+    last_batch_end_ns: u64,
     /// The running batch started right after the previous one, with no hold or best
     /// effort in between: the disk is saturated.
     batch_saturated: bool,
@@ -155,6 +165,8 @@ pub(crate) struct TrafficMixer<E> {
     head_write: bool,
     /// Dispatched entries: id -> estimated end time.
     in_flight: BTreeMap<ReqId, u64>,
+    /// Best-effort commands among them.
+    be_in_flight: u32,
     stats: MixerStats,
 }
 
@@ -173,12 +185,16 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             sweep_start_lba: 0,
             sweep_wrapped: false,
             slack_seen: true,
+            batch_start_ns: 0,
+            last_batch_len_ns: 0,
+            last_batch_end_ns: 0,
             batch_saturated: false,
             be_by_lba: BTreeMap::new(),
             be_by_age: BTreeMap::new(),
             head_lba: 0,
             head_write: false,
             in_flight: BTreeMap::new(),
+            be_in_flight: 0,
             stats: MixerStats::default(),
         }
     }
@@ -199,8 +215,23 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         let (raw, work) = self.pending.hold_and_work(self.sweep_lba(), &self.est)?;
         let h = raw
             .saturating_sub(self.settings.margin_ns as i64)
-            .saturating_sub(self.in_flight_remaining_ns(now_ns));
+            .saturating_sub(self.in_flight_remaining_ns(now_ns))
+            .saturating_sub(self.be_reserve_ns(work));
         Some((h, work))
+    }
+
+    /// `mixer`: the time the best-effort guarantee will take from a batch of `work`
+    /// while best-effort has work (the framework may send a best-effort command
+    /// between any two batch commands, up to the share of the time).
+    fn be_reserve_ns(&self, work: i64) -> i64 {
+        let s = self.settings.be_share;
+        if !self.rules.plan_be_share
+            || s <= 0.0
+            || (self.be_by_lba.is_empty() && self.be_in_flight == 0)
+        {
+            return 0;
+        }
+        (work as f64 * s / (1.0 - s)) as i64
     }
 
     /// The batch's own `(hold time, work)`: how late its C-SCAN order may start and
@@ -209,7 +240,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         let (raw, work) = self.batch.hold_and_work(self.sweep_lba(), &self.est)?;
         let h = raw
             .saturating_sub(self.settings.margin_ns as i64)
-            .saturating_sub(self.in_flight_remaining_ns(now_ns));
+            .saturating_sub(self.in_flight_remaining_ns(now_ns))
+            .saturating_sub(self.be_reserve_ns(work));
         Some((h, work))
     }
 
@@ -251,7 +283,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
 
     fn estimate(&self, r: &Request) -> u64 {
         self.est
-            .service_ns(r.lba, r.sectors, r.write, r.lba == self.head_lba)
+            .service_after_ns(r.lba, r.sectors, r.write, Some(self.head_lba))
     }
 
     /// Hands out an entry, noting where the head goes and when the disk will be free.
@@ -265,9 +297,10 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         self.head_lba = cmd.end_lba();
         self.head_write = cmd.write;
         self.in_flight.insert(cmd.id, end);
+        self.be_in_flight += !cmd.is_realtime() as u32;
     }
 
-    fn start_batch(&mut self) {
+    fn start_batch(&mut self, now_ns: u64) {
         debug_assert!(self.batch.is_empty());
         self.batch = self.pending.take_all();
         self.batch_active = true;
@@ -275,9 +308,14 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         self.batch_latest_deadline_ns = self.batch.total().max_td;
         self.sweep_start_lba = self.head_lba;
         self.sweep_wrapped = false;
-        self.batch_saturated = self.rules.join_ahead && !self.slack_seen;
+        // Saturated: no slack at all since the last batch, or a gap short against it.
+        let gap = now_ns.saturating_sub(self.last_batch_end_ns);
+        let short_gap = self.rules.saturation_gap_percent > 0
+            && gap * 100 < self.last_batch_len_ns * self.rules.saturation_gap_percent;
+        self.batch_saturated = self.rules.join_ahead && (!self.slack_seen || short_gap);
         self.stats.saturated_batches += self.batch_saturated as u64;
         self.slack_seen = false;
+        self.batch_start_ns = now_ns;
     }
 
     /// One dispatch from the running batch; `None` when the batch is empty.
@@ -289,13 +327,13 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         let (m, e) = (self.settings.margin_ns, self.settings.urgent_ns);
         // `mixer`: a saturated batch is a plain C-SCAN queue; another batch keeps
         // C-SCAN order while it still meets every deadline (estimated).
-        let sweep_feasible = self.batch_saturated
-            || self.rules.sweep_guard_ns.is_some_and(|guard| {
-                self.batch_hold_and_work(now_ns).is_some_and(|(h, _)| {
-                    // h has m subtracted; the test is against the guard instead.
-                    h.saturating_add(m as i64).saturating_sub(guard as i64) >= now_ns as i64
-                })
-            });
+        let order_feasible = self.rules.sweep_guard_ns.is_some_and(|guard| {
+            self.batch_hold_and_work(now_ns).is_some_and(|(h, _)| {
+                // h has m subtracted; the test is against the guard instead.
+                h.saturating_add(m as i64).saturating_sub(guard as i64) >= now_ns as i64
+            })
+        });
+        let sweep_feasible = self.batch_saturated || order_feasible;
         if sweep_feasible {
             // C-SCAN order meets every deadline with the guard to spare: keep it.
         } else if earliest <= now_ns.saturating_add(e) {
@@ -322,8 +360,11 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         } else {
             self.batch.cscan_next_td_below(self.sweep_lba(), bound)
         };
-        let key = key_of(next.expect("window holds the earliest request"));
-        let r = self.batch.remove(key, &self.est).expect("key just found");
+        let next = *next.expect("window holds the earliest request");
+        let r = self
+            .batch
+            .remove(key_of(&next), &self.est)
+            .expect("key just found");
         if r.lba < self.sweep_lba() {
             self.sweep_wrapped = true;
         }
@@ -451,11 +492,21 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         }
     }
 
-    /// The framework sent a best-effort command itself (the guarantee).
+    /// The framework sent a best-effort command itself (the guarantee). Under `mixer`
+    /// it is not slack: the disk was taken, not left idle, so a saturated disk stays
+    /// saturated.
     pub fn forced(&mut self, cmd: &Request, now_ns: u64) {
         self.stats.forced_best_effort += 1;
-        self.slack_seen = true;
-        self.note_sent(cmd, now_ns);
+        if !self.rules.join_ahead {
+            self.slack_seen = true;
+            self.note_sent(cmd, now_ns);
+            return;
+        }
+        // `mixer`: the sweep goes on where it was (C-SCAN keeps its position across an
+        // interruption); only the time the disk is taken counts.
+        let end = now_ns + self.estimate(cmd);
+        self.in_flight.insert(cmd.id, end);
+        self.be_in_flight += 1;
     }
 
     pub fn dispatch(&mut self, now_ns: u64) -> Pick {
@@ -475,6 +526,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
                 return d;
             }
             self.batch_active = false;
+            self.last_batch_end_ns = now_ns;
+            self.last_batch_len_ns = now_ns.saturating_sub(self.batch_start_ns);
         }
         if let Some((h, work)) = self.hold_and_work(now_ns) {
             let hold_end =
@@ -497,7 +550,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
                     }
                 }
             }
-            self.start_batch();
+            self.start_batch(now_ns);
             return self
                 .serve_batch(now_ns)
                 .expect("a batch started from pending requests is not empty");
@@ -512,7 +565,9 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 
     pub fn complete(&mut self, cmd: &Request, _now_ns: u64) {
-        self.in_flight.remove(&cmd.id);
+        if self.in_flight.remove(&cmd.id).is_some() && !cmd.is_realtime() {
+            self.be_in_flight -= 1;
+        }
     }
 
     pub fn queued(&self) -> u64 {
@@ -540,8 +595,9 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 }
 
-/// The AVFS traffic mixer; see the module docs.
-pub struct Avfs<E = Box<dyn ServiceEstimate>>(TrafficMixer<E>);
+/// The AVFS traffic mixer; see the module docs. It plans with eq. 1 as written
+/// ([`Eq1`]): the average seek for every non-sequential request.
+pub struct Avfs<E = Box<dyn ServiceEstimate>>(TrafficMixer<Eq1<E>>);
 
 impl<E: ServiceEstimate> Avfs<E> {
     pub fn new(settings: &SchedSettings, est: E) -> Self {
@@ -551,8 +607,10 @@ impl<E: ServiceEstimate> Avfs<E> {
             join_ahead: false,
             sweep_guard_ns: None,
             overlap_sectors: 0,
+            saturation_gap_percent: 0,
+            plan_be_share: false,
         };
-        Self(TrafficMixer::new(settings, rules, est))
+        Self(TrafficMixer::new(settings, rules, Eq1(est)))
     }
 
     /// H (eq. 2-3, margin and in-flight remainder included), `None` without pending

@@ -42,6 +42,10 @@
 use super::*;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+/// How many dispatches in a row the guarantee lets a sequential run go on before it
+/// takes its turn anyway (see "run boundaries" in the module docs).
+pub const BE_MAX_DEFERRALS: u32 = 16;
+
 /// Most best-effort credit banked while it waits for a free slot, ns. Bounds how long a
 /// burst of forced best-effort commands can hold the disk after a long real-time
 /// command (100 ms: a few best-effort requests, well inside any stream's margin).
@@ -212,6 +216,10 @@ pub struct Scheduler {
     in_flight_requests: u64,
     be_in_flight: u32,
     last_complete_ns: u64,
+    /// End LBA of the last command sent.
+    head_lba: Option<u64>,
+    /// Dispatches the guarantee has let a run go on since it was owed.
+    be_deferrals: u32,
     next_cmd_id: u64,
     counters: Counters,
     be: BeBudget,
@@ -235,6 +243,8 @@ impl Scheduler {
             in_flight_requests: 0,
             be_in_flight: 0,
             last_complete_ns: 0,
+            head_lba: None,
+            be_deferrals: 0,
             next_cmd_id: 1,
             counters: Counters::default(),
             be: BeBudget {
@@ -479,6 +489,22 @@ impl Scheduler {
         gone
     }
 
+    /// A queued request starts where the last command ended.
+    fn run_continues(&self) -> bool {
+        let Some(h) = self.head_lba else {
+            return false;
+        };
+        [Class::RealTime, Class::Metadata, Class::BestEffort]
+            .into_iter()
+            .flat_map(|c| [(c, false), (c, true)])
+            .any(|(c, w)| {
+                self.starts
+                    .range((c, w, h, 0)..=(c, w, h, ReqId::MAX))
+                    .next()
+                    .is_some()
+            })
+    }
+
     fn be_owed(&self) -> bool {
         self.settings.be_share > 0.0 && !self.be_by_age.is_empty() && self.be.credit_ns >= 0.0
     }
@@ -500,8 +526,13 @@ impl Scheduler {
             return Event::Wait { until_ns: None };
         }
         if self.be_owed() {
-            let &(_, id) = self.be_by_age.first().expect("be_owed checks non-empty");
-            return self.send(id, now_ns, true);
+            if self.run_continues() && self.be_deferrals < BE_MAX_DEFERRALS {
+                self.be_deferrals += 1;
+            } else {
+                self.be_deferrals = 0;
+                let &(_, id) = self.be_by_age.first().expect("be_owed checks non-empty");
+                return self.send(id, now_ns, true);
+            }
         }
         match self.policy.dispatch(now_ns, free) {
             Pick::Wait { until_ns } => {
@@ -553,6 +584,7 @@ impl Scheduler {
             forced,
         };
         self.next_cmd_id += 1;
+        self.head_lba = Some(cmd.end_lba());
         if forced {
             self.policy.forced(&e.req, now_ns);
             self.counters.forced_be += 1;

@@ -137,8 +137,7 @@ impl Default for HoldTree {
 
 /// T_S of `r` after a request ending at `prev_end` (None: no predecessor).
 fn ts_after(est: &dyn ServiceEstimate, r: &Request, prev_end: Option<u64>) -> i64 {
-    let seq = prev_end == Some(r.lba);
-    as_i64(est.service_ns(r.lba, r.sectors, r.write, seq))
+    as_i64(est.service_after_ns(r.lba, r.sectors, r.write, prev_end))
 }
 
 impl HoldTree {

@@ -95,6 +95,10 @@ pub const HOLD_WORK_PERCENT: i64 = 100;
 /// runs to defend it is what starts the EDF collapse near capacity.
 pub const SWEEP_GUARD_NS: u64 = 0;
 
+/// A batch that starts after a gap shorter than this percentage of the previous
+/// batch's length is saturated (fix 2).
+pub const SATURATION_GAP_PERCENT: u64 = 0;
+
 /// How far (sectors) a read may start before the end of the previous one and still
 /// continue its run (fix 6). 8: one 4 KiB page of 512-byte sectors, the rounding of the
 /// file system's block-boundary parts.
@@ -111,6 +115,8 @@ impl<E: ServiceEstimate> Mixer<E> {
             join_ahead: true,
             sweep_guard_ns: Some(SWEEP_GUARD_NS),
             overlap_sectors: RUN_OVERLAP_SECTORS,
+            saturation_gap_percent: SATURATION_GAP_PERCENT,
+            plan_be_share: true,
         };
         Self(TrafficMixer::new(settings, rules, est))
     }

@@ -192,11 +192,27 @@ pub trait ServiceEstimate {
     /// Estimated time the disk needs for the request, in ns. `sequential` is true when
     /// the request starts where the previous one in execution order ends (no seek).
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64;
+    /// The same, knowing where the previous request in execution order ends
+    /// (`prev_end_lba`; `None`: unknown). An estimator that knows the seek curve
+    /// charges the seek over that distance instead of the average seek; the default
+    /// is eq. 1 as written.
+    fn service_after_ns(
+        &self,
+        lba: u64,
+        sectors: u32,
+        write: bool,
+        prev_end_lba: Option<u64>,
+    ) -> u64 {
+        self.service_ns(lba, sectors, write, prev_end_lba == Some(lba))
+    }
 }
 
 impl<T: ServiceEstimate + ?Sized> ServiceEstimate for Box<T> {
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
         (**self).service_ns(lba, sectors, write, sequential)
+    }
+    fn service_after_ns(&self, lba: u64, sectors: u32, write: bool, prev: Option<u64>) -> u64 {
+        (**self).service_after_ns(lba, sectors, write, prev)
     }
 }
 
@@ -204,11 +220,27 @@ impl<T: ServiceEstimate + ?Sized> ServiceEstimate for std::sync::Arc<T> {
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
         (**self).service_ns(lba, sectors, write, sequential)
     }
+    fn service_after_ns(&self, lba: u64, sectors: u32, write: bool, prev: Option<u64>) -> u64 {
+        (**self).service_after_ns(lba, sectors, write, prev)
+    }
 }
 
 impl<T: ServiceEstimate + ?Sized> ServiceEstimate for &T {
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
         (**self).service_ns(lba, sectors, write, sequential)
+    }
+    fn service_after_ns(&self, lba: u64, sectors: u32, write: bool, prev: Option<u64>) -> u64 {
+        (**self).service_after_ns(lba, sectors, write, prev)
+    }
+}
+
+/// AVFS eq. 1 exactly: whatever the estimator knows, only "sequential or not" counts
+/// (the average seek for every non-sequential request). What `avfs` plans with.
+pub struct Eq1<E>(pub E);
+
+impl<E: ServiceEstimate> ServiceEstimate for Eq1<E> {
+    fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
+        self.0.service_ns(lba, sectors, write, sequential)
     }
 }
 

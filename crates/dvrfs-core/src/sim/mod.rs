@@ -492,9 +492,11 @@ pub fn run_until_crash<T: DiskTimer>(
 /// The count doubles from 1 until a run fails, then the gap is bisected. Since misses
 /// need not grow strictly with load, the answer is then checked in its neighbourhood:
 /// the two counts above must fail and the two below pass. A passing count above moves
-/// the answer up (and the search goes on from there); a failing count below moves it
-/// down to just below that count. Every count reported was simulated and passed, and
-/// its four neighbours were simulated too ([`FindMax::neighbours`]).
+/// the answer up (and the search goes on from there); then a failing count below moves
+/// it down to just below that count, and it is never moved up again (so the search
+/// ends). Every count reported was simulated and passed, and its four neighbours were
+/// simulated too ([`FindMax::neighbours`]): a non-monotone policy shows there as a
+/// pass above the answer or a failure below it.
 pub fn find_max(
     cfg: &SimConfig,
     mut run_with: impl FnMut(&SimConfig) -> Result<SimOutcome>,
@@ -526,6 +528,7 @@ pub fn find_max(
         lo = n;
         n *= 2;
     }
+    // Up: while a count just above the answer passes, search on from there.
     loop {
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
@@ -535,33 +538,34 @@ pub fn find_max(
                 hi = mid;
             }
         }
-        // Neighbourhood: two above must fail, two below must pass.
-        let mut moved = false;
-        for up in [lo + 1, lo + 2] {
-            if up <= LIMIT && with(up, false)? {
-                lo = up;
-                hi = (up * 2).min(LIMIT + 1);
-                while hi <= LIMIT && with(hi, false)? {
-                    lo = hi;
-                    hi = (hi * 2).min(LIMIT + 1);
-                }
-                moved = true;
+        let mut up = None;
+        for c in [lo + 1, lo + 2] {
+            if c <= LIMIT && with(c, false)? {
+                up = Some(c);
                 break;
             }
         }
-        if moved {
-            continue;
+        let Some(c) = up else { break };
+        lo = c;
+        hi = (c.saturating_mul(2)).min(LIMIT + 1);
+        while hi <= LIMIT && with(hi, false)? {
+            lo = hi;
+            hi = hi.saturating_mul(2).min(LIMIT + 1);
         }
-        for down in [lo.saturating_sub(1), lo.saturating_sub(2)] {
-            if down >= 1 && down < lo && !with(down, false)? {
-                lo = down - 1;
-                hi = down;
-                moved = true;
+    }
+    // Down: a failing count just below the answer moves it below that count (never
+    // up again, so the search ends).
+    while lo > 0 {
+        let mut down = None;
+        for c in [lo - 1, lo.saturating_sub(2)] {
+            if c >= 1 && c < lo && !with(c, false)? {
+                down = Some(c);
                 break;
             }
         }
-        if !moved {
-            break;
+        match down {
+            Some(c) => lo = c - 1,
+            None => break,
         }
     }
     let neighbours: Vec<(u32, bool)> = [lo.saturating_sub(2), lo.saturating_sub(1), lo + 1, lo + 2]
