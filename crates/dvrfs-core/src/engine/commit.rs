@@ -18,9 +18,9 @@
 //! stage's requests reach the scheduler only when the previous stage is complete, and a
 //! flush is issued only when no request of its stage is outstanding. Journal and
 //! checkpoint writes are requests of their own class ([`Class::Metadata`]) with a
-//! deadline of their own: the stage's start plus the commit interval, or sooner when
-//! an `fsync` with a deadline (or the blocking driver's sync, which wants it now) waits
-//! for the job. So a commit is never starved (it has a deadline) and never starves a
+//! deadline of their own: the job's start plus the commit interval (the whole job
+//! should be done before the next one is due), or sooner when an `fsync` with a
+//! deadline (or the blocking driver's sync, which wants it now) waits for the job. So a commit is never starved (it has a deadline) and never starves a
 //! stream (the mixer plans it like any deadline-bearing request).
 //!
 //! One job runs at a time. A job starts when the interval has passed since the last
@@ -65,6 +65,9 @@ pub(super) struct CommitJob {
     started: bool,
     /// A deadline the whole job must meet (something blocked waits for it).
     urgent_ns: Option<u64>,
+    /// The deadline of every write of the job: its start plus the interval, or what a
+    /// waiter asks for.
+    deadline_ns: u64,
     outstanding: u32,
     flush_wanted: bool,
     flush_in_flight: bool,
@@ -89,6 +92,7 @@ impl CommitJob {
             stages: stages.iter().copied().collect(),
             started: false,
             urgent_ns: None,
+            deadline_ns: 0,
             outstanding: 0,
             flush_wanted: false,
             flush_in_flight: false,
@@ -290,17 +294,19 @@ impl Engine {
                 Some(stage) if !job.started => {
                     job.started = true;
                     changed = true;
-                    // The stage's deadline: its start plus the interval, or what a
-                    // waiter asks for (never in the past).
+                    // The job's deadline, capped by any waiter that joined since; never
+                    // in the past.
                     let cap = job
                         .waiters
                         .iter()
                         .filter_map(|(_, d)| *d)
                         .chain(job.urgent_ns)
                         .min();
-                    let deadline = (now.mono_ns + interval)
+                    let deadline = job
+                        .deadline_ns
                         .min(cap.unwrap_or(u64::MAX))
                         .max(now.mono_ns);
+                    let _ = interval;
                     let job = self.commit.job.as_mut().expect("checked above");
                     if stage.is_flush() {
                         job.flush_wanted = true;
@@ -416,6 +422,7 @@ impl Engine {
             .chain(self.commit.urgent_ns.take())
             .min();
         job.waiters = waiters;
+        job.deadline_ns = now.mono_ns + self.commit.interval_ns;
         self.commit.start(job, now.mono_ns);
         true
     }

@@ -352,6 +352,11 @@ struct Sim<'a, T: DiskTimer, D: Device> {
     sync_in_flight: bool,
     /// The device is a crash device: a failed write is the power cut.
     crash_run: bool,
+    /// When the delete generator's unlink completed, and whether an fsync submitted
+    /// after that has completed.
+    unlink_done_ns: Option<u64>,
+    victim_gone_durably: bool,
+    sync_submit_ns: u64,
 }
 
 fn ns_for_bytes(bytes: u64, rate_bps: f64) -> u64 {
@@ -436,7 +441,8 @@ pub struct CrashOutcome {
     /// The recordings' paths and their sizes as of the last completed `fsync` before
     /// the cut: after recovery, each must be at least that long.
     pub durable: Vec<(String, u64)>,
-    /// The file `--best-effort delete` removes, and whether its unlink completed.
+    /// The file `--best-effort delete` removes, and whether its removal was durable
+    /// (an fsync submitted after the unlink completed had completed).
     pub victim: Option<(String, bool)>,
     /// Virtual time of the cut.
     pub at_ns: u64,
@@ -477,7 +483,7 @@ pub fn run_until_crash<T: DiskTimer>(
     let victim = recordings
         .last()
         .filter(|_| cfg.best_effort == Some(BestEffort::Delete))
-        .map(|v| (v.clone(), sim.be.done));
+        .map(|v| (v.clone(), sim.victim_gone_durably));
     Ok(Some(CrashOutcome {
         image,
         durable,
@@ -715,6 +721,9 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             sync_snapshot: None,
             sync_in_flight: false,
             crash_run: false,
+            unlink_done_ns: None,
+            victim_gone_durably: false,
+            sync_submit_ns: 0,
         }
     }
 
@@ -1065,7 +1074,10 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
                 self.be.ino = 0;
                 return Ok(());
             }
-            (Some(BestEffort::Delete), Ok(_)) => self.be.done = true,
+            (Some(BestEffort::Delete), Ok(_)) => {
+                self.be.done = true;
+                self.unlink_done_ns = Some(now);
+            }
             (_, Err(Error::NoSpace { .. })) => self.be.done = true,
             (_, Err(e)) => return Err(e),
             _ => {}
@@ -1091,6 +1103,9 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
                     self.sync_in_flight = false;
                     if c.result.is_ok() {
                         self.durable_sizes = self.sync_snapshot.take().unwrap_or_default();
+                        if self.unlink_done_ns.is_some_and(|t| t <= self.sync_submit_ns) {
+                            self.victim_gone_durably = true;
+                        }
                     }
                 }
             }
@@ -1188,6 +1203,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             })
             .collect();
         self.sync_snapshot = Some(sizes);
+        self.sync_submit_ns = now;
         let owner = self.out.streams + SYNC_OWNER_OFFSET;
         self.submit(Op::Fsync, None, owner, Purpose::Sync, now)?;
         self.sync_in_flight = true;
