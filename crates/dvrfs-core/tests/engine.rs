@@ -129,10 +129,9 @@ fn the_commit_pipeline_issues_data_flush_journal_flush_primary_flush_backup_flus
     );
     // Journal and checkpoint writes travel as their own class.
     for c in &log {
-        if c.kind == DevKind::Write && c.offset_bytes < data || c.offset_bytes >= backup {
-            if c.kind == DevKind::Write {
-                assert_eq!(c.class, Some(Class::Metadata), "{c:?}");
-            }
+        let metadata_region = c.offset_bytes < data || c.offset_bytes >= backup;
+        if c.kind == DevKind::Write && metadata_region {
+            assert_eq!(c.class, Some(Class::Metadata), "{c:?}");
         }
     }
     e.check().unwrap();
@@ -162,7 +161,10 @@ fn a_wall_clock_that_steps_back_does_not_stop_commits() {
             },
             None,
             1,
-            Now { mono_ns: t, wall_ns: wall },
+            Now {
+                mono_ns: t,
+                wall_ns: wall,
+            },
         )
         .unwrap();
         while e.take_completion().is_some() {}
@@ -184,8 +186,14 @@ fn a_wall_clock_that_steps_back_does_not_stop_commits() {
     }
     // Group commits go on once per interval (1 s: every three or four steps of
     // 300 ms), before and after the wall clock stepped back.
-    assert!(commits.iter().filter(|&&s| s < 7).count() >= 1, "{commits:?}");
-    assert!(commits.iter().filter(|&&s| s >= 7).count() >= 3, "{commits:?}");
+    assert!(
+        commits.iter().filter(|&&s| s < 7).count() >= 1,
+        "{commits:?}"
+    );
+    assert!(
+        commits.iter().filter(|&&s| s >= 7).count() >= 3,
+        "{commits:?}"
+    );
 }
 
 #[test]
@@ -292,16 +300,24 @@ fn writes_of_a_file_apply_in_order_even_when_their_data_lands_out_of_order() {
     while let Some(c) = e.poll(now(1)) {
         cmds.push(c);
     }
-    assert!(cmds.len() >= 2, "both writes on the device at queue depth 4: {cmds:?}");
+    assert!(
+        cmds.len() >= 2,
+        "both writes on the device at queue depth 4: {cmds:?}"
+    );
     // The later write's data lands first: it must wait for the earlier one.
     let last = cmds.pop().unwrap();
     perform(&mut e, &mut dev, &last, now(2));
-    assert!(e.take_completion().is_none(), "applied before the earlier write");
+    assert!(
+        e.take_completion().is_none(),
+        "applied before the earlier write"
+    );
     assert_eq!(e.volume().stat(ino).unwrap().size_bytes, 0);
     for c in cmds {
         perform(&mut e, &mut dev, &c, now(3));
     }
-    let order: Vec<u64> = std::iter::from_fn(|| e.take_completion()).map(|c| c.op).collect();
+    let order: Vec<u64> = std::iter::from_fn(|| e.take_completion())
+        .map(|c| c.op)
+        .collect();
     assert_eq!(order, vec![a, b]);
     assert_eq!(e.volume().stat(ino).unwrap().size_bytes, (2 << 20) + 4096);
     e.check().unwrap();
@@ -357,7 +373,11 @@ fn a_failed_write_fails_every_later_write_of_the_file_and_frees_their_blocks() {
         .collect();
     assert_eq!(results, vec![false, false, false]);
     assert_eq!(e.volume().stat(ino).unwrap().size_bytes, 0);
-    assert_eq!(e.volume().free_bytes(), free_before, "reservations given back");
+    assert_eq!(
+        e.volume().free_bytes(),
+        free_before,
+        "reservations given back"
+    );
     e.check().unwrap();
     // The file takes writes again.
     e.submit(
@@ -445,7 +465,10 @@ fn reads_can_be_cancelled_and_a_late_read_fails_with_deadline_missed() {
     let (_, _) = drain(&mut e, &mut dev, t + 10 * MS);
     let c = e.take_completion().unwrap();
     assert_eq!(c.op, late);
-    assert!(matches!(c.result, Err(Error::DeadlineMissed { .. })), "{c:?}");
+    assert!(
+        matches!(c.result, Err(Error::DeadlineMissed { .. })),
+        "{c:?}"
+    );
     assert_eq!(e.qos().misses.deadline_failed, 1);
     e.check().unwrap();
 }

@@ -83,8 +83,8 @@ fn a_power_cut_anywhere_in_a_run_recovers_with_nothing_durable_lost() {
         } else {
             CrashMode::RandomSubsetTorn
         };
-        let Some(cut) = run_until_crash(&c, &mut SmallDisk { next_lba: 0 }, engine(), at, mode)
-            .unwrap()
+        let Some(cut) =
+            run_until_crash(&c, &mut SmallDisk { next_lba: 0 }, engine(), at, mode).unwrap()
         else {
             continue;
         };
@@ -104,7 +104,10 @@ fn a_power_cut_anywhere_in_a_run_recovers_with_nothing_durable_lost() {
         if let Some((victim, gone)) = &cut.victim {
             match fs.resolve(victim) {
                 Ok(ino) => {
-                    assert!(!gone, "cut at write {at}: {victim} came back after a durable unlink");
+                    assert!(
+                        !gone,
+                        "cut at write {at}: {victim} came back after a durable unlink"
+                    );
                     assert_eq!(fs.stat(ino).unwrap().size_bytes, c.delete_bytes);
                 }
                 Err(_) => {}

@@ -81,6 +81,14 @@
 //! [`MixerStats`] counts batches, dispatches per window, holds and joins.
 
 use super::hold_tree::{key_of, HoldTree, Key};
+
+/// Time constant of the real-time load estimate, ns.
+const LOAD_TAU_NS: f64 = 5.0e9;
+
+/// The load regime switches to heavy above this real-time share of disk time, and
+/// back to light below the lower one (hysteresis: no flapping at the edge).
+const LOAD_HEAVY_ABOVE: f64 = 0.65;
+const LOAD_LIGHT_BELOW: f64 = 0.55;
 use super::*;
 use std::collections::BTreeMap;
 
@@ -110,6 +118,18 @@ pub(crate) struct Rules {
     /// Plan batches with the best-effort guarantee's share of the time set aside
     /// while best-effort has work (`mixer`); false = the paper.
     pub plan_be_share: bool,
+    /// `mixer`: how to hold while the real-time load is light and best-effort has no
+    /// work (fix 7); `None`: one rule at every load (the paper).
+    pub light_load: Option<LightLoad>,
+}
+
+/// The hold under light load (fix 7 of `mixer`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LightLoad {
+    /// The hold-work percentage (fix 1) that applies instead.
+    pub hold_work_percent: i64,
+    /// The hold ends when this share of the margin is left (percent; 100: all of it).
+    pub hold_margin_percent: i64,
 }
 
 /// What the mixer did, for reports: dispatches per window and how often it held.
@@ -130,6 +150,9 @@ pub struct MixerStats {
     pub desaturations: u64,
     /// Best-effort commands the framework's guarantee sent around the mixer.
     pub forced_best_effort: u64,
+    /// Switches of the load regime.
+    pub to_light: u64,
+    pub to_heavy: u64,
 }
 
 /// The shared engine of `avfs` and `mixer`.
@@ -167,6 +190,14 @@ pub(crate) struct TrafficMixer<E> {
     in_flight: BTreeMap<ReqId, u64>,
     /// Best-effort commands among them.
     be_in_flight: u32,
+    /// Dispatch times of the commands in flight.
+    sent_ns: BTreeMap<ReqId, u64>,
+    /// Real-time (and metadata) device time, decayed with [`LOAD_TAU_NS`], and when
+    /// it was last updated; `heavy`: the load regime (with hysteresis).
+    rt_busy_decayed_ns: f64,
+    load_updated_ns: u64,
+    last_complete_ns: u64,
+    heavy: bool,
     stats: MixerStats,
 }
 
@@ -195,6 +226,14 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             head_write: false,
             in_flight: BTreeMap::new(),
             be_in_flight: 0,
+            sent_ns: BTreeMap::new(),
+            // As if the disk had been fully busy: light load must be measured first.
+            rt_busy_decayed_ns: LOAD_TAU_NS,
+            load_updated_ns: 0,
+            last_complete_ns: 0,
+            // Start in the safe regime; light load is recognised within a few
+            // time constants.
+            heavy: true,
             stats: MixerStats::default(),
         }
     }
@@ -293,6 +332,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 
     fn note_sent(&mut self, cmd: &Request, now_ns: u64) {
+        self.sent_ns.insert(cmd.id, now_ns);
         let end = now_ns + self.estimate(cmd);
         self.head_lba = cmd.end_lba();
         self.head_write = cmd.write;
@@ -460,7 +500,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 
     fn hold_end(&self, h: i64, work: i64) -> i64 {
-        h.saturating_sub(work.saturating_mul(self.rules.hold_work_percent) / 100)
+        h.saturating_sub(work.saturating_mul(self.hold_work_percent()) / 100)
     }
 
     pub fn remove(&mut self, req: &Request) -> bool {
@@ -506,6 +546,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         // interruption); only the time the disk is taken counts.
         let end = now_ns + self.estimate(cmd);
         self.in_flight.insert(cmd.id, end);
+        self.sent_ns.insert(cmd.id, now_ns);
         self.be_in_flight += 1;
     }
 
@@ -530,8 +571,9 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             self.last_batch_len_ns = now_ns.saturating_sub(self.batch_start_ns);
         }
         if let Some((h, work)) = self.hold_and_work(now_ns) {
-            let hold_end =
-                h.saturating_sub(work.saturating_mul(self.rules.hold_work_percent) / 100);
+            let hold_end = self
+                .hold_end(h, work)
+                .saturating_add(self.light_margin_bonus_ns());
             let now = now_ns as i64;
             if hold_end > now {
                 match self.be_next(now_ns) {
@@ -564,10 +606,55 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         }
     }
 
-    pub fn complete(&mut self, cmd: &Request, _now_ns: u64) {
+    pub fn complete(&mut self, cmd: &Request, now_ns: u64) {
         if self.in_flight.remove(&cmd.id).is_some() && !cmd.is_realtime() {
             self.be_in_flight -= 1;
         }
+        let sent = self.sent_ns.remove(&cmd.id).unwrap_or(now_ns);
+        let service = now_ns.saturating_sub(sent.max(self.last_complete_ns));
+        self.last_complete_ns = self.last_complete_ns.max(now_ns);
+        self.note_load(now_ns, if cmd.is_realtime() { service } else { 0 });
+    }
+
+    /// Updates the decayed real-time device time and the load regime.
+    fn note_load(&mut self, now_ns: u64, rt_service_ns: u64) {
+        let dt = now_ns.saturating_sub(self.load_updated_ns) as f64;
+        self.load_updated_ns = self.load_updated_ns.max(now_ns);
+        self.rt_busy_decayed_ns =
+            self.rt_busy_decayed_ns * (-dt / LOAD_TAU_NS).exp() + rt_service_ns as f64;
+        let load = self.rt_busy_decayed_ns / LOAD_TAU_NS;
+        let (up, down) = (LOAD_HEAVY_ABOVE, LOAD_LIGHT_BELOW);
+        if self.heavy && load < down {
+            self.heavy = false;
+            self.stats.to_light += 1;
+        } else if !self.heavy && load > up {
+            self.heavy = true;
+            self.stats.to_heavy += 1;
+        }
+    }
+
+    /// The share of the hold the pending work cuts off (fix 1), by load regime.
+    fn hold_work_percent(&self) -> i64 {
+        if self.rules.light_load.is_some() && !self.heavy && !self.be_active() {
+            self.rules.light_load.map_or(0, |l| l.hold_work_percent)
+        } else {
+            self.rules.hold_work_percent
+        }
+    }
+
+    /// Under light load with no best-effort work, how much of the margin the hold may
+    /// use (fix 7).
+    fn light_margin_bonus_ns(&self) -> i64 {
+        match self.rules.light_load {
+            Some(l) if !self.heavy && !self.be_active() => {
+                self.settings.margin_ns as i64 * (100 - l.hold_margin_percent) / 100
+            }
+            _ => 0,
+        }
+    }
+
+    fn be_active(&self) -> bool {
+        !self.be_by_lba.is_empty() || self.be_in_flight > 0
     }
 
     pub fn queued(&self) -> u64 {
@@ -587,6 +674,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             ("edf_dispatches", s.edf_dispatches),
             ("best_effort_dispatches", s.best_effort_dispatches),
             ("forced_best_effort", s.forced_best_effort),
+            ("to_light", s.to_light),
+            ("to_heavy", s.to_heavy),
             ("holds", s.holds),
             ("joined", s.joined),
             ("saturated_batches", s.saturated_batches),
@@ -609,6 +698,7 @@ impl<E: ServiceEstimate> Avfs<E> {
             overlap_sectors: 0,
             saturation_gap_percent: 0,
             plan_be_share: false,
+            light_load: None,
         };
         Self(TrafficMixer::new(settings, rules, Eq1(est)))
     }

@@ -79,7 +79,7 @@
 //! exactly the eq. 1 estimate); to be swept with `dvrfs sim --find-max` on the real
 //! disk models.
 
-use super::avfs::{delegate_policy, MixerStats, Rules, TrafficMixer};
+use super::avfs::{delegate_policy, LightLoad, MixerStats, Rules, TrafficMixer};
 use super::*;
 
 /// Hold ends when the slack `H - t` falls to this share of the pending work W (percent).
@@ -94,6 +94,12 @@ pub const HOLD_WORK_PERCENT: i64 = 100;
 /// would actually miss a deadline; the margin m is a goal, and giving up sequential
 /// runs to defend it is what starts the EDF collapse near capacity.
 pub const SWEEP_GUARD_NS: u64 = 0;
+
+/// Fix 7, light load: with the real-time load under about half the disk and no
+/// best-effort work, the hold runs to H (no cut for the pending work)...
+pub const LIGHT_HOLD_WORK_PERCENT: i64 = 0;
+/// ... and on until 90% of the margin is left: longer holds, longer runs, less disk.
+pub const LIGHT_HOLD_MARGIN_PERCENT: i64 = 90;
 
 /// A batch that starts after a gap shorter than this percentage of the previous
 /// batch's length is saturated (fix 2).
@@ -117,6 +123,10 @@ impl<E: ServiceEstimate> Mixer<E> {
             overlap_sectors: RUN_OVERLAP_SECTORS,
             saturation_gap_percent: SATURATION_GAP_PERCENT,
             plan_be_share: true,
+            light_load: Some(LightLoad {
+                hold_work_percent: LIGHT_HOLD_WORK_PERCENT,
+                hold_margin_percent: LIGHT_HOLD_MARGIN_PERCENT,
+            }),
         };
         Self(TrafficMixer::new(settings, rules, est))
     }

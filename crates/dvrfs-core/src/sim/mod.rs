@@ -1103,7 +1103,10 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
                     self.sync_in_flight = false;
                     if c.result.is_ok() {
                         self.durable_sizes = self.sync_snapshot.take().unwrap_or_default();
-                        if self.unlink_done_ns.is_some_and(|t| t <= self.sync_submit_ns) {
+                        if self
+                            .unlink_done_ns
+                            .is_some_and(|t| t <= self.sync_submit_ns)
+                        {
                             self.victim_gone_durably = true;
                         }
                     }
