@@ -89,7 +89,7 @@ fn a_power_cut_anywhere_in_a_run_recovers_with_nothing_durable_lost() {
             continue;
         };
         checked += 1;
-        let mut fs = Fs::open(cut.image, OpenOptions::writable())
+        let fs = Fs::open(cut.image, OpenOptions::writable())
             .unwrap_or_else(|e| panic!("cut at write {at} ({mode:?}): open failed: {e}"));
         for (path, durable) in &cut.durable {
             let ino = fs
