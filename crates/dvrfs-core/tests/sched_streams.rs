@@ -162,7 +162,11 @@ fn sched_streams_mixer_holds_at_light_load() {
         mixer.utilization < avfs.utilization + 0.05,
         "{mixer:?} {avfs:?}"
     );
-    assert!(mixer.min_margin_ms >= 500, "{mixer:?}");
+    // With no best-effort work, fix 7 lets the hold use a tenth of the 500 ms margin;
+    // the hold is decided between commands, so one command (about 25 ms here) may come
+    // on top.
+    let light_margin_ms = 500 * dvrfs_core::sched::mixer::LIGHT_HOLD_MARGIN_PERCENT / 100;
+    assert!(mixer.min_margin_ms >= light_margin_ms - 30, "{mixer:?}");
 }
 
 #[test]

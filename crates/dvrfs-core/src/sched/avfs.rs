@@ -87,8 +87,8 @@ const LOAD_TAU_NS: f64 = 5.0e9;
 
 /// The load regime switches to heavy above this real-time share of disk time, and
 /// back to light below the lower one (hysteresis: no flapping at the edge).
-const LOAD_HEAVY_ABOVE: f64 = 0.65;
-const LOAD_LIGHT_BELOW: f64 = 0.55;
+const LOAD_HEAVY_ABOVE: f64 = 0.6;
+const LOAD_LIGHT_BELOW: f64 = 0.5;
 use super::*;
 use std::collections::BTreeMap;
 
@@ -121,6 +121,12 @@ pub(crate) struct Rules {
     /// `mixer`: how to hold while the real-time load is light and best-effort has no
     /// work (fix 7); `None`: one rule at every load (the paper).
     pub light_load: Option<LightLoad>,
+    /// `mixer` (fix 8): at or above this real-time share of disk time (percent, over
+    /// the load estimate's time constant) every batch is saturated; 0 = never.
+    pub saturated_load_percent: u64,
+    /// `mixer` (fix 9): a saturated batch serves a best-effort request its sweep
+    /// passes, as C-SCAN over every request would.
+    pub be_in_sweep: bool,
 }
 
 /// The hold under light load (fix 7 of `mixer`).
@@ -153,6 +159,8 @@ pub struct MixerStats {
     /// Switches of the load regime.
     pub to_light: u64,
     pub to_heavy: u64,
+    /// Best-effort requests a saturated batch served as its sweep passed them.
+    pub be_in_sweep: u64,
 }
 
 /// The shared engine of `avfs` and `mixer`.
@@ -188,8 +196,9 @@ pub(crate) struct TrafficMixer<E> {
     head_write: bool,
     /// Dispatched entries: id -> estimated end time.
     in_flight: BTreeMap<ReqId, u64>,
-    /// Best-effort commands among them.
+    /// Best-effort commands among them, and when best effort last had work.
     be_in_flight: u32,
+    be_last_ns: u64,
     /// Dispatch times of the commands in flight.
     sent_ns: BTreeMap<ReqId, u64>,
     /// Real-time (and metadata) device time, decayed with [`LOAD_TAU_NS`], and when
@@ -226,6 +235,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             head_write: false,
             in_flight: BTreeMap::new(),
             be_in_flight: 0,
+            be_last_ns: 0,
             sent_ns: BTreeMap::new(),
             // As if the disk had been fully busy: light load must be measured first.
             rt_busy_decayed_ns: LOAD_TAU_NS,
@@ -352,7 +362,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         let gap = now_ns.saturating_sub(self.last_batch_end_ns);
         let short_gap = self.rules.saturation_gap_percent > 0
             && gap * 100 < self.last_batch_len_ns * self.rules.saturation_gap_percent;
-        self.batch_saturated = self.rules.join_ahead && (!self.slack_seen || short_gap);
+        self.batch_saturated = self.rules.join_ahead
+            && (!self.slack_seen || short_gap || self.near_saturation(now_ns));
         self.stats.saturated_batches += self.batch_saturated as u64;
         self.slack_seen = false;
         self.batch_start_ns = now_ns;
@@ -374,6 +385,17 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             })
         });
         let sweep_feasible = self.batch_saturated || order_feasible;
+        if self.batch_saturated && self.rules.be_in_sweep {
+            // A saturated batch is C-SCAN over best effort too: a best-effort request
+            // the sweep passes before its next real-time one costs its transfer only.
+            if let Some(key) = self.be_in_sweep() {
+                self.stats.be_in_sweep += 1;
+                self.stats.best_effort_dispatches += 1;
+                let r = self.be_by_lba.remove(&key).expect("BE key present");
+                self.be_by_age.remove(&(r.submit_ns, r.id));
+                return Some(self.send(r, now_ns));
+            }
+        }
         if sweep_feasible {
             // C-SCAN order meets every deadline with the guard to spare: keep it.
         } else if earliest <= now_ns.saturating_add(e) {
@@ -409,6 +431,22 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             self.sweep_wrapped = true;
         }
         Some(self.send(r, now_ns))
+    }
+
+    /// The best-effort request the sweep reaches before its next real-time request, if
+    /// any (C-SCAN order from the sweep position).
+    fn be_in_sweep(&self) -> Option<Key> {
+        let start = self.sweep_lba();
+        let rt = self.batch.cscan_next(start)?;
+        let be = self
+            .be_by_lba
+            .range((start, 0)..)
+            .next()
+            .or_else(|| self.be_by_lba.first_key_value())
+            .map(|(k, _)| *k)?;
+        // Distance ahead of the sweep position, wrapping past the end of the disk.
+        let ahead = |lba: u64| lba.wrapping_sub(start);
+        (ahead(be.0) < ahead(rt.lba)).then_some(be)
     }
 
     fn send_be(&mut self, key: Key, now_ns: u64) -> Pick {
@@ -481,6 +519,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
 
     pub fn insert(&mut self, req: Request, now_ns: u64) {
         if !req.is_realtime() {
+            self.be_last_ns = self.be_last_ns.max(now_ns);
             self.be_by_age.insert((req.submit_ns, req.id), req.lba);
             self.be_by_lba.insert(key_of(&req), req);
             return;
@@ -499,8 +538,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         self.pending.insert(req, &self.est);
     }
 
-    fn hold_end(&self, h: i64, work: i64) -> i64 {
-        h.saturating_sub(work.saturating_mul(self.hold_work_percent()) / 100)
+    fn hold_end(&self, h: i64, work: i64, now_ns: u64) -> i64 {
+        h.saturating_sub(work.saturating_mul(self.hold_work_percent(now_ns)) / 100)
     }
 
     pub fn remove(&mut self, req: &Request) -> bool {
@@ -554,7 +593,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         if self.batch_active && self.batch_saturated && self.pending.is_empty() {
             // A saturated batch that has become light again goes back to holding.
             if let Some((h, work)) = self.batch_hold_and_work(now_ns) {
-                if self.hold_end(h, work) > now_ns as i64 {
+                if self.hold_end(h, work, now_ns) > now_ns as i64 {
                     self.pending = self.batch.take_all();
                     self.batch_active = false;
                     self.batch_saturated = false;
@@ -572,8 +611,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         }
         if let Some((h, work)) = self.hold_and_work(now_ns) {
             let hold_end = self
-                .hold_end(h, work)
-                .saturating_add(self.light_margin_bonus_ns());
+                .hold_end(h, work, now_ns)
+                .saturating_add(self.light_margin_bonus_ns(now_ns));
             let now = now_ns as i64;
             if hold_end > now {
                 match self.be_next(now_ns) {
@@ -610,6 +649,9 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         if self.in_flight.remove(&cmd.id).is_some() && !cmd.is_realtime() {
             self.be_in_flight -= 1;
         }
+        if !cmd.is_realtime() {
+            self.be_last_ns = self.be_last_ns.max(now_ns);
+        }
         let sent = self.sent_ns.remove(&cmd.id).unwrap_or(now_ns);
         let service = now_ns.saturating_sub(sent.max(self.last_complete_ns));
         self.last_complete_ns = self.last_complete_ns.max(now_ns);
@@ -633,20 +675,41 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         }
     }
 
+    /// The real-time share of disk time, decayed to `now_ns`.
+    fn rt_load(&self, now_ns: u64) -> f64 {
+        let dt = now_ns.saturating_sub(self.load_updated_ns) as f64;
+        self.rt_busy_decayed_ns * (-dt / LOAD_TAU_NS).exp() / LOAD_TAU_NS
+    }
+
+    /// Fix 8: real-time work takes so much of the disk that every batch is a plain
+    /// C-SCAN queue, as if no slack had been seen.
+    fn near_saturation(&self, now_ns: u64) -> bool {
+        self.rules.saturated_load_percent > 0
+            && self.rt_load(now_ns) * 100.0 >= self.rules.saturated_load_percent as f64
+    }
+
     /// The share of the hold the pending work cuts off (fix 1), by load regime.
-    fn hold_work_percent(&self) -> i64 {
-        if self.rules.light_load.is_some() && !self.heavy && !self.be_active() {
-            self.rules.light_load.map_or(0, |l| l.hold_work_percent)
-        } else {
-            self.rules.hold_work_percent
+    fn hold_work_percent(&self, now_ns: u64) -> i64 {
+        match self.rules.light_load {
+            Some(l) if self.light(now_ns) => l.hold_work_percent,
+            _ => self.rules.hold_work_percent,
         }
+    }
+
+    /// Fix 7 applies: light real-time load, and no best-effort work for a while (the
+    /// time the hold saves would go to best effort anyway, at the streams' risk).
+    fn light(&self, now_ns: u64) -> bool {
+        self.rules.light_load.is_some()
+            && !self.heavy
+            && !self.be_active()
+            && now_ns.saturating_sub(self.be_last_ns) > LOAD_TAU_NS as u64
     }
 
     /// Under light load with no best-effort work, how much of the margin the hold may
     /// use (fix 7).
-    fn light_margin_bonus_ns(&self) -> i64 {
+    fn light_margin_bonus_ns(&self, now_ns: u64) -> i64 {
         match self.rules.light_load {
-            Some(l) if !self.heavy && !self.be_active() => {
+            Some(l) if self.light(now_ns) => {
                 self.settings.margin_ns as i64 * (100 - l.hold_margin_percent) / 100
             }
             _ => 0,
@@ -680,6 +743,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             ("joined", s.joined),
             ("saturated_batches", s.saturated_batches),
             ("desaturations", s.desaturations),
+            ("be_in_sweep", s.be_in_sweep),
         ]
     }
 }
@@ -699,6 +763,8 @@ impl<E: ServiceEstimate> Avfs<E> {
             saturation_gap_percent: 0,
             plan_be_share: false,
             light_load: None,
+            saturated_load_percent: 0,
+            be_in_sweep: false,
         };
         Self(TrafficMixer::new(settings, rules, Eq1(est)))
     }
