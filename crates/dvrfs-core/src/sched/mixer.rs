@@ -206,12 +206,22 @@ mod tests {
     /// 40 streams with 2 requests each (a heavy queue): work ~ 40 seeks + 80 transfers
     /// ~ 1.1 s, deadlines 2.5 s out.
     fn heavy<P: Policy>(s: &mut Direct<P>) {
+        heavy_at(s, 0)
+    }
+
+    fn heavy_at<P: Policy>(s: &mut Direct<P>, t0: u64) {
         for i in 0..80u64 {
             let stream = i % 40;
             let lba = stream * 10_000_000 + (i / 40) * 1024;
-            s.insert(rt(i + 1, lba, 1024, 2_500 * MS, false), 0);
+            s.insert(rt(i + 1, lba, 1024, t0 + 2_500 * MS, false), t0);
         }
     }
+
+    /// The load estimate starts as if the disk had been fully busy (fix 7), so at 0
+    /// fix 8 makes every batch saturated; tests of the batch rules below near
+    /// saturation start after a minute of idle disk.
+    const IDLE: u64 = 60_000 * MS;
+    const MID: u64 = 2_000 * MS;
 
     #[test]
     fn mixer_does_not_hold_when_the_queue_is_heavy() {
@@ -257,25 +267,34 @@ mod tests {
     fn runs_ride_along_in_a_batch_that_is_not_saturated() {
         let est = LinearEstimate::default();
         let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
-        heavy(&mut s);
-        let first = match s.dispatch(0) {
+        heavy_at(&mut s, IDLE);
+        let first = match s.dispatch(IDLE) {
             Pick::Dispatch(r) => r,
             d => panic!("{d:?}"),
         };
         // Continues stream 5's run (its 2nd request ends at 50M + 2048), later deadline
         // than every batch member: joins.
-        s.insert(rt(1000, 50_000_000 + 2048, 1024, 9_000 * MS, false), 0);
+        s.insert(
+            rt(1000, 50_000_000 + 2048, 1024, IDLE + 9_000 * MS, false),
+            IDLE,
+        );
         // Ahead of the head but not continuing a run: waits for the next batch.
         s.insert(
-            rt(1001, first.end_lba() + 5_000_000, 1024, 9_000 * MS, false),
-            0,
+            rt(
+                1001,
+                first.end_lba() + 5_000_000,
+                1024,
+                IDLE + 9_000 * MS,
+                false,
+            ),
+            IDLE,
         );
         // Behind the head: waits too.
-        s.insert(rt(1002, 0, 8, 9_000 * MS, false), 0);
+        s.insert(rt(1002, 0, 8, IDLE + 9_000 * MS, false), IDLE);
         assert_eq!(s.stats().joined, 1);
-        s.complete(first.id, 10 * MS);
+        s.complete(first.id, IDLE + 10 * MS);
         let mut served = vec![first.id];
-        let mut t = 10 * MS;
+        let mut t = IDLE + 10 * MS;
         while s.batch_active() {
             match s.dispatch(t) {
                 Pick::Dispatch(r) => {
@@ -293,27 +312,50 @@ mod tests {
     }
 
     #[test]
+    fn near_saturation_every_batch_starts_saturated() {
+        let est = LinearEstimate::default();
+        // At 0 the load estimate says the disk has been fully busy: the first batch is
+        // saturated although no batch ran before it, and takes a request behind the
+        // head that does not continue any run.
+        let mut busy = Direct::new(Mixer::new(&SchedSettings::default(), est));
+        heavy(&mut busy);
+        assert!(matches!(busy.dispatch(0), Pick::Dispatch(_)));
+        assert_eq!(busy.stats().saturated_batches, 1);
+        busy.insert(rt(1000, 0, 8, 9_000 * MS, false), 0);
+        assert_eq!(busy.stats().joined, 1);
+        // After a minute of idle disk the same queue starts a batch that is not.
+        let mut idle = Direct::new(Mixer::new(&SchedSettings::default(), est));
+        heavy_at(&mut idle, IDLE);
+        assert!(matches!(idle.dispatch(IDLE), Pick::Dispatch(_)));
+        assert_eq!(idle.stats().saturated_batches, 0);
+        idle.insert(rt(1000, 0, 8, IDLE + 9_000 * MS, false), IDLE);
+        assert_eq!(idle.stats().joined, 0);
+    }
+
+    #[test]
     fn a_back_to_back_batch_is_saturated_takes_every_arrival_and_then_holds_again() {
         let est = LinearEstimate::default();
         let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
-        s.insert(rt(1, 1_000_000, 1024, 520 * MS, false), 0);
-        s.insert(rt(2, 2_000_000, 1024, 520 * MS, false), 0);
-        assert_eq!(id_of(s.dispatch(0)), 1);
+        // Two seconds in, the load estimate has decayed to about 0.67: below fix 8's
+        // threshold, not yet light (fix 7).
+        s.insert(rt(1, 1_000_000, 1024, MID + 520 * MS, false), MID);
+        s.insert(rt(2, 2_000_000, 1024, MID + 520 * MS, false), MID);
+        assert_eq!(id_of(s.dispatch(MID)), 1);
         // Later deadline, no run to continue: pending for the next batch.
-        s.insert(rt(3, 5_000_000, 1024, 540 * MS, false), 0);
-        s.complete(1, 20 * MS);
-        assert_eq!(id_of(s.dispatch(20 * MS)), 2);
-        s.complete(2, 40 * MS);
+        s.insert(rt(3, 5_000_000, 1024, MID + 540 * MS, false), MID);
+        s.complete(1, MID + 20 * MS);
+        assert_eq!(id_of(s.dispatch(MID + 20 * MS)), 2);
+        s.complete(2, MID + 40 * MS);
         // Request 3 cannot be held (H < now): the next batch starts back-to-back.
-        assert_eq!(id_of(s.dispatch(40 * MS)), 3);
+        assert_eq!(id_of(s.dispatch(MID + 40 * MS)), 3);
         assert_eq!(s.stats().saturated_batches, 1);
         // Saturated: even a request behind the head with a late deadline joins.
-        s.insert(rt(4, 0, 1024, 5_000 * MS, false), 45 * MS);
+        s.insert(rt(4, 0, 1024, MID + 5_000 * MS, false), MID + 45 * MS);
         assert_eq!(s.stats().joined, 1);
-        s.complete(3, 60 * MS);
+        s.complete(3, MID + 60 * MS);
         // The batch is light again (request 4 has 4.4 s of slack): back to holding.
         assert!(matches!(
-            s.dispatch(60 * MS),
+            s.dispatch(MID + 60 * MS),
             Pick::Wait { until_ns: Some(_) }
         ));
         assert_eq!(s.stats().desaturations, 1);
