@@ -500,7 +500,8 @@ pub fn run_until_crash<T: DiskTimer>(
 /// the two counts above must fail and the two below pass. A passing count above moves
 /// the answer up (and the search goes on from there); then a failing count below moves
 /// it down to just below that count, and it is never moved up again (so the search
-/// ends). Every count reported was simulated and passed, and its four neighbours were
+/// ends; a count it moves down to must pass too, or it moves further). Every count
+/// reported was simulated and passed, and its four neighbours were
 /// simulated too ([`FindMax::neighbours`]): a non-monotone policy shows there as a
 /// pass above the answer or a failure below it.
 pub fn find_max(
@@ -570,7 +571,13 @@ pub fn find_max(
             }
         }
         match down {
-            Some(c) => lo = c - 1,
+            Some(c) => {
+                // The count just below a failure is the new answer only if it passes.
+                lo = c - 1;
+                while lo > 0 && !with(lo, false)? {
+                    lo -= 1;
+                }
+            }
             None => break,
         }
     }
@@ -1331,4 +1338,43 @@ fn buffer_series(st: &Stream, request_bytes: u64, depth: u32, until_ns: u64) -> 
         t += step;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `find_max` over a made-up pass pattern: `fails` lists the counts that fail
+    /// (every count above `top` fails too).
+    fn search(fails: &[u32], top: u32) -> FindMax {
+        let cfg = SimConfig::new(Workload::parse("1r").unwrap());
+        find_max(
+            &cfg,
+            |c| {
+                let n = c.workload.groups[0].count;
+                Ok(SimOutcome {
+                    streams: n,
+                    deadline_misses: (n > top || fails.contains(&n)) as u64,
+                    ..SimOutcome::default()
+                })
+            },
+            |o| o.deadline_misses == 0,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn find_max_answers_a_count_that_passed() {
+        assert_eq!(search(&[], 20).count, 20);
+        // Bisection lands on 20; the failure just below moves the answer under it.
+        assert_eq!(search(&[19], 20).count, 18);
+        // ... and past further failures: the answer is always a count that was
+        // simulated and passed (it once moved to 18 here without running it).
+        let f = search(&[19, 18, 17], 20);
+        assert_eq!(f.count, 16, "{:?}", f.neighbours);
+        assert_eq!(f.run.streams, 16);
+        assert!(f.neighbours.contains(&(17, false)) && f.neighbours.contains(&(18, false)));
+        // Nothing passes.
+        assert_eq!(search(&[], 0).count, 0);
+    }
 }
