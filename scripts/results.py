@@ -10,7 +10,8 @@ import json, os, subprocess, sys, datetime
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "target", "release", "dvrfs")
+# DVRFS_BIN: a copy of the binary, so a rebuild during the hour this takes cannot mix builds.
+BIN = os.environ.get("DVRFS_BIN") or os.path.join(ROOT, "target", "release", "dvrfs")
 OUT = os.path.join(ROOT, "docs", "results.md")
 PLOTS = os.path.join(ROOT, "docs", "results")
 QUICK = "--quick" in sys.argv
