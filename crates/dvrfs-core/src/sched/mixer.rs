@@ -98,18 +98,18 @@
 //!    reader beside 15 streams on zrr (seeds 1-10) best effort got 19.8 Mbit/s instead
 //!    of 18.8, with the same margins.
 //! 10. **A saturated sweep defers what can wait.** A recording's writes arrive one
-//!    request at a time. C-SCAN serves each as the sweep passes it, so at saturation
-//!    every write is a command of its own with its own rotational wait (about half a
-//!    revolution, more than the seek on a dense NVR queue). In a saturated batch the
-//!    sweep serves only the requests whose deadline is within [`DEFER_SWEEPS`] sweeps
-//!    (each estimated as the work of the whole queue, with the best-effort share) plus
-//!    the margin; the others stay queued and the stream's next requests merge into
-//!    them. On `nvr-8t` with 4 Mbit/s recordings beside two 8 Mbit/s playbacks
-//!    (10 minutes) this took the mixer from about 190 streams to 205 (deadline 193,
-//!    C-SCAN 190): 41,200 commands instead of 47,500 at 190 streams. Linux's deadline
-//!    elevator gets part of this by accident, letting writes wait up to 5 s. One
-//!    sweep is too few (173: deferred requests come due together) and three too many
-//!    (195).
+//!     request at a time. C-SCAN serves each as the sweep passes it, so at saturation
+//!     every write is a command of its own with its own rotational wait (about half a
+//!     revolution, more than the seek on a dense NVR queue). In a saturated batch the
+//!     sweep serves only the requests whose deadline is within [`DEFER_SWEEPS`] sweeps
+//!     (each estimated as the work of the whole queue, with the best-effort share) plus
+//!     the margin; the others stay queued and the stream's next requests merge into
+//!     them. On `nvr-8t` with 4 Mbit/s recordings beside two 8 Mbit/s playbacks
+//!     (10 minutes) this took the mixer from about 190 streams to 205 (deadline 193,
+//!     C-SCAN 190): 41,200 commands instead of 47,500 at 190 streams. Linux's deadline
+//!     elevator gets part of this by accident, letting writes wait up to 5 s. One
+//!     sweep is too few (173: deferred requests come due together) and three too many
+//!     (195).
 //!
 //! Everything else (windows, EDF for urgent requests, failing late reads, best-effort
 //! aging, O(log n) hold time) is `avfs` unchanged.
