@@ -3,12 +3,12 @@
 use crate::args::{parse_duration_ms, parse_size};
 use crate::error::{CliError, CliResult};
 use dvrfs_core::disk::{capacity, DiskModel, Estimator, StreamParams};
-use dvrfs_core::engine::EngineConfig;
+use dvrfs_core::engine::{DevKind, EngineConfig};
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::qos::{Neighbour, Report, SeedRun};
 use dvrfs_core::sched::{self, Class, SchedSettings};
 use dvrfs_core::sim::{self, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Stream parameters shared by `sim` and `capacity`.
 #[derive(clap::Args, Debug, Clone)]
@@ -90,6 +90,9 @@ pub struct SimArgs {
     /// Write margin_cdf.svg, buffer_level.svg and seek_distance.svg into this directory
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Write one CSV row per device command of the reported run (with --find-max, the answer's; with --seeds, the worst seed's) to this file
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -304,6 +307,7 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
     cfg.delete_bytes = parse_size("--delete-size", &a.delete_size)?;
     cfg.seed = a.seed;
     cfg.keep_series = a.plot.is_some();
+    cfg.trace = a.trace.is_some();
     let merge_bytes = parse_size("--merge", &a.merge)?;
     let be_latency_ms = positive_ms("--be-latency", &a.be_latency)?;
     let journal_class = Class::parse(&a.journal_class).map_err(|e| {
@@ -483,6 +487,9 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
         );
         crate::plot::write_all(dir, &outcome, &title)?;
     }
+    if let Some(path) = &a.trace {
+        write_trace(path, &outcome.trace)?;
+    }
     if a.json {
         let v = serde_json::to_value(&report)
             .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
@@ -639,4 +646,53 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
         );
     }
     Ok(0)
+}
+
+/// The columns of `dvrfs sim --trace` (docs/commands.md describes each).
+const TRACE_HEADER: &str = "start_ms,end_ms,kind,class,offset_bytes,len_bytes,requests,deadline_ms,margin_ms,forced,seek_ms,rotation_ms,transfer_ms,cache";
+
+/// Writes the command trace as CSV: times in milliseconds of virtual time.
+fn write_trace(path: &Path, rows: &[sim::TraceRow]) -> CliResult<()> {
+    use std::fmt::Write as _;
+    let ms = |ns: u64| ns as f64 / 1e6;
+    let mut out = String::with_capacity(rows.len() * 96 + 128);
+    out.push_str(TRACE_HEADER);
+    out.push('\n');
+    for r in rows {
+        let kind = match r.kind {
+            DevKind::Read => "read",
+            DevKind::Write => "write",
+            DevKind::Flush => "flush",
+        };
+        let class = r.class.map_or("", |c| c.name());
+        let (deadline, margin) = match r.deadline_ns {
+            Some(d) => (
+                format!("{:.3}", ms(d)),
+                format!("{:.3}", (d as f64 - r.end_ns as f64) / 1e6),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let cache = if r.cache_hit {
+            "hit"
+        } else if r.cache_partial_hit {
+            "partial"
+        } else {
+            ""
+        };
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            out,
+            "{:.3},{:.3},{kind},{class},{},{},{},{deadline},{margin},{},{:.3},{:.3},{:.3},{cache}",
+            ms(r.start_ns),
+            ms(r.end_ns),
+            r.offset_bytes,
+            r.len_bytes,
+            r.requests,
+            r.forced as u8,
+            ms(r.seek_ns),
+            ms(r.rotation_ns),
+            ms(r.transfer_ns),
+        );
+    }
+    std::fs::write(path, out).map_err(|e| crate::error::local_io(path, "cannot write the trace", e))
 }

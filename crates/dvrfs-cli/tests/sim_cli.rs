@@ -109,6 +109,60 @@ fn sim_text_report_and_plots() {
     }
 }
 
+/// `--trace` writes one row per device command; the rows agree with the report: as
+/// many commands and flushes, and the smallest real-time margin is the report's.
+#[test]
+fn sim_trace_has_a_row_per_command_that_agrees_with_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace.csv");
+    let mut args = SHORT.to_vec();
+    args.extend([
+        "--json",
+        "--best-effort",
+        "photos",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    let (v, _) = ok_json(&args);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (kind, class, margin, start, end) = (
+        col("kind"),
+        col("class"),
+        col("margin_ms"),
+        col("start_ms"),
+        col("end_ms"),
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert!(rows.iter().all(|r| r.len() == header.len()));
+    let flushes = rows.iter().filter(|r| r[kind] == "flush").count();
+    assert_eq!(flushes as u64, v["flushes"].as_u64().unwrap());
+    assert_eq!(
+        (rows.len() - flushes) as u64,
+        v["command_ms"]["count"].as_u64().unwrap()
+    );
+    assert!(rows.iter().any(|r| r[class] == "best-effort"));
+    // One disk: each command starts when the previous one ended, or later.
+    let f = |s: &str| s.parse::<f64>().unwrap();
+    assert!(rows.windows(2).all(|w| f(w[1][start]) >= f(w[0][end])));
+    let min_margin = rows
+        .iter()
+        .filter(|r| r[class] == "real-time")
+        .map(|r| f(r[margin]))
+        .fold(f64::INFINITY, f64::min);
+    let reported = v["margin_ms"]["min"].as_f64().unwrap();
+    assert!(
+        (min_margin - reported).abs() < 0.01,
+        "{min_margin} {reported}"
+    );
+    // A trace that cannot be written is a clear error.
+    let mut bad = SHORT.to_vec();
+    bad.extend(["--trace", "/nonexistent-dir/trace.csv"]);
+    fails_with(&bad, "cannot write the trace");
+}
+
 #[test]
 fn find_max_reports_max_streams() {
     let (v, _) = ok_json(&[

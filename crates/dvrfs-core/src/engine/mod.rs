@@ -131,6 +131,12 @@ pub struct DevCommand {
     pub len_bytes: u64,
     /// The traffic class (`None` for a flush).
     pub class: Option<Class>,
+    /// How many requests the command serves (merged; 0 for a flush).
+    pub requests: u32,
+    /// The earliest deadline among them, if any has one (monotonic ns).
+    pub deadline_ns: Option<u64>,
+    /// Sent by the best-effort guarantee rather than chosen by the policy.
+    pub forced: bool,
 }
 
 /// Where a request's bytes live.
@@ -1234,6 +1240,9 @@ impl Engine {
                 offset_bytes: 0,
                 len_bytes: 0,
                 class: None,
+                requests: 0,
+                deadline_ns: None,
+                forced: false,
             },
             InFlight::Sched(cmd) => DevCommand {
                 id,
@@ -1245,6 +1254,9 @@ impl Engine {
                 offset_bytes: cmd.lba * self.sector_bytes,
                 len_bytes: cmd.sectors as u64 * self.sector_bytes,
                 class: Some(cmd.class),
+                requests: cmd.members.len() as u32,
+                deadline_ns: cmd.deadline_ns,
+                forced: cmd.forced,
             },
         };
         self.cmds.insert(id, what);

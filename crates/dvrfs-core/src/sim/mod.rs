@@ -44,7 +44,7 @@ use crate::format::superblock::AllocPolicy;
 use crate::fs::{mkfs, Fs, ManualClock, OpenOptions, Volume};
 use crate::layout::MkfsParams;
 use crate::qos::MissCauses;
-use crate::sched::{BeStats, Counters};
+use crate::sched::{BeStats, Class, Counters};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -181,6 +181,8 @@ pub struct SimConfig {
     pub fsync_every_ns: u64,
     /// Keep per-request series for plots.
     pub keep_series: bool,
+    /// Keep a row per device command ([`SimOutcome::trace`], `dvrfs sim --trace`).
+    pub trace: bool,
 }
 
 impl SimConfig {
@@ -201,8 +203,33 @@ impl SimConfig {
             commit_interval_ms: 1000,
             fsync_every_ns: 0,
             keep_series: false,
+            trace: false,
         }
     }
+}
+
+/// One device command of a traced run (`dvrfs sim --trace`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TraceRow {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub kind: DevKind,
+    /// `None` for a flush.
+    pub class: Option<Class>,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    /// Requests merged into the command.
+    pub requests: u32,
+    /// The earliest deadline among them.
+    pub deadline_ns: Option<u64>,
+    /// Sent by the best-effort guarantee rather than chosen by the policy.
+    pub forced: bool,
+    pub seek_ns: u64,
+    pub rotation_ns: u64,
+    pub transfer_ns: u64,
+    /// Served from the drive's read-ahead cache: wholly, partly.
+    pub cache_hit: bool,
+    pub cache_partial_hit: bool,
 }
 
 /// What one run measured.
@@ -249,6 +276,8 @@ pub struct SimOutcome {
     /// Buffer level of stream 0 over time: (virtual ns, bytes).
     pub buffer_level: Vec<(u64, i64)>,
     pub counters: Counters,
+    /// One row per device command, in issue order, when [`SimConfig::trace`] is set.
+    pub trace: Vec<TraceRow>,
     pub policy_stats: Vec<(&'static str, u64)>,
     pub disk: String,
     pub scheduler: String,
@@ -1156,6 +1185,24 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
                 self.out.overhead_ns += t.overhead_ns;
                 self.out.cache_hits += t.cache_hit as u64;
                 self.out.cache_partial_hits += t.cache_partial_hit as u64;
+                if self.cfg.trace {
+                    self.out.trace.push(TraceRow {
+                        start_ns: now,
+                        end_ns: t.end_ns,
+                        kind: cmd.kind,
+                        class: cmd.class,
+                        offset_bytes: cmd.offset_bytes,
+                        len_bytes: cmd.len_bytes,
+                        requests: cmd.requests,
+                        deadline_ns: cmd.deadline_ns,
+                        forced: cmd.forced,
+                        seek_ns: t.seek_ns,
+                        rotation_ns: t.rotation_ns,
+                        transfer_ns: t.transfer_ns,
+                        cache_hit: t.cache_hit,
+                        cache_partial_hit: t.cache_partial_hit,
+                    });
+                }
                 self.busy = Some((cmd.id, cmd.kind));
                 self.push(t.end_ns, Ev::DiskDone(cmd.id));
             }
