@@ -346,6 +346,14 @@ fn is_io_aligned(buf: &[u8]) -> bool {
     (buf.as_ptr() as usize).is_multiple_of(IO_ALIGN_BYTES as usize)
 }
 
+/// The open file, for a driver that submits its own I/O (the io_uring runtime). The
+/// file keeps the `O_DIRECT` flag and the lock of [`FileDevice::open`].
+impl std::os::fd::AsRawFd for FileDevice {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
 impl Device for FileDevice {
     fn size_bytes(&self) -> u64 {
         self.size_bytes

@@ -147,7 +147,7 @@ pub enum Pick {
 /// The hook table between the framework and a policy. Every call is made with the
 /// framework's bookkeeping already consistent; `req` arguments are entries the policy
 /// holds (or is given) exactly as last inserted.
-pub trait Policy {
+pub trait Policy: Send {
     /// The policy's name as `--scheduler` spells it.
     fn name(&self) -> &'static str;
     /// A new entry joins the queue.
@@ -188,7 +188,7 @@ pub trait Policy {
 
 /// A service-time estimate for one request (AVFS eq. 1), the seam to
 /// `disk::Estimator`. The policies that plan with it (`avfs`, `mixer`) hold one.
-pub trait ServiceEstimate {
+pub trait ServiceEstimate: Send {
     /// Estimated time the disk needs for the request, in ns. `sequential` is true when
     /// the request starts where the previous one in execution order ends (no seek).
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64;
@@ -216,7 +216,7 @@ impl<T: ServiceEstimate + ?Sized> ServiceEstimate for Box<T> {
     }
 }
 
-impl<T: ServiceEstimate + ?Sized> ServiceEstimate for std::sync::Arc<T> {
+impl<T: ServiceEstimate + Sync + ?Sized> ServiceEstimate for std::sync::Arc<T> {
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
         (**self).service_ns(lba, sectors, write, sequential)
     }
@@ -225,7 +225,7 @@ impl<T: ServiceEstimate + ?Sized> ServiceEstimate for std::sync::Arc<T> {
     }
 }
 
-impl<T: ServiceEstimate + ?Sized> ServiceEstimate for &T {
+impl<T: ServiceEstimate + Sync + ?Sized> ServiceEstimate for &T {
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
         (**self).service_ns(lba, sectors, write, sequential)
     }

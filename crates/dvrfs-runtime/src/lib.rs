@@ -1,0 +1,768 @@
+//! The runtime: the engine on a real device, in real time.
+//!
+//! The third driver of [`Engine`] (the simulator and the blocking driver are the
+//! other two), so the code measured in virtual time is the code that runs. One
+//! dispatcher thread owns the engine and the device. Everything else talks to it
+//! with messages:
+//!
+//! ```text
+//!   API threads ──Msg──▶ channel ─┐            ┌─ io_uring ring (O_DIRECT fd) ─┐
+//!        ▲        (+ eventfd)     ▼            │                               │
+//!        │                  dispatcher: submit ops, poll commands ──SQE──▶ kernel
+//!        └── results ◀── shared table ◀── take completions ◀──CQE── complete ◀┘
+//! ```
+//!
+//! The dispatcher loop: take the messages (start, cancel, query, close), hand every
+//! command the engine has ready to the back end, file the finished operations where
+//! the waiting threads find them, then sleep until a device completion, a message, or
+//! the engine's [`Engine::next_wakeup`] (a held request, a commit interval), whichever
+//! comes first. Time is the monotonic clock from the runtime's start; deadlines are
+//! [`Instant`]s. The engine makes every decision: the driver only moves bytes and time.
+//!
+//! Two back ends do the I/O. **io_uring** (the `io-uring` crate): a command becomes
+//! one `readv`/`writev` per run of contiguous pieces, a flush an `fsync(DATASYNC)`; the
+//! eventfd read and the wait timeout (`IORING_ENTER_EXT_ARG`) wake the loop. Where
+//! io_uring is unavailable (an old kernel, a seccomp filter, `io_uring_disabled`) a
+//! pool of `queue_depth` threads doing `preadv`/`pwritev`/`fdatasync` takes its place;
+//! [`Backend::Auto`] chooses, and [`Runtime::backend`] says which one runs.
+//!
+//! Buffers: a command's bytes live in the engine (the operation's buffer or one of the
+//! engine's own), and the engine keeps every buffer of a command in flight alive and in
+//! place until [`Engine::complete`] (a cancelled read waits for its pieces in flight),
+//! so the kernel may read and write them meanwhile. A piece that `O_DIRECT` cannot
+//! take (a buffer not aligned to the sector size) makes its whole command go through
+//! the device's own bounce path, synchronously, in the dispatcher.
+
+use dvrfs_core::device::Device;
+use dvrfs_core::engine::{DevCommand, DevKind, Now};
+use dvrfs_core::fs::OpenOptions;
+use dvrfs_core::{Engine, EngineConfig, Op, OpId, Output, Volume};
+use dvrfs_io::{FileDevice, LockMode, OpenError};
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+mod threads;
+mod uring;
+
+/// Which back end does the I/O.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// io_uring where the kernel allows it, else the thread pool.
+    Auto,
+    IoUring,
+    Threads,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::IoUring => "io_uring",
+            Backend::Threads => "threads",
+        }
+    }
+}
+
+/// How to open a runtime.
+pub struct Options {
+    pub writable: bool,
+    pub backend: Backend,
+    /// Device commands in flight at once: 1 for a hard disk (the scheduler decides
+    /// the order, not the drive), more for an SSD.
+    pub queue_depth: u32,
+    /// The engine's configuration (scheduler, settings, estimate); `None`: the default.
+    pub engine: Option<EngineConfig>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            writable: true,
+            backend: Backend::Auto,
+            queue_depth: 1,
+            engine: None,
+        }
+    }
+}
+
+/// What went wrong, for a caller of the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// The engine refused or failed the operation (its own message says why).
+    #[error(transparent)]
+    Engine(#[from] dvrfs_core::Error),
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    /// The dispatcher has stopped (closed, or a device failure it could not survive).
+    #[error("the dvrfs runtime has stopped: {0}")]
+    Stopped(String),
+    #[error(
+        "no such operation: ticket {0} was never started here, or its result was already taken"
+    )]
+    UnknownTicket(OpId),
+}
+
+pub type Result<T> = std::result::Result<T, RuntimeError>;
+
+/// A started operation; [`Runtime::check`] gives its result once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ticket(pub OpId);
+
+type Query = Box<dyn FnOnce(&Engine) + Send>;
+
+enum Msg {
+    Start {
+        op: Op,
+        deadline_ns: Option<u64>,
+        owner: u32,
+        reply: Sender<dvrfs_core::Result<OpId>>,
+    },
+    Cancel {
+        id: OpId,
+        reply: Sender<dvrfs_core::Result<()>>,
+    },
+    Query(Query),
+    /// Commit, mark the journal clean and stop.
+    Close,
+    /// A thread-pool command finished.
+    IoDone(u64, io::Result<()>),
+}
+
+/// Results of finished operations, waiting for their callers.
+#[derive(Default)]
+struct Table {
+    done: HashMap<OpId, dvrfs_core::Result<Output>>,
+    /// Started and not yet finished.
+    running: std::collections::HashSet<OpId>,
+    /// Why the dispatcher stopped, once it has.
+    stopped: Option<String>,
+}
+
+struct Shared {
+    table: Mutex<Table>,
+    cv: Condvar,
+    /// Commands handed to the back end, and those that took the bounce path.
+    commands: AtomicU64,
+    bounced: AtomicU64,
+}
+
+/// What the dispatcher has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Device commands handed to the back end (reads, writes, flushes).
+    pub commands: u64,
+    /// Commands with a piece `O_DIRECT` could not take as it was, done through the
+    /// device's aligned bounce buffer instead.
+    pub bounced: u64,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        // A panic elsewhere while holding the lock leaves a table that is still
+        // consistent (every update is a single insert or remove).
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The engine on a device, driven by a dispatcher thread (see the module docs).
+/// Safe to use from many threads at once (`&Runtime` is `Sync`).
+pub struct Runtime {
+    tx: Mutex<Sender<Msg>>,
+    waker: Option<Arc<OwnedFd>>,
+    shared: Arc<Shared>,
+    origin: Instant,
+    backend: Backend,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// Opens the file system on `path` (an image file or block device, `O_DIRECT`),
+    /// replays its journal, and starts the dispatcher.
+    pub fn open(path: &Path, opts: Options) -> Result<Runtime> {
+        let lock = if opts.writable {
+            LockMode::Exclusive
+        } else {
+            LockMode::Shared
+        };
+        let dev = FileDevice::open(path, opts.writable, lock)?;
+        let open_opts = if opts.writable {
+            OpenOptions::writable()
+        } else {
+            OpenOptions::read_only()
+        };
+        let (vol, replay) = Volume::load(&dev, &open_opts)?;
+        let mut cfg = opts
+            .engine
+            .unwrap_or_else(|| EngineConfig::new(dev.sector_bytes()));
+        cfg.sector_bytes = dev.sector_bytes();
+        if opts.queue_depth == 0 {
+            return Err(dvrfs_core::Error::InvalidArgument(
+                "queue depth 0: at least one command must be able to run".into(),
+            )
+            .into());
+        }
+        cfg.settings.queue_depth = opts.queue_depth;
+        let origin = Instant::now();
+        let engine = Engine::new(vol, replay, cfg, now(origin))?;
+        let (tx, rx) = mpsc::channel();
+        let (io, backend, waker) = match opts.backend {
+            Backend::Threads => (
+                threads_io(&dev, opts.queue_depth, &tx)?,
+                Backend::Threads,
+                None,
+            ),
+            Backend::IoUring => {
+                let u = uring::Uring::new(dev.as_raw_fd(), opts.queue_depth)?;
+                let w = u.waker();
+                (Io::Uring(Box::new(u)), Backend::IoUring, Some(w))
+            }
+            Backend::Auto => match uring::Uring::new(dev.as_raw_fd(), opts.queue_depth) {
+                Ok(u) => {
+                    let w = u.waker();
+                    (Io::Uring(Box::new(u)), Backend::IoUring, Some(w))
+                }
+                Err(_) => (
+                    threads_io(&dev, opts.queue_depth, &tx)?,
+                    Backend::Threads,
+                    None,
+                ),
+            },
+        };
+        let shared = Arc::new(Shared {
+            table: Mutex::new(Table::default()),
+            cv: Condvar::new(),
+            commands: AtomicU64::new(0),
+            bounced: AtomicU64::new(0),
+        });
+        let d = Dispatcher {
+            engine,
+            dev,
+            io,
+            rx,
+            inbox: VecDeque::new(),
+            shared: shared.clone(),
+            origin,
+            closing: None,
+            in_flight: 0,
+        };
+        let thread = std::thread::Builder::new()
+            .name("dvrfs-dispatch".into())
+            .spawn(move || d.run())?;
+        Ok(Runtime {
+            tx: Mutex::new(tx),
+            waker,
+            shared,
+            origin,
+            backend,
+            thread: Some(thread),
+        })
+    }
+
+    /// The back end doing the I/O (`IoUring` or `Threads`, never `Auto`).
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            commands: self.shared.commands.load(Ordering::Relaxed),
+            bounced: self.shared.bounced.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The runtime's monotonic time, ns since it started (the engine's clock).
+    pub fn now_ns(&self) -> u64 {
+        now(self.origin).mono_ns
+    }
+
+    fn send(&self, m: Msg) -> Result<()> {
+        let sent = self
+            .tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .send(m)
+            .is_ok();
+        if !sent {
+            return Err(self.stopped());
+        }
+        if let Some(w) = &self.waker {
+            uring::wake(w.as_raw_fd());
+        }
+        Ok(())
+    }
+
+    fn stopped(&self) -> RuntimeError {
+        let why = self.shared.lock().stopped.clone();
+        RuntimeError::Stopped(why.unwrap_or_else(|| "closed".into()))
+    }
+
+    /// Starts an operation (AVFS `aio_start`). `deadline`: when it must be done; a
+    /// read that cannot make it fails with `DeadlineMissed`, a write is never dropped
+    /// and is reported late. `None`: best effort. `owner` identifies the stream or
+    /// client (the schedulers keep per-owner state).
+    pub fn start(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Ticket> {
+        let deadline_ns =
+            deadline.map(|d| d.saturating_duration_since(self.origin).as_nanos() as u64);
+        let (reply, rx) = mpsc::channel();
+        self.send(Msg::Start {
+            op,
+            deadline_ns,
+            owner,
+            reply,
+        })?;
+        let id = rx.recv().map_err(|_| self.stopped())??;
+        Ok(Ticket(id))
+    }
+
+    /// The operation's result if it has finished (AVFS `aio_check`); with `wait`,
+    /// waits for it. A result is given once.
+    pub fn check(&self, t: Ticket, wait: bool) -> Result<Option<Output>> {
+        let mut table = self.shared.lock();
+        loop {
+            if let Some(r) = table.done.remove(&t.0) {
+                return Ok(Some(r?));
+            }
+            if !table.running.contains(&t.0) {
+                if let Some(why) = &table.stopped {
+                    return Err(RuntimeError::Stopped(why.clone()));
+                }
+                return Err(RuntimeError::UnknownTicket(t.0));
+            }
+            if !wait {
+                return Ok(None);
+            }
+            table = self
+                .shared
+                .cv
+                .wait(table)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Runs one operation to its end.
+    pub fn run(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Output> {
+        let t = self.start(op, deadline, owner)?;
+        Ok(self.check(t, true)?.expect("a waited result is present"))
+    }
+
+    /// Cancels an operation (AVFS `aio_cancel`): a queued read or the newest queued
+    /// write of a file is withdrawn and finishes with `Cancelled`; one already on the
+    /// device cannot be (an error says so).
+    pub fn cancel(&self, t: Ticket) -> Result<()> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Msg::Cancel { id: t.0, reply })?;
+        Ok(rx.recv().map_err(|_| self.stopped())??)
+    }
+
+    /// Waits until at least one of `tickets` has finished, or `timeout` passes (AVFS
+    /// `aio_poll`); returns the indices of the finished ones (empty on timeout).
+    pub fn poll(&self, tickets: &[Ticket], timeout: Option<Duration>) -> Result<Vec<usize>> {
+        let until = timeout.map(|t| Instant::now() + t);
+        let mut table = self.shared.lock();
+        loop {
+            let ready: Vec<usize> = (0..tickets.len())
+                .filter(|&i| table.done.contains_key(&tickets[i].0))
+                .collect();
+            if !ready.is_empty() {
+                return Ok(ready);
+            }
+            if let Some(why) = &table.stopped {
+                return Err(RuntimeError::Stopped(why.clone()));
+            }
+            if let Some(t) = tickets.iter().find(|t| !table.running.contains(&t.0)) {
+                return Err(RuntimeError::UnknownTicket(t.0));
+            }
+            match until {
+                None => {
+                    table = self
+                        .shared
+                        .cv
+                        .wait(table)
+                        .unwrap_or_else(|e| e.into_inner())
+                }
+                Some(u) => {
+                    let left = u.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(Vec::new());
+                    }
+                    table = self
+                        .shared
+                        .cv
+                        .wait_timeout(table, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+
+    /// Answers a question from the metadata in memory (lookup, stat, readdir), in
+    /// the dispatcher, between its steps.
+    pub fn query<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Volume) -> R + Send + 'static,
+    ) -> Result<R> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Msg::Query(Box::new(move |e: &Engine| {
+            let _ = reply.send(f(e.volume()));
+        })))?;
+        rx.recv().map_err(|_| self.stopped())
+    }
+
+    /// Commits everything, marks the journal clean (the next open replays nothing)
+    /// and stops the dispatcher. Operations still running finish first.
+    pub fn close(mut self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&mut self) -> Result<()> {
+        let Some(thread) = self.thread.take() else {
+            return Ok(());
+        };
+        let _ = self.send(Msg::Close);
+        let _ = thread.join();
+        let why = self.shared.lock().stopped.clone();
+        match why.as_deref() {
+            Some("closed") | None => Ok(()),
+            Some(w) => Err(RuntimeError::Stopped(w.to_string())),
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+fn now(origin: Instant) -> Now {
+    let wall_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    Now {
+        mono_ns: origin.elapsed().as_nanos() as u64,
+        wall_ns,
+    }
+}
+
+fn threads_io(dev: &FileDevice, depth: u32, tx: &Sender<Msg>) -> Result<Io> {
+    let tx = tx.clone();
+    let pool = threads::Pool::new(dev.as_raw_fd(), depth, move |id, r| {
+        let _ = tx.send(Msg::IoDone(id, r));
+    })?;
+    Ok(Io::Threads(pool))
+}
+
+/// A contiguous run of a command's pieces: where on the device, and the memory.
+pub(crate) struct Run {
+    pub offset: u64,
+    pub iov: Vec<libc::iovec>,
+}
+
+/// The I/O of one command, as the back ends take it.
+pub(crate) enum IoJob {
+    Read(Vec<Run>),
+    Write(Vec<Run>),
+    Flush,
+}
+
+enum Io {
+    Uring(Box<uring::Uring>),
+    Threads(threads::Pool),
+}
+
+struct Dispatcher {
+    engine: Engine,
+    dev: FileDevice,
+    io: Io,
+    rx: Receiver<Msg>,
+    /// Messages the thread-pool wait took while waiting for a completion.
+    inbox: VecDeque<Msg>,
+    shared: Arc<Shared>,
+    origin: Instant,
+    /// The unmount operation, once closing.
+    closing: Option<Option<OpId>>,
+    in_flight: usize,
+}
+
+impl Dispatcher {
+    fn run(mut self) {
+        let why = match self.serve() {
+            Ok(()) => "closed".to_string(),
+            Err(e) => format!("device failure: {e}"),
+        };
+        // Never drop the engine's buffers while the kernel may still use them.
+        if self.in_flight > 0 && self.drain().is_err() {
+            self.fail_all(&why);
+            std::mem::forget(self.engine);
+            return;
+        }
+        self.fail_all(&why);
+    }
+
+    fn fail_all(&self, why: &str) {
+        let mut t = self.shared.lock();
+        t.stopped = Some(why.to_string());
+        t.running.clear();
+        self.shared.cv.notify_all();
+    }
+
+    fn now(&self) -> Now {
+        now(self.origin)
+    }
+
+    fn serve(&mut self) -> io::Result<()> {
+        loop {
+            while let Some(m) = self.inbox.pop_front().or_else(|| self.rx.try_recv().ok()) {
+                self.handle(m);
+            }
+            self.pump()?;
+            self.deliver();
+            if let Some(unmount) = self.closing {
+                if self.engine.ops_in_flight() == 0 && self.in_flight == 0 {
+                    match unmount {
+                        Some(_) => return Ok(()),
+                        None if !self.engine.volume().is_writable() => return Ok(()),
+                        None => {
+                            let now = self.now();
+                            let id = self
+                                .engine
+                                .submit(Op::Unmount, Some(now.mono_ns), u32::MAX, now)
+                                .map_err(io::Error::other)?;
+                            self.shared.lock().running.insert(id);
+                            self.closing = Some(Some(id));
+                            continue;
+                        }
+                    }
+                }
+            }
+            let timeout = self
+                .engine
+                .next_wakeup()
+                .map(|t| Duration::from_nanos(t.saturating_sub(self.now().mono_ns)));
+            self.wait(timeout)?;
+        }
+    }
+
+    fn handle(&mut self, m: Msg) {
+        let now = self.now();
+        match m {
+            Msg::Start {
+                op,
+                deadline_ns,
+                owner,
+                reply,
+            } => {
+                let r = if self.closing.is_some() {
+                    Err(dvrfs_core::Error::InvalidArgument(
+                        "the runtime is closing".into(),
+                    ))
+                } else {
+                    self.engine.submit(op, deadline_ns, owner, now)
+                };
+                if let Ok(id) = &r {
+                    self.shared.lock().running.insert(*id);
+                }
+                let _ = reply.send(r);
+            }
+            Msg::Cancel { id, reply } => {
+                let _ = reply.send(self.engine.cancel(id, now));
+            }
+            Msg::Query(f) => f(&self.engine),
+            Msg::Close => {
+                if self.closing.is_none() {
+                    self.closing = Some(None);
+                }
+            }
+            Msg::IoDone(id, r) => self.complete(id, r),
+        }
+    }
+
+    fn complete(&mut self, id: u64, r: io::Result<()>) {
+        self.in_flight -= 1;
+        let now = self.now();
+        self.engine.complete(id, r, now);
+    }
+
+    /// Hands every ready command to the back end.
+    fn pump(&mut self) -> io::Result<()> {
+        loop {
+            let now = self.now();
+            let Some(cmd) = self.engine.poll(now) else {
+                return Ok(());
+            };
+            self.shared.commands.fetch_add(1, Ordering::Relaxed);
+            let job = match self.job(&cmd) {
+                Some(job) => job,
+                None => {
+                    self.shared.bounced.fetch_add(1, Ordering::Relaxed);
+                    // Not for O_DIRECT as it is: through the device's bounce path.
+                    let r = self.sync_io(&cmd);
+                    let now = self.now();
+                    self.engine.complete(cmd.id, r, now);
+                    continue;
+                }
+            };
+            if matches!(&job, IoJob::Read(r) | IoJob::Write(r) if r.is_empty()) {
+                // Every piece is virtual (nothing to move).
+                let now = self.now();
+                self.engine.complete(cmd.id, Ok(()), now);
+                continue;
+            }
+            self.in_flight += 1;
+            match &mut self.io {
+                Io::Uring(u) => u.submit(cmd.id, job)?,
+                Io::Threads(p) => p.submit(cmd.id, job),
+            }
+        }
+    }
+
+    /// The command's memory as runs of iovecs; `None` if a piece is not aligned for
+    /// `O_DIRECT` (address or length not a multiple of the sector size).
+    fn job(&mut self, cmd: &DevCommand) -> Option<IoJob> {
+        let align = self.dev.sector_bytes() as usize;
+        let mut runs: Vec<Run> = Vec::new();
+        let mut ok = true;
+        let mut add = |offset: u64, ptr: *mut u8, len: usize| {
+            if !(ptr as usize).is_multiple_of(align) || !len.is_multiple_of(align) {
+                ok = false;
+            }
+            let iov = libc::iovec {
+                iov_base: ptr.cast(),
+                iov_len: len,
+            };
+            match runs.last_mut() {
+                Some(r)
+                    if r.offset + r.iov.iter().map(|v| v.iov_len as u64).sum::<u64>() == offset
+                        && r.iov.len() < 512 =>
+                {
+                    r.iov.push(iov)
+                }
+                _ => runs.push(Run {
+                    offset,
+                    iov: vec![iov],
+                }),
+            }
+        };
+        let r = match cmd.kind {
+            DevKind::Flush => return Some(IoJob::Flush),
+            DevKind::Read => self.engine.io_read(cmd.id, |o, b| {
+                add(o, b.as_mut_ptr(), b.len());
+                Ok(())
+            }),
+            DevKind::Write => self.engine.io_write(cmd.id, |o, b| {
+                add(o, b.as_ptr() as *mut u8, b.len());
+                Ok(())
+            }),
+        };
+        if r.is_err() || !ok {
+            return None;
+        }
+        Some(match cmd.kind {
+            DevKind::Read => IoJob::Read(runs),
+            _ => IoJob::Write(runs),
+        })
+    }
+
+    fn sync_io(&mut self, cmd: &DevCommand) -> io::Result<()> {
+        let dev = &mut self.dev;
+        match cmd.kind {
+            DevKind::Flush => dev.flush(),
+            DevKind::Write => self.engine.io_write(cmd.id, |o, b| dev.write_at(o, b)),
+            DevKind::Read => self.engine.io_read(cmd.id, |o, b| dev.read_at(o, b)),
+        }
+    }
+
+    /// Files finished operations for their callers.
+    fn deliver(&mut self) {
+        let mut any = false;
+        let mut table = None;
+        while let Some(c) = self.engine.take_completion() {
+            let t = table.get_or_insert_with(|| self.shared.lock());
+            if t.running.remove(&c.op) {
+                t.done.insert(c.op, c.result);
+            }
+            any = true;
+        }
+        drop(table);
+        if any {
+            self.shared.cv.notify_all();
+        }
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> io::Result<()> {
+        match &mut self.io {
+            Io::Uring(u) => {
+                let done = u.wait(timeout)?;
+                for (id, r) in done {
+                    self.complete(id, r);
+                }
+            }
+            Io::Threads(_) => {
+                let m = match timeout {
+                    None => self.rx.recv().map_err(|_| ()),
+                    Some(t) => match self.rx.recv_timeout(t) {
+                        Ok(m) => Ok(m),
+                        Err(RecvTimeoutError::Timeout) => return Ok(()),
+                        Err(RecvTimeoutError::Disconnected) => Err(()),
+                    },
+                };
+                match m {
+                    Ok(m) => self.inbox.push_back(m),
+                    // Every sender is gone: the Runtime was dropped without close.
+                    Err(()) => {
+                        if self.closing.is_none() {
+                            self.closing = Some(None);
+                        }
+                        if self.in_flight > 0 {
+                            return Err(io::Error::other(
+                                "runtime dropped with commands in flight",
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the commands still in flight (after a failure).
+    fn drain(&mut self) -> io::Result<()> {
+        while self.in_flight > 0 {
+            match &mut self.io {
+                Io::Uring(u) => {
+                    for (id, r) in u.wait(Some(Duration::from_secs(30)))? {
+                        self.complete(id, r);
+                    }
+                }
+                Io::Threads(_) => match self.rx.recv_timeout(Duration::from_secs(30)) {
+                    Ok(Msg::IoDone(id, r)) => self.complete(id, r),
+                    Ok(_) => {}
+                    Err(_) => return Err(io::Error::other("commands did not finish")),
+                },
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Duplicates a descriptor for a back end (closed when the back end is dropped).
+pub(crate) fn dup_fd(fd: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: `fcntl(F_DUPFD_CLOEXEC)` only reads `fd`; a non-negative result is a new
+    // descriptor that nothing else owns.
+    let n = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `n` was just created and is owned here alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+}

@@ -1,0 +1,326 @@
+//! The runtime on real image files: both back ends, many threads, byte-exact
+//! read-back through the runtime and again through the blocking driver after close,
+//! deadlines, cancel and poll.
+
+use dvrfs_core::alloc::Ino;
+use dvrfs_core::fs::{mkfs, Fs, OpenOptions};
+use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::{Error, IoBuf, Op, Output};
+use dvrfs_io::{FileDevice, LockMode};
+use dvrfs_runtime::{Backend, Options, Runtime, RuntimeError, Ticket};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const MIB: usize = 1 << 20;
+
+fn image(dir: &Path) -> PathBuf {
+    let path = dir.join("fs.img");
+    let size = 512 * MIB as u64;
+    FileDevice::create_image(&path, size).unwrap();
+    let mut dev = FileDevice::open(&path, true, LockMode::Exclusive).unwrap();
+    mkfs(
+        &mut dev,
+        &MkfsParams::new(size, [7; 16], 42),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    path
+}
+
+fn open(path: &Path, backend: Backend) -> Runtime {
+    Runtime::open(
+        path,
+        Options {
+            backend,
+            ..Options::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Deterministic bytes of file `f` at `offset`.
+fn pattern(f: usize, offset: usize, len: usize) -> Vec<u8> {
+    (offset..offset + len)
+        .map(|i| (i.wrapping_mul(31) ^ (i >> 12) ^ (f * 97)) as u8)
+        .collect()
+}
+
+fn create(rt: &Runtime, name: &str) -> Ino {
+    let root = rt.query(|v| v.resolve("/")).unwrap().unwrap();
+    let op = Op::Create {
+        parent: root,
+        name: name.as_bytes().to_vec(),
+        perm: 0o644,
+        uid: 0,
+        gid: 0,
+    };
+    match rt.run(op, None, 0).unwrap() {
+        Output::Ino(i) => i,
+        o => panic!("{o:?}"),
+    }
+}
+
+fn round_trip(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image(dir.path());
+    let rt = open(&path, backend);
+    assert_eq!(rt.backend(), backend);
+    const FILES: usize = 4;
+    const SIZE: usize = 24 * MIB;
+    let inos: Vec<Ino> = (0..FILES)
+        .map(|f| create(&rt, &format!("cam{f}.ts")))
+        .collect();
+    // Four recorders at once, 1 MiB writes, each from its own thread.
+    std::thread::scope(|s| {
+        for (f, &ino) in inos.iter().enumerate() {
+            let rt = &rt;
+            s.spawn(move || {
+                for off in (0..SIZE).step_by(MIB) {
+                    let data = IoBuf::from_slice(&pattern(f, off, MIB));
+                    let op = Op::Write {
+                        ino,
+                        offset: off as u64,
+                        data,
+                    };
+                    rt.run(op, None, f as u32).unwrap();
+                }
+            });
+        }
+    });
+    rt.run(Op::Fsync, Some(Instant::now()), 0).unwrap();
+    // Read back with 16 reads of 512 KiB outstanding per file, waited with poll.
+    for (f, &ino) in inos.iter().enumerate() {
+        let mut tickets: Vec<(Ticket, usize)> = (0..SIZE)
+            .step_by(MIB / 2)
+            .take(16)
+            .map(|off| {
+                let op = Op::Read {
+                    ino,
+                    offset: off as u64,
+                    buf: IoBuf::zeroed(MIB / 2),
+                };
+                (rt.start(op, None, f as u32).unwrap(), off)
+            })
+            .collect();
+        let mut next = 16 * MIB / 2;
+        while !tickets.is_empty() {
+            let ts: Vec<Ticket> = tickets.iter().map(|t| t.0).collect();
+            let ready = rt.poll(&ts, Some(Duration::from_secs(60))).unwrap();
+            assert!(!ready.is_empty(), "no read finished in a minute");
+            for &i in ready.iter().rev() {
+                let (t, off) = tickets.swap_remove(i);
+                match rt.check(t, false).unwrap() {
+                    Some(Output::Read { buf, bytes }) => {
+                        assert_eq!(bytes, MIB / 2);
+                        assert!(
+                            buf.bytes().unwrap()[..bytes] == pattern(f, off, bytes)[..],
+                            "file {f} at {off}: different bytes"
+                        );
+                    }
+                    o => panic!("{o:?}"),
+                }
+                if next < SIZE {
+                    let op = Op::Read {
+                        ino,
+                        offset: next as u64,
+                        buf: IoBuf::zeroed(MIB / 2),
+                    };
+                    tickets.push((rt.start(op, None, f as u32).unwrap(), next));
+                    next += MIB / 2;
+                }
+            }
+        }
+    }
+    // A result is given once.
+    let t = rt
+        .start(
+            Op::Read {
+                ino: inos[0],
+                offset: 0,
+                buf: IoBuf::zeroed(4096),
+            },
+            None,
+            0,
+        )
+        .unwrap();
+    assert!(rt.check(t, true).unwrap().is_some());
+    assert!(matches!(
+        rt.check(t, false),
+        Err(RuntimeError::UnknownTicket(_))
+    ));
+    // Aligned buffers all the way: every command went to the back end as it was.
+    let st = rt.stats();
+    assert!(st.commands as usize >= FILES * SIZE / (4 * MIB), "{st:?}");
+    assert_eq!(st.bounced, 0);
+    rt.close().unwrap();
+
+    // The bytes are on the image: the blocking driver reads the same after the
+    // clean close.
+    let dev = FileDevice::open(&path, false, LockMode::Shared).unwrap();
+    let mut fs = Fs::open(dev, OpenOptions::read_only()).unwrap();
+    for f in 0..FILES {
+        let ino = fs.resolve(&format!("/cam{f}.ts")).unwrap();
+        assert_eq!(fs.stat(ino).unwrap().size_bytes, SIZE as u64);
+        let mut buf = vec![0; 3 * MIB];
+        let off = 7 * MIB + 4096;
+        assert_eq!(fs.read(ino, off as u64, &mut buf).unwrap(), buf.len());
+        assert!(buf == pattern(f, off, buf.len()), "file {f} after reopen");
+    }
+}
+
+#[test]
+fn io_uring_round_trip_from_many_threads() {
+    if std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled").is_ok_and(|s| s.trim() != "0")
+    {
+        eprintln!("SKIP: io_uring is disabled on this kernel (kernel.io_uring_disabled)");
+        return;
+    }
+    round_trip(Backend::IoUring);
+}
+
+#[test]
+fn thread_pool_round_trip_from_many_threads() {
+    round_trip(Backend::Threads);
+}
+
+#[test]
+fn auto_chooses_io_uring_where_the_kernel_has_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&image(dir.path()), Backend::Auto);
+    let enabled = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled")
+        .map_or(true, |s| s.trim() == "0");
+    if enabled {
+        assert_eq!(rt.backend(), Backend::IoUring);
+    } else {
+        assert_eq!(rt.backend(), Backend::Threads);
+    }
+    rt.close().unwrap();
+}
+
+#[test]
+fn a_read_that_cannot_meet_its_deadline_fails_and_a_late_write_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&image(dir.path()), Backend::Auto);
+    let ino = create(&rt, "late.ts");
+    let past = Instant::now();
+    std::thread::sleep(Duration::from_millis(5));
+    // A write past its deadline is done all the same.
+    let data = IoBuf::from_slice(&pattern(0, 0, MIB));
+    rt.run(
+        Op::Write {
+            ino,
+            offset: 0,
+            data,
+        },
+        Some(past),
+        1,
+    )
+    .unwrap();
+    // A read past its deadline fails with its own error.
+    let r = rt.run(
+        Op::Read {
+            ino,
+            offset: 0,
+            buf: IoBuf::zeroed(MIB),
+        },
+        Some(past),
+        1,
+    );
+    assert!(
+        matches!(r, Err(RuntimeError::Engine(Error::DeadlineMissed { .. }))),
+        "{r:?}"
+    );
+    // Without a deadline the bytes are there.
+    match rt
+        .run(
+            Op::Read {
+                ino,
+                offset: 0,
+                buf: IoBuf::zeroed(MIB),
+            },
+            None,
+            1,
+        )
+        .unwrap()
+    {
+        Output::Read { buf, bytes } => {
+            assert_eq!(bytes, MIB);
+            assert!(buf.bytes().unwrap() == &pattern(0, 0, MIB)[..]);
+        }
+        o => panic!("{o:?}"),
+    }
+    rt.close().unwrap();
+}
+
+#[test]
+fn cancel_withdraws_a_queued_read_or_says_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = open(&image(dir.path()), Backend::Auto);
+    let ino = create(&rt, "c.ts");
+    let data = IoBuf::from_slice(&pattern(3, 0, 8 * MIB));
+    rt.run(
+        Op::Write {
+            ino,
+            offset: 0,
+            data,
+        },
+        None,
+        0,
+    )
+    .unwrap();
+    let tickets: Vec<Ticket> = (0..64)
+        .map(|i| {
+            let op = Op::Read {
+                ino,
+                offset: (i % 8) * MIB as u64,
+                buf: IoBuf::zeroed(MIB),
+            };
+            rt.start(op, None, 0).unwrap()
+        })
+        .collect();
+    let last = *tickets.last().unwrap();
+    let cancelled = rt.cancel(last);
+    eprintln!("cancel of the last of 64 queued reads: {cancelled:?}");
+    for t in &tickets {
+        let r = rt.check(*t, true);
+        if *t == last && cancelled.is_ok() {
+            assert!(
+                matches!(r, Err(RuntimeError::Engine(Error::Cancelled))),
+                "{r:?}"
+            );
+        } else {
+            assert!(
+                matches!(r, Ok(Some(Output::Read { bytes, .. })) if bytes == MIB),
+                "{r:?}"
+            );
+        }
+    }
+    if let Err(e) = &cancelled {
+        // Too late: the read had reached the device (or finished).
+        assert!(
+            e.to_string().contains("not in flight") || e.to_string().contains("device"),
+            "{e}"
+        );
+    }
+    // Nothing left: polling the finished tickets is an error, not a hang.
+    assert!(matches!(
+        rt.poll(&tickets[..1], Some(Duration::from_millis(10))),
+        Err(RuntimeError::UnknownTicket(_))
+    ));
+    rt.close().unwrap();
+}
+
+#[test]
+fn a_second_writer_is_refused_while_the_runtime_holds_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image(dir.path());
+    let rt = open(&path, Backend::Auto);
+    let second = Runtime::open(&path, Options::default());
+    assert!(
+        matches!(second, Err(RuntimeError::Open(_))),
+        "{:?}",
+        second.err()
+    );
+    rt.close().unwrap();
+    open(&path, Backend::Auto).close().unwrap();
+}
