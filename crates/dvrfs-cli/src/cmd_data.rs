@@ -1,18 +1,19 @@
 //! Data commands: `put` and `get`, each a two-stage pipeline.
 //!
 //! `put`: a reader thread fills aligned chunks from the local file and sends them over
-//! a bounded channel; the main thread writes each chunk with one `Fs::write` at a
-//! block-aligned offset. Aligned memory at aligned offsets lets the `O_DIRECT` device
+//! a bounded channel; the main thread starts a write of each chunk at a block-aligned
+//! offset, keeping [`IO_IN_FLIGHT`] of them in flight. Aligned memory at aligned offsets lets the `O_DIRECT` device
 //! write straight from the chunk (no bounce copy), and the local read of chunk k+1
 //! overlaps the device write of chunk k. Chunks go back to the reader for reuse, so the
 //! pipeline holds at most [`PIPELINE_CHUNKS`] chunks of memory whatever the file size.
 //!
-//! `get` is the mirror image: the main thread reads chunks through the engine into
-//! aligned buffers (so the `O_DIRECT` reads land without a bounce copy) and a writer
-//! thread writes them, in file order, to the local file or stdout; [`GET_BUFFERS`]
-//! chunks circulate between them.
+//! `get` is the mirror image: the main thread keeps [`IO_IN_FLIGHT`] chunk reads in
+//! flight into aligned buffers (so the `O_DIRECT` reads land without a bounce copy) and
+//! a writer thread writes the chunks, in file order, to the local file or stdout;
+//! [`GET_BUFFERS`] chunks circulate between them.
 //!
-//! Both go through the engine (`Fs`, the blocking driver), as best-effort traffic.
+//! Both go through the runtime (`dvrfs-runtime`: the engine with io_uring, or its
+//! thread pool), as best-effort traffic (no deadline).
 //!
 //! Failure: `put` checks free space before it creates anything; if anything fails later
 //! it unlinks the partial file and commits, so no partial file is left behind. `get`
@@ -23,6 +24,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::thread;
 use std::time::Instant;
@@ -30,23 +32,29 @@ use std::time::Instant;
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::device::AlignedBuf;
 use dvrfs_core::format::dir::Kind;
-use dvrfs_core::{Error as CoreError, IoBuf};
+use dvrfs_core::{Error as CoreError, IoBuf, Op, Output, Volume};
+use dvrfs_runtime::{Runtime, Ticket};
 
 use crate::args::{GetArgs, PutArgs};
 use crate::cmd_files::basename;
 use crate::error::{local_io, CliError, CliResult};
 use crate::output::{human_bytes, mb_per_s, progress};
-use crate::target::{now_ns, open_fs, Access, DevFs};
+use crate::target::{open_runtime, Access};
 
 /// Bytes per pipeline chunk. Every data block size is a power of two from 64 KiB to
 /// 1 GiB, so this is either a multiple of the block size (blocks up to 16 MiB) or a
 /// divisor of it; in both cases every chunk starts 4 KiB-aligned, and a chunk that
 /// covers whole blocks is written without a bounce copy.
 pub const CHUNK_BYTES: usize = 16 << 20;
-/// Chunks in flight: one being filled, one being written, one queued between them.
-pub const PIPELINE_CHUNKS: usize = 3;
-/// Buffers `get` circulates: one being read, one being written, one queued.
-const GET_BUFFERS: usize = 3;
+/// Device reads or writes kept in flight in the runtime.
+pub const IO_IN_FLIGHT: usize = 2;
+/// Chunks in flight: one being filled, one queued, [`IO_IN_FLIGHT`] being written.
+pub const PIPELINE_CHUNKS: usize = 2 + IO_IN_FLIGHT;
+/// Buffers `get` circulates: [`IO_IN_FLIGHT`] being read, one queued, one being
+/// written out.
+const GET_BUFFERS: usize = 2 + IO_IN_FLIGHT;
+/// Owner id of the data commands' operations.
+const OWNER: u32 = 0;
 /// Full chunks that may wait in the channel.
 const CHANNEL_DEPTH: usize = 1;
 
@@ -77,7 +85,7 @@ fn thread_died(what: &str) -> CliError {
 }
 
 /// Where `put` stores the file: the parent directory and the name in it.
-fn put_destination(fs: &DevFs, path: &str, local: &Path) -> CliResult<(Ino, Vec<u8>, String)> {
+fn put_destination(fs: &Volume, path: &str, local: &Path) -> CliResult<(Ino, Vec<u8>, String)> {
     match fs.resolve(path) {
         Ok(ino) if fs.stat(ino)?.kind == Kind::Dir => {
             let name = local.file_name().ok_or_else(|| {
@@ -124,12 +132,14 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
         );
     }
     let size_bytes = meta.len();
-    let mut fs = open_fs(&a.target, Access::Write)?;
-    let (parent, name, shown) = put_destination(&fs, &a.path, local)?;
+    let rt = open_runtime(&a.target, Access::Write)?;
+    let (path, local_path) = (a.path.clone(), local.to_path_buf());
+    let (parent, name, shown, bs, free_bytes) = rt.query(move |v| -> CliResult<_> {
+        let (parent, name, shown) = put_destination(v, &path, &local_path)?;
+        Ok((parent, name, shown, v.superblock().data_block_bytes, v.free_bytes()))
+    })??;
     // The whole file must fit before anything is created.
-    let bs = fs.superblock().data_block_bytes;
     let need_bytes = size_bytes.div_ceil(bs) * bs;
-    let free_bytes = fs.free_bytes();
     if need_bytes > free_bytes {
         return Err(CoreError::NoSpace {
             need_bytes,
@@ -138,20 +148,22 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
         .into());
     }
     let started = Instant::now();
-    let ino = fs.create(
+    let create = Op::Create {
         parent,
-        &name,
-        meta.mode() & 0o7777,
-        meta.uid(),
-        meta.gid(),
-        now_ns(),
-    )?;
+        name: name.clone(),
+        perm: meta.mode() & 0o7777,
+        uid: meta.uid(),
+        gid: meta.gid(),
+    };
+    let Output::Ino(ino) = rt.run(create, None, OWNER)? else {
+        unreachable!("a create returns the new inode")
+    };
     let pb = progress(size_bytes, true, "put");
-    match put_pipeline(&mut fs, ino, file, local, &pb) {
+    match put_pipeline(&rt, ino, file, local, &pb) {
         Ok(written) => {
             pb.finish_and_clear();
-            fs.close_file(ino);
-            fs.close()?;
+            rt.run(Op::CloseFile { ino }, None, OWNER)?;
+            rt.close()?;
             let elapsed = started.elapsed();
             eprintln!(
                 "put: {} ({written} bytes) from {} to {shown} in {:.2} s ({:.1} MB/s)",
@@ -166,10 +178,13 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
             pb.abandon();
             // Take the partial file away again; report the first failure, and any
             // failure of the clean-up as part of it.
-            fs.close_file(ino);
-            let cleanup = fs.unlink(parent, &name, now_ns()).and_then(|()| fs.sync());
+            let _ = rt.run(Op::CloseFile { ino }, None, OWNER);
+            let cleanup = rt
+                .run(Op::Unlink { parent, name }, None, OWNER)
+                .and_then(|_| rt.run(Op::Fsync, Some(std::time::Instant::now()), OWNER))
+                .and_then(|_| rt.close());
             match cleanup {
-                Ok(()) => Err(e.hint(format!("nothing was stored: the partial file {shown} was removed"))),
+                Ok(_) => Err(e.hint(format!("nothing was stored: the partial file {shown} was removed"))),
                 Err(c) => Err(e.hint(format!(
                     "removing the partial file {shown} failed too ({c}); run `dvrfs fsck --repair {}`",
                     a.target.display()
@@ -181,7 +196,7 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
 
 /// Streams `file` into inode `ino`; returns the bytes written.
 fn put_pipeline(
-    fs: &mut DevFs,
+    rt: &Runtime,
     ino: Ino,
     mut file: File,
     local: &Path,
@@ -217,7 +232,7 @@ fn put_pipeline(
             }
         })
         .map_err(|e| CliError::new(format!("cannot start the reader thread: {e}")))?;
-    let result = write_chunks(fs, ino, &full_rx, &free_tx, local, pb);
+    let result = write_chunks(rt, ino, &full_rx, &free_tx, local, pb);
     // Unblock and collect the reader whatever happened.
     drop(full_rx);
     drop(free_tx);
@@ -228,37 +243,59 @@ fn put_pipeline(
 }
 
 fn write_chunks(
-    fs: &mut DevFs,
+    rt: &Runtime,
     ino: Ino,
     full_rx: &Receiver<io::Result<Chunk>>,
     free_tx: &Sender<AlignedBuf>,
     local: &Path,
     pb: &indicatif::ProgressBar,
 ) -> CliResult<u64> {
+    // (write, its length, whether its buffer is a pipeline chunk to hand back)
+    let mut in_flight: VecDeque<(Ticket, usize, bool)> = VecDeque::new();
     let mut written = 0u64;
-    for msg in full_rx.iter() {
-        let chunk = msg.map_err(|e| local_io(local, "error reading", e))?;
-        let now = now_ns();
-        let len = chunk.len;
-        // A full chunk goes to the engine as it is (no copy) and comes back for reuse;
-        // the short last one is copied into a buffer of its own length.
-        let buf = if len == chunk.buf.len() {
-            let IoBuf::Mem(buf) =
-                fs.write_buf(ino, chunk.offset_bytes, IoBuf::Mem(chunk.buf), now)?
-            else {
-                unreachable!("a memory buffer comes back as one")
-            };
-            buf
-        } else {
-            fs.write(ino, chunk.offset_bytes, &chunk.buf[..len], now)?;
-            chunk.buf
-        };
-        fs.tick()?;
+    let mut finish = |in_flight: &mut VecDeque<(Ticket, usize, bool)>| -> CliResult<()> {
+        let (t, len, reuse) = in_flight.pop_front().expect("a write in flight");
+        let out = rt.check(t, true)?;
+        if let (true, Some(Output::Write { data: IoBuf::Mem(buf) })) = (reuse, out) {
+            let _ = free_tx.send(buf);
+        }
         written += len as u64;
         pb.set_position(written);
-        let _ = free_tx.send(buf);
+        Ok(())
+    };
+    let result = (|| -> CliResult<()> {
+        for msg in full_rx.iter() {
+            let chunk = msg.map_err(|e| local_io(local, "error reading", e))?;
+            if in_flight.len() == IO_IN_FLIGHT {
+                finish(&mut in_flight)?;
+            }
+            let len = chunk.len;
+            // A full chunk goes to the engine as it is (no copy) and comes back for
+            // reuse; the short last one is copied into a buffer of its own length.
+            let (data, reuse) = if len == chunk.buf.len() {
+                (IoBuf::Mem(chunk.buf), true)
+            } else {
+                let d = IoBuf::from_slice(&chunk.buf[..len]);
+                let _ = free_tx.send(chunk.buf);
+                (d, false)
+            };
+            let op = Op::Write {
+                ino,
+                offset: chunk.offset_bytes,
+                data,
+            };
+            in_flight.push_back((rt.start(op, None, OWNER)?, len, reuse));
+        }
+        while !in_flight.is_empty() {
+            finish(&mut in_flight)?;
+        }
+        Ok(())
+    })();
+    // On a failure, let the writes already started end before the clean-up.
+    for (t, _, _) in in_flight.drain(..) {
+        let _ = rt.check(t, true);
     }
-    Ok(written)
+    result.map(|()| written)
 }
 
 /// Where `get` writes: stdout, or a local file (created or truncated).
@@ -268,9 +305,12 @@ enum Sink {
 }
 
 pub fn get(a: &GetArgs) -> CliResult<u8> {
-    let mut fs = open_fs(&a.target, Access::Read)?;
-    let ino = fs.resolve(&a.path)?;
-    let st = fs.stat(ino)?;
+    let rt = open_runtime(&a.target, Access::Read)?;
+    let path = a.path.clone();
+    let (ino, st) = rt.query(move |v| -> Result<_, CoreError> {
+        let ino = v.resolve(&path)?;
+        Ok((ino, v.stat(ino)?))
+    })??;
     if st.kind != Kind::File {
         return Err(CliError::new(format!("{} is not a regular file", a.path))
             .hint("get copies one file; list a directory with `dvrfs ls`"));
@@ -288,7 +328,11 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
         Sink::File(p) => Box::new(File::create(p).map_err(|e| local_io(p, "cannot create", e))?),
     };
     let pb = progress(st.size_bytes, true, "get");
-    let result = get_pipeline(&mut fs, ino, st.size_bytes, &mut *out, &sink, &pb);
+    let result = get_pipeline(&rt, ino, st.size_bytes, &mut *out, &sink, &pb);
+    let result = result.and_then(|n| {
+        rt.close()?;
+        Ok(n)
+    });
     match (&result, &sink) {
         (Ok(n), _) => {
             pb.finish_and_clear();
@@ -327,10 +371,11 @@ fn sink_io(sink: &Sink, e: io::Error) -> CliError {
 
 /// Streams `size_bytes` of inode `ino` to `out`; returns the bytes copied.
 ///
-/// This thread reads chunk `k + 1` through the engine while a writer thread writes
-/// chunk `k` to the sink; [`GET_BUFFERS`] aligned buffers circulate between them.
+/// This thread keeps [`IO_IN_FLIGHT`] chunk reads in flight in the runtime while a
+/// writer thread writes the finished chunks, in order, to the sink; [`GET_BUFFERS`]
+/// aligned buffers circulate between them.
 fn get_pipeline(
-    fs: &mut DevFs,
+    rt: &Runtime,
     ino: Ino,
     size_bytes: u64,
     out: &mut (dyn Write + Send),
@@ -357,18 +402,56 @@ fn get_pipeline(
             Ok(copied)
         });
         let mut read_err = None;
-        for k in 0..chunks {
-            let Ok(buf) = free_rx.recv() else { break };
-            let offset_bytes = k * chunk_bytes;
-            let want = (size_bytes - offset_bytes).min(chunk_bytes) as usize;
-            let buf = IoBuf::Mem(buf);
-            match fs.read_buf(ino, offset_bytes, buf) {
-                Ok((IoBuf::Mem(buf), n)) if n >= want => {
+        // (read, its offset, the bytes wanted)
+        let mut in_flight: VecDeque<(Ticket, u64, usize)> = VecDeque::new();
+        let mut k = 0;
+        while k < chunks || !in_flight.is_empty() {
+            // Start reads while buffers are free (waiting for one only when no read
+            // is in flight).
+            while k < chunks && in_flight.len() < IO_IN_FLIGHT {
+                let buf = if in_flight.is_empty() {
+                    free_rx.recv().ok()
+                } else {
+                    free_rx.try_recv().ok()
+                };
+                let Some(buf) = buf else { break };
+                let offset_bytes = k * chunk_bytes;
+                let want = (size_bytes - offset_bytes).min(chunk_bytes) as usize;
+                let op = Op::Read {
+                    ino,
+                    offset: offset_bytes,
+                    buf: IoBuf::Mem(buf),
+                };
+                match rt.start(op, None, OWNER) {
+                    Ok(t) => in_flight.push_back((t, offset_bytes, want)),
+                    Err(e) => {
+                        read_err = Some(e.into());
+                        break;
+                    }
+                }
+                k += 1;
+            }
+            if read_err.is_some() {
+                break;
+            }
+            let Some((t, offset_bytes, want)) = in_flight.pop_front() else {
+                // No buffer came back: the writer has stopped (its error is reported).
+                break;
+            };
+            match rt.check(t, true) {
+                Ok(Some(Output::Read {
+                    buf: IoBuf::Mem(buf),
+                    bytes,
+                })) if bytes >= want => {
                     if full_tx.send((buf, want)).is_err() {
                         break;
                     }
                 }
-                Ok((_, n)) => {
+                Ok(o) => {
+                    let n = match o {
+                        Some(Output::Read { bytes, .. }) => bytes,
+                        _ => 0,
+                    };
                     read_err = Some(CliError::new(format!(
                         "short read of inode {ino} at byte {offset_bytes}: {n} of {want} bytes (a dvrfs bug)"
                     )));
@@ -379,6 +462,10 @@ fn get_pipeline(
                     break;
                 }
             }
+        }
+        // Reads still running end before their buffers go.
+        for (t, _, _) in in_flight.drain(..) {
+            let _ = rt.check(t, true);
         }
         drop(full_tx);
         let copied = writer.join().map_err(|_| thread_died("writer"))??;

@@ -148,6 +148,24 @@ impl From<CoreError> for CliError {
     }
 }
 
+impl From<dvrfs_runtime::RuntimeError> for CliError {
+    fn from(e: dvrfs_runtime::RuntimeError) -> CliError {
+        use dvrfs_runtime::RuntimeError as R;
+        let t = target();
+        match e {
+            R::Engine(e) => e.into(),
+            R::Open(e) => e.into(),
+            R::Io(e) => CliError::new(format!("I/O error on {t}: {e}"))
+                .hint(format!("check the device and the kernel log (dmesg), then run `dvrfs fsck {t}`")),
+            R::Stopped(why) => CliError::new(format!("the dvrfs runtime on {t} stopped: {why}"))
+                .hint(format!("check the device, then run `dvrfs fsck {t}`")),
+            R::UnknownTicket(id) => CliError::new(format!(
+                "operation {id} is unknown to the runtime (a dvrfs bug)"
+            )),
+        }
+    }
+}
+
 impl From<OpenError> for CliError {
     fn from(e: OpenError) -> CliError {
         match e {

@@ -45,6 +45,17 @@ pub fn open_fs(path: &Path, access: Access) -> CliResult<DevFs> {
     )?)
 }
 
+/// Opens the file system on `path` in the runtime (io_uring, or its thread pool), for
+/// the data commands.
+pub fn open_runtime(path: &Path, access: Access) -> CliResult<dvrfs_runtime::Runtime> {
+    let dev = open_device(path, access)?;
+    let opts = dvrfs_runtime::Options {
+        writable: access == Access::Write,
+        ..dvrfs_runtime::Options::default()
+    };
+    Ok(dvrfs_runtime::Runtime::with_device(dev, opts)?)
+}
+
 /// Wall-clock time in nanoseconds since the Unix epoch (0 for a clock before 1970).
 pub fn now_ns() -> i64 {
     SystemTime::now()

@@ -194,6 +194,12 @@ impl Runtime {
             LockMode::Shared
         };
         let dev = FileDevice::open(path, opts.writable, lock)?;
+        Self::with_device(dev, opts)
+    }
+
+    /// As [`Runtime::open`], on a device the caller opened (`opts.writable` must match
+    /// how it was opened).
+    pub fn with_device(dev: FileDevice, opts: Options) -> Result<Runtime> {
         let open_opts = if opts.writable {
             OpenOptions::writable()
         } else {
