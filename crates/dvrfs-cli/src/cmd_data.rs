@@ -19,12 +19,12 @@
 //! it unlinks the partial file and commits, so no partial file is left behind. `get`
 //! removes a partial local file.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::collections::VecDeque;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::thread;
 use std::time::Instant;
@@ -136,7 +136,13 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
     let (path, local_path) = (a.path.clone(), local.to_path_buf());
     let (parent, name, shown, bs, free_bytes) = rt.query(move |v| -> CliResult<_> {
         let (parent, name, shown) = put_destination(v, &path, &local_path)?;
-        Ok((parent, name, shown, v.superblock().data_block_bytes, v.free_bytes()))
+        Ok((
+            parent,
+            name,
+            shown,
+            v.superblock().data_block_bytes,
+            v.free_bytes(),
+        ))
     })??;
     // The whole file must fit before anything is created.
     let need_bytes = size_bytes.div_ceil(bs) * bs;
@@ -256,7 +262,13 @@ fn write_chunks(
     let mut finish = |in_flight: &mut VecDeque<(Ticket, usize, bool)>| -> CliResult<()> {
         let (t, len, reuse) = in_flight.pop_front().expect("a write in flight");
         let out = rt.check(t, true)?;
-        if let (true, Some(Output::Write { data: IoBuf::Mem(buf) })) = (reuse, out) {
+        if let (
+            true,
+            Some(Output::Write {
+                data: IoBuf::Mem(buf),
+            }),
+        ) = (reuse, out)
+        {
             let _ = free_tx.send(buf);
         }
         written += len as u64;

@@ -291,6 +291,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
     let free_bytes = fs.free_bytes();
     let region = |offset: u64, length: u64| json!({ "offset": offset, "length": length });
     let load = fs.load_report();
+    let (backend, no_uring) = dvrfs_runtime::available_backend();
     let v = json!({
         "target": target.display().to_string(),
         "version": FORMAT_VERSION,
@@ -313,6 +314,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         "created_ns": sb.created_ns,
         "last_txn": sb.last_txn,
         "superblock_from": load.superblock_from,
+        "io_backend": backend.name(),
         "regions": {
             "primary": region(0, sb.meta_blocks * mb),
             "journal": region(sb.journal_start * mb, sb.journal_blocks * mb),
@@ -364,6 +366,13 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         info.dirs
     );
     outln!("  commit interval  {} ms", sb.commit_interval_ms);
+    match &no_uring {
+        None => outln!("  I/O back end     {} (put, get)", backend.name()),
+        Some(why) => outln!(
+            "  I/O back end     {} (put, get; no io_uring: {why})",
+            backend.name()
+        ),
+    }
     outln!("  regions          offset .. end (length)");
     for (name, off, len) in [
         ("primary", 0, sb.meta_blocks * mb),

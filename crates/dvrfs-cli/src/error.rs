@@ -155,8 +155,9 @@ impl From<dvrfs_runtime::RuntimeError> for CliError {
         match e {
             R::Engine(e) => e.into(),
             R::Open(e) => e.into(),
-            R::Io(e) => CliError::new(format!("I/O error on {t}: {e}"))
-                .hint(format!("check the device and the kernel log (dmesg), then run `dvrfs fsck {t}`")),
+            R::Io(e) => CliError::new(format!("I/O error on {t}: {e}")).hint(format!(
+                "check the device and the kernel log (dmesg), then run `dvrfs fsck {t}`"
+            )),
             R::Stopped(why) => CliError::new(format!("the dvrfs runtime on {t} stopped: {why}"))
                 .hint(format!("check the device, then run `dvrfs fsck {t}`")),
             R::UnknownTicket(id) => CliError::new(format!(

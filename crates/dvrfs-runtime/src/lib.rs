@@ -70,6 +70,15 @@ impl Backend {
     }
 }
 
+/// The back end [`Backend::Auto`] would choose on this kernel, and why not io_uring
+/// when it is the thread pool.
+pub fn available_backend() -> (Backend, Option<String>) {
+    match uring::probe() {
+        Ok(()) => (Backend::IoUring, None),
+        Err(why) => (Backend::Threads, Some(why)),
+    }
+}
+
 /// How to open a runtime.
 pub struct Options {
     pub writable: bool,

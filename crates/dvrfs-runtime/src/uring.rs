@@ -55,15 +55,26 @@ pub(crate) fn wake(efd: RawFd) {
     }
 }
 
+/// Whether a ring as the runtime needs it can be set up here; why not, if not.
+pub(crate) fn probe() -> Result<(), String> {
+    ring(8).map(|_| ()).map_err(|e| e.to_string())
+}
+
+fn ring(entries: u32) -> io::Result<IoUring> {
+    let ring = IoUring::new(entries)
+        .map_err(|e| io::Error::new(e.kind(), format!("io_uring_setup: {e}")))?;
+    if !ring.params().is_feature_ext_arg() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "io_uring without IORING_FEAT_EXT_ARG (Linux 5.11)",
+        ));
+    }
+    Ok(ring)
+}
+
 impl Uring {
     pub(crate) fn new(fd: RawFd, depth: u32) -> io::Result<Uring> {
-        let ring = IoUring::new((4 * depth).clamp(16, 1024).next_power_of_two())?;
-        if !ring.params().is_feature_ext_arg() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "io_uring without IORING_FEAT_EXT_ARG (Linux 5.11)",
-            ));
-        }
+        let ring = ring((4 * depth).clamp(16, 1024).next_power_of_two())?;
         // SAFETY: `eventfd` takes no pointers; a non-negative result is a new
         // descriptor owned here alone.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
