@@ -127,10 +127,6 @@ pub(crate) struct Rules {
     /// `mixer` (fix 9): a saturated batch serves a best-effort request its sweep
     /// passes, as C-SCAN over every request would.
     pub be_in_sweep: bool,
-    /// `mixer` (fix 10): in a saturated batch, a request that can still wait this many
-    /// sweeps (the estimated work of everything queued, per sweep) plus the margin
-    /// waits, so its stream's next requests can merge into it; 0 = never.
-    pub defer_sweeps: u64,
 }
 
 /// The hold under light load (fix 7 of `mixer`).
@@ -165,9 +161,6 @@ pub struct MixerStats {
     pub to_heavy: u64,
     /// Best-effort requests a saturated batch served as its sweep passed them.
     pub be_in_sweep: u64,
-    /// Times a saturated batch had nothing due this sweep (fix 10) and waited or
-    /// served best effort instead.
-    pub deferred: u64,
 }
 
 /// The shared engine of `avfs` and `mixer`.
@@ -419,35 +412,15 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         } else {
             u64::MAX
         };
-        let next = if bound != u64::MAX {
-            self.stats.reduced_dispatches += 1;
-            self.batch.cscan_next_td_below(self.sweep_lba(), bound)
-        } else if self.batch_saturated && self.rules.defer_sweeps > 0 {
-            // Fix 10: the sweep serves only what could not wait `defer_sweeps` more
-            // sweeps (each the estimated work of the queue) and the margin; the rest
-            // stays, and its streams' next requests merge into it.
-            let (_, work) = self.batch_hold_and_work(now_ns).expect("non-empty batch");
-            let work = work.saturating_add(self.be_reserve_ns(work)).max(0) as u64;
-            let wait_ns = work
-                .saturating_mul(self.rules.defer_sweeps)
-                .saturating_add(m);
-            let due = self
-                .batch
-                .cscan_next_td_below(self.sweep_lba(), now_ns.saturating_add(wait_ns));
-            if due.is_none() {
-                self.stats.deferred += 1;
-                if let Some(key) = self.be_next(now_ns) {
-                    return Some(self.send_be(key, now_ns));
-                }
-                return Some(Pick::Wait {
-                    until_ns: Some(earliest.saturating_sub(wait_ns).max(now_ns + 1)),
-                });
-            }
+        if bound == u64::MAX {
             self.stats.cscan_dispatches += 1;
-            due
         } else {
-            self.stats.cscan_dispatches += 1;
+            self.stats.reduced_dispatches += 1;
+        }
+        let next = if bound == u64::MAX {
             self.batch.cscan_next(self.sweep_lba())
+        } else {
+            self.batch.cscan_next_td_below(self.sweep_lba(), bound)
         };
         let next = *next.expect("window holds the earliest request");
         let r = self
@@ -771,7 +744,6 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             ("saturated_batches", s.saturated_batches),
             ("desaturations", s.desaturations),
             ("be_in_sweep", s.be_in_sweep),
-            ("deferred", s.deferred),
         ]
     }
 }
@@ -793,7 +765,6 @@ impl<E: ServiceEstimate> Avfs<E> {
             light_load: None,
             saturated_load_percent: 0,
             be_in_sweep: false,
-            defer_sweeps: 0,
         };
         Self(TrafficMixer::new(settings, rules, Eq1(est)))
     }

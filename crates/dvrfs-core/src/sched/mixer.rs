@@ -97,19 +97,6 @@
 //!    is served as the sweep passes it, for its transfer time only. With a greedy
 //!    reader beside 15 streams on zrr (seeds 1-10) best effort got 19.8 Mbit/s instead
 //!    of 18.8, with the same margins.
-//! 10. **A saturated sweep defers what can wait.** A recording's writes arrive one
-//!     request at a time. C-SCAN serves each as the sweep passes it, so at saturation
-//!     every write is a command of its own with its own rotational wait (about half a
-//!     revolution, more than the seek on a dense NVR queue). In a saturated batch the
-//!     sweep serves only the requests whose deadline is within [`DEFER_SWEEPS`] sweeps
-//!     (each estimated as the work of the whole queue, with the best-effort share) plus
-//!     the margin; the others stay queued and the stream's next requests merge into
-//!     them. On `nvr-8t` with 4 Mbit/s recordings beside two 8 Mbit/s playbacks
-//!     (10 minutes) this took the mixer from about 190 streams to 205 (deadline 193,
-//!     C-SCAN 190): 41,200 commands instead of 47,500 at 190 streams. Linux's deadline
-//!     elevator gets part of this by accident, letting writes wait up to 5 s. One
-//!     sweep is too few (173: deferred requests come due together) and three too many
-//!     (195).
 //!
 //! Everything else (windows, EDF for urgent requests, failing late reads, best-effort
 //! aging, O(log n) hold time) is `avfs` unchanged.
@@ -151,10 +138,6 @@ pub const SATURATION_GAP_PERCENT: u64 = 0;
 /// (fix 8).
 pub const SATURATED_LOAD_PERCENT: u64 = 80;
 
-/// Fix 10: in a saturated batch a request waits while it could still wait this many
-/// sweeps (and the margin). 1 gave 173 streams on the NVR workload, 2 gave 205, 3 195.
-pub const DEFER_SWEEPS: u64 = 2;
-
 /// How far (sectors) a read may start before the end of the previous one and still
 /// continue its run (fix 6). 8: one 4 KiB page of 512-byte sectors, the rounding of the
 /// file system's block-boundary parts.
@@ -179,7 +162,6 @@ impl<E: ServiceEstimate> Mixer<E> {
             }),
             saturated_load_percent: SATURATED_LOAD_PERCENT,
             be_in_sweep: true,
-            defer_sweeps: DEFER_SWEEPS,
         };
         Self(TrafficMixer::new(settings, rules, est))
     }
@@ -352,32 +334,6 @@ mod tests {
     }
 
     #[test]
-    fn a_saturated_batch_defers_what_can_wait_another_two_sweeps() {
-        let est = LinearEstimate::default();
-        // At 0 the disk counts as busy (fix 8): the batch is saturated.
-        let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
-        // A recording's write right ahead of the head, 10 s from its deadline, and a
-        // read further on that is due now.
-        s.insert(rt(1, 1_000, 1024, 10_000 * MS, true), 0);
-        s.insert(rt(2, 5_000_000, 1024, 520 * MS, false), 0);
-        assert_eq!(id_of(s.dispatch(0)), 2);
-        assert_eq!(s.stats().saturated_batches, 1);
-        s.complete(2, 20 * MS);
-        // Only the write is left, with seconds to spare: the batch is light again and
-        // goes back to holding (fix 2) rather than serving it now.
-        assert!(matches!(
-            s.dispatch(20 * MS),
-            Pick::Wait { until_ns: Some(u) } if u > 9_000 * MS
-        ));
-        assert_eq!(s.stats().desaturations, 1);
-        // avfs has no such rule: it serves the write first, in C-SCAN order.
-        let mut a = Direct::new(Avfs::new(&SchedSettings::default(), est));
-        a.insert(rt(1, 1_000, 1024, 10_000 * MS, true), 0);
-        a.insert(rt(2, 5_000_000, 1024, 520 * MS, false), 0);
-        assert_eq!(id_of(a.dispatch(0)), 1);
-    }
-
-    #[test]
     fn a_back_to_back_batch_is_saturated_takes_every_arrival_and_then_holds_again() {
         let est = LinearEstimate::default();
         let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
@@ -434,19 +390,15 @@ mod tests {
     fn an_overlapping_read_rides_along_with_the_command_just_sent() {
         let est = LinearEstimate::default();
         let mut s = Direct::new(Mixer::new(&SchedSettings::default(), est));
-        heavy_at(&mut s, IDLE);
-        let first = match s.dispatch(IDLE) {
+        heavy(&mut s);
+        let first = match s.dispatch(0) {
             Pick::Dispatch(r) => r,
             d => panic!("{d:?}"),
         };
-        assert_eq!(s.stats().saturated_batches, 0);
         // Starts 4 sectors before the end of the command in flight, late deadline.
-        s.insert(
-            rt(1000, first.end_lba() - 4, 1024, IDLE + 9_000 * MS, false),
-            IDLE,
-        );
+        s.insert(rt(1000, first.end_lba() - 4, 1024, 9_000 * MS, false), 0);
         assert_eq!(s.stats().joined, 1);
-        s.complete(first.id, IDLE + 10 * MS);
-        assert_eq!(id_of(s.dispatch(IDLE + 10 * MS)), 1000);
+        s.complete(first.id, 10 * MS);
+        assert_eq!(id_of(s.dispatch(10 * MS)), 1000);
     }
 }
