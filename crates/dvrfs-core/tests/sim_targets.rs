@@ -153,8 +153,9 @@ fn at_8r0w_the_mixer_gives_a_greedy_reader_twice_the_baselines() {
 /// counted run, and on no seed is the mixer's `--find-max` more than one stream below
 /// another policy's. The issue asks for "at least every other policy on every seed";
 /// at the edge a single miss decides between two counts, and the mixer still loses
-/// one zrr seed to C-SCAN by one stream (seed 7: 15 against 16; the sums over the ten
-/// seeds are 152 and 153). The losses and sums are printed here and listed in
+/// one zrr seed to C-SCAN by one stream (seed 2: 15 against 16; the sums over the ten
+/// seeds are 152 and 153; the one-hour runs of `docs/results.md` lose seq seed 5
+/// instead). The losses and sums are printed here and listed in
 /// `docs/results.md`; the issue stays open on this point. Also the best
 /// run comes within 80% of the bandwidth bound (less the share).
 #[test]
