@@ -121,7 +121,7 @@ w("utilization fell by up to 7 points, most with recordings (0r2w to 6r2w, 5 to 
 w("merged writes add to it, change 1). C-SCAN's utilization is unchanged except at 8r0w (4 points")
 w("less: read-ahead hits, change 2). cfq-like's rose by up to 12 points (6r2w): it no longer idles")
 w("for a stream's next request (change 4), which built longer runs at the price of an idle disk")
-w("with work waiting; its capacity rose (section 7). deadline-like moved by -4 to +1 points.")
+w("with work waiting. deadline-like moved by -4 to +1 points.")
 w()
 os.makedirs(PLOTS, exist_ok=True)
 import tempfile, math
