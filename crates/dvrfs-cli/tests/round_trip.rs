@@ -68,7 +68,10 @@ fn put_get_round_trip_of_256_mib_is_bit_identical() {
     assert_eq!(n("size_bytes"), 512 << 20);
     assert_eq!(n("block_size"), 4 << 20);
     assert_eq!(v["alloc"], "zrr");
-    assert!(v["io_backend"] == "io_uring" || v["io_backend"] == "threads", "{v}");
+    assert!(
+        v["io_backend"] == "io_uring" || v["io_backend"] == "threads",
+        "{v}"
+    );
     assert_eq!(n("files"), 1);
     assert!(n("used_bytes") >= FILE_BYTES, "{v}");
     assert_eq!(
