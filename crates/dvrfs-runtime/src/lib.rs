@@ -33,6 +33,27 @@
 //! take (a buffer not aligned to the sector size) makes its whole command go through
 //! the device's own bounce path, synchronously, in the dispatcher.
 
+//!
+//! ```no_run
+//! use dvrfs_core::{IoBuf, Op, Output};
+//! use dvrfs_runtime::{Options, Runtime};
+//! use std::time::{Duration, Instant};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let rt = Runtime::open("cam.img".as_ref(), Options::default())?;
+//! let root = rt.query(|v| v.resolve("/"))??;
+//! let create = Op::Create { parent: root, name: b"cam1.ts".to_vec(), perm: 0o644, uid: 0, gid: 0 };
+//! let Output::Ino(ino) = rt.run(create, None, 0)? else { unreachable!() };
+//! // A recorder's write: 512 KiB, due within two seconds (owner 1 = this stream).
+//! let data = IoBuf::from_slice(&[0u8; 512 << 10]);
+//! let t = rt.start(Op::Write { ino, offset: 0, data }, Some(Instant::now() + Duration::from_secs(2)), 1)?;
+//! // ... more requests ...
+//! rt.check(t, true)?; // waits; `check(t, false)` only looks
+//! rt.close()?; // commits and marks the journal clean
+//! # Ok(())
+//! # }
+//! ```
+
 use dvrfs_core::device::Device;
 use dvrfs_core::engine::{DevCommand, DevKind, Now};
 use dvrfs_core::fs::OpenOptions;
