@@ -261,7 +261,7 @@ fn write_chunks(
     let mut written = 0u64;
     let mut finish = |in_flight: &mut VecDeque<(Ticket, usize, bool)>| -> CliResult<()> {
         let (t, len, reuse) = in_flight.pop_front().expect("a write in flight");
-        let out = rt.check(t, true)?;
+        let out = rt.check(t, true)?.map(|d| d.output);
         if let (
             true,
             Some(Output::Write {
@@ -450,7 +450,7 @@ fn get_pipeline(
                 // No buffer came back: the writer has stopped (its error is reported).
                 break;
             };
-            match rt.check(t, true) {
+            match rt.check(t, true).map(|d| d.map(|d| d.output)) {
                 Ok(Some(Output::Read {
                     buf: IoBuf::Mem(buf),
                     bytes,

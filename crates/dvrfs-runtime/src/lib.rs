@@ -48,7 +48,8 @@
 //! let data = IoBuf::from_slice(&[0u8; 512 << 10]);
 //! let t = rt.start(Op::Write { ino, offset: 0, data }, Some(Instant::now() + Duration::from_secs(2)), 1)?;
 //! // ... more requests ...
-//! rt.check(t, true)?; // waits; `check(t, false)` only looks
+//! let done = rt.check(t, true)?.expect("waited"); // `check(t, false)` only looks
+//! assert!(!done.late, "the write finished after its deadline");
 //! rt.close()?; // commits and marks the journal clean
 //! # Ok(())
 //! # }
@@ -147,6 +148,18 @@ pub type Result<T> = std::result::Result<T, RuntimeError>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Ticket(pub OpId);
 
+/// A finished operation, as [`Runtime::check`] gives it.
+#[derive(Debug)]
+pub struct Done {
+    pub output: Output,
+    /// It had a deadline and finished after it: a write is done all the same (never
+    /// dropped), and this says it was late; a late read fails instead.
+    pub late: bool,
+    /// When it was started and when it finished, ns of [`Runtime::now_ns`].
+    pub submit_ns: u64,
+    pub done_ns: u64,
+}
+
 type Query = Box<dyn FnOnce(&Engine) + Send>;
 
 enum Msg {
@@ -170,7 +183,7 @@ enum Msg {
 /// Results of finished operations, waiting for their callers.
 #[derive(Default)]
 struct Table {
-    done: HashMap<OpId, dvrfs_core::Result<Output>>,
+    done: HashMap<OpId, dvrfs_core::Result<Done>>,
     /// Started and not yet finished.
     running: std::collections::HashSet<OpId>,
     /// Why the dispatcher stopped, once it has.
@@ -361,7 +374,7 @@ impl Runtime {
 
     /// The operation's result if it has finished (AVFS `aio_check`); with `wait`,
     /// waits for it. A result is given once.
-    pub fn check(&self, t: Ticket, wait: bool) -> Result<Option<Output>> {
+    pub fn check(&self, t: Ticket, wait: bool) -> Result<Option<Done>> {
         let mut table = self.shared.lock();
         loop {
             if let Some(r) = table.done.remove(&t.0) {
@@ -387,7 +400,10 @@ impl Runtime {
     /// Runs one operation to its end.
     pub fn run(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Output> {
         let t = self.start(op, deadline, owner)?;
-        Ok(self.check(t, true)?.expect("a waited result is present"))
+        Ok(self
+            .check(t, true)?
+            .expect("a waited result is present")
+            .output)
     }
 
     /// Cancels an operation (AVFS `aio_cancel`): a queued read or the newest queued
@@ -725,7 +741,15 @@ impl Dispatcher {
         while let Some(c) = self.engine.take_completion() {
             let t = table.get_or_insert_with(|| self.shared.lock());
             if t.running.remove(&c.op) {
-                t.done.insert(c.op, c.result);
+                let late = c.deadline_ns.is_some_and(|d| c.done_ns > d);
+                let (submit_ns, done_ns) = (c.submit_ns, c.done_ns);
+                let r = c.result.map(|output| Done {
+                    output,
+                    late,
+                    submit_ns,
+                    done_ns,
+                });
+                t.done.insert(c.op, r);
             }
             any = true;
         }

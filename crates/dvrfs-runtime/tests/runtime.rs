@@ -109,7 +109,7 @@ fn round_trip(backend: Backend) {
             assert!(!ready.is_empty(), "no read finished in a minute");
             for &i in ready.iter().rev() {
                 let (t, off) = tickets.swap_remove(i);
-                match rt.check(t, false).unwrap() {
+                match rt.check(t, false).unwrap().map(|d| d.output) {
                     Some(Output::Read { buf, bytes }) => {
                         assert_eq!(bytes, MIB / 2);
                         assert!(
@@ -212,18 +212,36 @@ fn a_read_that_cannot_meet_its_deadline_fails_and_a_late_write_is_kept() {
     let ino = create(&rt, "late.ts");
     let past = Instant::now();
     std::thread::sleep(Duration::from_millis(5));
-    // A write past its deadline is done all the same.
+    // A write past its deadline is done all the same, and reported late.
     let data = IoBuf::from_slice(&pattern(0, 0, MIB));
-    rt.run(
-        Op::Write {
-            ino,
-            offset: 0,
-            data,
-        },
-        Some(past),
-        1,
-    )
-    .unwrap();
+    let t = rt
+        .start(
+            Op::Write {
+                ino,
+                offset: 0,
+                data,
+            },
+            Some(past),
+            1,
+        )
+        .unwrap();
+    let done = rt.check(t, true).unwrap().unwrap();
+    assert!(done.late && done.done_ns >= done.submit_ns, "{done:?}");
+    // One with time to spare is not.
+    let data = IoBuf::from_slice(&pattern(0, MIB, MIB));
+    let soon = Instant::now() + Duration::from_secs(30);
+    let t = rt
+        .start(
+            Op::Write {
+                ino,
+                offset: MIB as u64,
+                data,
+            },
+            Some(soon),
+            1,
+        )
+        .unwrap();
+    assert!(!rt.check(t, true).unwrap().unwrap().late);
     // A read past its deadline fails with its own error.
     let r = rt.run(
         Op::Read {
@@ -298,7 +316,7 @@ fn cancel_withdraws_a_queued_read_or_says_why_not() {
             );
         } else {
             assert!(
-                matches!(r, Ok(Some(Output::Read { bytes, .. })) if bytes == MIB),
+                matches!(&r, Ok(Some(d)) if matches!(d.output, Output::Read { bytes, .. } if bytes == MIB)),
                 "{r:?}"
             );
         }
