@@ -56,8 +56,10 @@
 //! ```
 
 use dvrfs_core::device::Device;
+use dvrfs_core::disk::{Access, DiskModel};
 use dvrfs_core::engine::{DevCommand, DevKind, Now};
 use dvrfs_core::fs::OpenOptions;
+use dvrfs_core::sim::{DiskTimer, HddDisk};
 use dvrfs_core::{Engine, EngineConfig, Op, OpId, Output, Volume};
 use dvrfs_io::{FileDevice, LockMode, OpenError};
 use std::collections::{HashMap, VecDeque};
@@ -110,6 +112,11 @@ pub struct Options {
     pub queue_depth: u32,
     /// The engine's configuration (scheduler, settings, estimate); `None`: the default.
     pub engine: Option<EngineConfig>,
+    /// Emulate this hard disk: the data is real (in the image), but each command is
+    /// completed only when the model says the disk would have finished it, in
+    /// wall-clock time. Byte offsets of the image are the model's (a small image lies
+    /// on the outer tracks). Needs `queue_depth` 1, like the disk it stands for.
+    pub device_model: Option<DiskModel>,
 }
 
 impl Default for Options {
@@ -119,6 +126,7 @@ impl Default for Options {
             backend: Backend::Auto,
             queue_depth: 1,
             engine: None,
+            device_model: None,
         }
     }
 }
@@ -259,6 +267,13 @@ impl Runtime {
             )
             .into());
         }
+        if opts.device_model.is_some() && opts.queue_depth != 1 {
+            return Err(dvrfs_core::Error::InvalidArgument(format!(
+                "queue depth {}: an emulated hard disk takes one command at a time",
+                opts.queue_depth
+            ))
+            .into());
+        }
         cfg.settings.queue_depth = opts.queue_depth;
         let origin = Instant::now();
         let engine = Engine::new(vol, replay, cfg, now(origin))?;
@@ -302,6 +317,12 @@ impl Runtime {
             origin,
             closing: None,
             in_flight: 0,
+            emulated: opts.device_model.map(|m| Emulated {
+                sector_bytes: m.sector_bytes as u64,
+                disk: HddDisk::new(&m, 1),
+                due: HashMap::new(),
+                held: std::collections::BTreeMap::new(),
+            }),
         };
         let thread = std::thread::Builder::new()
             .name("dvrfs-dispatch".into())
@@ -544,6 +565,16 @@ struct Dispatcher {
     /// The unmount operation, once closing.
     closing: Option<Option<OpId>>,
     in_flight: usize,
+    emulated: Option<Emulated>,
+}
+
+/// The emulated hard disk's clock: when each command in flight is due, and the
+/// commands the back end finished before then.
+struct Emulated {
+    sector_bytes: u64,
+    disk: HddDisk,
+    due: HashMap<u64, u64>,
+    held: std::collections::BTreeMap<(u64, u64), io::Result<()>>,
 }
 
 impl Dispatcher {
@@ -577,6 +608,7 @@ impl Dispatcher {
             while let Some(m) = self.inbox.pop_front().or_else(|| self.rx.try_recv().ok()) {
                 self.handle(m);
             }
+            let held = self.release_held();
             self.pump()?;
             self.deliver();
             if let Some(unmount) = self.closing {
@@ -597,10 +629,11 @@ impl Dispatcher {
                     }
                 }
             }
-            let timeout = self
-                .engine
-                .next_wakeup()
-                .map(|t| Duration::from_nanos(t.saturating_sub(self.now().mono_ns)));
+            let wake = match (self.engine.next_wakeup(), held) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = wake.map(|t| Duration::from_nanos(t.saturating_sub(self.now().mono_ns)));
             self.wait(timeout)?;
         }
     }
@@ -635,8 +668,57 @@ impl Dispatcher {
                     self.closing = Some(None);
                 }
             }
-            Msg::IoDone(id, r) => self.complete(id, r),
+            Msg::IoDone(id, r) => self.io_done(id, r),
         }
+    }
+
+    /// The back end finished command `id`: complete it, or, on an emulated disk, hold
+    /// it until the model's end of the command.
+    fn io_done(&mut self, id: u64, r: io::Result<()>) {
+        let now = self.now().mono_ns;
+        if let Some(e) = &mut self.emulated {
+            let due = e
+                .due
+                .remove(&id)
+                .expect("an emulated command has its end time");
+            if due > now {
+                e.held.insert((due, id), r);
+                return;
+            }
+        }
+        self.complete(id, r);
+    }
+
+    /// Completes the held commands whose model time has come; the next one's time.
+    fn release_held(&mut self) -> Option<u64> {
+        loop {
+            let now = self.now().mono_ns;
+            let e = self.emulated.as_mut()?;
+            let (&(due, id), _) = e.held.first_key_value()?;
+            if due > now {
+                return Some(due);
+            }
+            let r = e.held.remove(&(due, id)).expect("just seen");
+            self.complete(id, r);
+        }
+    }
+
+    /// On an emulated disk, when the model says command `cmd` ends.
+    fn model_time(&mut self, cmd: &DevCommand) {
+        let now = self.now().mono_ns;
+        let Some(e) = &mut self.emulated else { return };
+        let t = match cmd.kind {
+            DevKind::Flush => e.disk.flush(now),
+            kind => e.disk.service(
+                now,
+                &Access {
+                    lba: cmd.offset_bytes / e.sector_bytes,
+                    sectors: (cmd.len_bytes / e.sector_bytes) as u32,
+                    write: kind == DevKind::Write,
+                },
+            ),
+        };
+        e.due.insert(cmd.id, t.end_ns);
     }
 
     fn complete(&mut self, id: u64, r: io::Result<()>) {
@@ -653,21 +735,22 @@ impl Dispatcher {
                 return Ok(());
             };
             self.shared.commands.fetch_add(1, Ordering::Relaxed);
+            self.model_time(&cmd);
             let job = match self.job(&cmd) {
                 Some(job) => job,
                 None => {
                     self.shared.bounced.fetch_add(1, Ordering::Relaxed);
                     // Not for O_DIRECT as it is: through the device's bounce path.
                     let r = self.sync_io(&cmd);
-                    let now = self.now();
-                    self.engine.complete(cmd.id, r, now);
+                    self.in_flight += 1;
+                    self.io_done(cmd.id, r);
                     continue;
                 }
             };
             if matches!(&job, IoJob::Read(r) | IoJob::Write(r) if r.is_empty()) {
                 // Every piece is virtual (nothing to move).
-                let now = self.now();
-                self.engine.complete(cmd.id, Ok(()), now);
+                self.in_flight += 1;
+                self.io_done(cmd.id, Ok(()));
                 continue;
             }
             self.in_flight += 1;
@@ -764,7 +847,7 @@ impl Dispatcher {
             Io::Uring(u) => {
                 let done = u.wait(timeout)?;
                 for (id, r) in done {
-                    self.complete(id, r);
+                    self.io_done(id, r);
                 }
             }
             Io::Threads(_) => {
@@ -798,14 +881,23 @@ impl Dispatcher {
     /// Waits for the commands still in flight (after a failure).
     fn drain(&mut self) -> io::Result<()> {
         while self.in_flight > 0 {
+            // An emulated disk's held commands are done: let them go now.
+            if let Some(e) = &mut self.emulated {
+                for ((_, id), r) in std::mem::take(&mut e.held) {
+                    self.complete(id, r);
+                }
+                if self.in_flight == 0 {
+                    break;
+                }
+            }
             match &mut self.io {
                 Io::Uring(u) => {
                     for (id, r) in u.wait(Some(Duration::from_secs(30)))? {
-                        self.complete(id, r);
+                        self.io_done(id, r);
                     }
                 }
                 Io::Threads(_) => match self.rx.recv_timeout(Duration::from_secs(30)) {
-                    Ok(Msg::IoDone(id, r)) => self.complete(id, r),
+                    Ok(Msg::IoDone(id, r)) => self.io_done(id, r),
                     Ok(_) => {}
                     Err(_) => return Err(io::Error::other("commands did not finish")),
                 },

@@ -350,3 +350,72 @@ fn a_second_writer_is_refused_while_the_runtime_holds_the_image() {
     rt.close().unwrap();
     open(&path, Backend::Auto).close().unwrap();
 }
+
+#[test]
+fn an_emulated_disk_keeps_the_data_and_takes_the_models_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image(dir.path());
+    let model = dvrfs_core::disk::DiskModel::builtin("avfs-250g").unwrap();
+    // The fastest this disk can move 4 MiB: its outer zone at full speed.
+    let outer_bytes_per_s =
+        model.zones.spt_outer as f64 * model.sector_bytes as f64 * model.rpm / 60.0;
+    let floor_ns = (4.0 * MIB as f64 / outer_bytes_per_s * 1e9) as u64;
+    let bad = Runtime::open(
+        &path,
+        Options {
+            queue_depth: 2,
+            device_model: Some(model.clone()),
+            ..Options::default()
+        },
+    );
+    assert!(matches!(
+        bad,
+        Err(RuntimeError::Engine(Error::InvalidArgument(_)))
+    ));
+    let rt = Runtime::open(
+        &path,
+        Options {
+            device_model: Some(model),
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let ino = create(&rt, "emu.ts");
+    let data = IoBuf::from_slice(&pattern(5, 0, 4 * MIB));
+    rt.run(
+        Op::Write {
+            ino,
+            offset: 0,
+            data,
+        },
+        None,
+        0,
+    )
+    .unwrap();
+    let t = rt
+        .start(
+            Op::Read {
+                ino,
+                offset: 0,
+                buf: IoBuf::zeroed(4 * MIB),
+            },
+            None,
+            0,
+        )
+        .unwrap();
+    let done = rt.check(t, true).unwrap().unwrap();
+    match &done.output {
+        Output::Read { buf, bytes } => {
+            assert_eq!(*bytes, 4 * MIB);
+            assert!(buf.bytes().unwrap() == &pattern(5, 0, 4 * MIB)[..]);
+        }
+        o => panic!("{o:?}"),
+    }
+    // Never sooner than the model allows (a lower bound: the emulation waits).
+    assert!(
+        done.done_ns - done.submit_ns >= floor_ns,
+        "4 MiB read in {} ns, the model needs at least {floor_ns} ns",
+        done.done_ns - done.submit_ns
+    );
+    rt.close().unwrap();
+}
