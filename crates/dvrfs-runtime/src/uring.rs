@@ -231,3 +231,26 @@ impl Uring {
         Ok(std::mem::take(&mut self.done))
     }
 }
+
+impl Drop for Uring {
+    /// The eventfd read targets `wake_buf`: complete it (write the eventfd) and reap it
+    /// before the buffer goes, rather than trusting the ring's teardown to cancel it.
+    fn drop(&mut self) {
+        if !self.wake_armed {
+            return;
+        }
+        wake(self.wake.as_raw_fd());
+        for _ in 0..1000 {
+            if self.ring.submit_and_wait(1).is_err() {
+                break;
+            }
+            let seen = self.ring.completion().any(|c| c.user_data() == WAKE);
+            if seen {
+                return;
+            }
+        }
+        // Could not reap it: leak the buffer rather than free memory the kernel may
+        // still write.
+        std::mem::forget(std::mem::take(&mut self.wake_buf));
+    }
+}
