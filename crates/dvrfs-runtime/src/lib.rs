@@ -767,6 +767,8 @@ impl Dispatcher {
         let align = self.dev.sector_bytes() as usize;
         let mut runs: Vec<Run> = Vec::new();
         let mut ok = true;
+        // Where the last run ends on the device.
+        let mut end = u64::MAX;
         let mut add = |offset: u64, ptr: *mut u8, len: usize| {
             if !(ptr as usize).is_multiple_of(align) || !len.is_multiple_of(align) {
                 ok = false;
@@ -776,17 +778,13 @@ impl Dispatcher {
                 iov_len: len,
             };
             match runs.last_mut() {
-                Some(r)
-                    if r.offset + r.iov.iter().map(|v| v.iov_len as u64).sum::<u64>() == offset
-                        && r.iov.len() < 512 =>
-                {
-                    r.iov.push(iov)
-                }
+                Some(r) if end == offset && r.iov.len() < 512 => r.iov.push(iov),
                 _ => runs.push(Run {
                     offset,
                     iov: vec![iov],
                 }),
             }
+            end = offset + len as u64;
         };
         let r = match cmd.kind {
             DevKind::Flush => return Some(IoJob::Flush),

@@ -117,6 +117,7 @@ impl Uring {
         let fd = types::Fd(self.fd.as_raw_fd());
         let mut entries = Vec::new();
         let mut iovs = Vec::new();
+        let write = matches!(job, IoJob::Write(_));
         match job {
             IoJob::Flush => entries.push((
                 opcode::Fsync::new(fd)
@@ -124,30 +125,24 @@ impl Uring {
                     .build(),
                 0,
             )),
-            IoJob::Read(runs) | IoJob::Write(runs) if runs.is_empty() => {
-                self.done.push((cmd, Ok(())));
-                return Ok(());
-            }
-            IoJob::Read(runs) => {
+            IoJob::Read(runs) | IoJob::Write(runs) => {
                 for r in runs {
                     let n: u64 = r.iov.iter().map(|v| v.iov_len as u64).sum();
-                    let e = opcode::Readv::new(fd, r.iov.as_ptr(), r.iov.len() as u32)
-                        .offset(r.offset)
-                        .build();
+                    let (iov, len) = (r.iov.as_ptr(), r.iov.len() as u32);
+                    let e = if write {
+                        opcode::Writev::new(fd, iov, len).offset(r.offset).build()
+                    } else {
+                        opcode::Readv::new(fd, iov, len).offset(r.offset).build()
+                    };
                     entries.push((e, n));
                     iovs.push(r.iov);
                 }
             }
-            IoJob::Write(runs) => {
-                for r in runs {
-                    let n: u64 = r.iov.iter().map(|v| v.iov_len as u64).sum();
-                    let e = opcode::Writev::new(fd, r.iov.as_ptr(), r.iov.len() as u32)
-                        .offset(r.offset)
-                        .build();
-                    entries.push((e, n));
-                    iovs.push(r.iov);
-                }
-            }
+        }
+        if entries.is_empty() {
+            // Nothing to move (the dispatcher normally completes such a command itself).
+            self.done.push((cmd, Ok(())));
+            return Ok(());
         }
         self.cmds.insert(
             cmd,

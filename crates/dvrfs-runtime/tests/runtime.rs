@@ -60,6 +60,11 @@ fn create(rt: &Runtime, name: &str) -> Ino {
     }
 }
 
+/// Writes `data` at `offset` as best effort, to the end.
+fn write(rt: &Runtime, ino: Ino, offset: u64, data: IoBuf) {
+    rt.run(Op::Write { ino, offset, data }, None, 0).unwrap();
+}
+
 fn round_trip(backend: Backend) {
     let dir = tempfile::tempdir().unwrap();
     let path = image(dir.path());
@@ -284,16 +289,7 @@ fn cancel_withdraws_a_queued_read_or_says_why_not() {
     let rt = open(&image(dir.path()), Backend::Auto);
     let ino = create(&rt, "c.ts");
     let data = IoBuf::from_slice(&pattern(3, 0, 8 * MIB));
-    rt.run(
-        Op::Write {
-            ino,
-            offset: 0,
-            data,
-        },
-        None,
-        0,
-    )
-    .unwrap();
+    write(&rt, ino, 0, data);
     let tickets: Vec<Ticket> = (0..64)
         .map(|i| {
             let op = Op::Read {
@@ -382,16 +378,7 @@ fn an_emulated_disk_keeps_the_data_and_takes_the_models_time() {
     .unwrap();
     let ino = create(&rt, "emu.ts");
     let data = IoBuf::from_slice(&pattern(5, 0, 4 * MIB));
-    rt.run(
-        Op::Write {
-            ino,
-            offset: 0,
-            data,
-        },
-        None,
-        0,
-    )
-    .unwrap();
+    write(&rt, ino, 0, data);
     let t = rt
         .start(
             Op::Read {
