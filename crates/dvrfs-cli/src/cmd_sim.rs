@@ -350,6 +350,7 @@ fn run_once(s: &Setup, cfg: &SimConfig) -> CliResult<SimOutcome> {
         sector_bytes: s.model.sector_bytes,
         metadata_class: s.journal_class,
         max_ops: dvrfs_core::engine::DEFAULT_MAX_OPS,
+        admission: None,
     };
     let mut disk = HddDisk::new(&s.model, cfg.seed);
     sim::run(cfg, &mut disk, engine).map_err(|e| CliError::new(format!("simulation failed: {e}")))

@@ -60,6 +60,8 @@ pub enum Error {
     CannotCancel(String),
     #[error("the engine is full: {max} operations in flight; retry when some complete")]
     QueueFull { max: usize },
+    #[error("stream refused: {0}")]
+    Refused(String),
 }
 
 impl Error {
@@ -90,6 +92,7 @@ impl Error {
             Error::Cancelled => 125,            // ECANCELED
             Error::CannotCancel(_) => 16,       // EBUSY
             Error::QueueFull { .. } => 11,      // EAGAIN
+            Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
         }
     }
 }

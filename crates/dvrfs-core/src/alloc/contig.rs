@@ -19,7 +19,12 @@ pub(super) fn pick(a: &mut DataAlloc, ino: Ino, prev: Option<u64>) -> Option<u64
         }
     }
     a.release(ino);
-    let want = a.prealloc_blocks;
+    // A window never takes blocks held for other files.
+    let others = a.held_total - a.holds.get(&ino).copied().unwrap_or(0);
+    let want = a
+        .prealloc_blocks
+        .min(a.free_blocks.saturating_sub(others))
+        .max(1);
     let n = a.used.len();
     let after_prev = prev.map(|p| p + 1).filter(|&s| s < n && !a.busy.get(s));
     let (start, len) = match after_prev {

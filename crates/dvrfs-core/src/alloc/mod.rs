@@ -55,6 +55,10 @@ pub struct DataAlloc {
     cursor: u64,
     /// Per zone (one zone for seq/contig): no free block below this hint.
     hints: Vec<u64>,
+    /// Space held for files (a recording's reservation): blocks each may still take
+    /// that no other file may.
+    holds: BTreeMap<Ino, u64>,
+    held_total: u64,
 }
 
 impl DataAlloc {
@@ -74,6 +78,8 @@ impl DataAlloc {
             zone_blocks: sb.zone_blocks,
             cursor: sb.zrr_cursor as u64 % zone_count,
             hints: (0..zone_count).map(|z| z * sb.zone_blocks).collect(),
+            holds: BTreeMap::new(),
+            held_total: 0,
         }
     }
 
@@ -106,9 +112,46 @@ impl DataAlloc {
         self.used.count_ones()
     }
 
-    /// Blocks a new allocation for `ino` can get right now (its own window included).
+    /// Blocks a new allocation for `ino` can get right now: the free blocks not held
+    /// for other files, and its own window.
     pub fn available_for(&self, ino: Ino) -> u64 {
-        self.free_blocks + self.windows.get(&ino).map_or(0, |w| w.end - w.next)
+        let others = self.held_total - self.holds.get(&ino).copied().unwrap_or(0);
+        self.free_blocks.saturating_sub(others)
+            + self.windows.get(&ino).map_or(0, |w| w.end - w.next)
+    }
+
+    /// Holds `blocks` free blocks for `ino` (a stream's space reservation): other files
+    /// cannot take them, and each block `ino` allocates uses one up. False (nothing
+    /// changed) if that many are not available.
+    pub fn hold(&mut self, ino: Ino, blocks: u64) -> bool {
+        if self.free_blocks.saturating_sub(self.held_total) < blocks {
+            return false;
+        }
+        *self.holds.entry(ino).or_default() += blocks;
+        self.held_total += blocks;
+        true
+    }
+
+    /// Gives back what is left of `ino`'s hold.
+    pub fn release_hold(&mut self, ino: Ino) {
+        if let Some(h) = self.holds.remove(&ino) {
+            self.held_total -= h;
+        }
+    }
+
+    /// Blocks held for files, not yet allocated.
+    pub fn held_blocks(&self) -> u64 {
+        self.held_total
+    }
+
+    fn use_hold(&mut self, ino: Ino) {
+        if let Some(h) = self.holds.get_mut(&ino) {
+            *h -= 1;
+            self.held_total -= 1;
+            if *h == 0 {
+                self.holds.remove(&ino);
+            }
+        }
     }
 
     /// Blocks freed by operations that have not been committed yet.
@@ -144,9 +187,14 @@ impl DataAlloc {
         let block = match self.policy {
             AllocPolicy::Zrr => zrr::pick(self, prev)?,
             AllocPolicy::Seq => seq::pick(self)?,
-            AllocPolicy::Contig => return contig::pick(self, ino, prev),
+            AllocPolicy::Contig => {
+                let b = contig::pick(self, ino, prev)?;
+                self.use_hold(ino);
+                return Some(b);
+            }
         };
         self.take(block);
+        self.use_hold(ino);
         Some(block)
     }
 

@@ -10,6 +10,7 @@
 //! only randomness (rare slow accesses) is a seeded `ChaCha8Rng`. `docs/disk-models.md`
 //! gives the figures the tests measure.
 
+pub mod admission;
 pub mod capacity;
 pub mod estimator;
 pub mod geometry;
@@ -17,6 +18,7 @@ pub mod hdd;
 pub mod model;
 pub mod seek;
 
+pub use admission::{Admission, StreamLoad};
 pub use capacity::{capacity, CapacityReport, StreamParams};
 pub use estimator::Estimator;
 pub use hdd::Hdd;

@@ -47,11 +47,17 @@
 mod buf;
 mod commit;
 mod op;
+mod stream;
 
 pub use buf::IoBuf;
 pub use op::{Completion, Op, OpId, Output};
+pub use stream::{
+    StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, MAX_STREAM_BUFFER_BYTES,
+    MAX_STREAM_REQUEST_BYTES,
+};
 
 use crate::alloc::Ino;
+use crate::disk::Admission;
 use crate::error::{Error, Result};
 use crate::fs::{Fill, PlannedIo, Replay, Volume, WritePlan};
 use crate::qos::{Recorder, RtOutcome};
@@ -95,6 +101,8 @@ pub struct EngineConfig {
     /// them a deadline of their own; `BestEffort` (an experiment) takes it away.
     pub metadata_class: Class,
     pub max_ops: usize,
+    /// How stream reservations are admitted; `None`: every stream is refused.
+    pub admission: Option<Admission>,
 }
 
 impl EngineConfig {
@@ -109,6 +117,7 @@ impl EngineConfig {
             sector_bytes,
             metadata_class: Class::Metadata,
             max_ops: DEFAULT_MAX_OPS,
+            admission: None,
         }
     }
 }
@@ -249,6 +258,8 @@ struct OpState {
     pieces_left: u32,
     error: Option<Error>,
     cancelled: bool,
+    /// The stream this operation moves data for (its completion goes to the stream).
+    stream: Option<StreamId>,
 }
 
 impl OpState {
@@ -334,6 +345,9 @@ pub struct Engine {
     /// A commit failed: the device is suspect; further commits are refused.
     broken: Option<String>,
     last_mono_ns: u64,
+    streams: BTreeMap<StreamId, stream::Stream>,
+    next_stream: StreamId,
+    admission: Option<Admission>,
 }
 
 impl Engine {
@@ -373,6 +387,9 @@ impl Engine {
             closing: false,
             broken: None,
             last_mono_ns: now.mono_ns,
+            streams: BTreeMap::new(),
+            next_stream: 1,
+            admission: cfg.admission,
         };
         if let Some(r) = replay {
             let (primary, backup) = e.vol.replay_writes(&r);
@@ -408,12 +425,18 @@ impl Engine {
 
     /// Operations submitted and not yet completed.
     pub fn ops_in_flight(&self) -> usize {
-        self.ops.len()
+        self.ops.len() + self.stream_ops_waiting()
+    }
+
+    /// How stream reservations are admitted.
+    pub fn admission(&self) -> Option<&Admission> {
+        self.admission.as_ref()
     }
 
     /// Nothing is queued, in flight or being committed, and nothing waits to be read.
     pub fn is_idle(&self) -> bool {
         self.ops.is_empty()
+            && self.stream_ops_waiting() == 0
             && self.cmds.is_empty()
             && !self.commit.busy()
             && !self.sched.has_work()
@@ -470,6 +493,34 @@ impl Engine {
         }
         let id = self.next_op;
         self.next_op += 1;
+        match op {
+            Op::StreamOpen { ino, spec } => {
+                let result = self.stream_open(ino, spec, now);
+                self.completions.push_back(Completion {
+                    op: id,
+                    result,
+                    deadline_ns,
+                    submit_ns: now.mono_ns,
+                    done_ns: now.mono_ns,
+                });
+                self.progress(now);
+                return Ok(id);
+            }
+            op @ (Op::StreamRead { .. } | Op::StreamWrite { .. } | Op::StreamClose { .. }) => {
+                if let Err(e) = self.stream_submit(id, op, now) {
+                    self.completions.push_back(Completion {
+                        op: id,
+                        result: Err(e),
+                        deadline_ns,
+                        submit_ns: now.mono_ns,
+                        done_ns: now.mono_ns,
+                    });
+                }
+                self.progress(now);
+                return Ok(id);
+            }
+            _ => {}
+        }
         let body = match op {
             Op::Read { ino, offset, buf } => Body::Read {
                 ino,
@@ -492,6 +543,7 @@ impl Engine {
             },
             Op::Unmount => {
                 self.closing = true;
+                self.streams_shutdown(now);
                 Body::Other(Op::Unmount)
             }
             other => Body::Other(other),
@@ -507,6 +559,7 @@ impl Engine {
                 pieces_left: 0,
                 error: None,
                 cancelled: false,
+                stream: None,
             },
         );
         self.deferred.push_back(id);
@@ -521,7 +574,12 @@ impl Engine {
     /// error, and the operation goes on.
     pub fn cancel(&mut self, id: OpId, now: Now) -> Result<()> {
         let now = self.tick(now);
-        let Some(st) = self.ops.get(&id) else {
+        if let Some(sid) = self.stream_waiting_op(id) {
+            self.stream_cancel(sid, id, now);
+            self.progress(now);
+            return Ok(());
+        }
+        let Some(st) = self.ops.get(&id).filter(|st| st.stream.is_none()) else {
             return Err(Error::CannotCancel(format!(
                 "operation {id} is not in flight"
             )));
@@ -629,6 +687,7 @@ impl Engine {
         loop {
             let mut changed = self.retry_deferred(now);
             changed |= self.commit_step(now);
+            changed |= self.streams_step(now);
             if !changed {
                 break;
             }
@@ -1024,7 +1083,15 @@ impl Engine {
                 v.close_file(ino);
                 Ok(Output::Done)
             }
-            Op::Read { .. } | Op::Write { .. } | Op::Truncate { .. } | Op::Fsync | Op::Unmount => {
+            Op::Read { .. }
+            | Op::Write { .. }
+            | Op::Truncate { .. }
+            | Op::Fsync
+            | Op::Unmount
+            | Op::StreamOpen { .. }
+            | Op::StreamRead { .. }
+            | Op::StreamWrite { .. }
+            | Op::StreamClose { .. } => {
                 unreachable!("handled elsewhere")
             }
         };
@@ -1092,7 +1159,11 @@ impl Engine {
         let class = st.class();
         let deadline = st.deadline_ns;
         let owner = st.owner;
-        let drop_if_late = !write && matches!(st.body, Body::Read { .. }) && deadline.is_some();
+        // A stream's prefetch is wanted even late (the playback shows it late).
+        let drop_if_late = !write
+            && matches!(st.body, Body::Read { .. })
+            && deadline.is_some()
+            && st.stream.is_none();
         let piece = Piece {
             op: Some(id),
             offset_bytes,
@@ -1387,10 +1458,10 @@ impl Engine {
             .sched_wake_ns
             .filter(|_| self.sched.has_work() && self.free_slots() > 0);
         let commit = self.commit.due_ns(self.vol.dirty_blocks() > 0);
-        match (sched, commit) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [sched, commit, self.stream_wakeup()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     // ---- completions ----
@@ -1619,6 +1690,10 @@ impl Engine {
                 (None, Ok(_)) => self.qos.best_effort(st.submit.mono_ns, now.mono_ns, bytes),
                 (None, Err(_)) => {}
             }
+        }
+        if let Some(sid) = st.stream {
+            self.stream_io_done(sid, id, st.deadline_ns, result, now);
+            return;
         }
         self.completions.push_back(Completion {
             op: id,

@@ -1,6 +1,7 @@
 //! What goes into the engine (operations) and what comes out (completions).
 
 use super::buf::IoBuf;
+use super::stream::{StreamId, StreamInfo, StreamSpec};
 use crate::alloc::Ino;
 use crate::error::Error;
 use crate::fs::SetAttr;
@@ -77,6 +78,27 @@ pub enum Op {
     /// Everything completed before it becomes durable (the journal is global, so this
     /// is a whole-volume sync).
     Fsync,
+    /// Open a stream reservation on a file (admission; a write stream's space is held).
+    StreamOpen {
+        ino: Ino,
+        spec: StreamSpec,
+    },
+    /// Read `buf.len()` bytes at the stream's playout point (fewer at end of file),
+    /// from its playout buffer, at most at its rate.
+    StreamRead {
+        stream: StreamId,
+        buf: IoBuf,
+    },
+    /// Append `data` to the stream's write-behind buffer, at most at its rate.
+    StreamWrite {
+        stream: StreamId,
+        data: IoBuf,
+    },
+    /// Close a stream: the last partial request is written and waited for, unused
+    /// held space goes back.
+    StreamClose {
+        stream: StreamId,
+    },
     /// Commit everything and empty the journal (a clean unmount). The engine accepts no
     /// operation after it.
     Unmount,
@@ -96,6 +118,10 @@ impl Op {
             Op::Rename { .. } => "rename",
             Op::SetAttr { .. } => "setattr",
             Op::CloseFile { .. } => "close",
+            Op::StreamOpen { .. } => "stream open",
+            Op::StreamRead { .. } => "stream read",
+            Op::StreamWrite { .. } => "stream write",
+            Op::StreamClose { .. } => "stream close",
             Op::Fsync => "fsync",
             Op::Unmount => "unmount",
         }
@@ -116,6 +142,8 @@ pub enum Output {
     },
     /// The new inode (create, mkdir, symlink).
     Ino(Ino),
+    /// An admitted stream.
+    Stream(StreamInfo),
     Done,
 }
 

@@ -195,6 +195,32 @@ impl Volume {
         self.data.available_for(0) * self.sb.data_block_bytes
     }
 
+    /// Holds `bytes` of free data space for `ino` (a recording's reservation): no
+    /// other file's write can take it, and the file's own writes use it up. On
+    /// [`Error::NoSpace`] nothing is held.
+    pub fn hold_space(&mut self, ino: Ino, bytes: u64) -> Result<()> {
+        let bs = self.sb.data_block_bytes;
+        let blocks = bytes.div_ceil(bs);
+        if self.data.hold(ino, blocks) {
+            Ok(())
+        } else {
+            Err(Error::NoSpace {
+                need_bytes: blocks * bs,
+                free_bytes: self.free_bytes(),
+            })
+        }
+    }
+
+    /// Gives back what is left of `ino`'s held space.
+    pub fn release_space(&mut self, ino: Ino) {
+        self.data.release_hold(ino);
+    }
+
+    /// Data bytes held for recordings and not yet written.
+    pub fn held_bytes(&self) -> u64 {
+        self.data.held_blocks() * self.sb.data_block_bytes
+    }
+
     /// Blocks freed by operations not yet committed (they become free at the commit).
     pub fn pending_free_blocks(&self) -> usize {
         self.data.pending_free()

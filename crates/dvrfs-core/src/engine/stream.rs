@@ -1,0 +1,892 @@
+//! Stream reservations: admission, the playout buffer, write-behind and rate control
+//! (ABISS 2.2-3.4, brought into the engine).
+//!
+//! An application opens a stream on a file with a direction, a rate `r`, a request
+//! size `d` and a buffer of `depth` requests (or lets dvrfs choose the buffer: the
+//! smallest that gives a second of slack and fits). Admission
+//! ([`crate::disk::Admission`]) checks the stream against everything already admitted
+//! and the best-effort share and refuses, saying what was asked and what is left,
+//! when it does not fit. A write stream states how many bytes it will write; that
+//! space is held at admission ([`crate::fs::Volume::hold_space`]), so a full disk is
+//! reported at open and never after data was accepted.
+//!
+//! From then on the engine moves the stream's data itself, as real-time requests
+//! whose deadlines come from buffer levels:
+//!
+//! - **Rate control.** The application's position (the *playout point*) may move at
+//!   most at rate `r`: a credit grows at `r` up to a burst `b = d / 2` and every byte
+//!   read or written spends one (ABISS 3.4). A read or write that runs ahead of its
+//!   rate waits for credit: the operation completes later, it is never refused.
+//! - **Playout buffer** (read). The engine keeps up to `depth` requests of the file
+//!   ahead of the playout point read or on their way. A request for the bytes at
+//!   offset `o` is due when the playout point could reach `o` at the earliest:
+//!   `now + (o - pp - credit) / r`. At open the credit starts at `-(depth - 1.5) d`, so
+//!   the first byte is due one buffer's slack after the open: the start-up latency is
+//!   the slack every later request gets, the same guarantee from the first byte on.
+//! - **Write-behind** (write). Bytes the application writes are copied into the
+//!   buffer (`depth` requests) and the operation completes at once; each full request
+//!   is written at the end of the file, due when the buffer would overflow if the
+//!   application kept writing at its rate: `now + (free - credit) / r`, `free` being
+//!   the buffer not taken by requests still being written. Close writes the last,
+//!   partial request, waits for all of them and gives back the unused held space.
+//!
+//! A request that completes after its deadline is counted late (a miss, in the QoS
+//! recorder and the stream's own figures); its data is still delivered, since a
+//! playback wants its bytes even late. A read of the application that finds its data
+//! not yet there, or a write that finds the buffer full, waits and counts a stall.
+//! The stream's slack (`depth * d - d - b) / r` is what admission plans with
+//! (`disk::admission`).
+
+use super::{buf, Body, Engine, IoBuf, Now, Op, OpId, OpState, Output, Stage};
+use crate::alloc::Ino;
+use crate::disk::StreamLoad;
+use crate::error::{Error, Result};
+use std::collections::VecDeque;
+
+/// Identifies an open stream.
+pub type StreamId = u32;
+
+/// Scheduler owner ids of streams (per-issuer policies tell them apart).
+const STREAM_OWNER_BASE: u32 = 0x8000_0000;
+
+/// A buffer dvrfs chooses gives at least this much slack...
+const AUTO_SLACK_NS: f64 = 1e9;
+/// ...and is never larger than this.
+pub const MAX_STREAM_BUFFER_BYTES: u64 = 256 << 20;
+/// Largest request of a stream.
+pub const MAX_STREAM_REQUEST_BYTES: u64 = 16 << 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamDir {
+    /// A playback: the engine prefetches.
+    Read,
+    /// A recording: the engine writes behind, at the end of the file.
+    Write,
+}
+
+impl StreamDir {
+    pub fn name(self) -> &'static str {
+        match self {
+            StreamDir::Read => "read",
+            StreamDir::Write => "write",
+        }
+    }
+}
+
+/// What a stream asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamSpec {
+    pub dir: StreamDir,
+    /// Bits per second.
+    pub rate_bps: f64,
+    /// Bytes per disk request: a multiple of 4096.
+    pub request_bytes: u64,
+    /// The buffer; `None`: dvrfs chooses it from the device's admission model.
+    pub buffer_bytes: Option<u64>,
+    /// A write stream: the bytes it will write (held at admission). Ignored for reads.
+    pub reserve_bytes: u64,
+}
+
+/// What an admitted stream got.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamInfo {
+    pub id: StreamId,
+    pub ino: Ino,
+    pub dir: StreamDir,
+    pub rate_bytes_per_s: f64,
+    pub request_bytes: u64,
+    /// Buffer, in requests, and in bytes.
+    pub depth: u32,
+    pub buffer_bytes: u64,
+    /// How long after it is issued a request is due: the stream's guarantee.
+    pub slack_ns: u64,
+    /// Held for a write stream at admission.
+    pub reserved_bytes: u64,
+    /// Load of the device's real-time share with this stream (1.0 = full).
+    pub load: f64,
+}
+
+/// How a stream has fared.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamStats {
+    /// Disk requests completed, and of them completed after their deadline.
+    pub requests: u64,
+    pub late: u64,
+    /// Smallest deadline minus completion, ns (negative: late).
+    pub min_margin_ns: Option<i64>,
+    /// Application operations that had to wait for data (read) or buffer room
+    /// (write) although their rate allowed them to go on.
+    pub stalls: u64,
+    /// Bytes the application moved.
+    pub app_bytes: u64,
+    /// Write stream: bytes on disk and applied to the file (durable at the next
+    /// commit or fsync).
+    pub written_bytes: u64,
+}
+
+/// A prefetched request of a read stream.
+struct Chunk {
+    offset: u64,
+    len: usize,
+    /// The engine's read, while it runs.
+    op: Option<OpId>,
+    buf: Option<IoBuf>,
+    bytes: usize,
+    taken: usize,
+    error: Option<Error>,
+}
+
+/// An application's read or write waiting on the stream.
+struct AppOp {
+    id: OpId,
+    buf: IoBuf,
+    done: usize,
+    submit_ns: u64,
+    stalled: bool,
+}
+
+pub(super) struct Stream {
+    info: StreamInfo,
+    rate: f64,
+    burst: f64,
+    credit: f64,
+    credit_at: u64,
+    /// Read: the playout point; write: where the next accepted byte goes.
+    pos: u64,
+    // read
+    next_fetch: u64,
+    chunks: VecDeque<Chunk>,
+    /// A read came back short (the file shrank): nothing after it is delivered.
+    ended: bool,
+    // write
+    fill: Option<IoBuf>,
+    fill_len: usize,
+    fill_at: u64,
+    writes: VecDeque<(OpId, u64)>,
+    error: Option<String>,
+    virtual_bufs: bool,
+    waiting: VecDeque<AppOp>,
+    /// Closed: no more operations; removed once nothing of it is in flight.
+    closed: bool,
+    close_op: Option<OpId>,
+    wake_ns: Option<u64>,
+    stats: StreamStats,
+}
+
+impl Stream {
+    fn load(&self) -> StreamLoad {
+        StreamLoad {
+            rate_bytes_per_s: self.rate,
+            request_bytes: self.info.request_bytes,
+            depth: self.info.depth,
+        }
+    }
+
+    fn credit_at(&self, now: u64) -> f64 {
+        let dt = now.saturating_sub(self.credit_at) as f64 / 1e9;
+        (self.credit + self.rate * dt).min(self.burst)
+    }
+
+    fn update_credit(&mut self, now: u64) {
+        self.credit = self.credit_at(now);
+        self.credit_at = now;
+    }
+
+    /// When the credit reaches `need` bytes.
+    fn credit_time(&self, need: f64) -> u64 {
+        let missing = need - self.credit;
+        if missing <= 0.0 {
+            return self.credit_at;
+        }
+        self.credit_at + (missing / self.rate * 1e9).ceil() as u64
+    }
+
+    fn deadline(&self, ahead_bytes: f64, now: u64) -> u64 {
+        now + ((ahead_bytes / self.rate) * 1e9).max(0.0) as u64
+    }
+
+    fn in_flight(&self) -> bool {
+        self.chunks.iter().any(|c| c.op.is_some()) || !self.writes.is_empty()
+    }
+}
+
+/// Least credit worth waking up for: an eighth of a request (at least 4 KiB), or what
+/// the operation still wants.
+fn granule(request_bytes: u64, remaining: usize) -> f64 {
+    (remaining as f64).min((request_bytes as f64 / 8.0).max(4096.0))
+}
+
+fn spec_error(msg: String) -> Error {
+    Error::InvalidArgument(msg)
+}
+
+fn mbit(bytes_per_s: f64) -> String {
+    format!("{:.2} Mbit/s", bytes_per_s * 8.0 / 1e6)
+}
+
+impl Engine {
+    /// Admission: the stream's buffer depth and the load with it, or why not.
+    fn admit(&self, ino: Ino, spec: &StreamSpec) -> Result<(u32, f64)> {
+        let rate = spec.rate_bps / 8.0;
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(spec_error(format!(
+                "a stream's rate must be a positive number of bits per second, not {}",
+                spec.rate_bps
+            )));
+        }
+        let d = spec.request_bytes;
+        if d == 0 || !d.is_multiple_of(4096) || d > MAX_STREAM_REQUEST_BYTES {
+            return Err(spec_error(format!(
+                "a stream's request size must be a multiple of 4 KiB up to {} MiB, not {d} bytes",
+                MAX_STREAM_REQUEST_BYTES >> 20
+            )));
+        }
+        if let Some(b) = spec.buffer_bytes {
+            if b < 2 * d || b > MAX_STREAM_BUFFER_BYTES {
+                return Err(spec_error(format!(
+                    "a stream's buffer must hold at least two requests ({} bytes) and at most {} MiB, not {b} bytes",
+                    2 * d,
+                    MAX_STREAM_BUFFER_BYTES >> 20
+                )));
+            }
+        }
+        if !self.vol.inode_exists(ino) {
+            return Err(Error::NotFound(format!("inode {ino}")));
+        }
+        let st = self.vol.stat(ino)?;
+        if st.kind != crate::format::dir::Kind::File {
+            return Err(spec_error(format!(
+                "inode {ino} is not a regular file: streams read and write files"
+            )));
+        }
+        let Some(adm) = &self.admission else {
+            return Err(Error::Refused(
+                "this volume was opened without an admission model: open it with a device model (--device-model) or a bandwidth (--bandwidth)".into(),
+            ));
+        };
+        let admitted: Vec<StreamLoad> = self
+            .streams
+            .values()
+            .filter(|s| !s.closed)
+            .map(Stream::load)
+            .collect();
+        let depth = match spec.buffer_bytes {
+            Some(b) => (b / d) as u32,
+            None => {
+                match adm.choose_depth(&admitted, rate, d, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES) {
+                    Some(depth) => depth,
+                    None => (MAX_STREAM_BUFFER_BYTES / d) as u32,
+                }
+            }
+        };
+        let load = StreamLoad {
+            rate_bytes_per_s: rate,
+            request_bytes: d,
+            depth,
+        };
+        let mut all = admitted.clone();
+        all.push(load);
+        let check = adm.check(&all);
+        if check.fits {
+            return Ok((depth, check.load));
+        }
+        let used = adm.check(&admitted).load;
+        let left = adm.headroom(&admitted, load);
+        Err(Error::Refused(format!(
+            "asked for a {} stream of {} in {} KiB requests with a {} KiB buffer; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
+            spec.dir.name(),
+            mbit(rate),
+            d / 1024,
+            depth as u64 * d / 1024,
+            adm.describe(),
+            adm.be_share * 100.0,
+            admitted.len(),
+            used * 100.0,
+            check.load * 100.0,
+            if left > 0.0 {
+                format!("a stream like it fits at up to {} (a larger buffer may also help)", mbit(left))
+            } else {
+                "no stream like it fits now: close a stream or ask for a larger buffer".to_string()
+            }
+        )))
+    }
+
+    /// `StreamOpen`: admits the stream or says why not.
+    pub(super) fn stream_open(&mut self, ino: Ino, spec: StreamSpec, now: Now) -> Result<Output> {
+        let (depth, load) = self.admit(ino, &spec)?;
+        let d = spec.request_bytes;
+        let rate = spec.rate_bps / 8.0;
+        let mut reserved = 0;
+        let start = match spec.dir {
+            StreamDir::Read => 0,
+            StreamDir::Write => {
+                self.vol.check_writable()?;
+                if spec.reserve_bytes > 0 {
+                    self.vol.hold_space(ino, spec.reserve_bytes)?;
+                    reserved = spec.reserve_bytes;
+                }
+                self.vol.planned_size(ino)?
+            }
+        };
+        let id = self.next_stream;
+        self.next_stream += 1;
+        let l = StreamLoad {
+            rate_bytes_per_s: rate,
+            request_bytes: d,
+            depth,
+        };
+        let burst = l.burst_bytes() as f64;
+        let slack_ns = l.slack_ns() as u64;
+        let info = StreamInfo {
+            id,
+            ino,
+            dir: spec.dir,
+            rate_bytes_per_s: rate,
+            request_bytes: d,
+            depth,
+            buffer_bytes: depth as u64 * d,
+            slack_ns,
+            reserved_bytes: reserved,
+            load,
+        };
+        let credit = match spec.dir {
+            // The first byte is due one slack after the open.
+            StreamDir::Read => -(l.slack_ns() / 1e9 * rate),
+            StreamDir::Write => burst,
+        };
+        let s = Stream {
+            info: info.clone(),
+            rate,
+            burst,
+            credit,
+            credit_at: now.mono_ns,
+            pos: start,
+            next_fetch: start,
+            chunks: VecDeque::new(),
+            ended: false,
+            fill: None,
+            fill_len: 0,
+            fill_at: start,
+            writes: VecDeque::new(),
+            error: None,
+            virtual_bufs: false,
+            waiting: VecDeque::new(),
+            closed: false,
+            close_op: None,
+            wake_ns: None,
+            stats: StreamStats::default(),
+        };
+        self.streams.insert(id, s);
+        Ok(Output::Stream(info))
+    }
+
+    /// An application read, write or close on a stream: queued on it.
+    pub(super) fn stream_submit(&mut self, id: OpId, op: Op, now: Now) -> Result<()> {
+        let (sid, buf, dir) = match op {
+            Op::StreamRead { stream, buf } => (stream, Some(buf), StreamDir::Read),
+            Op::StreamWrite { stream, data } => (stream, Some(data), StreamDir::Write),
+            Op::StreamClose { stream } => (stream, None, StreamDir::Read),
+            _ => unreachable!("stream_submit of a stream operation"),
+        };
+        let Some(s) = self.streams.get_mut(&sid).filter(|s| !s.closed) else {
+            return Err(Error::InvalidArgument(format!("stream {sid} is not open")));
+        };
+        match buf {
+            None => {
+                s.closed = true;
+                s.close_op = Some(id);
+                for w in std::mem::take(&mut s.waiting) {
+                    let e = Error::InvalidArgument(format!("stream {sid} was closed"));
+                    self.completions.push_back(super::Completion {
+                        op: w.id,
+                        result: Err(e),
+                        deadline_ns: None,
+                        submit_ns: w.submit_ns,
+                        done_ns: now.mono_ns,
+                    });
+                }
+                if s.info.dir == StreamDir::Write && s.fill_len > 0 {
+                    self.stream_write_out(sid, now);
+                }
+            }
+            Some(b) => {
+                if dir != s.info.dir {
+                    return Err(Error::InvalidArgument(format!(
+                        "stream {sid} is a {} stream: it cannot {}",
+                        s.info.dir.name(),
+                        dir.name()
+                    )));
+                }
+                if let Some(e) = &s.error {
+                    return Err(Error::io(
+                        "writing behind a stream",
+                        std::io::Error::other(e.clone()),
+                    ));
+                }
+                s.virtual_bufs |= b.is_virtual();
+                s.waiting.push_back(AppOp {
+                    id,
+                    buf: b,
+                    done: 0,
+                    submit_ns: now.mono_ns,
+                    stalled: false,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `id` is an application operation waiting on a stream.
+    pub(super) fn stream_waiting_op(&self, id: OpId) -> Option<StreamId> {
+        self.streams
+            .iter()
+            .find(|(_, s)| s.waiting.iter().any(|w| w.id == id))
+            .map(|(sid, _)| *sid)
+    }
+
+    /// Cancels a waiting application operation (bytes a write already put in the
+    /// buffer stay there).
+    pub(super) fn stream_cancel(&mut self, sid: StreamId, id: OpId, now: Now) {
+        let s = self.streams.get_mut(&sid).expect("caller found it");
+        if let Some(i) = s.waiting.iter().position(|w| w.id == id) {
+            let w = s.waiting.remove(i).expect("index found");
+            self.stream_finish_app(w, Err(Error::Cancelled), now);
+        }
+    }
+
+    /// Application operations waiting on streams.
+    pub(super) fn stream_ops_waiting(&self) -> usize {
+        self.streams
+            .values()
+            .map(|s| s.waiting.len() + s.close_op.is_some() as usize)
+            .sum()
+    }
+
+    /// The earliest credit timer of a waiting operation.
+    pub(super) fn stream_wakeup(&self) -> Option<u64> {
+        self.streams.values().filter_map(|s| s.wake_ns).min()
+    }
+
+    pub fn stream_info(&self, sid: StreamId) -> Option<(&StreamInfo, &StreamStats)> {
+        self.streams.get(&sid).map(|s| (&s.info, &s.stats))
+    }
+
+    /// Open streams (closed ones still finishing are not listed).
+    pub fn streams(&self) -> impl Iterator<Item = (&StreamInfo, &StreamStats)> {
+        self.streams
+            .values()
+            .filter(|s| !s.closed)
+            .map(|s| (&s.info, &s.stats))
+    }
+
+    /// Unmount: waiting operations fail, every stream closes (its last partial
+    /// request is written).
+    pub(super) fn streams_shutdown(&mut self, now: Now) {
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        for sid in ids {
+            let s = self.streams.get_mut(&sid).expect("listed");
+            let waiting = std::mem::take(&mut s.waiting);
+            let dir = s.info.dir;
+            let fill = s.fill_len > 0;
+            s.closed = true;
+            for w in waiting {
+                self.stream_finish_app(
+                    w,
+                    Err(Error::InvalidArgument(
+                        "the file system is being unmounted".into(),
+                    )),
+                    now,
+                );
+            }
+            if dir == StreamDir::Write && fill {
+                self.stream_write_out(sid, now);
+            }
+        }
+    }
+
+    /// Moves every stream's data as far as it can go now. Returns whether anything
+    /// changed.
+    pub(super) fn streams_step(&mut self, now: Now) -> bool {
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        let mut changed = false;
+        for sid in ids {
+            changed |= match self.streams[&sid].info.dir {
+                StreamDir::Read => self.read_stream_step(sid, now),
+                StreamDir::Write => self.write_stream_step(sid, now),
+            };
+            changed |= self.stream_maybe_done(sid, now);
+        }
+        changed
+    }
+
+    fn read_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
+        let t = now.mono_ns;
+        let mut changed = false;
+        let size = self
+            .vol
+            .stat(self.streams[&sid].info.ino)
+            .map(|s| s.size_bytes)
+            .unwrap_or(0);
+        let s = self.streams.get_mut(&sid).expect("listed");
+        s.update_credit(t);
+        s.wake_ns = None;
+        // Serve the waiting reads from the buffer, as the credit allows.
+        let mut finished = vec![];
+        while let Some(w) = s.waiting.front_mut() {
+            let want = w.buf.len() - w.done;
+            // Drop consumed chunks; a failed one fails the read and is skipped.
+            let mut failed = None;
+            while let Some(c) = s.chunks.front() {
+                if c.op.is_some() {
+                    break;
+                }
+                if let Some(e) = &c.error {
+                    failed = Some(Error::io(
+                        "prefetching a stream",
+                        std::io::Error::other(e.to_string()),
+                    ));
+                    s.pos = c.offset + c.len as u64;
+                    s.chunks.pop_front();
+                    break;
+                }
+                if c.taken < c.bytes {
+                    break;
+                }
+                if c.bytes < c.len {
+                    s.ended = true;
+                }
+                s.chunks.pop_front();
+                changed = true;
+            }
+            if let Some(e) = failed {
+                let w = s.waiting.pop_front().expect("front");
+                finished.push((w, Err(e)));
+                changed = true;
+                continue;
+            }
+            let at_end = s.chunks.is_empty() && (s.ended || s.next_fetch >= size);
+            if want == 0 || at_end {
+                let w = s.waiting.pop_front().expect("front");
+                finished.push((w, Ok(())));
+                changed = true;
+                continue;
+            }
+            let Some(c) = s.chunks.front_mut().filter(|c| c.op.is_none()) else {
+                // The data is not there yet: a stall if the rate allowed it.
+                if s.credit >= granule(s.info.request_bytes, want) && !w.stalled {
+                    w.stalled = true;
+                    s.stats.stalls += 1;
+                }
+                break;
+            };
+            let avail = c.bytes - c.taken;
+            let n = want.min(avail).min(s.credit.max(0.0).floor() as usize);
+            if n < granule(s.info.request_bytes, want).min(avail as f64) as usize || n == 0 {
+                let need = granule(s.info.request_bytes, want).min(avail as f64);
+                s.wake_ns = Some(s.credit_time(need).max(t + 1));
+                break;
+            }
+            if let Some(src) = c.buf.as_ref() {
+                buf::copy(src, c.taken, &mut w.buf, w.done, n);
+            }
+            c.taken += n;
+            w.done += n;
+            s.pos += n as u64;
+            s.credit -= n as f64;
+            s.stats.app_bytes += n as u64;
+            changed = true;
+        }
+        for (w, r) in finished {
+            let r = r.map(|()| w.done);
+            self.stream_finish_read(w, r, now);
+        }
+        // Keep the buffer full: requests due when the playout point could reach them.
+        let s = self.streams.get_mut(&sid).expect("listed");
+        let mut issue = vec![];
+        while !s.closed && !s.ended && (s.chunks.len() as u32) < s.info.depth && s.next_fetch < size
+        {
+            let len = (size - s.next_fetch).min(s.info.request_bytes) as usize;
+            let ahead = s.next_fetch as f64 - s.pos as f64 - s.credit;
+            let deadline = s.deadline(ahead, t);
+            issue.push((s.next_fetch, len, deadline));
+            s.chunks.push_back(Chunk {
+                offset: s.next_fetch,
+                len,
+                op: None,
+                buf: None,
+                bytes: 0,
+                taken: 0,
+                error: None,
+            });
+            s.next_fetch += len as u64;
+        }
+        let (ino, virt) = (s.info.ino, s.virtual_bufs);
+        for (offset, len, deadline) in issue {
+            let buf = if virt {
+                IoBuf::virtual_len(len)
+            } else {
+                IoBuf::zeroed(len)
+            };
+            let op = self.submit_internal(Op::Read { ino, offset, buf }, deadline, sid, now);
+            let s = self.streams.get_mut(&sid).expect("listed");
+            if let Some(c) = s.chunks.iter_mut().find(|c| c.offset == offset) {
+                c.op = Some(op);
+            }
+            changed = true;
+        }
+        changed
+    }
+
+    fn write_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
+        let t = now.mono_ns;
+        let mut changed = false;
+        let mut finished = vec![];
+        loop {
+            let s = self.streams.get_mut(&sid).expect("listed");
+            s.update_credit(t);
+            s.wake_ns = None;
+            if let Some(e) = s.error.clone() {
+                for w in std::mem::take(&mut s.waiting) {
+                    finished.push((
+                        w,
+                        Err(Error::io(
+                            "writing behind a stream",
+                            std::io::Error::other(e.clone()),
+                        )),
+                    ));
+                }
+                break;
+            }
+            let Some(w) = s.waiting.front_mut() else {
+                break;
+            };
+            let want = w.buf.len() - w.done;
+            if want == 0 {
+                let w = s.waiting.pop_front().expect("front");
+                finished.push((w, Ok(())));
+                changed = true;
+                continue;
+            }
+            let d = s.info.request_bytes as usize;
+            if s.fill.is_none() {
+                if s.writes.len() as u32 >= s.info.depth {
+                    // The buffer is full of requests being written.
+                    if !w.stalled {
+                        w.stalled = true;
+                        s.stats.stalls += 1;
+                    }
+                    break;
+                }
+                s.fill = Some(if s.virtual_bufs {
+                    IoBuf::virtual_len(d)
+                } else {
+                    IoBuf::zeroed(d)
+                });
+                s.fill_len = 0;
+                s.fill_at = s.pos;
+            }
+            let room = d - s.fill_len;
+            let n = want.min(room).min(s.credit.max(0.0).floor() as usize);
+            let need = granule(s.info.request_bytes, want).min(room as f64);
+            if n == 0 || (n as f64) < need {
+                s.wake_ns = Some(s.credit_time(need).max(t + 1));
+                break;
+            }
+            let fill = s.fill.as_mut().expect("made above");
+            buf::copy(&w.buf, w.done, fill, s.fill_len, n);
+            w.done += n;
+            s.fill_len += n;
+            s.pos += n as u64;
+            s.credit -= n as f64;
+            s.stats.app_bytes += n as u64;
+            changed = true;
+            if s.fill_len == d {
+                self.stream_write_out(sid, now);
+            }
+        }
+        for (w, r) in finished {
+            self.stream_finish_app(
+                w,
+                r.map(|()| Output::Write {
+                    data: IoBuf::Virtual(0),
+                }),
+                now,
+            );
+        }
+        changed
+    }
+
+    /// Writes the buffer being filled: due when the buffer would overflow.
+    fn stream_write_out(&mut self, sid: StreamId, now: Now) {
+        let t = now.mono_ns;
+        let s = self.streams.get_mut(&sid).expect("listed");
+        let Some(mut data) = s.fill.take() else {
+            return;
+        };
+        if s.fill_len < data.len() {
+            let mut short = data.sibling(s.fill_len);
+            buf::copy(&data, 0, &mut short, 0, s.fill_len);
+            data = short;
+        }
+        s.update_credit(t);
+        let d = s.info.request_bytes as f64;
+        let free = (s.info.depth as f64 - (s.writes.len() + 1) as f64) * d;
+        let deadline = s.deadline(free - s.credit.max(0.0), t);
+        let (ino, offset) = (s.info.ino, s.fill_at);
+        s.fill_len = 0;
+        let op = self.submit_internal(Op::Write { ino, offset, data }, deadline, sid, now);
+        let s = self.streams.get_mut(&sid).expect("listed");
+        s.writes.push_back((op, offset));
+    }
+
+    /// An engine request of a stream finished.
+    pub(super) fn stream_io_done(
+        &mut self,
+        sid: StreamId,
+        op: OpId,
+        deadline_ns: Option<u64>,
+        result: Result<Output>,
+        now: Now,
+    ) {
+        let Some(s) = self.streams.get_mut(&sid) else {
+            return;
+        };
+        if let Some(d) = deadline_ns {
+            let margin = d as i64 - now.mono_ns as i64;
+            s.stats.requests += 1;
+            if margin < 0 {
+                s.stats.late += 1;
+            }
+            s.stats.min_margin_ns = Some(s.stats.min_margin_ns.map_or(margin, |m| m.min(margin)));
+        }
+        match s.info.dir {
+            StreamDir::Read => {
+                if let Some(c) = s.chunks.iter_mut().find(|c| c.op == Some(op)) {
+                    c.op = None;
+                    match result {
+                        Ok(Output::Read { buf, bytes }) => {
+                            c.buf = Some(buf);
+                            c.bytes = bytes.min(c.len);
+                        }
+                        Ok(_) => c.bytes = 0,
+                        Err(e) => c.error = Some(e),
+                    }
+                }
+            }
+            StreamDir::Write => {
+                let Some(i) = s.writes.iter().position(|(o, _)| *o == op) else {
+                    return;
+                };
+                let (_, _) = s.writes.remove(i).expect("found");
+                match result {
+                    Ok(Output::Write { data }) => s.stats.written_bytes += data.len() as u64,
+                    Ok(_) => {}
+                    Err(e) => {
+                        s.error.get_or_insert_with(|| e.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A closed stream with nothing left in flight goes away; its close completes.
+    fn stream_maybe_done(&mut self, sid: StreamId, now: Now) -> bool {
+        let s = &self.streams[&sid];
+        if !s.closed || s.in_flight() || s.fill_len > 0 {
+            return false;
+        }
+        let s = self.streams.remove(&sid).expect("listed");
+        if s.info.dir == StreamDir::Write {
+            self.vol.release_space(s.info.ino);
+            self.vol.close_file(s.info.ino);
+        }
+        if let Some(id) = s.close_op {
+            let result = match s.error {
+                Some(e) => Err(Error::io(
+                    "writing behind a stream",
+                    std::io::Error::other(e),
+                )),
+                None => Ok(Output::Done),
+            };
+            self.completions.push_back(super::Completion {
+                op: id,
+                result,
+                deadline_ns: None,
+                submit_ns: now.mono_ns,
+                done_ns: now.mono_ns,
+            });
+        }
+        true
+    }
+
+    fn stream_finish_read(&mut self, w: AppOp, r: Result<usize>, now: Now) {
+        let AppOp { buf, .. } = w;
+        let id = w.id;
+        let submit_ns = w.submit_ns;
+        let result = r.map(|bytes| Output::Read { buf, bytes });
+        self.completions.push_back(super::Completion {
+            op: id,
+            result,
+            deadline_ns: None,
+            submit_ns,
+            done_ns: now.mono_ns,
+        });
+    }
+
+    fn stream_finish_app(&mut self, w: AppOp, r: Result<Output>, now: Now) {
+        let result = match r {
+            Ok(Output::Write { .. }) => Ok(Output::Write { data: w.buf }),
+            Ok(Output::Read { .. }) => Ok(Output::Read {
+                bytes: w.done,
+                buf: w.buf,
+            }),
+            other => other,
+        };
+        self.completions.push_back(super::Completion {
+            op: w.id,
+            result,
+            deadline_ns: None,
+            submit_ns: w.submit_ns,
+            done_ns: now.mono_ns,
+        });
+    }
+
+    /// An engine operation on behalf of stream `sid`; its completion goes to the
+    /// stream, not to the driver. Started by the next pass of `progress`.
+    fn submit_internal(&mut self, op: Op, deadline_ns: u64, sid: StreamId, now: Now) -> OpId {
+        let id = self.next_op;
+        self.next_op += 1;
+        let body = match op {
+            Op::Read { ino, offset, buf } => Body::Read {
+                ino,
+                offset,
+                buf,
+                bytes: 0,
+            },
+            Op::Write { ino, offset, data } => Body::Write {
+                ino,
+                offset,
+                data,
+                plan: None,
+                accesses: vec![],
+            },
+            _ => unreachable!("streams submit reads and writes"),
+        };
+        self.ops.insert(
+            id,
+            OpState {
+                body,
+                deadline_ns: Some(deadline_ns),
+                owner: STREAM_OWNER_BASE | sid,
+                submit: now,
+                stage: Stage::Deferred,
+                pieces_left: 0,
+                error: None,
+                cancelled: false,
+                stream: Some(sid),
+            },
+        );
+        self.deferred.push_back(id);
+        id
+    }
+}
