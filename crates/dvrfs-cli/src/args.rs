@@ -53,6 +53,10 @@ pub enum Command {
     Sim(Box<crate::cmd_sim::SimArgs>),
     /// The admission bound: how many streams a disk model can carry
     Capacity(crate::cmd_sim::CapacityArgs),
+    /// Record a stream into a new file at a reserved rate (from a file or stdin)
+    Record(crate::cmd_stream::RecordArgs),
+    /// Play a file at a reserved rate (to a file or stdout)
+    Play(crate::cmd_stream::PlayArgs),
 }
 
 #[derive(Args, Debug)]

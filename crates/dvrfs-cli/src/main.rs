@@ -10,6 +10,7 @@ mod cmd_data;
 mod cmd_files;
 mod cmd_fs;
 mod cmd_sim;
+mod cmd_stream;
 mod error;
 mod plot;
 mod target;
@@ -47,6 +48,8 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Get(a) => cmd_data::get(a),
         Command::Sim(a) => cmd_sim::sim(a),
         Command::Capacity(a) => cmd_sim::capacity_cmd(a),
+        Command::Record(a) => cmd_stream::record(a),
+        Command::Play(a) => cmd_stream::play(a),
     }
 }
 

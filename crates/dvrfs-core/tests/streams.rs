@@ -36,24 +36,34 @@ impl Drive {
     /// Runs the engine and the device until operation `id` completes.
     fn wait(&mut self, e: &mut Engine, id: OpId) -> Completion {
         for _ in 0..10_000_000 {
+            if self.busy.is_none() {
+                if let Some(c) = e.poll(self.now()) {
+                    let done = self.t + Self::service_ns(&c);
+                    self.busy = Some((c, done));
+                }
+            }
+            // A poll can finish operations too (a stream's credit timer).
             while let Some(c) = e.take_completion() {
                 if c.op == id {
                     return c;
                 }
                 self.others.push(c);
             }
-            if self.busy.is_none() {
-                if let Some(c) = e.poll(self.now()) {
-                    let done = self.t + Self::service_ns(&c);
-                    self.busy = Some((c, done));
-                    continue;
-                }
-            }
             let next = [self.busy.as_ref().map(|b| b.1), e.next_wakeup()]
                 .into_iter()
                 .flatten()
                 .min()
-                .expect("operation pending but nothing scheduled");
+                .unwrap_or_else(|| {
+                    panic!(
+                        "operation {id} pending at {} ns but nothing scheduled: {} ops, idle {}, sched work {}, uncommitted {}, completion {:?}",
+                        self.t,
+                        e.ops_in_flight(),
+                        e.is_idle(),
+                        e.scheduler().has_work(),
+                        e.has_uncommitted(),
+                        e.take_completion(),
+                    )
+                });
             self.t = self.t.max(next);
             if let Some((c, done)) = self.busy.take_if(|(_, done)| *done <= self.t) {
                 let dev = &mut self.dev;
@@ -123,6 +133,7 @@ fn spec(dir: StreamDir, mbit: f64, reserve: u64) -> StreamSpec {
         request_bytes: 256 * 1024,
         buffer_bytes: Some(2 << 20),
         reserve_bytes: reserve,
+        start_bytes: 0,
     }
 }
 

@@ -56,8 +56,8 @@
 //! ```
 
 use dvrfs_core::device::Device;
-use dvrfs_core::disk::{Access, DiskModel};
-use dvrfs_core::engine::{DevCommand, DevKind, Now};
+use dvrfs_core::disk::{Access, Admission, DiskModel};
+use dvrfs_core::engine::{DevCommand, DevKind, Now, StreamId, StreamInfo, StreamSpec, StreamStats};
 use dvrfs_core::fs::OpenOptions;
 use dvrfs_core::sim::{DiskTimer, HddDisk};
 use dvrfs_core::{Engine, EngineConfig, Op, OpId, Output, Volume};
@@ -117,6 +117,10 @@ pub struct Options {
     /// wall-clock time. Byte offsets of the image are the model's (a small image lies
     /// on the outer tracks). Needs `queue_depth` 1, like the disk it stands for.
     pub device_model: Option<DiskModel>,
+    /// How stream reservations are admitted. `None`: on the emulated disk's model
+    /// when there is one, else as the engine configuration says (by default every
+    /// stream is refused, with a message saying how to give a model or bandwidth).
+    pub admission: Option<Admission>,
 }
 
 impl Default for Options {
@@ -127,6 +131,7 @@ impl Default for Options {
             queue_depth: 1,
             engine: None,
             device_model: None,
+            admission: None,
         }
     }
 }
@@ -275,6 +280,16 @@ impl Runtime {
             .into());
         }
         cfg.settings.queue_depth = opts.queue_depth;
+        let be_share = cfg.settings.be_share;
+        cfg.admission = opts
+            .admission
+            .clone()
+            .or_else(|| {
+                opts.device_model
+                    .as_ref()
+                    .map(|m| Admission::from_model(m, be_share))
+            })
+            .or(cfg.admission);
         let origin = Instant::now();
         let engine = Engine::new(vol, replay, cfg, now(origin))?;
         let (tx, rx) = mpsc::channel();
@@ -487,6 +502,38 @@ impl Runtime {
         let (reply, rx) = mpsc::channel();
         self.send(Msg::Query(Box::new(move |e: &Engine| {
             let _ = reply.send(f(e.volume()));
+        })))?;
+        rx.recv().map_err(|_| self.stopped())
+    }
+
+    /// Opens a stream reservation on file `ino` (see `dvrfs_core::engine::StreamSpec`):
+    /// admitted, or refused with [`dvrfs_core::Error::Refused`] saying what was asked
+    /// and what is left ([`dvrfs_core::Error::NoSpace`] when a recording's size does
+    /// not fit). Then `Op::StreamRead` / `Op::StreamWrite` move its data at its rate
+    /// and `Op::StreamClose` ends it.
+    pub fn open_stream(&self, ino: dvrfs_core::alloc::Ino, spec: StreamSpec) -> Result<StreamInfo> {
+        match self.run(Op::StreamOpen { ino, spec }, None, 0)? {
+            Output::Stream(info) => Ok(info),
+            other => Err(RuntimeError::Io(io::Error::other(format!(
+                "stream open returned {other:?}"
+            )))),
+        }
+    }
+
+    /// A stream's reservation and how it has fared so far (`None` once it is closed).
+    pub fn stream(&self, sid: StreamId) -> Result<Option<(StreamInfo, StreamStats)>> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Msg::Query(Box::new(move |e: &Engine| {
+            let _ = reply.send(e.stream_info(sid).map(|(i, s)| (i.clone(), s.clone())));
+        })))?;
+        rx.recv().map_err(|_| self.stopped())
+    }
+
+    /// What stream admission is checked against (`None`: streams are refused).
+    pub fn admission(&self) -> Result<Option<Admission>> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Msg::Query(Box::new(move |e: &Engine| {
+            let _ = reply.send(e.admission().cloned());
         })))?;
         rx.recv().map_err(|_| self.stopped())
     }

@@ -134,7 +134,7 @@ impl Admission {
         let rt = 1.0 - self.be_share;
         match &self.capacity {
             Capacity::Bandwidth { bytes_per_s } => {
-                let sum: f64 = streams.iter().map(|s| s.rate_bytes_per_s).sum();
+                let sum = streams.iter().fold(0.0, |a, s| a + s.rate_bytes_per_s);
                 let load = sum / (rt * bytes_per_s);
                 Check {
                     fits: load <= 1.0,
@@ -160,15 +160,11 @@ impl Admission {
                     .iter()
                     .map(|s| s.slack_ns() / 1e6)
                     .fold(f64::INFINITY, f64::min);
-                let cost_ms: f64 = streams
-                    .iter()
-                    .map(|s| {
-                        s.rate_bytes_per_s * round_ms / inner_rate_bytes_per_s
-                            + rotation_ms
-                            + settle_ms
-                    })
-                    .sum::<f64>()
-                    + sweep_seek_ms;
+                let cost_ms = streams.iter().fold(*sweep_seek_ms, |a, s| {
+                    a + s.rate_bytes_per_s * round_ms / inner_rate_bytes_per_s
+                        + rotation_ms
+                        + settle_ms
+                });
                 let load = if round_ms > 0.0 {
                     cost_ms / (rt * round_ms)
                 } else {

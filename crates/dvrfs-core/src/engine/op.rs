@@ -1,7 +1,7 @@
 //! What goes into the engine (operations) and what comes out (completions).
 
 use super::buf::IoBuf;
-use super::stream::{StreamId, StreamInfo, StreamSpec};
+use super::stream::{StreamId, StreamInfo, StreamSpec, StreamStats};
 use crate::alloc::Ino;
 use crate::error::Error;
 use crate::fs::SetAttr;
@@ -144,6 +144,8 @@ pub enum Output {
     Ino(Ino),
     /// An admitted stream.
     Stream(StreamInfo),
+    /// A closed stream: how it fared, every request counted.
+    StreamClosed(StreamStats),
     Done,
 }
 

@@ -85,6 +85,9 @@ pub struct StreamSpec {
     pub buffer_bytes: Option<u64>,
     /// A write stream: the bytes it will write (held at admission). Ignored for reads.
     pub reserve_bytes: u64,
+    /// A read stream: where in the file playback starts. Write streams append at the
+    /// end of the file.
+    pub start_bytes: u64,
 }
 
 /// What an admitted stream got.
@@ -220,6 +223,20 @@ fn spec_error(msg: String) -> Error {
     Error::InvalidArgument(msg)
 }
 
+/// `512 KiB`, `4 MiB`, `2.5 MiB`.
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        let m = bytes as f64 / (1u64 << 20) as f64;
+        if m.fract() == 0.0 {
+            format!("{m:.0} MiB")
+        } else {
+            format!("{m:.1} MiB")
+        }
+    } else {
+        format!("{} KiB", bytes / 1024)
+    }
+}
+
 fn mbit(bytes_per_s: f64) -> String {
     format!("{:.2} Mbit/s", bytes_per_s * 8.0 / 1e6)
 }
@@ -293,11 +310,11 @@ impl Engine {
         let used = adm.check(&admitted).load;
         let left = adm.headroom(&admitted, load);
         Err(Error::Refused(format!(
-            "asked for a {} stream of {} in {} KiB requests with a {} KiB buffer; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
+            "asked for a {} stream of {} in {} requests with a {} buffer; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
             spec.dir.name(),
             mbit(rate),
-            d / 1024,
-            depth as u64 * d / 1024,
+            size(d),
+            size(depth as u64 * d),
             adm.describe(),
             adm.be_share * 100.0,
             admitted.len(),
@@ -318,7 +335,7 @@ impl Engine {
         let rate = spec.rate_bps / 8.0;
         let mut reserved = 0;
         let start = match spec.dir {
-            StreamDir::Read => 0,
+            StreamDir::Read => spec.start_bytes,
             StreamDir::Write => {
                 self.vol.check_writable()?;
                 if spec.reserve_bytes > 0 {
@@ -806,7 +823,7 @@ impl Engine {
                     "writing behind a stream",
                     std::io::Error::other(e),
                 )),
-                None => Ok(Output::Done),
+                None => Ok(Output::StreamClosed(s.stats.clone())),
             };
             self.completions.push_back(super::Completion {
                 op: id,

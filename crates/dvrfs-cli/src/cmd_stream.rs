@@ -1,0 +1,508 @@
+//! `record` and `play`: one stream reservation each, through the runtime.
+//!
+//! `record` opens a write stream on a new file (admission; the recording's size is
+//! held at open, from `--size`, `--duration` times the rate, or the input file's
+//! size), feeds it from a file or stdin, and the engine writes behind at the rate.
+//! Once a second it makes what was written durable (`fsync`) and the progress line
+//! says how much is. `play` opens a read stream (optionally `--from` a time into the
+//! file, at `--speed` times the rate) and copies what the engine prefetches to a file
+//! or stdout, at the rate.
+//!
+//! Both print what they reserved and how the stream fared: requests, late requests
+//! (deadline misses), stalls, the smallest margin. A late request never loses data
+//! (a late write is still written, a late prefetch still delivered), but the command
+//! says so and exits with status 1.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use dvrfs_core::disk::Admission;
+use dvrfs_core::engine::{StreamDir, StreamInfo, StreamSpec, StreamStats};
+use dvrfs_core::format::dir::Kind;
+use dvrfs_core::sched::SchedSettings;
+use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
+use dvrfs_runtime::Runtime;
+use serde_json::json;
+
+use crate::args::{parse_duration_ms, parse_size};
+use crate::cmd_sim::load_disk;
+use crate::error::{local_io, CliError, CliResult};
+use crate::output::{human_bytes, progress};
+use crate::target::{open_device, Access};
+
+/// Admission bandwidth of a device with no model and no `--bandwidth`.
+pub const DEFAULT_BANDWIDTH_BPS: f64 = 800e6;
+/// Owner id of the streams' own operations (the open, the close, the fsyncs).
+const OWNER: u32 = 0;
+
+/// What a stream asks for, and what admission checks it against.
+#[derive(Args, Debug)]
+pub struct StreamArgs {
+    /// The stream's rate, bits per second with K/M/G (decimal), e.g. 19.39M
+    #[arg(long)]
+    pub rate: String,
+    /// Bytes per disk request (a multiple of 4K)
+    #[arg(long, default_value = "512K")]
+    pub request: String,
+    /// The stream's buffer (default: chosen by admission, at least one second of slack)
+    #[arg(long)]
+    pub buffer: Option<String>,
+    /// Emulate this hard disk (a built-in model name or a JSON file): real data, each
+    /// command completed when the model's disk would finish it; admission uses the model
+    #[arg(long)]
+    pub device_model: Option<String>,
+    /// Admission bandwidth of a device without a model (an SSD, an image), bits per
+    /// second, e.g. 800M (the default)
+    #[arg(long)]
+    pub bandwidth: Option<String>,
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct RecordArgs {
+    pub target: PathBuf,
+    /// The new file to record into
+    pub path: String,
+    /// Where the stream comes from: a local file or `-` (stdin)
+    #[arg(long, default_value = "-")]
+    pub input: PathBuf,
+    /// Record this long (at the rate); with neither --duration nor --size, until the
+    /// input ends
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Record this many bytes (K/M/G/T)
+    #[arg(long)]
+    pub size: Option<String>,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PlayArgs {
+    pub target: PathBuf,
+    /// The file to play
+    pub path: String,
+    /// Where the bytes go: a local file or `-` (stdout)
+    #[arg(long, default_value = "-")]
+    pub output: PathBuf,
+    /// Start this far into the file, in time at the rate (e.g. 90s)
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Play at this many times the rate (the reservation is for rate x speed)
+    #[arg(long, default_value_t = 1)]
+    pub speed: u32,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+fn bit_rate(flag: &str, text: &str) -> CliResult<f64> {
+    dvrfs_core::sim::workload::parse_rate_bps(text)
+        .filter(|r| r.is_finite() && *r > 0.0)
+        .ok_or_else(|| {
+            CliError::usage(
+                format!("{flag} {text:?} is not a bit rate"),
+                "give bits per second with K/M/G (decimal), e.g. 19.39M",
+            )
+        })
+}
+
+struct Setup {
+    rt: Runtime,
+    spec: StreamSpec,
+}
+
+/// Opens the runtime with the stream flags' device model or bandwidth.
+fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliResult<Setup> {
+    let rate_bps = bit_rate("--rate", &a.rate)?;
+    let request_bytes = parse_size("--request", &a.request)?;
+    let buffer_bytes = a
+        .buffer
+        .as_deref()
+        .map(|b| parse_size("--buffer", b))
+        .transpose()?;
+    let model = a.device_model.as_deref().map(load_disk).transpose()?;
+    let be_share = SchedSettings::default().be_share;
+    let admission = match (&model, &a.bandwidth) {
+        (Some(m), None) => Admission::from_model(m, be_share),
+        (None, Some(b)) => Admission::bandwidth(bit_rate("--bandwidth", b)? / 8.0, be_share),
+        (None, None) => Admission::bandwidth(DEFAULT_BANDWIDTH_BPS / 8.0, be_share),
+        (Some(_), Some(_)) => {
+            return Err(CliError::usage(
+                "--device-model and --bandwidth both say what admission checks against",
+                "give one: a hard disk's model, or the bandwidth of a device without one",
+            ))
+        }
+    };
+    let dev = open_device(target, access)?;
+    let opts = dvrfs_runtime::Options {
+        writable: access == Access::Write,
+        device_model: model,
+        admission: Some(admission),
+        ..dvrfs_runtime::Options::default()
+    };
+    let rt = Runtime::with_device(dev, opts)?;
+    Ok(Setup {
+        rt,
+        spec: StreamSpec {
+            dir,
+            rate_bps,
+            request_bytes,
+            buffer_bytes,
+            reserve_bytes: 0,
+            start_bytes: 0,
+        },
+    })
+}
+
+fn refused_hint(e: CliError) -> CliError {
+    e.hint("ask for a lower --rate or a larger --buffer, or end another stream first")
+}
+
+fn open_stream(rt: &Runtime, ino: u32, spec: StreamSpec) -> CliResult<StreamInfo> {
+    match rt.open_stream(ino, spec) {
+        Ok(i) => Ok(i),
+        Err(dvrfs_runtime::RuntimeError::Engine(e @ CoreError::Refused(_))) => {
+            Err(refused_hint(CliError::from(e)))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn status_line(what: &str, bytes: u64, started: Instant, st: &StreamStats, extra: &str) -> String {
+    format!(
+        "{what}: {} in {:.1} s, {} requests, {} late, {} stalls{extra}",
+        human_bytes(bytes),
+        started.elapsed().as_secs_f64(),
+        st.requests,
+        st.late,
+        st.stalls
+    )
+}
+
+fn report(
+    what: &str,
+    path: &str,
+    info: &StreamInfo,
+    st: &StreamStats,
+    bytes: u64,
+    elapsed: Duration,
+    admission: &str,
+    json: bool,
+) -> CliResult<u8> {
+    let min_margin_ms = st.min_margin_ns.map(|m| m as f64 / 1e6);
+    if json {
+        let v = json!({
+            "command": what,
+            "path": path,
+            "direction": info.dir.name(),
+            "rate_bps": info.rate_bytes_per_s * 8.0,
+            "request_bytes": info.request_bytes,
+            "buffer_bytes": info.buffer_bytes,
+            "depth": info.depth,
+            "slack_ms": info.slack_ns as f64 / 1e6,
+            "reserved_bytes": info.reserved_bytes,
+            "admission": admission,
+            "load": info.load,
+            "bytes": bytes,
+            "duration_s": elapsed.as_secs_f64(),
+            "rt_requests": st.requests,
+            "deadline_misses": st.late,
+            "stalls": st.stalls,
+            "min_margin_ms": min_margin_ms,
+        });
+        outln!("{v}");
+    } else {
+        eprintln!(
+            "{what}: {path}: {} in {:.1} s at {:.2} Mbit/s reserved ({} KiB requests, {} buffer, {:.0} ms slack; admission on {admission}, load {:.0}%)",
+            human_bytes(bytes),
+            elapsed.as_secs_f64(),
+            info.rate_bytes_per_s * 8.0 / 1e6,
+            info.request_bytes / 1024,
+            human_bytes(info.buffer_bytes),
+            info.slack_ns as f64 / 1e6,
+            info.load * 100.0
+        );
+        eprintln!(
+            "{what}: {} disk requests, {} late, {} stalls, smallest margin {}",
+            st.requests,
+            st.late,
+            st.stalls,
+            min_margin_ms.map_or("-".to_string(), |m| format!("{m:.0} ms"))
+        );
+    }
+    if st.late > 0 || st.stalls > 0 {
+        return Err(CliError::new(format!(
+            "{what}: {} of {} requests missed their deadline and the application waited {} times; every byte was still {}",
+            st.late,
+            st.requests,
+            st.stalls,
+            if what == "record" { "written" } else { "delivered" }
+        ))
+        .hint("the device is slower than admission assumed: give its --device-model, a lower --bandwidth, or a larger --buffer"));
+    }
+    Ok(0)
+}
+
+pub fn record(a: &RecordArgs) -> CliResult<u8> {
+    let Setup { rt, mut spec } = open(&a.target, Access::Write, &a.stream, StreamDir::Write)?;
+    let rate_bytes = spec.rate_bps / 8.0;
+    let mut input: Box<dyn Read> = if a.input.as_os_str() == "-" {
+        Box::new(io::stdin().lock())
+    } else {
+        Box::new(File::open(&a.input).map_err(|e| local_io(&a.input, "cannot open", e))?)
+    };
+    let input_size = if a.input.as_os_str() == "-" {
+        None
+    } else {
+        std::fs::metadata(&a.input)
+            .ok()
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+    };
+    let limit = match (&a.size, &a.duration) {
+        (Some(s), None) => Some(parse_size("--size", s)?),
+        (None, Some(d)) => {
+            let ms = parse_duration_ms("--duration", d)?;
+            Some((rate_bytes * ms as f64 / 1e3).ceil() as u64)
+        }
+        (None, None) => None,
+        (Some(_), Some(_)) => {
+            return Err(CliError::usage(
+                "--size and --duration both say how much to record",
+                "give one of them",
+            ))
+        }
+    };
+    spec.reserve_bytes = match (limit, input_size) {
+        (Some(l), Some(s)) => l.min(s),
+        (Some(l), None) => l,
+        (None, Some(s)) => s,
+        (None, None) => 0,
+    };
+    if spec.reserve_bytes == 0 {
+        eprintln!("record: no space held (reading stdin with neither --duration nor --size): a full disk stops the recording");
+    }
+    let path = a.path.clone();
+    let (parent, name) = rt.query(move |v| -> Result<_, CoreError> {
+        if v.resolve(&path).is_ok() {
+            return Err(CoreError::Exists(path));
+        }
+        let (p, n) = v.resolve_parent(&path)?;
+        Ok((p, n.to_vec()))
+    })??;
+    let (uid, gid) = crate::target::process_owner();
+    let create = Op::Create {
+        parent,
+        name: name.clone(),
+        perm: 0o644,
+        uid,
+        gid,
+    };
+    let Output::Ino(ino) = rt.run(create, None, OWNER)? else {
+        unreachable!("a create returns the new inode")
+    };
+    let info = match open_stream(&rt, ino, spec) {
+        Ok(i) => i,
+        Err(e) => {
+            // Nothing was recorded: take the empty file away again.
+            let _ = rt.run(Op::Unlink { parent, name }, None, OWNER);
+            let _ = rt.close();
+            return Err(e);
+        }
+    };
+    let admission = admission_name(&rt)?;
+    let started = Instant::now();
+    let pb = progress(limit.or(input_size).unwrap_or(0), true, "record");
+    let mut moved = 0u64;
+    let mut last_sync = Instant::now();
+    let mut piece = vec![0u8; info.request_bytes as usize];
+    let result = (|| -> CliResult<()> {
+        loop {
+            let want = limit.map_or(piece.len() as u64, |l| (l - moved).min(piece.len() as u64));
+            if want == 0 {
+                break;
+            }
+            let n = read_some(&mut input, &mut piece[..want as usize])
+                .map_err(|e| local_io(&a.input, "error reading", e))?;
+            if n == 0 {
+                break;
+            }
+            rt.run(
+                Op::StreamWrite {
+                    stream: info.id,
+                    data: IoBuf::from_slice(&piece[..n]),
+                },
+                None,
+                OWNER,
+            )?;
+            moved += n as u64;
+            pb.set_position(moved);
+            if last_sync.elapsed() >= Duration::from_secs(1) {
+                // What was written behind before this fsync is durable after it.
+                let written = rt.stream(info.id)?.map_or(0, |(_, s)| s.written_bytes);
+                rt.run(Op::Fsync, None, OWNER)?;
+                last_sync = Instant::now();
+                if let Some((_, st)) = rt.stream(info.id)? {
+                    pb.set_message(status_line(
+                        "record",
+                        moved,
+                        started,
+                        &st,
+                        &format!(", {} durable", human_bytes(written)),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    })();
+    let closed = close_stream(&rt, info.id);
+    let synced = rt.run(Op::Fsync, None, OWNER);
+    pb.finish_and_clear();
+    let elapsed = started.elapsed();
+    rt.close()?;
+    result?;
+    let stats = closed?;
+    synced?;
+    report(
+        "record",
+        &a.path,
+        &info,
+        &stats,
+        moved,
+        elapsed,
+        &admission,
+        a.stream.json,
+    )
+}
+
+/// Closes a stream (its last requests written or prefetches back): its final figures.
+fn close_stream(rt: &Runtime, id: u32) -> CliResult<StreamStats> {
+    match rt.run(Op::StreamClose { stream: id }, None, OWNER)? {
+        Output::StreamClosed(st) => Ok(st),
+        other => Err(CliError::new(format!(
+            "closing stream {id} returned {other:?} (a dvrfs bug)"
+        ))),
+    }
+}
+
+fn admission_name(rt: &Runtime) -> CliResult<String> {
+    Ok(rt
+        .admission()?
+        .map_or("nothing".to_string(), |a| a.describe()))
+}
+
+/// One read that fills as much of `buf` as the input gives before it would block.
+fn read_some(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+pub fn play(a: &PlayArgs) -> CliResult<u8> {
+    let Setup { rt, mut spec } = open(&a.target, Access::Read, &a.stream, StreamDir::Read)?;
+    if a.speed == 0 {
+        return Err(CliError::usage(
+            "--speed 0",
+            "give a whole speed of 1 or more",
+        ));
+    }
+    let path = a.path.clone();
+    let (ino, st) = rt.query(move |v| -> Result<_, CoreError> {
+        let ino = v.resolve(&path)?;
+        Ok((ino, v.stat(ino)?))
+    })??;
+    if st.kind != Kind::File {
+        return Err(CliError::new(format!("{} is not a regular file", a.path))
+            .hint("play reads one file; list a directory with `dvrfs ls`"));
+    }
+    let rate_bytes = spec.rate_bps / 8.0;
+    if let Some(f) = &a.from {
+        let ms = parse_duration_ms("--from", f)?;
+        let at = (rate_bytes * ms as f64 / 1e3) as u64;
+        if at >= st.size_bytes {
+            return Err(CliError::usage(
+                format!(
+                    "--from {f} is past the end of {} ({} at the rate)",
+                    a.path,
+                    human_bytes(st.size_bytes)
+                ),
+                "give a time within the recording",
+            ));
+        }
+        spec.start_bytes = at;
+    }
+    spec.rate_bps *= a.speed as f64;
+    let total = st.size_bytes - spec.start_bytes;
+    let mut sink: Box<dyn Write> = if a.output.as_os_str() == "-" {
+        Box::new(io::stdout().lock())
+    } else {
+        Box::new(File::create(&a.output).map_err(|e| local_io(&a.output, "cannot create", e))?)
+    };
+    let info = open_stream(&rt, ino, spec)?;
+    let admission = admission_name(&rt)?;
+    let started = Instant::now();
+    let pb = progress(total, true, "play");
+    let mut moved = 0u64;
+    let mut last = Instant::now();
+    let result = (|| -> CliResult<()> {
+        let mut buf = IoBuf::zeroed(info.request_bytes as usize);
+        loop {
+            let out = rt.run(
+                Op::StreamRead {
+                    stream: info.id,
+                    buf,
+                },
+                None,
+                OWNER,
+            )?;
+            let Output::Read { buf: b, bytes } = out else {
+                unreachable!("a stream read returns bytes")
+            };
+            if bytes == 0 {
+                break;
+            }
+            let data = &b.bytes().expect("real memory")[..bytes];
+            sink.write_all(data)
+                .map_err(|e| local_io(&a.output, "error writing", e))?;
+            moved += bytes as u64;
+            pb.set_position(moved);
+            buf = b;
+            if last.elapsed() >= Duration::from_secs(1) {
+                last = Instant::now();
+                if let Some((_, st)) = rt.stream(info.id)? {
+                    pb.set_message(status_line("play", moved, started, &st, ""));
+                }
+            }
+        }
+        sink.flush()
+            .map_err(|e| local_io(&a.output, "error writing", e))
+    })();
+    let closed = close_stream(&rt, info.id);
+    pb.finish_and_clear();
+    let elapsed = started.elapsed();
+    rt.close()?;
+    result?;
+    let stats = closed?;
+    report(
+        "play",
+        &a.path,
+        &info,
+        &stats,
+        moved,
+        elapsed,
+        &admission,
+        a.stream.json,
+    )
+}
