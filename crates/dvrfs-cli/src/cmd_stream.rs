@@ -184,16 +184,27 @@ fn status_line(what: &str, bytes: u64, started: Instant, st: &StreamStats, extra
     )
 }
 
+/// What the final report names.
+struct Ran<'a> {
+    what: &'a str,
+    path: &'a str,
+    admission: &'a str,
+    json: bool,
+}
+
 fn report(
-    what: &str,
-    path: &str,
+    r: Ran<'_>,
     info: &StreamInfo,
     st: &StreamStats,
     bytes: u64,
     elapsed: Duration,
-    admission: &str,
-    json: bool,
 ) -> CliResult<u8> {
+    let Ran {
+        what,
+        path,
+        admission,
+        json,
+    } = r;
     let min_margin_ms = st.min_margin_ns.map(|m| m as f64 / 1e6);
     if json {
         let v = json!({
