@@ -379,16 +379,13 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
     result?;
     let stats = closed?;
     synced?;
-    report(
-        "record",
-        &a.path,
-        &info,
-        &stats,
-        moved,
-        elapsed,
-        &admission,
-        a.stream.json,
-    )
+    let ran = Ran {
+        what: "record",
+        path: &a.path,
+        admission: &admission,
+        json: a.stream.json,
+    };
+    report(ran, &info, &stats, moved, elapsed)
 }
 
 /// Closes a stream (its last requests written or prefetches back): its final figures.
@@ -506,14 +503,11 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
     rt.close()?;
     result?;
     let stats = closed?;
-    report(
-        "play",
-        &a.path,
-        &info,
-        &stats,
-        moved,
-        elapsed,
-        &admission,
-        a.stream.json,
-    )
+    let ran = Ran {
+        what: "play",
+        path: &a.path,
+        admission: &admission,
+        json: a.stream.json,
+    };
+    report(ran, &info, &stats, moved, elapsed)
 }
