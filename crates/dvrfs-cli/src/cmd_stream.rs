@@ -3,8 +3,9 @@
 //! `record` opens a write stream on a new file (admission; the recording's size is
 //! held at open, from `--size`, `--duration` times the rate, or the input file's
 //! size), feeds it from a file or stdin, and the engine writes behind at the rate.
-//! Once a second it makes what was written durable (`fsync`) and the progress line
-//! says how much is. `play` opens a read stream (optionally `--from` a time into the
+//! Once a second it makes what was written durable (`fsync`) and says how much is:
+//! on the progress line on a terminal, else as a `record: N bytes durable` line on
+//! stderr (for logs and supervisors). `play` opens a read stream (optionally `--from` a time into the
 //! file, at `--speed` times the rate) and copies what the engine prefetches to a file
 //! or stdout, at the rate.
 //!
@@ -358,6 +359,10 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
                 let written = rt.stream(info.id)?.map_or(0, |(_, s)| s.written_bytes);
                 rt.run(Op::Fsync, None, OWNER)?;
                 last_sync = Instant::now();
+                if !crate::output::stderr_is_terminal() {
+                    // For logs and supervisors: what survives a crash from now on.
+                    eprintln!("record: {written} bytes durable");
+                }
                 if let Some((_, st)) = rt.stream(info.id)? {
                     pb.set_message(status_line(
                         "record",

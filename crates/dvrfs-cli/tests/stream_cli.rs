@@ -227,3 +227,83 @@ fn bad_flags_and_paths_say_what_is_wrong() {
     );
     assert_clean(&img);
 }
+
+#[test]
+fn kill_9_of_a_recording_keeps_every_byte_it_reported_durable() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let src = random_file(&dir.path().join("feed.ts"), 48 << 20, 11);
+    let feed = std::fs::read(&src).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args([
+            "record".as_ref(),
+            img.as_os_str(),
+            "/live.ts".as_ref(),
+            "--rate".as_ref(),
+            "16M".as_ref(),
+            "--size".as_ref(),
+            "48M".as_ref(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let data = feed.clone();
+    let writer = std::thread::spawn(move || {
+        // Ends with a broken pipe once the recorder is killed.
+        let _ = stdin.write_all(&data);
+    });
+    let mut durable = 0u64;
+    let mut log = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        log.push_str(&line);
+        log.push('\n');
+        if let Some(n) = line
+            .strip_prefix("record: ")
+            .and_then(|l| l.strip_suffix(" bytes durable"))
+        {
+            durable = n.parse().unwrap();
+            if durable >= 4 << 20 {
+                break;
+            }
+        }
+    }
+    assert!(
+        durable >= 4 << 20,
+        "the recorder never reported 4 MiB durable:\n{log}"
+    );
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    writer.join().unwrap();
+    // Reopened (the journal replays): every durable byte is there and right.
+    assert_clean(&img);
+    let back = dir.path().join("back.ts");
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        "/live.ts".as_ref(),
+        back.as_os_str(),
+    ]));
+    let got = std::fs::read(&back).unwrap();
+    assert!(
+        got.len() as u64 >= durable,
+        "{} bytes after the crash, {durable} were reported durable",
+        got.len()
+    );
+    assert!(
+        got[..] == feed[..got.len()],
+        "the recording differs from its input"
+    );
+    // A writer opens it again (replaying for real) and it stays clean.
+    ok(dvrfs([
+        "mkdir".as_ref(),
+        img.as_os_str(),
+        "/after".as_ref(),
+    ]));
+    assert_clean(&img);
+}
