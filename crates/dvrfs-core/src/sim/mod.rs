@@ -32,8 +32,10 @@
 //! Everything random comes from one seed (ChaCha8), so a run is reproducible byte for
 //! byte.
 
+pub mod client;
 pub mod workload;
 
+pub use client::{Client, ClientEv, Host};
 pub use workload::{StreamGroup, Workload, WorkloadError};
 
 use crate::device::{CrashDevice, CrashMode, Device, MemDevice};
@@ -155,9 +157,6 @@ pub const FILL_RECORDING_MIN_S: f64 = 15.0 * 60.0;
 pub const FILL_RECORDING_MAX_S: f64 = 45.0 * 60.0;
 /// Bytes per write while filling (virtual: no memory behind them).
 const FILL_WRITE_BYTES: u64 = 64 << 20;
-/// Owner ids: streams are 0..n; the best-effort generator and the sync client follow.
-const BE_OWNER_OFFSET: u32 = 0;
-const SYNC_OWNER_OFFSET: u32 = 1;
 
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -309,87 +308,76 @@ pub const BE_SHARE_TOLERANCE: f64 = 0.95;
 enum Ev {
     DiskDone(u64),
     Wake,
-    Issue(u32),
-    BeTick,
-    Sync,
+    Client(ClientEv),
 }
 
-struct Stream {
-    write: bool,
-    ino: u32,
-    period_ns: u64,
-    t0_ns: u64,
-    next_k: u64,
-    outstanding: u32,
-    blocked: bool,
-    stopped: bool,
-    file_bytes: u64,
-    start_offset: u64,
-    /// Completion time per request (stream 0, for the buffer-level series).
-    done_ns: Vec<u64>,
+/// The simulator's side of the workload client: the engine, called directly, and
+/// the event queue in virtual time.
+struct SimHost {
+    engine: Engine,
+    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
 }
 
-#[derive(Clone, Copy, Debug)]
-enum Purpose {
-    Stream { s: u32 },
-    BestEffort,
-    Sync,
+impl SimHost {
+    fn push(&mut self, t: u64, ev: Ev) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, ev)));
+    }
 }
 
-#[derive(Default)]
-struct BeState {
-    in_flight: bool,
-    /// Greedy read: the file and the next offset.
-    read_ino: u32,
-    read_bytes: u64,
-    offset: u64,
-    /// Greedy write / photos: the file being written.
-    ino: u32,
-    file_left: u64,
-    photos_left: u32,
-    /// A create is in flight (its inode comes back in the completion).
-    creating: bool,
-    /// The finished photo's close is in flight.
-    closing: bool,
-    done: bool,
-    /// Delete: the file to delete.
-    victim: Option<String>,
+impl Host for SimHost {
+    fn submit(&mut self, op: Op, deadline_ns: Option<u64>, owner: u32, now: u64) -> Result<OpId> {
+        self.engine.submit(op, deadline_ns, owner, Now::mono(now))
+    }
+
+    /// A namespace operation at time 0, before the run: it completes at once.
+    fn namespace(&mut self, op: Op) -> Result<u32> {
+        let id = self.engine.submit(op, None, 0, Now::mono(0))?;
+        while let Some(c) = self.engine.take_completion() {
+            if c.op == id {
+                return match c.result? {
+                    Output::Ino(i) => Ok(i),
+                    _ => Ok(0),
+                };
+            }
+        }
+        Err(Error::InvalidArgument(
+            "a namespace operation did not complete at once".into(),
+        ))
+    }
+
+    fn schedule(&mut self, at_ns: u64, ev: ClientEv) {
+        self.push(at_ns, Ev::Client(ev));
+    }
+
+    fn not_issued(&mut self, count: u64, no_space: bool) {
+        self.engine.qos_mut().not_issued(count, no_space);
+    }
+
+    fn query<R: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&Volume) -> R + Send + 'static,
+    ) -> Result<R> {
+        Ok(f(self.engine.volume()))
+    }
 }
 
 struct Sim<'a, T: DiskTimer, D: Device> {
     cfg: &'a SimConfig,
-    engine: Engine,
+    host: SimHost,
+    client: Client,
     dev: D,
     disk: &'a mut T,
-    rng: ChaCha8Rng,
-    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
-    seq: u64,
-    purposes: BTreeMap<OpId, Purpose>,
     /// The command on the disk.
     busy: Option<(u64, DevKind)>,
     next_wake: Option<u64>,
-    streams: Vec<Stream>,
     out: SimOutcome,
-    be: BeState,
     stopped: bool,
     /// The power was cut (crash runs): the loop ends.
     crashed: bool,
-    /// Sizes of the recordings as of the last completed application fsync.
-    durable_sizes: Vec<u64>,
-    /// Sizes when the fsync in flight was submitted.
-    sync_snapshot: Option<Vec<u64>>,
-    sync_in_flight: bool,
     /// The device is a crash device: a failed write is the power cut.
     crash_run: bool,
-    /// When the delete generator's unlink completed, and whether an fsync submitted
-    /// after that has completed.
-    unlink_done_ns: Option<u64>,
-    victim_gone_durably: bool,
-    sync_submit_ns: u64,
-}
-
-fn ns_for_bytes(bytes: u64, rate_bps: f64) -> u64 {
-    (bytes as f64 * 8.0 / rate_bps * 1e9).round() as u64
 }
 
 fn validate(cfg: &SimConfig, sector_bytes: u32) -> Result<()> {
@@ -502,9 +490,10 @@ pub fn run_until_crash<T: DiskTimer>(
         return Ok(None);
     };
     let durable = sim
+        .client
         .streams
         .iter()
-        .zip(&sim.durable_sizes)
+        .zip(&sim.client.durable_sizes)
         .enumerate()
         .filter(|(_, (st, _))| st.write)
         .map(|(s, (_, &size))| (format!("/live/s{s:04}.ts"), size))
@@ -512,7 +501,7 @@ pub fn run_until_crash<T: DiskTimer>(
     let victim = recordings
         .last()
         .filter(|_| cfg.best_effort == Some(BestEffort::Delete))
-        .map(|v| (v.clone(), sim.victim_gone_durably));
+        .map(|v| (v.clone(), sim.client.victim_gone_durably));
     Ok(Some(CrashOutcome {
         image,
         durable,
@@ -740,414 +729,31 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
                 be_latency_target_ns: settings.be_latency_ns,
                 ..Default::default()
             },
-            engine,
+            host: SimHost {
+                engine,
+                events: BinaryHeap::new(),
+                seq: 0,
+            },
+            client: Client::new(cfg, rng, false),
             dev,
             disk,
-            rng,
-            events: BinaryHeap::new(),
-            seq: 0,
-            purposes: BTreeMap::new(),
             busy: None,
             next_wake: None,
-            streams: Vec::new(),
-            be: BeState::default(),
             stopped: false,
             crashed: false,
-            durable_sizes: Vec::new(),
-            sync_snapshot: None,
-            sync_in_flight: false,
             crash_run: false,
-            unlink_done_ns: None,
-            victim_gone_durably: false,
-            sync_submit_ns: 0,
         }
-    }
-
-    fn push(&mut self, t: u64, ev: Ev) {
-        self.seq += 1;
-        self.events.push(Reverse((t, self.seq, ev)));
-    }
-
-    fn submit(
-        &mut self,
-        op: Op,
-        deadline: Option<u64>,
-        owner: u32,
-        purpose: Purpose,
-        now: u64,
-    ) -> Result<OpId> {
-        let id = self.engine.submit(op, deadline, owner, Now::mono(now))?;
-        self.purposes.insert(id, purpose);
-        Ok(id)
     }
 
     fn start(&mut self, recordings: &[String]) -> Result<()> {
-        self.start_streams(recordings)?;
-        self.start_best_effort(recordings)?;
-        self.durable_sizes = vec![0; self.streams.len()];
-        if self.cfg.fsync_every_ns > 0 {
-            self.push(self.cfg.fsync_every_ns, Ev::Sync);
-        }
+        self.client.start(&mut self.host, recordings)?;
+        self.out.streams = self.client.streams();
         self.pump(0)
     }
 
-    fn start_streams(&mut self, recordings: &[String]) -> Result<()> {
-        let cfg = self.cfg;
-        let mut readable: Vec<String> = recordings.to_vec();
-        if cfg.best_effort == Some(BestEffort::Delete) {
-            readable.pop();
-        }
-        // The directory of the recordings: created before the run (a namespace
-        // operation completes at once).
-        let root = self.engine.volume().root();
-        let dir = match self.engine.volume().lookup(root, b"live") {
-            Ok(d) => d,
-            Err(_) => self.namespace(Op::Mkdir {
-                parent: root,
-                name: b"live".to_vec(),
-                perm: 0o755,
-                uid: 0,
-                gid: 0,
-            })?,
-        };
-        let mut sid = 0u32;
-        for g in &cfg.workload.groups {
-            let rate = g.bitrate_bps.unwrap_or(cfg.bitrate_bps);
-            for _ in 0..g.count {
-                let period_ns = ns_for_bytes(cfg.request_bytes, rate);
-                let t0_ns = self.rng.next_u64() % period_ns.max(1);
-                let mut st = Stream {
-                    write: g.write,
-                    ino: 0,
-                    period_ns,
-                    t0_ns,
-                    next_k: 0,
-                    outstanding: 0,
-                    blocked: false,
-                    stopped: false,
-                    file_bytes: 0,
-                    start_offset: 0,
-                    done_ns: vec![],
-                };
-                if g.write {
-                    st.ino = self.namespace(Op::Create {
-                        parent: dir,
-                        name: format!("s{sid:04}.ts").into_bytes(),
-                        perm: 0o644,
-                        uid: 0,
-                        gid: 0,
-                    })?;
-                } else {
-                    if readable.is_empty() {
-                        return Err(Error::InvalidArgument(
-                            "read streams need recordings to play: use --fill above 0%".into(),
-                        ));
-                    }
-                    // Random files, distinct while there are enough.
-                    let i = (self.rng.next_u64() % readable.len() as u64) as usize;
-                    let path = if readable.len() > 1 {
-                        readable.swap_remove(i)
-                    } else {
-                        readable[0].clone()
-                    };
-                    let v = self.engine.volume();
-                    let ino = v.resolve(&path)?;
-                    st.ino = ino;
-                    st.file_bytes = v.stat(ino)?.size_bytes;
-                    let requests_in_file = (st.file_bytes / cfg.request_bytes).max(1);
-                    st.start_offset = (self.rng.next_u64() % requests_in_file) * cfg.request_bytes;
-                }
-                let first = t0_ns + if g.write { period_ns } else { 0 };
-                self.streams.push(st);
-                self.push(first, Ev::Issue(sid));
-                sid += 1;
-            }
-        }
-        self.out.streams = sid;
-        Ok(())
-    }
-
-    /// A namespace operation at time 0, before the run: it completes at once.
-    fn namespace(&mut self, op: Op) -> Result<u32> {
-        let id = self.engine.submit(op, None, 0, Now::mono(0))?;
-        while let Some(c) = self.engine.take_completion() {
-            if c.op == id {
-                return match c.result? {
-                    Output::Ino(i) => Ok(i),
-                    _ => Ok(0),
-                };
-            }
-        }
-        Err(Error::InvalidArgument(
-            "a namespace operation did not complete at once".into(),
-        ))
-    }
-
-    fn issue_time(&self, s: u32, k: u64) -> u64 {
-        let st = &self.streams[s as usize];
-        let d = self.cfg.depth as u64;
-        if st.write {
-            st.t0_ns + (k + 1) * st.period_ns
-        } else if k < d {
-            st.t0_ns
-        } else {
-            st.t0_ns + k * st.period_ns
-        }
-    }
-
-    fn deadline(&self, s: u32, k: u64) -> u64 {
-        let st = &self.streams[s as usize];
-        let d = self.cfg.depth as u64;
-        if st.write {
-            self.issue_time(s, k) + d * st.period_ns
-        } else {
-            st.t0_ns + (d + k) * st.period_ns
-        }
-    }
-
-    /// Issues request `k` of stream `s` now.
-    fn issue(&mut self, s: u32, now: u64) -> Result<()> {
-        let k = self.streams[s as usize].next_k;
-        let deadline = self.deadline(s, k);
-        let req = self.cfg.request_bytes;
-        let st = &self.streams[s as usize];
-        let op = if st.write {
-            Op::Write {
-                ino: st.ino,
-                offset: k * req,
-                data: IoBuf::virtual_len(req as usize),
-            }
-        } else {
-            // Playback reads whole, aligned requests and loops over the file's whole
-            // requests (a player restarting at a request boundary).
-            let whole = (st.file_bytes / req).max(1);
-            let pos = ((st.start_offset / req + k) % whole) * req;
-            Op::Read {
-                ino: st.ino,
-                offset: pos,
-                buf: IoBuf::virtual_len(req as usize),
-            }
-        };
-        self.submit(op, Some(deadline), s, Purpose::Stream { s }, now)?;
-        let st = &mut self.streams[s as usize];
-        st.next_k += 1;
-        st.outstanding += 1;
-        let next = self.issue_time(s, k + 1).max(now);
-        if next < self.cfg.duration_ns {
-            self.push(next, Ev::Issue(s));
-        }
-        Ok(())
-    }
-
-    /// A stream cannot go on: every request it would still have issued is a miss.
-    fn stop_stream(&mut self, s: u32, no_space: bool) {
-        let st = &self.streams[s as usize];
-        if st.stopped {
-            return;
-        }
-        let mut left = 0;
-        let mut k = st.next_k;
-        while self.issue_time(s, k) < self.cfg.duration_ns {
-            left += 1;
-            k += 1;
-        }
-        self.engine.qos_mut().not_issued(left, no_space);
-        let st = &mut self.streams[s as usize];
-        st.stopped = true;
-        if st.write {
-            self.out.recordings_stopped += 1;
-        }
-    }
-
-    fn stream_done(&mut self, s: u32, result: &Result<Output>, now: u64) {
-        let st = &mut self.streams[s as usize];
-        st.outstanding -= 1;
-        if s == 0 && self.cfg.keep_series {
-            st.done_ns.push(now);
-        }
-        match result {
-            Ok(_) | Err(Error::DeadlineMissed { .. }) => {}
-            Err(Error::NoSpace { .. }) => self.stop_stream(s, true),
-            Err(_) => self.stop_stream(s, false),
-        }
-        let st = &mut self.streams[s as usize];
-        if st.blocked && !self.stopped && !st.stopped {
-            st.blocked = false;
-            self.push(now, Ev::Issue(s));
-        }
-    }
-
-    fn start_best_effort(&mut self, recordings: &[String]) -> Result<()> {
-        let Some(kind) = self.cfg.best_effort else {
-            return Ok(());
-        };
-        match kind {
-            BestEffort::GreedyRead => {
-                let path = recordings.first().ok_or_else(|| {
-                    Error::InvalidArgument(
-                        "greedy-read needs a recording to read: use --fill above 0%".into(),
-                    )
-                })?;
-                let v = self.engine.volume();
-                self.be.read_ino = v.resolve(path)?;
-                self.be.read_bytes = v.stat(self.be.read_ino)?.size_bytes;
-            }
-            BestEffort::GreedyWrite => {
-                let root = self.engine.volume().root();
-                self.be.ino = self.namespace(Op::Create {
-                    parent: root,
-                    name: b"greedy.bin".to_vec(),
-                    perm: 0o644,
-                    uid: 0,
-                    gid: 0,
-                })?;
-                self.be.file_left = u64::MAX;
-            }
-            BestEffort::Photos => self.be.photos_left = PHOTO_COUNT,
-            BestEffort::Delete => self.be.victim = recordings.last().cloned(),
-        }
-        self.push(BE_START_NS, Ev::BeTick);
-        Ok(())
-    }
-
-    /// The best-effort generator issues its next operation (one at a time).
-    fn be_tick(&mut self, now: u64) -> Result<()> {
-        if self.be.in_flight || self.be.done || self.stopped {
-            return Ok(());
-        }
-        let owner = self.out.streams + BE_OWNER_OFFSET;
-        let op = match self.cfg.best_effort {
-            Some(BestEffort::GreedyRead) => {
-                let size = self.be.read_bytes.max(1);
-                let pos = self.be.offset % size;
-                let len = BE_REQUEST_BYTES.min(size - pos);
-                self.be.offset = pos + len;
-                Op::Read {
-                    ino: self.be.read_ino,
-                    offset: pos,
-                    buf: IoBuf::virtual_len(len as usize),
-                }
-            }
-            Some(BestEffort::GreedyWrite) => {
-                let len = BE_REQUEST_BYTES;
-                let op = Op::Write {
-                    ino: self.be.ino,
-                    offset: self.be.offset,
-                    data: IoBuf::virtual_len(len as usize),
-                };
-                self.be.offset += len;
-                op
-            }
-            Some(BestEffort::Photos) => {
-                if self.be.file_left == 0 {
-                    if self.be.photos_left == 0 {
-                        self.be.done = true;
-                        return Ok(());
-                    }
-                    self.be.photos_left -= 1;
-                    let n = PHOTO_COUNT - self.be.photos_left;
-                    // Sizes uniform in [0.3, 2.3] MB: mean 1.3 MB.
-                    self.be.file_left = 300_000 + self.rng.next_u64() % 2_000_001;
-                    self.be.offset = 0;
-                    self.be.creating = true;
-                    Op::Create {
-                        parent: self.engine.volume().root(),
-                        name: format!("photo{n:03}.jpg").into_bytes(),
-                        perm: 0o644,
-                        uid: 0,
-                        gid: 0,
-                    }
-                } else {
-                    let len = self.be.file_left.min(BE_REQUEST_BYTES);
-                    let op = Op::Write {
-                        ino: self.be.ino,
-                        offset: self.be.offset,
-                        data: IoBuf::virtual_len(len as usize),
-                    };
-                    self.be.offset += len;
-                    self.be.file_left -= len;
-                    op
-                }
-            }
-            Some(BestEffort::Delete) => {
-                let Some(path) = self.be.victim.take() else {
-                    self.be.done = true;
-                    return Ok(());
-                };
-                let (parent, name) = self.engine.volume().resolve_parent(&path)?;
-                Op::Unlink {
-                    parent,
-                    name: name.to_vec(),
-                }
-            }
-            None => return Ok(()),
-        };
-        self.submit(op, None, owner, Purpose::BestEffort, now)?;
-        self.be.in_flight = true;
-        Ok(())
-    }
-
-    fn be_done(&mut self, result: Result<Output>, now: u64) -> Result<()> {
-        self.be.in_flight = false;
-        match (self.cfg.best_effort, result) {
-            (Some(BestEffort::Photos), Ok(Output::Ino(ino))) if self.be.creating => {
-                self.be.creating = false;
-                self.be.ino = ino;
-            }
-            (Some(BestEffort::Photos), Ok(_)) if self.be.closing => self.be.closing = false,
-            (Some(BestEffort::Photos), Ok(_)) if self.be.file_left == 0 => {
-                // The photo is complete: close it (returns contig preallocation).
-                let ino = self.be.ino;
-                self.submit(
-                    Op::CloseFile { ino },
-                    None,
-                    self.out.streams + BE_OWNER_OFFSET,
-                    Purpose::BestEffort,
-                    now,
-                )?;
-                self.be.in_flight = true;
-                self.be.closing = true;
-                self.be.ino = 0;
-                return Ok(());
-            }
-            (Some(BestEffort::Delete), Ok(_)) => {
-                self.be.done = true;
-                self.unlink_done_ns = Some(now);
-            }
-            (_, Err(Error::NoSpace { .. })) => self.be.done = true,
-            (_, Err(e)) => return Err(e),
-            _ => {}
-        }
-        self.push(now, Ev::BeTick);
-        Ok(())
-    }
-
     fn completions(&mut self, now: u64) -> Result<()> {
-        while let Some(c) = self.engine.take_completion() {
-            let Some(purpose) = self.purposes.remove(&c.op) else {
-                continue;
-            };
-            match purpose {
-                Purpose::Stream { s } => {
-                    if matches!(c.result, Err(Error::DeadlineMissed { .. })) {
-                        self.out.failed_reads += 1;
-                    }
-                    self.stream_done(s, &c.result, now);
-                }
-                Purpose::BestEffort => self.be_done(c.result, now)?,
-                Purpose::Sync => {
-                    self.sync_in_flight = false;
-                    if c.result.is_ok() {
-                        self.durable_sizes = self.sync_snapshot.take().unwrap_or_default();
-                        if self
-                            .unlink_done_ns
-                            .is_some_and(|t| t <= self.sync_submit_ns)
-                        {
-                            self.victim_gone_durably = true;
-                        }
-                    }
-                }
-            }
+        while let Some(c) = self.host.engine.take_completion() {
+            self.client.completed(&mut self.host, c.op, c.result, now)?;
         }
         Ok(())
     }
@@ -1160,7 +766,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
         self.completions(now)?;
         // Polled on every event, busy or not: the engine starts due work (a commit)
         // then, and only hands out a command when a slot is free.
-        let next = self.engine.poll(Now::mono(now));
+        let next = self.host.engine.poll(Now::mono(now));
         assert!(
             next.is_none() || self.busy.is_none(),
             "the engine handed out a second command to a queue-depth-1 disk"
@@ -1204,15 +810,15 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
                     });
                 }
                 self.busy = Some((cmd.id, cmd.kind));
-                self.push(t.end_ns, Ev::DiskDone(cmd.id));
+                self.host.push(t.end_ns, Ev::DiskDone(cmd.id));
             }
             self.completions(now)?;
         }
-        if let Some(w) = self.engine.next_wakeup() {
+        if let Some(w) = self.host.engine.next_wakeup() {
             let w = w.max(now + 1);
             if self.next_wake.is_none_or(|x| w < x || x <= now) {
                 self.next_wake = Some(w);
-                self.push(w, Ev::Wake);
+                self.host.push(w, Ev::Wake);
             }
         }
         Ok(())
@@ -1228,7 +834,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
         let dev = &mut self.dev;
         let r = match kind {
             DevKind::Flush => dev.flush(),
-            DevKind::Write => self.engine.io_write(id, |o, b| dev.write_at(o, b)),
+            DevKind::Write => self.host.engine.io_write(id, |o, b| dev.write_at(o, b)),
             // Data reads are virtual; the engine never reads metadata after load.
             DevKind::Read => Ok(()),
         };
@@ -1236,65 +842,24 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             self.crashed = true;
             return Ok(());
         }
-        self.engine.complete(id, r, Now::mono(now));
-        Ok(())
-    }
-
-    fn sync_tick(&mut self, now: u64) -> Result<()> {
-        if self.stopped || self.sync_in_flight {
-            return Ok(());
-        }
-        // What this fsync covers: every write applied so far.
-        let sizes: Vec<u64> = self
-            .streams
-            .iter()
-            .map(|st| {
-                if st.write {
-                    self.engine
-                        .volume()
-                        .stat(st.ino)
-                        .map_or(0, |s| s.size_bytes)
-                } else {
-                    0
-                }
-            })
-            .collect();
-        self.sync_snapshot = Some(sizes);
-        self.sync_submit_ns = now;
-        let owner = self.out.streams + SYNC_OWNER_OFFSET;
-        self.submit(Op::Fsync, None, owner, Purpose::Sync, now)?;
-        self.sync_in_flight = true;
-        if now + self.cfg.fsync_every_ns < self.cfg.duration_ns {
-            self.push(now + self.cfg.fsync_every_ns, Ev::Sync);
-        }
+        self.host.engine.complete(id, r, Now::mono(now));
         Ok(())
     }
 
     fn run_loop(&mut self) -> Result<()> {
-        while let Some(Reverse((t, _, ev))) = self.events.pop() {
+        while let Some(Reverse((t, _, ev))) = self.host.events.pop() {
             if t >= self.cfg.duration_ns && !self.stopped {
                 self.stopped = true;
+                self.client.stop();
             }
             match ev {
-                Ev::Issue(s) => {
-                    let st = &self.streams[s as usize];
-                    if self.stopped || st.stopped {
-                        continue;
-                    }
-                    if st.outstanding >= self.cfg.depth {
-                        self.streams[s as usize].blocked = true;
-                    } else {
-                        self.issue(s, t)?;
-                    }
-                }
                 Ev::DiskDone(id) => self.disk_done(id, t)?,
                 Ev::Wake => {
                     if self.next_wake == Some(t) {
                         self.next_wake = None;
                     }
                 }
-                Ev::BeTick => self.be_tick(t)?,
-                Ev::Sync => self.sync_tick(t)?,
+                Ev::Client(e) => self.client.event(&mut self.host, e, t)?,
             }
             if self.crashed {
                 self.out.elapsed_ns = t;
@@ -1304,9 +869,8 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             self.out.elapsed_ns = self.out.elapsed_ns.max(t);
             if self.stopped
                 && self.busy.is_none()
-                && self.streams.iter().all(|s| s.outstanding == 0)
-                && !self.be.in_flight
-                && !self.engine.scheduler().has_work()
+                && self.client.idle()
+                && !self.host.engine.scheduler().has_work()
             {
                 break;
             }
@@ -1315,24 +879,26 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
     }
 
     fn finish(mut self) -> Result<SimOutcome> {
-        self.engine.check().map_err(|e| {
+        self.host.engine.check().map_err(|e| {
             Error::Corrupt(format!(
                 "scheduler {} or engine broke an invariant: {e}",
-                self.engine.scheduler().name()
+                self.host.engine.scheduler().name()
             ))
         })?;
-        let sched = self.engine.scheduler();
+        let sched = self.host.engine.scheduler();
         self.out.counters = sched.counters();
         self.out.scheduler = sched.name().to_string();
         self.out.policy_stats = sched.policy_stats();
         self.out.be_stats = sched.be_stats();
         self.out.disk = self.disk.name();
         // Requests still outstanding when the run was cut count as late.
-        let pending: u64 = self.streams.iter().map(|s| s.outstanding as u64).sum();
+        let pending = self.client.outstanding();
+        self.out.failed_reads = self.client.failed_reads;
+        self.out.recordings_stopped = self.client.recordings_stopped;
         if pending > 0 {
-            self.engine.qos_mut().not_issued(pending, false);
+            self.host.engine.qos_mut().not_issued(pending, false);
         }
-        let q = self.engine.qos().clone();
+        let q = self.host.engine.qos().clone();
         self.out.rt_requests = q.rt_ops;
         self.out.deadline_misses = q.deadline_misses();
         self.out.misses = q.misses;
@@ -1350,9 +916,10 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
         self.out.commits = q.commits;
         self.out.flushes = q.flushes;
         self.out.seek_distances_bytes = q.seek_distances_bytes;
-        if self.cfg.keep_series && !self.streams.is_empty() && !self.streams[0].write {
+        let streams = &self.client.streams;
+        if self.cfg.keep_series && !streams.is_empty() && !streams[0].write {
             self.out.buffer_level = buffer_series(
-                &self.streams[0],
+                &streams[0],
                 self.cfg.request_bytes,
                 self.cfg.depth,
                 self.cfg.duration_ns.min(self.out.elapsed_ns),
@@ -1363,7 +930,12 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
 }
 
 /// The playout buffer of a read stream every 100 ms: bytes delivered minus bytes played.
-fn buffer_series(st: &Stream, request_bytes: u64, depth: u32, until_ns: u64) -> Vec<(u64, i64)> {
+fn buffer_series(
+    st: &client::Stream,
+    request_bytes: u64,
+    depth: u32,
+    until_ns: u64,
+) -> Vec<(u64, i64)> {
     let t_play = st.t0_ns + depth as u64 * st.period_ns;
     let mut done = st.done_ns.clone();
     done.sort_unstable();
