@@ -33,11 +33,10 @@ pub struct StreamOpts {
     pub be_share: String,
 }
 
+/// What a run is: workload, scheduler, file system, best-effort traffic (shared by
+/// `sim` and `bench`).
 #[derive(clap::Args, Debug)]
-pub struct SimArgs {
-    /// Disk model: a built-in name (avfs-250g, nvr-8t) or a JSON file
-    #[arg(long)]
-    pub disk: String,
+pub struct RunArgs {
     /// Workload: NrMw (e.g. 4r2w) or a comma list of <count><r|w>[@<bitrate>]
     #[arg(long)]
     pub workload: String,
@@ -47,7 +46,7 @@ pub struct SimArgs {
     /// Data block allocation policy: zrr, contig, seq
     #[arg(long, default_value = "zrr")]
     pub alloc: String,
-    /// Data block size of the simulated file system
+    /// Data block size of the file system
     #[arg(long, default_value = "4M")]
     pub block_size: String,
     #[command(flatten)]
@@ -58,9 +57,9 @@ pub struct SimArgs {
     /// Record-and-delete cycles that age the file system first
     #[arg(long, default_value_t = 0)]
     pub age: u32,
-    /// Simulated time
-    #[arg(long, default_value = "1h")]
-    pub duration: String,
+    /// How long the run lasts (sim: 1h of virtual time; bench: 60s of wall-clock time)
+    #[arg(long)]
+    pub duration: Option<String>,
     /// Best-effort traffic beside the streams: photos, greedy-read, greedy-write, delete
     #[arg(long)]
     pub best_effort: Option<String>,
@@ -78,18 +77,27 @@ pub struct SimArgs {
     /// Class of the journal and checkpoint writes: metadata, real-time or best-effort
     #[arg(long, default_value = "metadata")]
     pub journal_class: String,
-    /// Run several seeds: a range (1-10) or a list (1,4,7); --find-max reports the minimum and median
-    #[arg(long)]
-    pub seeds: Option<String>,
-    /// Grow the first workload term until a run fails (a miss, a stopped stream, or the best-effort guarantee not met); report max_streams
-    #[arg(long)]
-    pub find_max: bool,
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,
     /// Write margin_cdf.svg, buffer_level.svg and seek_distance.svg into this directory
     #[arg(long)]
     pub plot: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SimArgs {
+    /// Disk model: a built-in name (avfs-250g, nvr-8t) or a JSON file
+    #[arg(long)]
+    pub disk: String,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Run several seeds: a range (1-10) or a list (1,4,7); --find-max reports the minimum and median
+    #[arg(long)]
+    pub seeds: Option<String>,
+    /// Grow the first workload term until a run fails (a miss, a stopped stream, or the best-effort guarantee not met); report max_streams
+    #[arg(long)]
+    pub find_max: bool,
     /// Write one CSV row per device command of the reported run (with --find-max, the answer's; with --seeds, the worst seed's) to this file
     #[arg(long)]
     pub trace: Option<PathBuf>,
@@ -234,18 +242,27 @@ fn s_bytes(m: &DiskModel) -> u64 {
     m.sector_bytes as u64
 }
 
-struct Setup {
-    model: DiskModel,
-    cfg: SimConfig,
-    scheduler: String,
-    settings: SchedSettings,
-    journal_class: Class,
-    seeds: Vec<u64>,
-    alloc: &'static str,
+pub struct Setup {
+    pub model: DiskModel,
+    pub cfg: SimConfig,
+    pub scheduler: String,
+    pub settings: SchedSettings,
+    pub journal_class: Class,
+    pub seeds: Vec<u64>,
+    pub alloc: &'static str,
 }
 
 fn setup(a: &SimArgs) -> CliResult<Setup> {
-    let model = load_disk(&a.disk)?;
+    let mut s = setup_run(load_disk(&a.disk)?, &a.run, "1h")?;
+    s.cfg.trace = a.trace.is_some();
+    if let Some(t) = &a.seeds {
+        s.seeds = parse_seeds(t)?;
+    }
+    Ok(s)
+}
+
+/// The run `a` describes on `model`; `default_duration` when `--duration` is absent.
+pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliResult<Setup> {
     let workload = Workload::parse(&a.workload)
         .map_err(|e| CliError::usage(e.to_string(), "e.g. --workload 4r2w"))?;
     if !sched::NAMES.contains(&a.scheduler.as_str()) {
@@ -287,7 +304,10 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
             )
         })?),
     };
-    let duration_ms = parse_duration_ms("--duration", &a.duration)?;
+    let duration_ms = parse_duration_ms(
+        "--duration",
+        a.duration.as_deref().unwrap_or(default_duration),
+    )?;
     if duration_ms == 0 {
         return Err(CliError::usage(
             "--duration must be positive",
@@ -307,7 +327,6 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
     cfg.delete_bytes = parse_size("--delete-size", &a.delete_size)?;
     cfg.seed = a.seed;
     cfg.keep_series = a.plot.is_some();
-    cfg.trace = a.trace.is_some();
     let merge_bytes = parse_size("--merge", &a.merge)?;
     let be_latency_ms = positive_ms("--be-latency", &a.be_latency)?;
     let journal_class = Class::parse(&a.journal_class).map_err(|e| {
@@ -327,10 +346,7 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
     settings
         .validate()
         .map_err(|e| CliError::usage(e.to_string(), "see dvrfs sim --help"))?;
-    let seeds = match &a.seeds {
-        Some(t) => parse_seeds(t)?,
-        None => vec![a.seed],
-    };
+    let seeds = vec![a.seed];
     Ok(Setup {
         model,
         cfg,
@@ -481,7 +497,7 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
         }
         (o, r)
     };
-    if let Some(dir) = &a.plot {
+    if let Some(dir) = &a.run.plot {
         let title = format!(
             "{} {} {} on {}",
             report.workload, report.scheduler, report.alloc, report.disk
@@ -491,7 +507,7 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
     if let Some(path) = &a.trace {
         write_trace(path, &outcome.trace)?;
     }
-    if a.json {
+    if a.run.json {
         let v = serde_json::to_value(&report)
             .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
         crate::output::print_json(&v);

@@ -121,6 +121,8 @@ pub struct Options {
     /// when there is one, else as the engine configuration says (by default every
     /// stream is refused, with a message saying how to give a model or bandwidth).
     pub admission: Option<Admission>,
+    /// Seed of the emulated disk's rare slow accesses (the simulator's `--seed`).
+    pub device_seed: u64,
 }
 
 impl Default for Options {
@@ -132,6 +134,7 @@ impl Default for Options {
             engine: None,
             device_model: None,
             admission: None,
+            device_seed: 1,
         }
     }
 }
@@ -334,7 +337,7 @@ impl Runtime {
             in_flight: 0,
             emulated: opts.device_model.map(|m| Emulated {
                 sector_bytes: m.sector_bytes as u64,
-                disk: HddDisk::new(&m, 1),
+                disk: HddDisk::new(&m, opts.device_seed),
                 due: HashMap::new(),
                 held: std::collections::BTreeMap::new(),
             }),
@@ -525,6 +528,19 @@ impl Runtime {
         let (reply, rx) = mpsc::channel();
         self.send(Msg::Query(Box::new(move |e: &Engine| {
             let _ = reply.send(e.stream_info(sid).map(|(i, s)| (i.clone(), s.clone())));
+        })))?;
+        rx.recv().map_err(|_| self.stopped())
+    }
+
+    /// Runs `f` on the engine in the dispatcher, between its steps (its QoS recorder,
+    /// its scheduler's figures): what `bench` reports from.
+    pub fn inspect<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Engine) -> R + Send + 'static,
+    ) -> Result<R> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Msg::Query(Box::new(move |e: &Engine| {
+            let _ = reply.send(f(e));
         })))?;
         rx.recv().map_err(|_| self.stopped())
     }

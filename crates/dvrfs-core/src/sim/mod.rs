@@ -409,8 +409,23 @@ fn prepare<T: DiskTimer>(
     disk: &T,
     rng: &mut ChaCha8Rng,
 ) -> Result<(MemDevice, Vec<String>, u64)> {
-    let size = disk.capacity_bytes();
-    let mut dev = MemDevice::with_sector(size, disk.sector_bytes());
+    let dev = MemDevice::with_sector(disk.capacity_bytes(), disk.sector_bytes());
+    prepare_device(dev, cfg, rng)
+}
+
+/// Formats `dev` (its whole size) and fills and ages it as `cfg` says, through the
+/// blocking driver with virtual buffers (only metadata is written: the recordings'
+/// blocks are allocated, their bytes are whatever the device holds). Returns the
+/// device, the recordings (the delete victim last) and the bytes in use. `rng` is
+/// the run's generator: hand it to [`Client::new`] afterwards, as the simulator does,
+/// and the run matches a simulated one of the same seed.
+pub fn prepare_device<D: Device>(
+    mut dev: D,
+    cfg: &SimConfig,
+    rng: &mut ChaCha8Rng,
+) -> Result<(D, Vec<String>, u64)> {
+    validate(cfg, dev.sector_bytes())?;
+    let size = dev.size_bytes();
     let mut p = MkfsParams::new(size, seed_uuid(cfg.seed), cfg.seed);
     p.data_block_bytes = cfg.block_bytes;
     p.alloc = cfg.alloc;
@@ -425,6 +440,11 @@ fn prepare<T: DiskTimer>(
     let recordings = setup(&mut fs, cfg, rng)?;
     let used = fs.info().used_blocks * fs.superblock().data_block_bytes;
     Ok((fs.close()?, recordings, used))
+}
+
+/// The run's generator, as [`prepare_device`] and [`Client::new`] expect it.
+pub fn run_rng(cfg: &SimConfig) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(cfg.seed)
 }
 
 /// The engine over a prepared image.
@@ -643,31 +663,30 @@ fn seed_uuid(seed: u64) -> [u8; 16] {
 
 /// Fills and ages the file system through the real allocator. Returns the paths of
 /// the recordings, the delete victim last (when asked for).
-fn setup(fs: &mut Fs<MemDevice>, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> Result<Vec<String>> {
+fn setup<D: Device>(fs: &mut Fs<D>, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> Result<Vec<String>> {
     let root = fs.root();
     fs.mkdir(root, b"rec", 0o755, 0, 0, 0)?;
     let data_bytes = fs.superblock().data_blocks * fs.superblock().data_block_bytes;
     let target = (data_bytes as f64 * cfg.fill) as u64;
     let mut files: Vec<(String, u64)> = Vec::new();
     let mut n = 0u64;
-    let record =
-        |fs: &mut Fs<MemDevice>, bytes: u64, n: &mut u64| -> Result<Option<(String, u64)>> {
-            let name = format!("fill{:05}.ts", *n);
-            *n += 1;
-            let dir = fs.resolve("/rec")?;
-            let ino = fs.create(dir, name.as_bytes(), 0o644, 0, 0, 0)?;
-            let mut off = 0;
-            while off < bytes {
-                let len = (bytes - off).min(FILL_WRITE_BYTES);
-                match fs.write_buf(ino, off, IoBuf::virtual_len(len as usize), 0) {
-                    Ok(_) => off += len,
-                    Err(Error::NoSpace { .. }) => break,
-                    Err(e) => return Err(e),
-                }
+    let record = |fs: &mut Fs<D>, bytes: u64, n: &mut u64| -> Result<Option<(String, u64)>> {
+        let name = format!("fill{:05}.ts", *n);
+        *n += 1;
+        let dir = fs.resolve("/rec")?;
+        let ino = fs.create(dir, name.as_bytes(), 0o644, 0, 0, 0)?;
+        let mut off = 0;
+        while off < bytes {
+            let len = (bytes - off).min(FILL_WRITE_BYTES);
+            match fs.write_buf(ino, off, IoBuf::virtual_len(len as usize), 0) {
+                Ok(_) => off += len,
+                Err(Error::NoSpace { .. }) => break,
+                Err(e) => return Err(e),
             }
-            fs.close_file(ino);
-            Ok(Some((format!("/rec/{name}"), off)))
-        };
+        }
+        fs.close_file(ino);
+        Ok(Some((format!("/rec/{name}"), off)))
+    };
     let rec_bytes = |rng: &mut ChaCha8Rng| -> u64 {
         let secs = FILL_RECORDING_MIN_S + (FILL_RECORDING_MAX_S - FILL_RECORDING_MIN_S) * unit(rng);
         ((secs * cfg.bitrate_bps / 8.0) as u64).max(1)
@@ -885,47 +904,67 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
                 self.host.engine.scheduler().name()
             ))
         })?;
-        let sched = self.host.engine.scheduler();
-        self.out.counters = sched.counters();
-        self.out.scheduler = sched.name().to_string();
-        self.out.policy_stats = sched.policy_stats();
-        self.out.be_stats = sched.be_stats();
         self.out.disk = self.disk.name();
         // Requests still outstanding when the run was cut count as late.
         let pending = self.client.outstanding();
-        self.out.failed_reads = self.client.failed_reads;
-        self.out.recordings_stopped = self.client.recordings_stopped;
         if pending > 0 {
             self.host.engine.qos_mut().not_issued(pending, false);
         }
         let q = self.host.engine.qos().clone();
-        self.out.rt_requests = q.rt_ops;
-        self.out.deadline_misses = q.deadline_misses();
-        self.out.misses = q.misses;
-        self.out.margins_ns = q.margins_ns;
-        self.out.busy_ns = q.busy_ns;
-        self.out.commands = q.commands;
-        self.out.rt_bytes = q.rt_bytes;
-        self.out.be_bytes = q.be_bytes;
-        self.out.be_requests = q.be_ops;
-        self.out.be_latencies_ns = q.be_latencies_ns;
-        self.out.be_first_submit_ns = q.be_first_submit_ns;
-        self.out.be_last_done_ns = q.be_last_done_ns;
-        self.out.journal_bytes = q.metadata_bytes;
-        self.out.journal_requests = q.metadata_commands;
-        self.out.commits = q.commits;
-        self.out.flushes = q.flushes;
-        self.out.seek_distances_bytes = q.seek_distances_bytes;
-        let streams = &self.client.streams;
-        if self.cfg.keep_series && !streams.is_empty() && !streams[0].write {
-            self.out.buffer_level = buffer_series(
-                &streams[0],
-                self.cfg.request_bytes,
-                self.cfg.depth,
-                self.cfg.duration_ns.min(self.out.elapsed_ns),
-            );
-        }
+        fill_outcome(&mut self.out, &self.client, self.host.engine.scheduler(), q);
+        self.out.buffer_level = buffer_level(
+            self.cfg,
+            &self.client,
+            self.cfg.duration_ns.min(self.out.elapsed_ns),
+        );
         Ok(self.out)
+    }
+}
+
+/// What a run measured, from the client, the scheduler and the QoS recorder: the
+/// simulator's and `bench`'s report are made the same way.
+pub fn fill_outcome(
+    out: &mut SimOutcome,
+    client: &Client,
+    sched: &crate::sched::Scheduler,
+    q: crate::qos::Recorder,
+) {
+    out.streams = client.streams();
+    out.failed_reads = client.failed_reads;
+    out.recordings_stopped = client.recordings_stopped;
+    out.counters = sched.counters();
+    out.scheduler = sched.name().to_string();
+    out.policy_stats = sched.policy_stats();
+    out.be_stats = sched.be_stats();
+    out.be_share = sched.settings().be_share;
+    out.be_latency_target_ns = sched.settings().be_latency_ns;
+    out.rt_requests = q.rt_ops;
+    out.deadline_misses = q.deadline_misses();
+    out.misses = q.misses;
+    out.margins_ns = q.margins_ns;
+    out.busy_ns = q.busy_ns;
+    out.commands = q.commands;
+    out.rt_bytes = q.rt_bytes;
+    out.be_bytes = q.be_bytes;
+    out.be_requests = q.be_ops;
+    out.be_latencies_ns = q.be_latencies_ns;
+    out.be_first_submit_ns = q.be_first_submit_ns;
+    out.be_last_done_ns = q.be_last_done_ns;
+    out.journal_bytes = q.metadata_bytes;
+    out.journal_requests = q.metadata_commands;
+    out.commits = q.commits;
+    out.flushes = q.flushes;
+    out.seek_distances_bytes = q.seek_distances_bytes;
+}
+
+/// The buffer level of stream 0 over the run when it is a playback and the run keeps
+/// series ([`SimConfig::keep_series`]); empty otherwise.
+pub fn buffer_level(cfg: &SimConfig, client: &Client, until_ns: u64) -> Vec<(u64, i64)> {
+    let streams = &client.streams;
+    if cfg.keep_series && !streams.is_empty() && !streams[0].write {
+        buffer_series(&streams[0], cfg.request_bytes, cfg.depth, until_ns)
+    } else {
+        Vec::new()
     }
 }
 
