@@ -53,6 +53,8 @@ pub enum Command {
     Sim(Box<crate::cmd_sim::SimArgs>),
     /// The admission bound: how many streams a disk model can carry
     Capacity(crate::cmd_sim::CapacityArgs),
+    /// Run a sim workload on a real device or image (or an emulated disk), in wall-clock time
+    Bench(Box<crate::cmd_bench::BenchArgs>),
     /// Record a stream into a new file at a reserved rate (from a file or stdin)
     Record(crate::cmd_stream::RecordArgs),
     /// Play a file at a reserved rate (to a file or stdout)

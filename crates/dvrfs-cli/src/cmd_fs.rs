@@ -167,7 +167,7 @@ fn format_target(
 }
 
 /// What an existing target holds that mkfs must not destroy unasked, if anything.
-fn existing_contents(dev: &FileDevice) -> CliResult<Option<String>> {
+pub(crate) fn existing_contents(dev: &FileDevice) -> CliResult<Option<String>> {
     let size = dev.size_bytes();
     let probe = PROBE_BYTES.min(size);
     let mut buf = AlignedBuf::zeroed(probe as usize);

@@ -512,7 +512,7 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
             .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
         crate::output::print_json(&v);
     } else {
-        print_text(&report);
+        print_text(&report, "sim", "simulated");
     }
     if !a.find_max && report.recordings_stopped > 0 {
         eprintln!(
@@ -528,9 +528,10 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
 /// Exit status of `dvrfs sim` when a stream could not go on to the end of the run.
 pub const STREAMS_STOPPED_EXIT: u8 = 3;
 
-fn print_text(r: &Report) {
+/// The report as text; `what` names the command, `time` the kind of time it ran.
+pub fn print_text(r: &Report, what: &str, time: &str) {
     outln!(
-        "dvrfs sim: {} on {} with {} scheduling and {} allocation, {:.0} s simulated",
+        "dvrfs {what}: {} on {} with {} scheduling and {} allocation, {:.0} s {time}",
         r.workload,
         r.disk,
         r.scheduler,

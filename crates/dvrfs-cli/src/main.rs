@@ -6,6 +6,7 @@
 #[macro_use]
 mod output;
 mod args;
+mod cmd_bench;
 mod cmd_data;
 mod cmd_files;
 mod cmd_fs;
@@ -49,6 +50,7 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Sim(a) => cmd_sim::sim(a),
         Command::Capacity(a) => cmd_sim::capacity_cmd(a),
         Command::Record(a) => cmd_stream::record(a),
+        Command::Bench(a) => cmd_bench::bench(a),
         Command::Play(a) => cmd_stream::play(a),
     }
 }

@@ -911,7 +911,8 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             self.host.engine.qos_mut().not_issued(pending, false);
         }
         let q = self.host.engine.qos().clone();
-        fill_outcome(&mut self.out, &self.client, self.host.engine.scheduler(), q);
+        fill_outcome(&mut self.out, self.host.engine.scheduler(), q);
+        client_outcome(&mut self.out, &self.client);
         self.out.buffer_level = buffer_level(
             self.cfg,
             &self.client,
@@ -921,17 +922,13 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
     }
 }
 
-/// What a run measured, from the client, the scheduler and the QoS recorder: the
-/// simulator's and `bench`'s report are made the same way.
+/// What a run measured, from the scheduler and the QoS recorder: the simulator's
+/// and `bench`'s report are made the same way (with [`client_outcome`]).
 pub fn fill_outcome(
     out: &mut SimOutcome,
-    client: &Client,
     sched: &crate::sched::Scheduler,
     q: crate::qos::Recorder,
 ) {
-    out.streams = client.streams();
-    out.failed_reads = client.failed_reads;
-    out.recordings_stopped = client.recordings_stopped;
     out.counters = sched.counters();
     out.scheduler = sched.name().to_string();
     out.policy_stats = sched.policy_stats();
@@ -955,6 +952,13 @@ pub fn fill_outcome(
     out.commits = q.commits;
     out.flushes = q.flushes;
     out.seek_distances_bytes = q.seek_distances_bytes;
+}
+
+/// What the workload client counted itself.
+pub fn client_outcome(out: &mut SimOutcome, client: &Client) {
+    out.streams = client.streams();
+    out.failed_reads = client.failed_reads;
+    out.recordings_stopped = client.recordings_stopped;
 }
 
 /// The buffer level of stream 0 over the run when it is a playback and the run keeps

@@ -1,0 +1,352 @@
+//! `dvrfs bench`: a `sim` workload on a real device or image, in wall-clock time.
+//!
+//! The same parts as `sim`, with the runtime in place of the virtual disk: the volume
+//! is formatted, filled and aged exactly as the simulator does it for the same seed
+//! (`sim::prepare_device`, metadata only: the recordings' blocks are allocated, their
+//! bytes are whatever the device holds), then the simulator's own workload client
+//! (`sim::Client`: AVFS 2.1 stream clients and the best-effort generators) runs
+//! against the runtime, with real buffers, its timers on the monotonic clock. The
+//! report comes from the engine's QoS recorder and scheduler like `sim`'s
+//! (`sim::fill_outcome`), so the JSON keys and plots are the same. With
+//! `--device-model` the runtime emulates that disk on the image (every command
+//! completes when the model's disk would have finished it), which is how `bench` and
+//! `sim` are compared; without it, the device runs at its own speed.
+//!
+//! What cannot be known in wall-clock time is left out rather than guessed: the
+//! per-command split into seek, rotation and transfer, and the drive's cache hits.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::ErrorKind;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use dvrfs_core::device::Device;
+use dvrfs_core::disk::Estimator;
+use dvrfs_core::engine::EngineConfig;
+use dvrfs_core::fs::Volume;
+use dvrfs_core::qos::Report;
+use dvrfs_core::sim::{self, Client, ClientEv, Host, SimOutcome};
+use dvrfs_core::{Error as CoreError, Op, OpId, Output};
+use dvrfs_io::FileDevice;
+use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
+
+use crate::args::parse_size;
+use crate::cmd_sim::{load_disk, print_text, setup_run, RunArgs, Setup};
+use crate::error::{set_target, CliError, CliResult};
+use crate::target::{open_device, Access};
+
+/// Size of a new image without a device model.
+const DEFAULT_BENCH_IMAGE_BYTES: u64 = 64 << 30;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Image file or block device. It is formatted: a new image is created (sparse);
+    /// one that holds a file system or data needs --force
+    pub target: PathBuf,
+    /// Emulate this hard disk on the image (a built-in model name or a JSON file): real
+    /// data, each command completed when the model's disk would finish it; the mixer
+    /// plans with the model. Without it the device runs at its own speed
+    #[arg(long)]
+    pub device_model: Option<String>,
+    /// Size of a new image (default: the model's capacity with --device-model, else 64G)
+    #[arg(long)]
+    pub size: Option<String>,
+    /// Format TARGET even if it holds a file system or other data
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// The runtime as the workload client's host: wall-clock timers and tickets.
+struct BenchHost<'a> {
+    rt: &'a Runtime,
+    start: Instant,
+    /// The runtime's clock at `start`.
+    t0_ns: u64,
+    events: BinaryHeap<Reverse<(u64, u64, ClientEv)>>,
+    seq: u64,
+    tickets: Vec<Ticket>,
+    not_issued: Vec<(u64, bool)>,
+    late: u64,
+}
+
+fn core_err(e: RuntimeError) -> CoreError {
+    match e {
+        RuntimeError::Engine(e) => e,
+        other => CoreError::io(
+            "running the workload",
+            std::io::Error::other(other.to_string()),
+        ),
+    }
+}
+
+impl BenchHost<'_> {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+}
+
+impl Host for BenchHost<'_> {
+    fn submit(
+        &mut self,
+        op: Op,
+        deadline_ns: Option<u64>,
+        owner: u32,
+        _now: u64,
+    ) -> dvrfs_core::Result<OpId> {
+        let deadline = deadline_ns.map(|d| self.start + Duration::from_nanos(d));
+        let t = self.rt.start(op, deadline, owner).map_err(core_err)?;
+        self.tickets.push(t);
+        Ok(t.0)
+    }
+
+    fn namespace(&mut self, op: Op) -> dvrfs_core::Result<u32> {
+        match self.rt.run(op, None, 0).map_err(core_err)? {
+            Output::Ino(i) => Ok(i),
+            _ => Ok(0),
+        }
+    }
+
+    fn schedule(&mut self, at_ns: u64, ev: ClientEv) {
+        self.seq += 1;
+        self.events.push(Reverse((at_ns, self.seq, ev)));
+    }
+
+    fn not_issued(&mut self, count: u64, no_space: bool) {
+        self.not_issued.push((count, no_space));
+    }
+
+    fn query<R: Send + 'static>(
+        &mut self,
+        f: impl FnOnce(&Volume) -> R + Send + 'static,
+    ) -> dvrfs_core::Result<R> {
+        self.rt.query(f).map_err(core_err)
+    }
+}
+
+/// Opens (creating if missing) and checks TARGET; the device to format.
+fn target_device(a: &BenchArgs, model_bytes: Option<u64>) -> CliResult<FileDevice> {
+    let target = a.target.as_path();
+    set_target(target);
+    let size = a
+        .size
+        .as_deref()
+        .map(|s| parse_size("--size", s))
+        .transpose()?;
+    match std::fs::metadata(target) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            let bytes = size.or(model_bytes).unwrap_or(DEFAULT_BENCH_IMAGE_BYTES);
+            FileDevice::create_image(target, bytes)?;
+        }
+        Err(e) => return Err(crate::error::local_io(target, "cannot read", e)),
+        Ok(_) => {
+            let dev = open_device(target, Access::Write)?;
+            if let (Some(what), false) = (crate::cmd_fs::existing_contents(&dev)?, a.force) {
+                return Err(CliError::new(format!(
+                    "{} already holds {what}; bench formats its target",
+                    target.display()
+                ))
+                .hint("add --force to benchmark on it anyway (this destroys what is there), or give a new image path"));
+            }
+        }
+    }
+    let dev = open_device(target, Access::Write)?;
+    if let Some(m) = model_bytes {
+        if dev.size_bytes() > m {
+            return Err(CliError::usage(
+                format!(
+                    "{} is {} bytes, larger than the emulated disk ({m} bytes)",
+                    target.display(),
+                    dev.size_bytes()
+                ),
+                "use a smaller image, or leave out --device-model",
+            ));
+        }
+    }
+    Ok(dev)
+}
+
+pub fn bench(a: &BenchArgs) -> CliResult<u8> {
+    let model = a.device_model.as_deref().map(load_disk).transpose()?;
+    // Without a model the settings and the mixer's estimate are the default disk's.
+    let plan_model = match &model {
+        Some(m) => m.clone(),
+        None => load_disk("nvr-8t")?,
+    };
+    let s: Setup = setup_run(plan_model.clone(), &a.run, "60s")?;
+    let cfg = s.cfg.clone();
+    let dev = target_device(a, model.as_ref().map(|m| m.capacity_bytes()))?;
+    let progress = crate::output::progress(0, false, "bench: preparing the volume");
+    let mut rng = sim::run_rng(&cfg);
+    let (dev, recordings, used) = sim::prepare_device(dev, &cfg, &mut rng)
+        .map_err(|e| CliError::from(e).hint("the volume could not be prepared"))?;
+    progress.finish_and_clear();
+    let engine = EngineConfig {
+        scheduler: s.scheduler.clone(),
+        settings: s.settings,
+        estimator: Box::new(Estimator::from_model(&plan_model)),
+        sector_bytes: dev.sector_bytes(),
+        metadata_class: s.journal_class,
+        max_ops: dvrfs_core::engine::DEFAULT_MAX_OPS,
+        admission: None,
+    };
+    let rt = Runtime::with_device(
+        dev,
+        dvrfs_runtime::Options {
+            engine: Some(engine),
+            device_model: model.clone(),
+            device_seed: cfg.seed,
+            ..dvrfs_runtime::Options::default()
+        },
+    )?;
+    let mut client = Client::new(&cfg, rng, true);
+    let start = Instant::now();
+    let mut host = BenchHost {
+        rt: &rt,
+        start,
+        t0_ns: rt.now_ns(),
+        events: BinaryHeap::new(),
+        seq: 0,
+        tickets: Vec::new(),
+        not_issued: Vec::new(),
+        late: 0,
+    };
+    let result = drive(&mut client, &mut host, &recordings, cfg.duration_ns);
+    let elapsed_ns = host.now_ns().min(cfg.duration_ns.max(1));
+    let not_issued = std::mem::take(&mut host.not_issued);
+    let pending = client.outstanding();
+    result?;
+    // The report, from the engine's own figures, as the simulator makes it.
+    let mut out = rt.inspect(move |e| {
+        let mut out = SimOutcome {
+            data_block_bytes: e.volume().superblock().data_block_bytes,
+            ..SimOutcome::default()
+        };
+        let mut q = e.qos().clone();
+        for (n, no_space) in not_issued {
+            q.not_issued(n, no_space);
+        }
+        // Requests still outstanding when the run was cut count as late.
+        if pending > 0 {
+            q.not_issued(pending, false);
+        }
+        sim::fill_outcome(&mut out, e.scheduler(), q);
+        out
+    })?;
+    sim::client_outcome(&mut out, &client);
+    out.elapsed_ns = elapsed_ns;
+    out.used_bytes_at_start = used;
+    out.disk = match &model {
+        Some(m) => format!("{} (emulated)", m.name),
+        None => a.target.display().to_string(),
+    };
+    out.buffer_level = sim::buffer_level(&cfg, &client, elapsed_ns);
+    rt.close()?;
+    let report = Report::new(
+        &out,
+        &cfg.workload.to_string(),
+        s.alloc,
+        cfg.duration_ns,
+        cfg.seed,
+    );
+    if let Some(dir) = &a.run.plot {
+        let title = format!(
+            "bench {} {} {} on {}",
+            report.workload, report.scheduler, report.alloc, report.disk
+        );
+        crate::plot::write_all(dir, &out, &title)?;
+    }
+    if a.run.json {
+        let v = serde_json::to_value(&report)
+            .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
+        crate::output::print_json(&v);
+    } else {
+        print_text(&report, "bench", "of wall-clock time");
+    }
+    if report.recordings_stopped > 0 {
+        eprintln!(
+            "dvrfs: {} recording(s) stopped before the end of the run: the disk was full",
+            report.recordings_stopped
+        );
+        eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
+        return Ok(crate::cmd_sim::STREAMS_STOPPED_EXIT);
+    }
+    Ok(0)
+}
+
+/// Runs the client until the run's end and everything it started has completed.
+fn drive(
+    client: &mut Client,
+    host: &mut BenchHost<'_>,
+    recordings: &[String],
+    duration_ns: u64,
+) -> CliResult<()> {
+    let sim_err = |e: CoreError| CliError::new(format!("the workload failed: {e}"));
+    client.start(host, recordings).map_err(sim_err)?;
+    let pb = crate::output::progress(duration_ns / 1_000_000_000, false, "bench");
+    let mut stopped = false;
+    let mut last_status = Instant::now();
+    loop {
+        let now = host.now_ns();
+        if now >= duration_ns && !stopped {
+            stopped = true;
+            client.stop();
+        }
+        while let Some(Reverse((t, _, ev))) = host.events.peek().copied() {
+            if t > now {
+                break;
+            }
+            host.events.pop();
+            client.event(host, ev, t).map_err(sim_err)?;
+        }
+        if stopped && client.idle() {
+            break;
+        }
+        let next = host.events.peek().map(|Reverse((t, _, _))| *t);
+        let wait_ns = next
+            .map_or(100_000_000, |t| t.saturating_sub(host.now_ns()))
+            .min(100_000_000);
+        let tickets = host.tickets.clone();
+        let ready = if tickets.is_empty() {
+            std::thread::sleep(Duration::from_nanos(wait_ns));
+            vec![]
+        } else {
+            host.rt
+                .poll(&tickets, Some(Duration::from_nanos(wait_ns)))?
+        };
+        let mut done = vec![];
+        for &i in ready.iter().rev() {
+            done.push(host.tickets.swap_remove(i));
+        }
+        for t in done {
+            let (result, done_ns) = match host.rt.check(t, false) {
+                Ok(Some(d)) => {
+                    if d.late {
+                        host.late += 1;
+                    }
+                    (Ok(d.output), d.done_ns)
+                }
+                Ok(None) => continue,
+                Err(RuntimeError::Engine(e)) => {
+                    if matches!(e, CoreError::DeadlineMissed { .. }) {
+                        host.late += 1;
+                    }
+                    (Err(e), host.rt.now_ns())
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let at = done_ns.saturating_sub(host.t0_ns);
+            client.completed(host, t.0, result, at).map_err(sim_err)?;
+        }
+        if last_status.elapsed() >= Duration::from_millis(500) {
+            last_status = Instant::now();
+            pb.set_position((host.now_ns() / 1_000_000_000).min(duration_ns / 1_000_000_000));
+            pb.set_message(format!("bench: {} late so far", host.late));
+        }
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
