@@ -37,6 +37,12 @@ use crate::cmd_sim::{load_disk, print_text, setup_run, RunArgs, Setup};
 use crate::error::{set_target, CliError, CliResult};
 use crate::target::{open_device, Access};
 
+/// What `dvrfs demo` runs: a DVR's four playbacks and two recordings of ATSC streams
+/// beside a copy of photos, on the emulated `avfs-250g` (the AVFS paper's disk).
+pub const DEMO_WORKLOAD: &str = "4r2w";
+pub const DEMO_BEST_EFFORT: &str = "photos";
+pub const DEMO_DISK: &str = "avfs-250g";
+
 /// Size of a new image without a device model.
 const DEFAULT_BENCH_IMAGE_BYTES: u64 = 64 << 30;
 
@@ -167,6 +173,74 @@ fn target_device(a: &BenchArgs, model_bytes: Option<u64>) -> CliResult<FileDevic
         }
     }
     Ok(dev)
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// The image to create (sparse: it takes a few hundred MB of real space)
+    #[arg(long, default_value = "dvrfs-demo.img")]
+    pub image: PathBuf,
+    /// How long the streams run
+    #[arg(long, default_value = "60s")]
+    pub duration: String,
+    /// Where the plots go
+    #[arg(long, default_value = "dvrfs-demo-plots")]
+    pub plot: PathBuf,
+}
+
+/// `dvrfs demo`: `bench` with the DVR workload on the emulated `avfs-250g`.
+pub fn demo(a: &DemoArgs) -> CliResult<u8> {
+    // Our own demo image from an earlier run may be formatted again; anything else
+    // at that path is refused by bench's usual check.
+    let ours = std::fs::metadata(&a.image).is_ok()
+        && dvrfs_io::FileDevice::open(&a.image, false, dvrfs_io::LockMode::Shared)
+            .ok()
+            .and_then(|d| Volume::load(&d, &dvrfs_core::OpenOptions::read_only()).ok())
+            .is_some();
+    let mut argv: Vec<String> = vec![
+        "dvrfs".into(),
+        "bench".into(),
+        a.image.display().to_string(),
+        "--device-model".into(),
+        DEMO_DISK.into(),
+        "--workload".into(),
+        DEMO_WORKLOAD.into(),
+        "--best-effort".into(),
+        DEMO_BEST_EFFORT.into(),
+        "--duration".into(),
+        a.duration.clone(),
+        "--plot".into(),
+        a.plot.display().to_string(),
+    ];
+    if ours {
+        argv.push("--force".into());
+    }
+    let cli = <crate::args::Cli as clap::Parser>::try_parse_from(&argv)
+        .map_err(|e| CliError::usage(format!("demo: {e}"), "see dvrfs demo --help"))?;
+    let crate::args::Command::Bench(b) = cli.command else {
+        unreachable!("the demo builds a bench command line")
+    };
+    eprintln!(
+        "dvrfs demo: {DEMO_WORKLOAD} (4 playbacks, 2 recordings of 19.39 Mbit/s ATSC streams) beside a copy of {} photos, on an emulated {DEMO_DISK} disk (the AVFS paper's), for {}",
+        sim::PHOTO_COUNT,
+        a.duration
+    );
+    eprintln!(
+        "dvrfs demo: image {} (sparse), every command timed by the disk model in wall-clock time",
+        a.image.display()
+    );
+    let code = bench(&b)?;
+    outln!();
+    outln!(
+        "plots: {}/margin_cdf.svg, buffer_level.svg, seek_distance.svg",
+        a.plot.display()
+    );
+    outln!("the same workload in virtual time (an hour in about a second):");
+    outln!("  dvrfs sim --disk {DEMO_DISK} --workload {DEMO_WORKLOAD} --best-effort {DEMO_BEST_EFFORT}");
+    outln!("on a real disk (this formats it):");
+    outln!("  dvrfs bench /dev/sdX --force --workload {DEMO_WORKLOAD} --best-effort {DEMO_BEST_EFFORT}");
+    outln!("record and play with reservations: dvrfs record / dvrfs play (docs/commands.md)");
+    Ok(code)
 }
 
 pub fn bench(a: &BenchArgs) -> CliResult<u8> {

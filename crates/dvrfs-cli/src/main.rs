@@ -51,6 +51,7 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Capacity(a) => cmd_sim::capacity_cmd(a),
         Command::Record(a) => cmd_stream::record(a),
         Command::Bench(a) => cmd_bench::bench(a),
+        Command::Demo(a) => cmd_bench::demo(a),
         Command::Play(a) => cmd_stream::play(a),
     }
 }

@@ -1,0 +1,152 @@
+//! `bench` in wall-clock time on the emulated `avfs-250g` agrees with `sim` for the
+//! same workload and seed; `demo` runs and leaves its plots; bad input is refused.
+
+mod common;
+
+use common::*;
+
+fn load_note() -> String {
+    std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
+}
+
+#[test]
+fn bench_on_the_emulated_disk_agrees_with_sim() {
+    let dir = tempdir();
+    let img = dir.path().join("bench.img");
+    let run = [
+        "--workload",
+        "2r2w",
+        "--best-effort",
+        "photos",
+        "--duration",
+        "15s",
+        "--seed",
+        "4",
+        "--json",
+    ];
+    let mut b = vec![
+        "bench".to_string(),
+        img.display().to_string(),
+        "--device-model".into(),
+        "avfs-250g".into(),
+    ];
+    b.extend(run.iter().map(|s| s.to_string()));
+    let bench = json(&ok(dvrfs(&b)));
+    let mut s = vec!["sim".to_string(), "--disk".into(), "avfs-250g".into()];
+    s.extend(run.iter().map(|s| s.to_string()));
+    let sim = json(&ok(dvrfs(&s)));
+    for key in [
+        "workload",
+        "scheduler",
+        "alloc",
+        "disk",
+        "duration_s",
+        "rt_requests",
+        "deadline_misses",
+        "p_miss",
+        "margin_ms",
+        "utilization",
+        "rt_throughput_mbps",
+        "be_throughput_mbps",
+        "be_latency_ms",
+        "seek_within_5gb",
+    ] {
+        assert!(bench.get(key).is_some(), "bench JSON lacks {key}: {bench}");
+    }
+    assert_eq!(bench["disk"], "avfs-250g (emulated)");
+    // The same operations: the same requests, and the same misses.
+    assert_eq!(
+        bench["rt_requests"], sim["rt_requests"],
+        "bench {bench}\nsim {sim}"
+    );
+    assert_eq!(
+        bench["deadline_misses"],
+        sim["deadline_misses"],
+        "bench {bench}\nsim {sim}\nload average {}: a busy machine delays the dispatcher",
+        load_note()
+    );
+    let (ub, us) = (
+        bench["utilization"].as_f64().unwrap(),
+        sim["utilization"].as_f64().unwrap(),
+    );
+    assert!(
+        (ub - us).abs() <= 0.03,
+        "utilization: bench {ub:.4}, sim {us:.4} (more than 3 points apart); load average {}",
+        load_note()
+    );
+    assert!(
+        bench["be_throughput_mbps"].as_f64().unwrap() > 0.0,
+        "{bench}"
+    );
+}
+
+#[test]
+fn bench_refuses_a_target_with_a_file_system_and_an_image_larger_than_the_model() {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "256M", &[]);
+    fails(
+        dvrfs([
+            "bench".as_ref(),
+            img.as_os_str(),
+            "--workload".as_ref(),
+            "1w".as_ref(),
+        ]),
+        "already holds",
+    );
+    // Still there, untouched.
+    assert_clean(&img);
+    let big = dir.path().join("big.img");
+    fails(
+        dvrfs([
+            "bench".as_ref(),
+            big.as_os_str(),
+            "--size".as_ref(),
+            "300G".as_ref(),
+            "--device-model".as_ref(),
+            "avfs-250g".as_ref(),
+            "--workload".as_ref(),
+            "1w".as_ref(),
+        ]),
+        "larger than the emulated disk",
+    );
+    fails(
+        dvrfs([
+            "bench".as_ref(),
+            big.as_os_str(),
+            "--workload".as_ref(),
+            "many".as_ref(),
+        ]),
+        "workload",
+    );
+}
+
+#[test]
+fn demo_runs_the_dvr_workload_and_writes_its_plots() {
+    let dir = tempdir();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["demo", "--duration", "8s"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let out = ok(o);
+    assert!(
+        out.contains("dvrfs bench: 4r2w on avfs-250g (emulated)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("plots: dvrfs-demo-plots/margin_cdf.svg"),
+        "{out}"
+    );
+    assert!(out.contains("/dev/sdX"), "{out}");
+    for f in ["margin_cdf.svg", "buffer_level.svg", "seek_distance.svg"] {
+        assert!(dir.path().join("dvrfs-demo-plots").join(f).exists(), "{f}");
+    }
+    // A second run reuses its own image.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["demo", "--duration", "2s"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    ok(o);
+}
