@@ -294,6 +294,13 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     let pending = client.outstanding();
     result?;
     // The report, from the engine's own figures, as the simulator makes it.
+    let checked = rt.inspect(|e| e.check())?;
+    if let Err(e) = checked {
+        return Err(CliError::new(format!(
+            "the engine broke an internal invariant during the run: {e}"
+        ))
+        .hint("this is a dvrfs bug; please report it with the command that was run"));
+    }
     let mut out = rt.inspect(move |e| {
         let mut out = SimOutcome {
             data_block_bytes: e.volume().superblock().data_block_bytes,
