@@ -62,6 +62,10 @@ pub struct BenchArgs {
     /// Format TARGET even if it holds a file system or other data
     #[arg(long)]
     pub force: bool,
+    /// Device commands in flight at once: 1 for a hard disk (and an emulated one), more
+    /// for an SSD or an image file
+    #[arg(long, default_value_t = 1)]
+    pub queue_depth: u32,
     #[command(flatten)]
     pub run: RunArgs,
 }
@@ -245,6 +249,12 @@ pub fn demo(a: &DemoArgs) -> CliResult<u8> {
 
 pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     let model = a.device_model.as_deref().map(load_disk).transpose()?;
+    if a.queue_depth == 0 || (model.is_some() && a.queue_depth != 1) {
+        return Err(CliError::usage(
+            format!("--queue-depth {}", a.queue_depth),
+            "give 1 or more; an emulated hard disk (--device-model) takes one command at a time",
+        ));
+    }
     // Without a model the settings and the mixer's estimate are the default disk's.
     let plan_model = match &model {
         Some(m) => m.clone(),
@@ -273,6 +283,7 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
             engine: Some(engine),
             device_model: model.clone(),
             device_seed: cfg.seed,
+            queue_depth: a.queue_depth,
             ..dvrfs_runtime::Options::default()
         },
     )?;

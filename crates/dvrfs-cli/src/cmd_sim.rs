@@ -66,6 +66,12 @@ pub struct RunArgs {
     /// Size of the recording --best-effort delete removes
     #[arg(long, default_value = "20000M")]
     pub delete_size: String,
+    /// Bytes per request of the best-effort generators (a multiple of 4K)
+    #[arg(long, default_value = "512K")]
+    pub be_request: String,
+    /// Requests greedy-read and greedy-write keep in flight
+    #[arg(long, default_value_t = 1)]
+    pub be_depth: u32,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Largest device command contiguous requests are merged into, for every policy (0 = no merging)
@@ -263,8 +269,13 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
 
 /// The run `a` describes on `model`; `default_duration` when `--duration` is absent.
 pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliResult<Setup> {
-    let workload = Workload::parse(&a.workload)
-        .map_err(|e| CliError::usage(e.to_string(), "e.g. --workload 4r2w"))?;
+    // Best-effort traffic alone (0r0w) is a throughput measurement.
+    let workload = Workload::parse_with(&a.workload, a.best_effort.is_some()).map_err(|e| {
+        CliError::usage(
+            e.to_string(),
+            "e.g. --workload 4r2w (0r0w only with --best-effort)",
+        )
+    })?;
     if !sched::NAMES.contains(&a.scheduler.as_str()) {
         return Err(CliError::usage(
             format!("unknown scheduler {:?}", a.scheduler),
@@ -325,6 +336,23 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
     cfg.duration_ns = duration_ms * 1_000_000;
     cfg.best_effort = best_effort;
     cfg.delete_bytes = parse_size("--delete-size", &a.delete_size)?;
+    cfg.be_request_bytes = parse_size("--be-request", &a.be_request)?;
+    if a.be_depth == 0 {
+        return Err(CliError::usage(
+            "--be-depth 0: the generator needs at least one request in flight",
+            "e.g. --be-depth 2",
+        ));
+    }
+    cfg.be_depth = a.be_depth;
+    if cfg.be_request_bytes == 0 || !cfg.be_request_bytes.is_multiple_of(4096) {
+        return Err(CliError::usage(
+            format!(
+                "--be-request {}: must be a positive multiple of 4K",
+                a.be_request
+            ),
+            "e.g. --be-request 512K (the default) or 4M",
+        ));
+    }
     cfg.seed = a.seed;
     cfg.keep_series = a.plot.is_some();
     let merge_bytes = parse_size("--merge", &a.merge)?;

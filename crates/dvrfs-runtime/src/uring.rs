@@ -129,10 +129,19 @@ impl Uring {
                 for r in runs {
                     let n: u64 = r.iov.iter().map(|v| v.iov_len as u64).sum();
                     let (iov, len) = (r.iov.as_ptr(), r.iov.len() as u32);
-                    let e = if write {
-                        opcode::Writev::new(fd, iov, len).offset(r.offset).build()
-                    } else {
-                        opcode::Readv::new(fd, iov, len).offset(r.offset).build()
+                    // One buffer: plain read/write (the kernel's single-buffer path);
+                    // several: the vectored form.
+                    let e = match (write, &r.iov[..]) {
+                        (true, [v]) => {
+                            opcode::Write::new(fd, v.iov_base as *const u8, v.iov_len as u32)
+                                .offset(r.offset)
+                                .build()
+                        }
+                        (false, [v]) => opcode::Read::new(fd, v.iov_base.cast(), v.iov_len as u32)
+                            .offset(r.offset)
+                            .build(),
+                        (true, _) => opcode::Writev::new(fd, iov, len).offset(r.offset).build(),
+                        (false, _) => opcode::Readv::new(fd, iov, len).offset(r.offset).build(),
                     };
                     entries.push((e, n));
                     iovs.push(r.iov);

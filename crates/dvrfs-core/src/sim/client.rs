@@ -13,7 +13,7 @@
 //! module docs of `sim` for the issue times and deadlines. Everything random comes
 //! from the seeded generator the client is given.
 
-use super::{BestEffort, SimConfig, BE_REQUEST_BYTES, BE_START_NS, PHOTO_COUNT};
+use super::{BestEffort, SimConfig, BE_START_NS, PHOTO_COUNT};
 use crate::alloc::Ino;
 use crate::engine::{IoBuf, Op, OpId, Output};
 use crate::error::{Error, Result};
@@ -80,7 +80,8 @@ enum Purpose {
 
 #[derive(Default)]
 struct BeState {
-    in_flight: bool,
+    /// Operations of the generator in flight.
+    in_flight: u32,
     /// Greedy read: the file and the next offset.
     read_ino: Ino,
     read_bytes: u64,
@@ -122,7 +123,13 @@ pub struct Client {
     pub(super) victim_gone_durably: bool,
     /// Real memory behind every buffer (a real device) rather than virtual lengths.
     real_buffers: bool,
+    /// Buffers of finished operations, for reuse (allocating and zeroing a fresh
+    /// aligned buffer per request would cost more than a fast device's transfer).
+    pool: Vec<IoBuf>,
 }
+
+/// Buffers kept for reuse.
+const POOL_MAX: usize = 64;
 
 fn ns_for_bytes(bytes: u64, rate_bps: f64) -> u64 {
     (bytes as f64 * 8.0 / rate_bps * 1e9).round() as u64
@@ -149,14 +156,32 @@ impl Client {
             unlink_done_ns: None,
             victim_gone_durably: false,
             real_buffers,
+            pool: Vec::new(),
         }
     }
 
-    fn buf(&self, len: usize) -> IoBuf {
-        if self.real_buffers {
-            IoBuf::zeroed(len)
-        } else {
-            IoBuf::virtual_len(len)
+    fn buf(&mut self, len: usize) -> IoBuf {
+        if !self.real_buffers {
+            return IoBuf::virtual_len(len);
+        }
+        match self.pool.iter().position(|b| b.len() == len) {
+            Some(i) => self.pool.swap_remove(i),
+            None => IoBuf::zeroed(len),
+        }
+    }
+
+    /// Keeps a finished operation's buffer for reuse.
+    fn recycle(&mut self, result: &mut Result<Output>) {
+        if !self.real_buffers || self.pool.len() >= POOL_MAX {
+            return;
+        }
+        let taken = match result {
+            Ok(Output::Read { buf, .. }) => std::mem::replace(buf, IoBuf::virtual_len(0)),
+            Ok(Output::Write { data }) => std::mem::replace(data, IoBuf::virtual_len(0)),
+            _ => return,
+        };
+        if !taken.is_virtual() {
+            self.pool.push(taken);
         }
     }
 
@@ -184,7 +209,7 @@ impl Client {
 
     /// Nothing of the client is outstanding.
     pub fn idle(&self) -> bool {
-        self.streams.iter().all(|s| s.outstanding == 0) && !self.be.in_flight
+        self.streams.iter().all(|s| s.outstanding == 0) && self.be.in_flight == 0
     }
 
     /// Stream requests still outstanding (counted as misses when a run is cut).
@@ -436,17 +461,27 @@ impl Client {
         Ok(())
     }
 
-    /// The best-effort generator issues its next operation (one at a time).
+    /// The best-effort generator issues its next operations: the greedy ones keep
+    /// [`SimConfig::be_depth`] in flight, the others one at a time.
     fn be_tick(&mut self, host: &mut impl Host, now: u64) -> Result<()> {
-        if self.be.in_flight || self.be.done || self.stopped {
-            return Ok(());
+        let depth = match self.cfg.best_effort {
+            Some(BestEffort::GreedyRead | BestEffort::GreedyWrite) => self.cfg.be_depth.max(1),
+            _ => 1,
+        };
+        while self.be.in_flight < depth && !self.be.done && !self.stopped {
+            self.be_issue(host, now)?;
         }
+        Ok(())
+    }
+
+    /// Issues one operation of the best-effort generator (or finds it has none left).
+    fn be_issue(&mut self, host: &mut impl Host, now: u64) -> Result<()> {
         let owner = self.streams() + BE_OWNER_OFFSET;
         let op = match self.cfg.best_effort {
             Some(BestEffort::GreedyRead) => {
                 let size = self.be.read_bytes.max(1);
                 let pos = self.be.offset % size;
-                let len = BE_REQUEST_BYTES.min(size - pos);
+                let len = self.cfg.be_request_bytes.min(size - pos);
                 self.be.offset = pos + len;
                 Op::Read {
                     ino: self.be.read_ino,
@@ -455,7 +490,7 @@ impl Client {
                 }
             }
             Some(BestEffort::GreedyWrite) => {
-                let len = BE_REQUEST_BYTES;
+                let len = self.cfg.be_request_bytes;
                 let op = Op::Write {
                     ino: self.be.ino,
                     offset: self.be.offset,
@@ -484,7 +519,7 @@ impl Client {
                         gid: 0,
                     }
                 } else {
-                    let len = self.be.file_left.min(BE_REQUEST_BYTES);
+                    let len = self.be.file_left.min(self.cfg.be_request_bytes);
                     let op = Op::Write {
                         ino: self.be.ino,
                         offset: self.be.offset,
@@ -509,12 +544,12 @@ impl Client {
             None => return Ok(()),
         };
         self.submit(host, op, None, owner, Purpose::BestEffort, now)?;
-        self.be.in_flight = true;
+        self.be.in_flight += 1;
         Ok(())
     }
 
     fn be_done(&mut self, host: &mut impl Host, result: Result<Output>, now: u64) -> Result<()> {
-        self.be.in_flight = false;
+        self.be.in_flight -= 1;
         match (self.cfg.best_effort, result) {
             (Some(BestEffort::Photos), Ok(Output::Ino(ino))) if self.be.creating => {
                 self.be.creating = false;
@@ -533,7 +568,7 @@ impl Client {
                     Purpose::BestEffort,
                     now,
                 )?;
-                self.be.in_flight = true;
+                self.be.in_flight += 1;
                 self.be.closing = true;
                 self.be.ino = 0;
                 return Ok(());
@@ -561,6 +596,8 @@ impl Client {
         let Some(purpose) = self.purposes.remove(&op) else {
             return Ok(false);
         };
+        let mut result = result;
+        self.recycle(&mut result);
         match purpose {
             Purpose::Stream { s } => {
                 if matches!(result, Err(Error::DeadlineMissed { .. })) {

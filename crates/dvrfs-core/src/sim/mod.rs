@@ -171,6 +171,10 @@ pub struct SimConfig {
     pub age_cycles: u32,
     pub duration_ns: u64,
     pub best_effort: Option<BestEffort>,
+    /// Bytes per request of the greedy and photo generators ([`BE_REQUEST_BYTES`]).
+    pub be_request_bytes: u64,
+    /// Operations the greedy generators keep in flight (1: one at a time).
+    pub be_depth: u32,
     /// Size of the recording `--best-effort delete` removes.
     pub delete_bytes: u64,
     pub seed: u64,
@@ -197,6 +201,8 @@ impl SimConfig {
             age_cycles: 0,
             duration_ns: 3_600_000_000_000,
             best_effort: None,
+            be_request_bytes: BE_REQUEST_BYTES,
+            be_depth: 1,
             delete_bytes: 20_000_000_000,
             seed: 1,
             commit_interval_ms: 1000,
@@ -398,6 +404,12 @@ fn validate(cfg: &SimConfig, sector_bytes: u32) -> Result<()> {
     }
     if cfg.depth == 0 {
         return Err(Error::InvalidArgument("depth must be at least 1".into()));
+    }
+    if cfg.be_request_bytes == 0 || !cfg.be_request_bytes.is_multiple_of(4096) {
+        return Err(Error::InvalidArgument(format!(
+            "best-effort request size {} bytes: must be a positive multiple of 4096",
+            cfg.be_request_bytes
+        )));
     }
     Ok(())
 }

@@ -66,6 +66,12 @@ fn parse_term(t: &str) -> Option<StreamGroup> {
 
 impl Workload {
     pub fn parse(spec: &str) -> Result<Workload, WorkloadError> {
+        Self::parse_with(spec, false)
+    }
+
+    /// As [`Workload::parse`]; `allow_empty` accepts a workload of no streams (`0r0w`:
+    /// best-effort traffic alone, a throughput measurement).
+    pub fn parse_with(spec: &str, allow_empty: bool) -> Result<Workload, WorkloadError> {
         let err = || WorkloadError(format!("{spec:?} does not parse"));
         let spec = spec.trim();
         if spec.is_empty() {
@@ -86,7 +92,7 @@ impl Workload {
             }
             groups.push(parse_term(term).ok_or_else(err)?);
         }
-        if groups.iter().all(|g| g.count == 0) {
+        if !allow_empty && groups.iter().all(|g| g.count == 0) {
             return Err(WorkloadError(format!("{spec:?} has no streams")));
         }
         Ok(Workload { groups })
@@ -148,5 +154,7 @@ mod tests {
         for bad in ["", "4x", "r2w", "4r@fast", "0r0w", "4r2", "-1r"] {
             assert!(Workload::parse(bad).is_err(), "{bad}");
         }
+        assert_eq!(Workload::parse_with("0r0w", true).unwrap().streams(), 0);
+        assert!(Workload::parse_with("", true).is_err());
     }
 }
