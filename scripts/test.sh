@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v losetup >/dev/null 2>&1 || missing+=(mount)
 command -v sha256sum >/dev/null 2>&1 || missing+=(coreutils)
+command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)  # the C API's examples
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${missing[*]}"

@@ -10,9 +10,23 @@ use crate::device::AlignedBuf;
 pub enum IoBuf {
     /// Real memory, 4 KiB-aligned (what `O_DIRECT` needs).
     Mem(AlignedBuf),
+    /// Memory the engine does not own: an application's buffer lent for the time of
+    /// one operation (the C API's `aio_buf`). Its owner vouches for it (see
+    /// [`ExternalBuf`]).
+    External(Box<dyn ExternalBuf>),
     /// A length without memory: the simulator's buffers. Reads fill nothing, writes
     /// carry nothing; everything else (planning, scheduling, metadata) is the same.
     Virtual(usize),
+}
+
+/// Memory lent to the engine for one operation. The implementor guarantees that the
+/// slices it returns stay valid, and are touched by nobody else, until the operation's
+/// completion has been taken and this value dropped (the contract of an asynchronous
+/// I/O control block). The engine keeps the value in place while a device command
+/// uses it, so a driver may hand the address to the kernel meanwhile.
+pub trait ExternalBuf: Send {
+    fn bytes(&self) -> &[u8];
+    fn bytes_mut(&mut self) -> &mut [u8];
 }
 
 impl IoBuf {
@@ -35,6 +49,7 @@ impl IoBuf {
     pub fn len(&self) -> usize {
         match self {
             IoBuf::Mem(b) => b.len(),
+            IoBuf::External(b) => b.bytes().len(),
             IoBuf::Virtual(n) => *n,
         }
     }
@@ -51,6 +66,7 @@ impl IoBuf {
     pub fn bytes(&self) -> Option<&[u8]> {
         match self {
             IoBuf::Mem(b) => Some(b),
+            IoBuf::External(b) => Some(b.bytes()),
             IoBuf::Virtual(_) => None,
         }
     }
@@ -58,6 +74,7 @@ impl IoBuf {
     pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             IoBuf::Mem(b) => Some(b),
+            IoBuf::External(b) => Some(b.bytes_mut()),
             IoBuf::Virtual(_) => None,
         }
     }
@@ -65,7 +82,7 @@ impl IoBuf {
     /// A zeroed buffer like this one (real or virtual) of `len` bytes.
     pub(crate) fn sibling(&self, len: usize) -> IoBuf {
         match self {
-            IoBuf::Mem(_) => IoBuf::zeroed(len),
+            IoBuf::Mem(_) | IoBuf::External(_) => IoBuf::zeroed(len),
             IoBuf::Virtual(_) => IoBuf::Virtual(len),
         }
     }
@@ -75,6 +92,7 @@ impl std::fmt::Debug for IoBuf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             IoBuf::Mem(b) => write!(f, "IoBuf::Mem({} bytes)", b.len()),
+            IoBuf::External(b) => write!(f, "IoBuf::External({} bytes)", b.bytes().len()),
             IoBuf::Virtual(n) => write!(f, "IoBuf::Virtual({n} bytes)"),
         }
     }

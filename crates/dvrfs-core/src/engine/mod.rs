@@ -49,7 +49,7 @@ mod commit;
 mod op;
 mod stream;
 
-pub use buf::IoBuf;
+pub use buf::{ExternalBuf, IoBuf};
 pub use op::{Completion, Op, OpId, Output};
 pub use stream::{
     StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, MAX_STREAM_BUFFER_BYTES,

@@ -1,0 +1,131 @@
+//! The C examples (`examples/c/`) compiled against the generated header and the built
+//! libraries, shared and static (the static one through pkg-config), and run on an
+//! image file: a recorder and a player at once on two files, byte-exact read-back,
+//! bad calls refused.
+
+use dvrfs_core::fs::mkfs;
+use dvrfs_core::layout::MkfsParams;
+use dvrfs_io::{FileDevice, LockMode};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// target/<profile>: where cargo put the libraries, `include/dvrfs.h` and `dvrfs.pc`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("tests run from target/<profile>/deps")
+        .to_path_buf()
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c")
+}
+
+fn cc(out: &Path, src: &str, link: &[String]) {
+    let dir = profile_dir();
+    let o = Command::new("cc")
+        .args([
+            "-std=c11",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-D_POSIX_C_SOURCE=200809L",
+        ])
+        .arg(format!("-I{}", dir.join("include").display()))
+        .arg(examples().join(src))
+        .arg("-o")
+        .arg(out)
+        .args(link)
+        .output()
+        .expect("run cc (gcc is installed by scripts/test.sh)");
+    assert!(
+        o.status.success(),
+        "compiling {src} failed:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+fn image(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let size = 512 << 20;
+    FileDevice::create_image(&path, size).unwrap();
+    let mut dev = FileDevice::open(&path, true, LockMode::Exclusive).unwrap();
+    mkfs(&mut dev, &MkfsParams::new(size, [3; 16], 5), &mut |_, _| {}).unwrap();
+    path
+}
+
+fn run(bin: &Path, args: &[&str]) -> String {
+    let o = Command::new(bin)
+        .args(args)
+        .env("LD_LIBRARY_PATH", profile_dir())
+        .output()
+        .expect("run the example");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{} {args:?} failed ({}):\n{out}\n{}",
+        bin.display(),
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+#[test]
+fn the_c_recorder_and_player_run_against_the_shared_library() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = vec![
+        format!("-L{}", profile_dir().display()),
+        "-ldvrfs".to_string(),
+    ];
+    let rec = dir.path().join("recorder");
+    let play = dir.path().join("player");
+    cc(&rec, "recorder.c", &shared);
+    cc(&play, "player.c", &shared);
+    let img = image(dir.path(), "fs.img");
+    let img_s = img.to_str().unwrap();
+    let out = run(&rec, &[img_s, "/cam1.ts", "8", "64"]);
+    assert!(out.contains("0 late, 0 stalls"), "{out}");
+    let out = run(&play, &[img_s, "/cam1.ts", "64"]);
+    assert!(
+        out.contains("8388608 bytes read back with aio, 0 late"),
+        "{out}"
+    );
+    assert!(out.contains("2097152 bytes played"), "{out}");
+    assert!(out.contains("bad calls refused"), "{out}");
+}
+
+#[test]
+fn the_static_library_links_through_pkg_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let pc = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "--static", "dvrfs"])
+        .env("PKG_CONFIG_PATH", profile_dir())
+        .output()
+        .expect("run pkg-config (installed by scripts/test.sh)");
+    assert!(
+        pc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pc.stderr)
+    );
+    let flags = String::from_utf8(pc.stdout).unwrap();
+    assert!(flags.contains("-ldvrfs"), "{flags}");
+    // The static archive by name, so the shared one is not picked.
+    let mut link = vec![profile_dir().join("libdvrfs.a").display().to_string()];
+    link.extend(
+        flags
+            .split_whitespace()
+            .filter(|f| !f.starts_with("-L") && *f != "-ldvrfs" && !f.starts_with("-I"))
+            .map(str::to_string),
+    );
+    let rec = dir.path().join("recorder-static");
+    cc(&rec, "recorder.c", &link);
+    let img = image(dir.path(), "fs.img");
+    let out = run(
+        &rec,
+        &[img.to_str().unwrap(), "/a.ts", "4", "32", "avfs-250g"],
+    );
+    assert!(out.contains("0 late"), "{out}");
+}
