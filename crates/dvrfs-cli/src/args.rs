@@ -55,6 +55,8 @@ pub enum Command {
     Capacity(crate::cmd_sim::CapacityArgs),
     /// Run a sim workload on a real device or image (or an emulated disk), in wall-clock time
     Bench(Box<crate::cmd_bench::BenchArgs>),
+    /// Measure a device (read-only) into the disk-model JSON form
+    Calibrate(crate::cmd_calibrate::CalibrateArgs),
     /// Show dvrfs at work: a DVR workload on an emulated disk for a minute (an image in the working directory)
     Demo(crate::cmd_bench::DemoArgs),
     /// Record a stream into a new file at a reserved rate (from a file or stdin)

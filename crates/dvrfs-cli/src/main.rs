@@ -7,6 +7,7 @@
 mod output;
 mod args;
 mod cmd_bench;
+mod cmd_calibrate;
 mod cmd_data;
 mod cmd_files;
 mod cmd_fs;
@@ -52,6 +53,7 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Record(a) => cmd_stream::record(a),
         Command::Bench(a) => cmd_bench::bench(a),
         Command::Demo(a) => cmd_bench::demo(a),
+        Command::Calibrate(a) => cmd_calibrate::calibrate(a),
         Command::Play(a) => cmd_stream::play(a),
     }
 }

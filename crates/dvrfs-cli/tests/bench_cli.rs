@@ -150,3 +150,51 @@ fn demo_runs_the_dvr_workload_and_writes_its_plots() {
         .unwrap();
     ok(o);
 }
+
+#[test]
+fn calibrate_measures_an_image_into_a_model_the_other_commands_load() {
+    let dir = tempdir();
+    let img = dir.path().join("disk.img");
+    mkfs(&img, "512M", &[]);
+    let before = sha256_file(&img);
+    let text = ok(dvrfs([
+        "calibrate".as_ref(),
+        img.as_os_str(),
+        "--json".as_ref(),
+        "--name".as_ref(),
+        "mine".as_ref(),
+    ]));
+    let model = json(&text);
+    assert_eq!(model["name"], "mine");
+    assert_eq!(
+        model["lbas"].as_u64().unwrap() * model["sector_bytes"].as_u64().unwrap(),
+        512 << 20
+    );
+    assert!(model["description"]
+        .as_str()
+        .unwrap()
+        .contains("measured by dvrfs calibrate"));
+    // Read only: the image is unchanged, and the model is one `sim` and `capacity` take.
+    assert_eq!(sha256_file(&img), before);
+    let path = dir.path().join("mine.json");
+    std::fs::write(&path, text).unwrap();
+    ok(dvrfs([
+        "capacity".as_ref(),
+        "--disk".as_ref(),
+        path.as_os_str(),
+        "--bitrate".as_ref(),
+        "8M".as_ref(),
+    ]));
+    let out = ok(dvrfs(["calibrate".as_ref(), img.as_os_str()]));
+    assert!(
+        out.contains("--device-model mine") || out.contains("--device-model disk.img.json"),
+        "{out}"
+    );
+    // Too small to measure: a clear error.
+    let small = dir.path().join("small.img");
+    mkfs(&small, "64M", &[]);
+    fails(
+        dvrfs(["calibrate".as_ref(), small.as_os_str()]),
+        "at least 256 MiB",
+    );
+}

@@ -11,6 +11,7 @@
 //! gives the figures the tests measure.
 
 pub mod admission;
+pub mod calibrate;
 pub mod capacity;
 pub mod estimator;
 pub mod geometry;
