@@ -5,8 +5,9 @@
 //! One concept per file: `model` (the JSON schema of `disks/SCHEMA.md`, loading and
 //! validation), `geometry` (zones, LBA -> cylinder/surface/sector, sustained rates),
 //! `seek` (the two-piece Ruemmler-Wilkes curve and its fit), `hdd` (the queue-depth-1
-//! mechanical simulation), `estimator` (AVFS eq. 1) and `capacity` (how many streams
-//! fit). All of it is sans-I/O and deterministic: time comes in as arguments and the
+//! mechanical simulation), `estimator` (AVFS eq. 1), `capacity` (how many streams
+//! like one fit), `admission` (whether one more stream fits beside a mix) and
+//! `calibrate` (measuring a device into a model). All of it is sans-I/O and deterministic: time comes in as arguments and the
 //! only randomness (rare slow accesses) is a seeded `ChaCha8Rng`. `docs/disk-models.md`
 //! gives the figures the tests measure.
 
