@@ -98,6 +98,28 @@ fn the_c_recorder_and_player_run_against_the_shared_library() {
 }
 
 #[test]
+fn the_c_dvr_records_twice_and_plays_at_once_from_three_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = vec![
+        format!("-L{}", profile_dir().display()),
+        "-ldvrfs".to_string(),
+        "-lpthread".to_string(),
+    ];
+    let dvr = dir.path().join("dvr");
+    cc(&dvr, "dvr.c", &link);
+    let img = image(dir.path(), "fs.img");
+    let out = run(&dvr, &[img.to_str().unwrap(), "6", "24"]);
+    for f in [
+        "/cam1.ts: ok, 0 late",
+        "/cam2.ts: ok, 0 late",
+        "/earlier.ts: ok, 0 late",
+    ] {
+        assert!(out.contains(f), "{out}");
+    }
+    assert!(out.contains("all recordings read back right"), "{out}");
+}
+
+#[test]
 fn the_static_library_links_through_pkg_config() {
     let dir = tempfile::tempdir().unwrap();
     let pc = Command::new("pkg-config")
