@@ -49,12 +49,21 @@ cpu_of() {
 }
 
 # fio: MB/s, CPU s per GB, clat p50 and p99 in ms. $2: the extent (bytes from the
-# data region's start), $3: the bytes to move (wrapping within the extent).
+# data region's start), $3: the bytes to move (wrapping within the extent); $4 "huge":
+# fio's buffer on transparent huge pages too, as dvrfs's are (the kernel's THP mode is
+# set to `always` for the run and put back).
 fio_run() {
     local rw=$1 extent=$(( $2 / 4194304 * 4194304 )) moved=$(( $3 / 4194304 * 4194304 ))
+    local thp=/sys/kernel/mm/transparent_hugepage/enabled was="" align=()
+    if [ "${4:-}" = huge ]; then
+        was=$(sed 's/.*\[\(.*\)\].*/\1/' "$thp")
+        echo always > "$thp"
+        align=(--iomem_align=2m)
+    fi
     cpu_of fio --name=cmp --filename="$img" --rw="$rw" --bs=4M --direct=1 \
         --ioengine=psync --iodepth=1 --offset="$data" --size="$extent" \
-        --io_size="$moved" --output-format=json
+        --io_size="$moved" "${align[@]}" --output-format=json
+    [ -z "$was" ] || echo "$was" > "$thp"
     python3 - "$dir/out" "$(cat "$dir/cpu")" "$rw" <<'EOF'
 import json, sys
 j = json.load(open(sys.argv[1]))["jobs"][0][sys.argv[3]]
@@ -84,23 +93,26 @@ first_recording() {
     "$bin" stat "$img" /rec/fill00000.ts --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["size_bytes"])'
 }
 
-for f in fio_w dvrfs_w fio_r dvrfs_r dvrfs_l; do : > "$dir/$f"; done
+for f in fio_w fioh_w dvrfs_w fio_r fioh_r dvrfs_r dvrfs_l; do : > "$dir/$f"; done
 data=""
 for i in $(seq "$runs"); do
     bench_run greedy-write 0% >> "$dir/dvrfs_w"
     [ -n "$data" ] || data=$("$bin" info "$img" --json | python3 -c 'import json, sys; print(json.load(sys.stdin)["regions"]["data"]["offset"])')
     wrote=$(tail -1 "$dir/dvrfs_w" | cut -d' ' -f5)
     fio_run write "$wrote" "$wrote" >> "$dir/fio_w"
+    fio_run write "$wrote" "$wrote" huge >> "$dir/fioh_w"
     drop_caches
     bench_run greedy-read 50% >> "$dir/dvrfs_r"
     read=$(tail -1 "$dir/dvrfs_r" | cut -d' ' -f5)
     drop_caches
     fio_run read "$(first_recording)" "$read" >> "$dir/fio_r"
     drop_caches
+    fio_run read "$(first_recording)" "$read" huge >> "$dir/fioh_r"
+    drop_caches
     # One request at a time, as fio's: the latency the runtime adds per request.
     bench_run greedy-read 50% 1 >> "$dir/dvrfs_l"
-    echo "run $i: write fio $(tail -1 "$dir/fio_w" | cut -d' ' -f1) dvrfs $(tail -1 "$dir/dvrfs_w" | cut -d' ' -f1)," \
-        "read fio $(tail -1 "$dir/fio_r" | cut -d' ' -f1) dvrfs $(tail -1 "$dir/dvrfs_r" | cut -d' ' -f1) MB/s"
+    echo "run $i: write fio $(tail -1 "$dir/fio_w" | cut -d' ' -f1) (huge pages $(tail -1 "$dir/fioh_w" | cut -d' ' -f1)) dvrfs $(tail -1 "$dir/dvrfs_w" | cut -d' ' -f1)," \
+        "read fio $(tail -1 "$dir/fio_r" | cut -d' ' -f1) (huge pages $(tail -1 "$dir/fioh_r" | cut -d' ' -f1)) dvrfs $(tail -1 "$dir/dvrfs_r" | cut -d' ' -f1) MB/s"
 done
 col() { cut -d' ' -f"$2" "$dir/$1" | median; }
 echo
@@ -108,7 +120,9 @@ echo "medians of $runs runs (MB/s; CPU s per GB; per-request latency p50 / p99 m
 for side in w r; do
     name=$([ $side = w ] && echo write || echo read)
     fm=$(col fio_$side 1); dm=$(col dvrfs_$side 1)
-    echo "$name: fio $fm MB/s, dvrfs $dm MB/s ($(awk -v a="$dm" -v b="$fm" 'BEGIN { printf "%.0f", 100 * a / b }')%)"
+    hm=$(col fioh_$side 1)
+    echo "$name: fio $fm MB/s, dvrfs $dm MB/s ($(awk -v a="$dm" -v b="$fm" 'BEGIN { printf "%.0f", 100 * a / b }')%);" \
+        "fio on huge pages $hm MB/s ($(awk -v a="$dm" -v b="$hm" 'BEGIN { printf "%.0f", 100 * a / b }')%)"
     echo "  CPU per GB: fio $(col fio_$side 2) s, dvrfs $(col dvrfs_$side 2) s"
 done
 echo "per-request latency, one 4 MiB read at a time (p50 / p99 ms): fio $(col fio_r 3) / $(col fio_r 4), dvrfs $(col dvrfs_l 3) / $(col dvrfs_l 4)"

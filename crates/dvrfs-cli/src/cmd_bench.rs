@@ -287,7 +287,9 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
             ..dvrfs_runtime::Options::default()
         },
     )?;
-    let mut client = Client::new(&cfg, rng, true);
+    // Large requests get huge-page buffers (dvrfs_io::HugeBuf: fewer, larger device
+    // segments for O_DIRECT).
+    let mut client = Client::new(&cfg, rng, true).with_allocator(dvrfs_io::HugeBuf::io_buf);
     let start = Instant::now();
     let mut host = BenchHost {
         rt: &rt,

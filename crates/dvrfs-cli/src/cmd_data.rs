@@ -1,5 +1,8 @@
 //! Data commands: `put` and `get`, each a two-stage pipeline.
 //!
+//! Chunks are huge-page buffers (`dvrfs_io::HugeBuf`): an `O_DIRECT` transfer from
+//! them reaches the device in a few large segments.
+//!
 //! `put`: a reader thread fills aligned chunks from the local file and sends them over
 //! a bounded channel; the main thread starts a write of each chunk at a block-aligned
 //! offset, keeping [`IO_IN_FLIGHT`] of them in flight. Aligned memory at aligned offsets lets the `O_DIRECT` device
@@ -30,9 +33,9 @@ use std::thread;
 use std::time::Instant;
 
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::device::AlignedBuf;
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output, Volume};
+use dvrfs_io::HugeBuf;
 use dvrfs_runtime::{Runtime, Ticket};
 
 use crate::args::{GetArgs, PutArgs};
@@ -60,8 +63,17 @@ const CHANNEL_DEPTH: usize = 1;
 
 struct Chunk {
     offset_bytes: u64,
-    buf: AlignedBuf,
+    buf: HugeBuf,
     len: usize,
+}
+
+/// A pipeline chunk: huge pages, so that a chunk's `O_DIRECT` transfer reaches the
+/// device as a few large segments (see `dvrfs_io::HugeBuf`).
+fn chunk_buf(len: usize) -> CliResult<HugeBuf> {
+    HugeBuf::zeroed(len).ok_or_else(|| {
+        CliError::new(format!("cannot map {len} bytes of memory for the copy"))
+            .hint("free some memory and try again")
+    })
 }
 
 /// Reads until `buf` is full or the reader is at its end.
@@ -209,10 +221,10 @@ fn put_pipeline(
     pb: &indicatif::ProgressBar,
 ) -> CliResult<u64> {
     let (full_tx, full_rx) = sync_channel::<io::Result<Chunk>>(CHANNEL_DEPTH);
-    let (free_tx, free_rx) = channel::<AlignedBuf>();
+    let (free_tx, free_rx) = channel::<HugeBuf>();
     for _ in 0..PIPELINE_CHUNKS {
         // A send cannot fail: the receiver is alive in this scope.
-        let _ = free_tx.send(AlignedBuf::zeroed(CHUNK_BYTES));
+        let _ = free_tx.send(chunk_buf(CHUNK_BYTES)?);
     }
     let reader = thread::Builder::new()
         .name("dvrfs-put-reader".into())
@@ -252,7 +264,7 @@ fn write_chunks(
     rt: &Runtime,
     ino: Ino,
     full_rx: &Receiver<io::Result<Chunk>>,
-    free_tx: &Sender<AlignedBuf>,
+    free_tx: &Sender<HugeBuf>,
     local: &Path,
     pb: &indicatif::ProgressBar,
 ) -> CliResult<u64> {
@@ -265,11 +277,13 @@ fn write_chunks(
         if let (
             true,
             Some(Output::Write {
-                data: IoBuf::Mem(buf),
+                data: IoBuf::External(b),
             }),
         ) = (reuse, out)
         {
-            let _ = free_tx.send(buf);
+            if let Ok(buf) = (b as Box<dyn std::any::Any>).downcast::<HugeBuf>() {
+                let _ = free_tx.send(*buf);
+            }
         }
         written += len as u64;
         pb.set_position(written);
@@ -285,7 +299,7 @@ fn write_chunks(
             // A full chunk goes to the engine as it is (no copy) and comes back for
             // reuse; the short last one is copied into a buffer of its own length.
             let (data, reuse) = if len == chunk.buf.len() {
-                (IoBuf::Mem(chunk.buf), true)
+                (IoBuf::External(Box::new(chunk.buf)), true)
             } else {
                 let d = IoBuf::from_slice(&chunk.buf[..len]);
                 let _ = free_tx.send(chunk.buf);
@@ -397,10 +411,10 @@ fn get_pipeline(
     let chunk_bytes = (CHUNK_BYTES as u64).min(size_bytes.max(1)).div_ceil(4096) * 4096;
     let chunks = size_bytes.div_ceil(chunk_bytes);
     thread::scope(|scope| {
-        let (full_tx, full_rx) = sync_channel::<(AlignedBuf, usize)>(CHANNEL_DEPTH);
-        let (free_tx, free_rx) = channel::<AlignedBuf>();
+        let (full_tx, full_rx) = sync_channel::<(HugeBuf, usize)>(CHANNEL_DEPTH);
+        let (free_tx, free_rx) = channel::<HugeBuf>();
         for _ in 0..GET_BUFFERS {
-            let _ = free_tx.send(AlignedBuf::zeroed(chunk_bytes as usize));
+            let _ = free_tx.send(chunk_buf(chunk_bytes as usize)?);
         }
         let writer = scope.spawn(move || -> CliResult<u64> {
             let mut copied = 0u64;
@@ -432,7 +446,7 @@ fn get_pipeline(
                 let op = Op::Read {
                     ino,
                     offset: offset_bytes,
-                    buf: IoBuf::Mem(buf),
+                    buf: IoBuf::External(Box::new(buf)),
                 };
                 match rt.start(op, None, OWNER) {
                     Ok(t) => in_flight.push_back((t, offset_bytes, want)),
@@ -452,10 +466,16 @@ fn get_pipeline(
             };
             match rt.check(t, true).map(|d| d.map(|d| d.output)) {
                 Ok(Some(Output::Read {
-                    buf: IoBuf::Mem(buf),
+                    buf: IoBuf::External(b),
                     bytes,
                 })) if bytes >= want => {
-                    if full_tx.send((buf, want)).is_err() {
+                    let Ok(buf) = (b as Box<dyn std::any::Any>).downcast::<HugeBuf>() else {
+                        read_err = Some(CliError::new(
+                            "a read came back in another buffer (a dvrfs bug)",
+                        ));
+                        break;
+                    };
+                    if full_tx.send((*buf, want)).is_err() {
                         break;
                     }
                 }

@@ -40,6 +40,9 @@ use std::sync::Mutex;
 use dvrfs_core::device::{AlignedBuf, Device, IO_ALIGN_BYTES};
 
 mod blk;
+mod huge;
+
+pub use huge::HugeBuf;
 
 /// Largest chunk bounced through the aligned scratch buffer for an unaligned memory buffer.
 pub const BOUNCE_MAX_BYTES: usize = 8 << 20;

@@ -24,7 +24,7 @@ pub enum IoBuf {
 /// completion has been taken and this value dropped (the contract of an asynchronous
 /// I/O control block). The engine keeps the value in place while a device command
 /// uses it, so a driver may hand the address to the kernel meanwhile.
-pub trait ExternalBuf: Send {
+pub trait ExternalBuf: Send + std::any::Any {
     fn bytes(&self) -> &[u8];
     fn bytes_mut(&mut self) -> &mut [u8];
 }

@@ -126,6 +126,8 @@ pub struct Client {
     /// Buffers of finished operations, for reuse (allocating and zeroing a fresh
     /// aligned buffer per request would cost more than a fast device's transfer).
     pool: Vec<IoBuf>,
+    /// Makes a real buffer (default: aligned memory; `bench` gives huge pages).
+    alloc: fn(usize) -> IoBuf,
 }
 
 /// Buffers kept for reuse.
@@ -157,7 +159,14 @@ impl Client {
             victim_gone_durably: false,
             real_buffers,
             pool: Vec::new(),
+            alloc: IoBuf::zeroed,
         }
+    }
+
+    /// Real buffers come from `alloc` (a driver's own memory, e.g. huge pages).
+    pub fn with_allocator(mut self, alloc: fn(usize) -> IoBuf) -> Client {
+        self.alloc = alloc;
+        self
     }
 
     fn buf(&mut self, len: usize) -> IoBuf {
@@ -166,7 +175,7 @@ impl Client {
         }
         match self.pool.iter().position(|b| b.len() == len) {
             Some(i) => self.pool.swap_remove(i),
-            None => IoBuf::zeroed(len),
+            None => (self.alloc)(len),
         }
     }
 
