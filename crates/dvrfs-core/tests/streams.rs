@@ -14,6 +14,7 @@ use dvrfs_core::engine::{
 };
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::{Error, OpenOptions, Volume};
+use std::collections::HashMap;
 
 const MS: u64 = 1_000_000;
 
@@ -387,4 +388,163 @@ fn a_waiting_stream_read_can_be_cancelled() {
     assert!(matches!(c.result, Err(Error::Cancelled)), "{:?}", c.result);
     d.run(&mut e, Op::StreamClose { stream: s.id }).unwrap();
     assert_eq!(e.ops_in_flight(), 0);
+}
+
+/// Every stream admission lets onto `avfs-250g` (ATSC playbacks, buffers chosen by
+/// admission) meets every deadline on that disk's model, with the mixer, in virtual
+/// time: admission is on the safe side of what the scheduler delivers.
+#[test]
+fn streams_admitted_on_a_disk_model_meet_every_deadline_on_that_disk() {
+    use dvrfs_core::disk::{Access, DiskModel, Estimator, Hdd};
+    use dvrfs_core::fs::{mkfs, Fs, ManualClock};
+    use dvrfs_core::layout::MkfsParams;
+
+    let model = DiskModel::builtin("avfs-250g").unwrap();
+    let cap = model.capacity_bytes();
+    let mut dev = MemDevice::with_sector(cap, model.sector_bytes);
+    mkfs(&mut dev, &MkfsParams::new(cap, [4; 16], 9), &mut |_, _| {}).unwrap();
+    // Recordings to play: virtual data (the blocks are allocated; no bytes move).
+    const FILES: usize = 24;
+    const FILE_BYTES: u64 = 128 << 20;
+    let mut fs = Fs::open_with(
+        dev,
+        OpenOptions::writable(),
+        Box::new(ManualClock::new()),
+        None,
+    )
+    .unwrap();
+    let root = fs.root();
+    let mut inos = vec![];
+    for i in 0..FILES {
+        let ino = fs
+            .create(root, format!("p{i}.ts").as_bytes(), 0o644, 0, 0, 0)
+            .unwrap();
+        fs.write_buf(ino, 0, IoBuf::virtual_len(FILE_BYTES as usize), 0)
+            .unwrap();
+        inos.push(ino);
+    }
+    let mut dev = fs.close().unwrap();
+    let (vol, replay) = Volume::load(&dev, &OpenOptions::writable()).unwrap();
+    let cfg = EngineConfig {
+        estimator: Box::new(Estimator::from_model(&model)),
+        admission: Some(Admission::from_model(&model, 0.1)),
+        ..EngineConfig::new(model.sector_bytes)
+    };
+    let mut e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
+    let mut hdd = Hdd::new(&model, 3);
+    let mut t = 0u64;
+    // Admit ATSC playbacks until admission says no.
+    let mut streams = vec![];
+    for &ino in &inos {
+        let spec = StreamSpec {
+            dir: StreamDir::Read,
+            rate_bps: 19.39e6,
+            request_bytes: 512 << 10,
+            buffer_bytes: None,
+            reserve_bytes: 0,
+            start_bytes: 0,
+        };
+        let id = e
+            .submit(Op::StreamOpen { ino, spec }, None, 1, Now::mono(t))
+            .unwrap();
+        let c = e.take_completion().unwrap();
+        assert_eq!(c.op, id);
+        match c.result {
+            Ok(Output::Stream(info)) => streams.push(info),
+            Err(Error::Refused(_)) => break,
+            other => panic!("{other:?}"),
+        }
+    }
+    let n = streams.len();
+    assert!(
+        n >= 8 && n < FILES,
+        "admitted {n} ATSC streams on avfs-250g"
+    );
+    // Each plays 40 s of its file, one 512 KiB read at a time, as fast as its rate lets.
+    let want = (19.39e6 / 8.0 * 40.0) as u64;
+    let mut read = vec![0u64; n];
+    let mut pending: HashMap<u64, usize> = HashMap::new();
+    for (i, s) in streams.iter().enumerate() {
+        let op = Op::StreamRead {
+            stream: s.id,
+            buf: IoBuf::virtual_len(512 << 10),
+        };
+        pending.insert(e.submit(op, None, 1, Now::mono(t)).unwrap(), i);
+    }
+    let mut busy: Option<(DevCommand, u64)> = None;
+    while !pending.is_empty() {
+        // Polled on every step (it also runs the streams' timers); a command comes out
+        // only when the disk is free.
+        if let Some(c) = e.poll(Now::mono(t)) {
+            assert!(busy.is_none(), "a second command for a queue-depth-1 disk");
+            {
+                let end = match c.kind {
+                    DevKind::Flush => t,
+                    k => {
+                        let s = model.sector_bytes as u64;
+                        hdd.service(
+                            t,
+                            &Access {
+                                lba: c.offset_bytes / s,
+                                sectors: (c.len_bytes / s) as u32,
+                                write: k == DevKind::Write,
+                            },
+                        )
+                        .end_ns
+                    }
+                };
+                busy = Some((c, end));
+            }
+        }
+        while let Some(c) = e.take_completion() {
+            let Some(i) = pending.remove(&c.op) else {
+                continue;
+            };
+            let Ok(Output::Read { bytes, .. }) = c.result else {
+                panic!("{:?}", c.result)
+            };
+            read[i] += bytes as u64;
+            if read[i] < want && bytes > 0 {
+                let op = Op::StreamRead {
+                    stream: streams[i].id,
+                    buf: IoBuf::virtual_len(512 << 10),
+                };
+                pending.insert(e.submit(op, None, 1, Now::mono(t)).unwrap(), i);
+            }
+        }
+        let next = [busy.as_ref().map(|b| b.1), e.next_wakeup()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(next) = next else {
+            assert!(
+                pending.is_empty(),
+                "{} reads pending, nothing scheduled",
+                pending.len()
+            );
+            break;
+        };
+        t = t.max(next).max(t + 1);
+        if let Some((c, end)) = busy.take_if(|(_, end)| *end <= t) {
+            let r = match c.kind {
+                DevKind::Flush => dev.flush(),
+                DevKind::Write => e.io_write(c.id, |o, b| dev.write_at(o, b)),
+                DevKind::Read => Ok(()),
+            };
+            e.complete(c.id, r, Now::mono(end));
+        }
+    }
+    let late: u64 = streams
+        .iter()
+        .map(|s| {
+            let (_, st) = e.stream_info(s.id).unwrap();
+            assert!(st.requests > 0);
+            st.late
+        })
+        .sum();
+    for (i, r) in read.iter().enumerate() {
+        assert!(*r >= want, "stream {i} read {r} of {want} bytes");
+    }
+    eprintln!("{n} ATSC streams admitted on avfs-250g, {late} late requests");
+    assert_eq!(late, 0, "{n} admitted streams: {late} late requests");
 }
