@@ -457,7 +457,7 @@ fn streams_admitted_on_a_disk_model_meet_every_deadline_on_that_disk() {
     }
     let n = streams.len();
     assert!(
-        n >= 8 && n < FILES,
+        (8..FILES).contains(&n),
         "admitted {n} ATSC streams on avfs-250g"
     );
     // Each plays 40 s of its file, one 512 KiB read at a time, as fast as its rate lets.
