@@ -95,6 +95,7 @@ fn the_c_recorder_and_player_run_against_the_shared_library() {
     );
     assert!(out.contains("2097152 bytes played"), "{out}");
     assert!(out.contains("bad calls refused"), "{out}");
+    assert!(out.contains("player: cancel: "), "{out}");
 }
 
 #[test]
