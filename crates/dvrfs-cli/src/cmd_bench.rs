@@ -190,6 +190,9 @@ pub struct DemoArgs {
     /// Where the plots go
     #[arg(long, default_value = "dvrfs-demo-plots")]
     pub plot: PathBuf,
+    /// The disk to emulate: a built-in model name or a model JSON file
+    #[arg(long, default_value = DEMO_DISK)]
+    pub device_model: String,
 }
 
 /// `dvrfs demo`: `bench` with the DVR workload on the emulated `avfs-250g`.
@@ -206,7 +209,7 @@ pub fn demo(a: &DemoArgs) -> CliResult<u8> {
         "bench".into(),
         a.image.display().to_string(),
         "--device-model".into(),
-        DEMO_DISK.into(),
+        a.device_model.clone(),
         "--workload".into(),
         DEMO_WORKLOAD.into(),
         "--best-effort".into(),
@@ -224,8 +227,13 @@ pub fn demo(a: &DemoArgs) -> CliResult<u8> {
     let crate::args::Command::Bench(b) = cli.command else {
         unreachable!("the demo builds a bench command line")
     };
+    let disk = if a.device_model == DEMO_DISK {
+        format!("{DEMO_DISK} disk (the AVFS paper's)")
+    } else {
+        a.device_model.clone()
+    };
     eprintln!(
-        "dvrfs demo: {DEMO_WORKLOAD} (4 playbacks, 2 recordings of 19.39 Mbit/s ATSC streams) beside a copy of {} photos, on an emulated {DEMO_DISK} disk (the AVFS paper's), for {}",
+        "dvrfs demo: {DEMO_WORKLOAD} (4 playbacks, 2 recordings of 19.39 Mbit/s ATSC streams) beside a copy of {} photos, on an emulated {disk}, for {}",
         sim::PHOTO_COUNT,
         a.duration
     );
@@ -240,7 +248,10 @@ pub fn demo(a: &DemoArgs) -> CliResult<u8> {
         a.plot.display()
     );
     outln!("the same workload in virtual time (an hour in about a second):");
-    outln!("  dvrfs sim --disk {DEMO_DISK} --workload {DEMO_WORKLOAD} --best-effort {DEMO_BEST_EFFORT}");
+    outln!(
+        "  dvrfs sim --disk {} --workload {DEMO_WORKLOAD} --best-effort {DEMO_BEST_EFFORT}",
+        a.device_model
+    );
     outln!("on a real disk (this formats it):");
     outln!("  dvrfs bench /dev/sdX --force --workload {DEMO_WORKLOAD} --best-effort {DEMO_BEST_EFFORT}");
     outln!("record and play with reservations: dvrfs record / dvrfs play (docs/commands.md)");

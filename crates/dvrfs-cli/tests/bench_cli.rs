@@ -142,9 +142,9 @@ fn demo_runs_the_dvr_workload_and_writes_its_plots() {
     for f in ["margin_cdf.svg", "buffer_level.svg", "seek_distance.svg"] {
         assert!(dir.path().join("dvrfs-demo-plots").join(f).exists(), "{f}");
     }
-    // A second run reuses its own image.
+    // A second run reuses its own image, here on another disk model.
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_dvrfs"))
-        .args(["demo", "--duration", "2s"])
+        .args(["demo", "--duration", "2s", "--device-model", "laptop-5400"])
         .current_dir(dir.path())
         .output()
         .unwrap();
