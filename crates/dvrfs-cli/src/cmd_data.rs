@@ -77,7 +77,7 @@ fn chunk_buf(len: usize) -> CliResult<HugeBuf> {
 }
 
 /// Reads until `buf` is full or the reader is at its end.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_full(r: &mut (impl Read + ?Sized), buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

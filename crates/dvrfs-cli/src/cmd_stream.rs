@@ -339,7 +339,7 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
             if want == 0 {
                 break;
             }
-            let n = read_some(&mut input, &mut piece[..want as usize])
+            let n = crate::cmd_data::read_full(&mut input, &mut piece[..want as usize])
                 .map_err(|e| local_io(&a.input, "error reading", e))?;
             if n == 0 {
                 break;
@@ -407,20 +407,6 @@ fn admission_name(rt: &Runtime) -> CliResult<String> {
     Ok(rt
         .admission()?
         .map_or("nothing".to_string(), |a| a.describe()))
-}
-
-/// One read that fills as much of `buf` as the input gives before it would block.
-fn read_some(r: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 pub fn play(a: &PlayArgs) -> CliResult<u8> {

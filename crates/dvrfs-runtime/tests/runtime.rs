@@ -2,6 +2,10 @@
 //! read-back through the runtime and again through the blocking driver after close,
 //! deadlines, cancel and poll.
 
+mod common;
+
+use common::create;
+
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::fs::{mkfs, Fs, OpenOptions};
 use dvrfs_core::layout::MkfsParams;
@@ -43,21 +47,6 @@ fn pattern(f: usize, offset: usize, len: usize) -> Vec<u8> {
     (offset..offset + len)
         .map(|i| (i.wrapping_mul(31) ^ (i >> 12) ^ (f * 97)) as u8)
         .collect()
-}
-
-fn create(rt: &Runtime, name: &str) -> Ino {
-    let root = rt.query(|v| v.resolve("/")).unwrap().unwrap();
-    let op = Op::Create {
-        parent: root,
-        name: name.as_bytes().to_vec(),
-        perm: 0o644,
-        uid: 0,
-        gid: 0,
-    };
-    match rt.run(op, None, 0).unwrap() {
-        Output::Ino(i) => i,
-        o => panic!("{o:?}"),
-    }
 }
 
 /// Writes `data` at `offset` as best effort, to the end.

@@ -3,6 +3,10 @@
 //! would finish it): the DVR workload beside a best-effort copy meets every deadline,
 //! and every byte comes back.
 
+mod common;
+
+use common::create;
+
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::disk::DiskModel;
 use dvrfs_core::engine::{StreamDir, StreamSpec, StreamStats};
@@ -30,21 +34,6 @@ fn pattern(f: usize, offset: u64, len: usize) -> Vec<u8> {
     (offset..offset + len as u64)
         .map(|i| (i.wrapping_mul(131) ^ (i >> 13) ^ (f as u64 * 7919)) as u8)
         .collect()
-}
-
-fn create(rt: &Runtime, name: &str) -> Ino {
-    let root = rt.query(|v| v.resolve("/")).unwrap().unwrap();
-    let op = Op::Create {
-        parent: root,
-        name: name.as_bytes().to_vec(),
-        perm: 0o644,
-        uid: 0,
-        gid: 0,
-    };
-    match rt.run(op, None, 0).unwrap() {
-        Output::Ino(i) => i,
-        o => panic!("{o:?}"),
-    }
 }
 
 fn spec(dir: StreamDir, reserve: u64) -> StreamSpec {

@@ -216,6 +216,32 @@ enum Body {
 }
 
 impl Body {
+    /// An operation as the engine holds it while it runs.
+    fn of(op: Op) -> Body {
+        match op {
+            Op::Read { ino, offset, buf } => Body::Read {
+                ino,
+                offset,
+                buf,
+                bytes: 0,
+            },
+            Op::Write { ino, offset, data } => Body::Write {
+                ino,
+                offset,
+                data,
+                plan: None,
+                accesses: vec![],
+            },
+            Op::Truncate { ino, size_bytes } => Body::Truncate {
+                ino,
+                size_bytes,
+                plan: None,
+                accesses: vec![],
+            },
+            other => Body::Other(other),
+        }
+    }
+
     fn file(&self) -> Option<Ino> {
         match self {
             Body::Read { ino, .. } | Body::Write { ino, .. } | Body::Truncate { ino, .. } => {
@@ -522,31 +548,12 @@ impl Engine {
             _ => {}
         }
         let body = match op {
-            Op::Read { ino, offset, buf } => Body::Read {
-                ino,
-                offset,
-                buf,
-                bytes: 0,
-            },
-            Op::Write { ino, offset, data } => Body::Write {
-                ino,
-                offset,
-                data,
-                plan: None,
-                accesses: vec![],
-            },
-            Op::Truncate { ino, size_bytes } => Body::Truncate {
-                ino,
-                size_bytes,
-                plan: None,
-                accesses: vec![],
-            },
             Op::Unmount => {
                 self.closing = true;
                 self.streams_shutdown(now);
                 Body::Other(Op::Unmount)
             }
-            other => Body::Other(other),
+            op => Body::of(op),
         };
         self.ops.insert(
             id,

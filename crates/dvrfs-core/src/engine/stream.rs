@@ -873,22 +873,8 @@ impl Engine {
     fn submit_internal(&mut self, op: Op, deadline_ns: u64, sid: StreamId, now: Now) -> OpId {
         let id = self.next_op;
         self.next_op += 1;
-        let body = match op {
-            Op::Read { ino, offset, buf } => Body::Read {
-                ino,
-                offset,
-                buf,
-                bytes: 0,
-            },
-            Op::Write { ino, offset, data } => Body::Write {
-                ino,
-                offset,
-                data,
-                plan: None,
-                accesses: vec![],
-            },
-            _ => unreachable!("streams submit reads and writes"),
-        };
+        debug_assert!(matches!(op, Op::Read { .. } | Op::Write { .. }));
+        let body = Body::of(op);
         self.ops.insert(
             id,
             OpState {
