@@ -110,10 +110,6 @@ pub fn measure(p: &mut impl Probe) -> std::io::Result<Measured> {
     }
     let total = ZONE_POINTS * (SPAN / CHUNK) + 2 * PAIRS * 3 + RANDOM + 2;
     let mut done = 0u64;
-    let mut step = |p: &mut dyn FnMut(u64, u64), n: u64| {
-        done += n;
-        p(done, total);
-    };
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let small_at = |rng: &mut Rng| rng.next() % ((cap - CHUNK) / SMALL) * SMALL + SMALL;
 
@@ -127,8 +123,8 @@ pub fn measure(p: &mut impl Probe) -> std::io::Result<Measured> {
             ns += p.read(start + c * CHUNK, CHUNK)?;
         }
         rates.push((start, (SPAN - CHUNK) as f64 / (ns.max(1) as f64 / 1e9)));
-        let mut f = |d, t| p.progress(d, t);
-        step(&mut f, SPAN / CHUNK);
+        done += SPAN / CHUNK;
+        p.progress(done, total);
     }
     // Overhead: the 4 KiB right after a read (in the drive's read-ahead, or under
     // the head at once).
@@ -139,10 +135,8 @@ pub fn measure(p: &mut impl Probe) -> std::io::Result<Measured> {
         cached.push(ms(p.read(at + SMALL, SMALL)?));
     }
     let overhead_ms = median(cached);
-    {
-        let mut f = |d, t| p.progress(d, t);
-        step(&mut f, 2 * PAIRS);
-    }
+    done += 2 * PAIRS;
+    p.progress(done, total);
     // Revolution: the sectors just behind the head.
     let mut back = Vec::new();
     for _ in 0..PAIRS {
@@ -151,10 +145,8 @@ pub fn measure(p: &mut impl Probe) -> std::io::Result<Measured> {
         back.push(ms(p.read(at - SMALL, SMALL)?));
     }
     let revolution_ms = (median(back) - overhead_ms).max(0.0);
-    {
-        let mut f = |d, t| p.progress(d, t);
-        step(&mut f, 2 * PAIRS);
-    }
+    done += 2 * PAIRS;
+    p.progress(done, total);
     // Short seeks: 4 MiB apart.
     let mut short = Vec::new();
     for _ in 0..PAIRS {
@@ -162,10 +154,8 @@ pub fn measure(p: &mut impl Probe) -> std::io::Result<Measured> {
         p.read(at, SMALL)?;
         short.push(ms(p.read(at + 4 * CHUNK, SMALL)?));
     }
-    {
-        let mut f = |d, t| p.progress(d, t);
-        step(&mut f, 2 * PAIRS);
-    }
+    done += 2 * PAIRS;
+    p.progress(done, total);
     // Uniformly random reads, and full strokes.
     let mut random = Vec::new();
     for _ in 0..RANDOM {
@@ -176,10 +166,8 @@ pub fn measure(p: &mut impl Probe) -> std::io::Result<Measured> {
         let at = if i % 2 == 0 { 0 } else { cap - SMALL };
         full.push(ms(p.read(at, SMALL)?));
     }
-    {
-        let mut f = |d, t| p.progress(d, t);
-        step(&mut f, RANDOM + 2);
-    }
+    done += RANDOM + 2;
+    p.progress(done, total);
     let outer = rates.first().map_or(1.0, |r| r.1);
     Ok(Measured {
         rates,
