@@ -8,6 +8,7 @@ use dvrfs_core::layout::MkfsParams;
 use dvrfs_io::{FileDevice, LockMode};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 /// target/<profile>: where cargo put the libraries, `include/dvrfs.h` and `dvrfs.pc`.
 fn profile_dir() -> PathBuf {
@@ -18,11 +19,46 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
+/// Builds the shared and static libraries (and the header) for this profile, once per
+/// test binary: `cargo test` links its own test harness against the rlib only, so on a
+/// clean checkout `libdvrfs.so` and `libdvrfs.a` do not exist yet, and after a change to
+/// the crate they would be stale.
+fn build_libraries() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = profile_dir();
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "--quiet", "-p", "dvrfs-capi", "--lib"])
+            .arg("--manifest-path")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"));
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        if let Some(target) = dir.parent() {
+            cmd.arg("--target-dir").arg(target);
+        }
+        let o = cmd.output().expect("run cargo to build the C libraries");
+        assert!(
+            o.status.success(),
+            "cargo build -p dvrfs-capi --lib failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        for lib in ["libdvrfs.so", "libdvrfs.a", "dvrfs.pc", "include/dvrfs.h"] {
+            assert!(
+                dir.join(lib).exists(),
+                "{lib} was not built into {}",
+                dir.display()
+            );
+        }
+    });
+}
+
 fn examples() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c")
 }
 
 fn cc(out: &Path, src: &str, link: &[String]) {
+    build_libraries();
     let dir = profile_dir();
     let o = Command::new("cc")
         .args([
@@ -122,6 +158,7 @@ fn the_c_dvr_records_twice_and_plays_at_once_from_three_threads() {
 
 #[test]
 fn the_static_library_links_through_pkg_config() {
+    build_libraries();
     let dir = tempfile::tempdir().unwrap();
     let pc = Command::new("pkg-config")
         .args(["--cflags", "--libs", "--static", "dvrfs"])
