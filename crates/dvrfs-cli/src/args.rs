@@ -63,6 +63,8 @@ pub enum Command {
     Record(crate::cmd_stream::RecordArgs),
     /// Play a file at a reserved rate (to a file or stdout)
     Play(crate::cmd_stream::PlayArgs),
+    /// Mount a volume over FUSE (a daemon until unmounted; --foreground to stay)
+    Mount(crate::cmd_mount::MountArgs),
 }
 
 #[derive(Args, Debug)]

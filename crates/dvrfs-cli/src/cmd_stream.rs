@@ -117,18 +117,16 @@ struct Setup {
     spec: StreamSpec,
 }
 
-/// Opens the runtime with the stream flags' device model or bandwidth.
-fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliResult<Setup> {
-    let rate_bps = bit_rate("--rate", &a.rate)?;
-    let request_bytes = parse_size("--request", &a.request)?;
-    let buffer_bytes = a
-        .buffer
-        .as_deref()
-        .map(|b| parse_size("--buffer", b))
-        .transpose()?;
-    let model = a.device_model.as_deref().map(load_disk).transpose()?;
+/// The emulated disk (`--device-model`) and what stream admission checks against: the
+/// model, else `--bandwidth`, else [`DEFAULT_BANDWIDTH_BPS`]. Shared by `record`,
+/// `play` and `mount`.
+pub fn admission(
+    device_model: Option<&str>,
+    bandwidth: Option<&str>,
+) -> CliResult<(Option<dvrfs_core::disk::DiskModel>, Admission)> {
+    let model = device_model.map(load_disk).transpose()?;
     let be_share = SchedSettings::default().be_share;
-    let admission = match (&model, &a.bandwidth) {
+    let admission = match (&model, bandwidth) {
         (Some(m), None) => Admission::from_model(m, be_share),
         (None, Some(b)) => Admission::bandwidth(bit_rate("--bandwidth", b)? / 8.0, be_share),
         (None, None) => Admission::bandwidth(DEFAULT_BANDWIDTH_BPS / 8.0, be_share),
@@ -139,6 +137,19 @@ fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliRes
             ))
         }
     };
+    Ok((model, admission))
+}
+
+/// Opens the runtime with the stream flags' device model or bandwidth.
+fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliResult<Setup> {
+    let rate_bps = bit_rate("--rate", &a.rate)?;
+    let request_bytes = parse_size("--request", &a.request)?;
+    let buffer_bytes = a
+        .buffer
+        .as_deref()
+        .map(|b| parse_size("--buffer", b))
+        .transpose()?;
+    let (model, admission) = admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
     let dev = open_device(target, access)?;
     let opts = dvrfs_runtime::Options {
         writable: access == Access::Write,

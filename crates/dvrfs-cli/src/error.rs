@@ -172,11 +172,23 @@ impl From<OpenError> for CliError {
         match e {
             OpenError::NotFound { path } => CliError::new(format!("{}: no such file or device", path.display()))
                 .hint(format!("check the path; `dvrfs mkfs {} --size 64G` creates a new image", path.display())),
-            OpenError::InUse { path } => CliError::new(format!(
-                "{} is in use by another dvrfs process (mounted or being written)",
-                path.display()
-            ))
-            .hint("stop the other dvrfs process (or unmount it), then try again"),
+            OpenError::InUse { path } => match crate::target::mounted_at(&path) {
+                Some(at) => CliError::new(format!(
+                    "{} is mounted at {} (dvrfs mount)",
+                    path.display(),
+                    at.display()
+                ))
+                .hint(format!(
+                    "use the files under {} while it is mounted, or unmount it first: umount {}",
+                    at.display(),
+                    at.display()
+                )),
+                None => CliError::new(format!(
+                    "{} is in use by another dvrfs process (mounted or being written)",
+                    path.display()
+                ))
+                .hint("stop the other dvrfs process (or unmount it), then try again"),
+            },
             OpenError::Busy { path } => CliError::new(format!(
                 "{} is busy: it is mounted, or another program holds it exclusively",
                 path.display()

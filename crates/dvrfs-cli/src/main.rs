@@ -11,6 +11,7 @@ mod cmd_calibrate;
 mod cmd_data;
 mod cmd_files;
 mod cmd_fs;
+mod cmd_mount;
 mod cmd_sim;
 mod cmd_stream;
 mod error;
@@ -26,7 +27,20 @@ use error::CliResult;
 
 fn main() -> ExitCode {
     install_panic_hook();
-    let cli = Cli::parse(); // Usage errors: clap prints them and exits with status 2.
+    // Usage errors: clap prints them and exits with status 2.
+    let cli = {
+        use clap::CommandFactory;
+        let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        let names: Vec<String> = Cli::command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        // As the mount helper (mount -t fuse.dvrfs), the arguments are `SOURCE DIR -o ...`.
+        match cmd_mount::helper_argv(&argv, &names) {
+            Some(a) => Cli::parse_from(a),
+            None => Cli::parse(),
+        }
+    };
     match run(&cli.command) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -55,6 +69,7 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Demo(a) => cmd_bench::demo(a),
         Command::Calibrate(a) => cmd_calibrate::calibrate(a),
         Command::Play(a) => cmd_stream::play(a),
+        Command::Mount(a) => cmd_mount::mount(a),
     }
 }
 

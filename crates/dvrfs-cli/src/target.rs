@@ -69,3 +69,41 @@ pub fn process_owner() -> (u32, u32) {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").map_or((0, 0), |m| (m.uid(), m.gid()))
 }
+
+/// Where the volume on `path` is mounted by `dvrfs mount`, if it is: a `fuse.dvrfs`
+/// line of `/proc/self/mountinfo` whose source is this image or device.
+pub fn mounted_at(path: &Path) -> Option<std::path::PathBuf> {
+    let path = std::fs::canonicalize(path).ok()?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    // Fields: id parent major:minor root mountpoint options [optional...] - fstype source superopts
+    // with spaces, tabs, newlines and backslashes in names written as octal escapes.
+    let unescape = |s: &str| -> String {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'\\'
+                && i + 3 < b.len()
+                && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+            {
+                let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+                out.push(v);
+                i += 4;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    info.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mut r = right.split(' ');
+        let (fstype, source) = (r.next()?, r.next()?);
+        // `fuse.dvrfs` (the kernel took the subtype), or `fuse` from an older mount.
+        if !(fstype == "fuse.dvrfs" || fstype == "fuse") || Path::new(&unescape(source)) != path {
+            return None;
+        }
+        Some(std::path::PathBuf::from(unescape(left.split(' ').nth(4)?)))
+    })
+}

@@ -111,6 +111,8 @@ pub struct Stat {
     /// Data blocks held (directories and symlinks hold metadata blocks only: 0).
     pub blocks: u64,
     pub runs: usize,
+    /// Bumped each time the inode number is reused (NFS-style file handles, FUSE).
+    pub generation: u32,
 }
 
 /// Whole-volume figures for `dvrfs info`.

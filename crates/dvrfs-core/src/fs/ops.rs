@@ -103,7 +103,17 @@ impl Volume {
                 0
             },
             runs: i.runs.len(),
+            generation: i.attr.generation,
         })
+    }
+
+    /// The directory holding directory `ino` (the root is its own parent); `None` for
+    /// an inode that is not a directory.
+    pub fn parent(&self, ino: Ino) -> Option<Ino> {
+        if ino == self.sb.root_ino {
+            return Some(ino);
+        }
+        self.parents.get(&ino).copied()
     }
 
     /// Entries of a directory, sorted by name.

@@ -1,0 +1,395 @@
+//! `mount`: serve a volume over FUSE (crate `dvrfs-fuse`) until it is unmounted.
+//!
+//! Without `--foreground` the command forks before it opens anything, the child
+//! becomes the daemon (own session, working directory `/`, output to the log), and
+//! the parent waits on a pipe until the child says the volume is mounted, or why it is
+//! not, so `dvrfs mount` (and `mount -t fuse.dvrfs`, which waits for its helper)
+//! returns only when the mount point is usable and reports a failure with the right
+//! exit status.
+//!
+//! The daemon stops when the volume is unmounted (`umount`, `fusermount3 -u`) or on
+//! SIGTERM, SIGINT or SIGHUP (which unmount it): gathered writes go to the disk, the
+//! journal is committed and marked clean, the device is closed.
+//!
+//! The same binary is the `mount.fuse` helper: `mount -t fuse.dvrfs IMAGE DIR -o OPTS`
+//! runs `dvrfs IMAGE DIR -o OPTS` (through `mount.fuse3`), or `mount.fuse.dvrfs IMAGE
+//! DIR -o OPTS` when a link of that name is installed; [`helper_argv`] turns both
+//! into `dvrfs mount`.
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use dvrfs_fuse::{DvrfsFs, MountConfig};
+use dvrfs_runtime::Runtime;
+
+use crate::cmd_stream::admission;
+use crate::error::{CliError, CliResult};
+use crate::target::{mounted_at, open_device, Access};
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// Image file or block device
+    pub target: PathBuf,
+    /// Existing directory to mount on
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground (log to stderr) instead of becoming a daemon
+    #[arg(long, short = 'f')]
+    pub foreground: bool,
+    /// Let other users in (the kernel still checks each file's permissions)
+    #[arg(long)]
+    pub allow_other: bool,
+    /// Mount read-only
+    #[arg(long)]
+    pub read_only: bool,
+    /// Emulate this hard disk model (NAME or FILE): each command takes as long as the
+    /// model says; stream admission uses the model
+    #[arg(long)]
+    pub device_model: Option<String>,
+    /// For a device without a model: the bandwidth stream admission may count on
+    #[arg(long)]
+    pub bandwidth: Option<String>,
+    /// Requests served at once
+    #[arg(long, default_value_t = 8)]
+    pub threads: usize,
+    /// The daemon's log (default /var/log/dvrfs-<mountpoint name>.log, or the
+    /// temporary directory when /var/log is not writable)
+    #[arg(long)]
+    pub log: Option<PathBuf>,
+    /// Mount options, comma-separated, as mount(8) passes them: ro, rw,
+    /// allow_other, device_model=NAME, bandwidth=RATE, foreground, log=FILE; the
+    /// generic ones (defaults, auto, noauto, nofail, user, exec, suid, dev, ...) are
+    /// accepted and ignored
+    #[arg(short = 'o')]
+    pub options: Vec<String>,
+}
+
+/// How `mount.fuse3` and `mount(8)` call a helper: `dvrfs SOURCE DIR [-o OPTS]`, or
+/// through a link named `mount.fuse.dvrfs`. Returns the command line as `dvrfs mount
+/// ...` when `argv` has that form, else `None`.
+pub fn helper_argv(argv: &[OsString], subcommands: &[String]) -> Option<Vec<OsString>> {
+    let name = Path::new(argv.first()?)
+        .file_name()?
+        .to_string_lossy()
+        .into_owned();
+    let mut out: Vec<OsString> = vec!["dvrfs".into(), "mount".into()];
+    if name.starts_with("mount.") {
+        out.extend(argv[1..].iter().cloned());
+        return Some(out);
+    }
+    let (first, second) = (argv.get(1)?, argv.get(2)?);
+    let first_s = first.to_string_lossy();
+    if first_s.starts_with('-') || subcommands.iter().any(|s| *s == first_s) {
+        return None;
+    }
+    let source = std::fs::metadata(first).ok()?;
+    let dir = std::fs::metadata(second).ok()?;
+    if !(source.is_file() || std::os::unix::fs::FileTypeExt::is_block_device(&source.file_type()))
+        || !dir.is_dir()
+    {
+        return None;
+    }
+    out.extend(argv[1..].iter().cloned());
+    Some(out)
+}
+
+/// `-o` options folded into the flags.
+fn apply_options(a: &mut MountArgs) -> CliResult<()> {
+    let opts: Vec<String> = a
+        .options
+        .iter()
+        .flat_map(|o| o.split(',').map(str::to_string).collect::<Vec<_>>())
+        .filter(|o| !o.is_empty())
+        .collect();
+    for o in opts {
+        let (k, v) = match o.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None => (o.as_str(), None),
+        };
+        match (k, v) {
+            ("ro", None) => a.read_only = true,
+            ("rw", None) => a.read_only = false,
+            ("allow_other", None) => a.allow_other = true,
+            ("foreground", None) => a.foreground = true,
+            ("device_model", Some(v)) => a.device_model = Some(v),
+            ("bandwidth", Some(v)) => a.bandwidth = Some(v),
+            ("log", Some(v)) => a.log = Some(PathBuf::from(v)),
+            ("threads", Some(v)) => {
+                a.threads = v.parse().map_err(|_| {
+                    CliError::usage(format!("-o threads={v} is not a number"), "give e.g. threads=8")
+                })?
+            }
+            (
+                "defaults" | "auto" | "noauto" | "nofail" | "user" | "nouser" | "users" | "exec"
+                | "noexec" | "suid" | "nosuid" | "dev" | "nodev" | "atime" | "noatime"
+                | "relatime" | "strictatime" | "nodiratime" | "async" | "sync" | "_netdev"
+                | "default_permissions",
+                _,
+            ) => {}
+            (k, _) if k.starts_with("x-") || k.starts_with("comment") => {}
+            _ => {
+                return Err(CliError::usage(
+                    format!("-o {o}: not a dvrfs mount option"),
+                    "dvrfs takes ro, rw, allow_other, device_model=NAME, bandwidth=RATE, threads=N, log=FILE, foreground (and ignores the generic mount options)",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn default_log(mountpoint: &Path) -> PathBuf {
+    let name = mountpoint
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "root".into());
+    let var = Path::new("/var/log");
+    let dir =
+        if std::fs::metadata(var).is_ok_and(|m| !m.permissions().readonly()) && nix_access_w(var) {
+            var.to_path_buf()
+        } else {
+            std::env::temp_dir()
+        };
+    dir.join(format!("dvrfs-{name}.log"))
+}
+
+fn nix_access_w(p: &Path) -> bool {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in a path");
+    // SAFETY: a valid C string; access(2) only reads it.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+pub fn mount(a: &MountArgs) -> CliResult<u8> {
+    let mut a = MountArgs {
+        options: a.options.clone(),
+        target: a.target.clone(),
+        mountpoint: a.mountpoint.clone(),
+        foreground: a.foreground,
+        allow_other: a.allow_other,
+        read_only: a.read_only,
+        device_model: a.device_model.clone(),
+        bandwidth: a.bandwidth.clone(),
+        threads: a.threads,
+        log: a.log.clone(),
+    };
+    apply_options(&mut a)?;
+    let target = std::fs::canonicalize(&a.target).map_err(|e| {
+        CliError::new(format!("{}: {e}", a.target.display()))
+            .hint("give the image file or block device that holds the volume")
+    })?;
+    let mountpoint = std::fs::canonicalize(&a.mountpoint)
+        .ok()
+        .filter(|p| p.is_dir())
+        .ok_or_else(|| {
+            CliError::new(format!("{}: not a directory", a.mountpoint.display())).hint(format!(
+                "create it first: mkdir -p {}",
+                a.mountpoint.display()
+            ))
+        })?;
+    if let Some(at) = mounted_at(&target) {
+        return Err(CliError::new(format!(
+            "{} is already mounted at {}",
+            target.display(),
+            at.display()
+        ))
+        .hint(format!(
+            "use it there, or unmount it first: umount {}",
+            at.display()
+        )));
+    }
+    // Check the flags before forking, so a usage error is reported by the command.
+    admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
+    if a.foreground {
+        return serve(&a, &target, &mountpoint, None);
+    }
+    let log = a.log.clone().unwrap_or_else(|| default_log(&mountpoint));
+    daemonize(&a, &target, &mountpoint, &log)
+}
+
+/// Forks; the child serves, the parent reports what the child says.
+fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> CliResult<u8> {
+    let log_file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| {
+            CliError::new(format!("cannot open the log {}: {e}", log.display()))
+                .hint("give a writable file with --log")
+        })?;
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) writes two descriptors into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(CliError::new(format!(
+            "cannot create a pipe: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    // SAFETY: both descriptors were just created and are owned here only.
+    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the process has one thread here (nothing was started yet), so the child
+    // may go on running Rust code.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(CliError::new(format!(
+            "cannot fork the daemon: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    if pid > 0 {
+        drop(wr);
+        let mut said = String::new();
+        let _ = std::fs::File::from(rd).read_to_string(&mut said);
+        if said.starts_with("ok") {
+            return Ok(0);
+        }
+        let mut lines = said.lines();
+        let why = lines.next().unwrap_or("").trim();
+        if why.is_empty() {
+            return Err(CliError::new(format!(
+                "the dvrfs daemon stopped before mounting {}",
+                target.display()
+            ))
+            .hint(format!("see its log, {}", log.display())));
+        }
+        let mut e = CliError::new(why);
+        if let Some(h) = lines.next().filter(|h| !h.trim().is_empty()) {
+            e = e.hint(h.trim().to_string());
+        }
+        return Err(e);
+    }
+    drop(rd);
+    // SAFETY: in the child: a new session, and standard descriptors on /dev/null and
+    // the log; all of them valid descriptors.
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::close(null);
+        }
+        libc::dup2(log_file.as_raw_fd(), 2);
+    }
+    drop(log_file);
+    let _ = std::env::set_current_dir("/");
+    let code = match serve(a, target, mountpoint, Some(wr)) {
+        Ok(c) => c,
+        Err(e) => {
+            e.print();
+            e.exit_code
+        }
+    };
+    std::process::exit(code as i32)
+}
+
+fn stamp() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!("{}.{:03}", t.as_secs(), t.subsec_millis())
+}
+
+/// Opens the volume, mounts it and serves until it is unmounted or a signal comes.
+/// `ready` (daemon mode) hears "ok" once mounted, or the failure.
+fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>) -> CliResult<u8> {
+    let mut ready = ready.map(std::fs::File::from);
+    let result = (|| -> CliResult<(fuser::Session<DvrfsFs>, Arc<Runtime>)> {
+        // Termination signals go to one thread, which unmounts (blocked in every
+        // thread started from here on).
+        let signals = block_signals();
+        let (model, admission) = admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
+        let access = if a.read_only {
+            Access::Read
+        } else {
+            Access::Write
+        };
+        let dev = open_device(target, access)?;
+        let opts = dvrfs_runtime::Options {
+            writable: !a.read_only,
+            device_model: model,
+            admission: Some(admission),
+            ..dvrfs_runtime::Options::default()
+        };
+        let rt = Arc::new(Runtime::with_device(dev, opts)?);
+        let fs = DvrfsFs::new(rt.clone(), a.read_only)
+            .map_err(|e| CliError::new(format!("cannot serve the volume: {e}")))?;
+        let cfg = MountConfig {
+            allow_other: a.allow_other,
+            read_only: a.read_only,
+            threads: a.threads,
+            fsname: target.display().to_string(),
+        };
+        let mut session = fuser::Session::new(fs, mountpoint, &cfg.fuser_config()).map_err(|e| {
+            CliError::new(format!("cannot mount on {}: {e}", mountpoint.display())).hint(
+                "check that /dev/fuse exists (modprobe fuse), the directory is not in use, and (for allow_other as a user) user_allow_other in /etc/fuse.conf",
+            )
+        })?;
+        let mut unmounter = session.unmount_callable();
+        std::thread::spawn(move || {
+            let sig = wait_signal(&signals);
+            eprintln!("{} dvrfs: signal {sig}: unmounting", stamp());
+            if let Err(e) = unmounter.unmount() {
+                eprintln!("{} dvrfs: unmount: {e}", stamp());
+            }
+        });
+        Ok((session, rt))
+    })();
+    let (session, rt) = match result {
+        Ok(v) => v,
+        Err(e) => {
+            if let Some(r) = ready.as_mut() {
+                let hint = e.hint.as_deref().unwrap_or("").replace('\n', " ");
+                let _ = write!(r, "{}\n{hint}\n", e.message.replace('\n', " "));
+            }
+            return Err(e);
+        }
+    };
+    eprintln!(
+        "{} dvrfs: {} mounted on {} ({} backend)",
+        stamp(),
+        target.display(),
+        mountpoint.display(),
+        rt.backend().name()
+    );
+    if let Some(mut r) = ready.take() {
+        let _ = writeln!(r, "ok");
+    }
+    let served = session.run();
+    // The session's end dropped the file system (its gathered writes are on the
+    // disk); close the runtime: commit, mark the journal clean.
+    let rt = Arc::try_unwrap(rt).map_err(|_| {
+        CliError::new("internal: the runtime is still shared after the session ended")
+    })?;
+    rt.close()?;
+    eprintln!(
+        "{} dvrfs: {} unmounted, journal committed",
+        stamp(),
+        target.display()
+    );
+    served.map_err(|e| CliError::new(format!("the FUSE session ended with an error: {e}")))?;
+    Ok(0)
+}
+
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: a zeroed sigset_t is filled by sigemptyset; pthread_sigmask only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+fn wait_signal(set: &libc::sigset_t) -> i32 {
+    let mut sig = 0;
+    // SAFETY: `set` is a valid signal set; sigwait writes the signal number.
+    unsafe { libc::sigwait(set, &mut sig) };
+    sig
+}

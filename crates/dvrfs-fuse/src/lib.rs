@@ -1,0 +1,982 @@
+//! `dvrfs mount`: a volume as an ordinary directory tree, over FUSE, served by the same
+//! engine and runtime as the API.
+//!
+//! The kernel's requests arrive on a few session threads (`fuser`); each one becomes
+//! engine operations through the [`Runtime`], and the thread waits for them. So this
+//! driver decides nothing about the disk: it answers lookups from the metadata in
+//! memory ([`Runtime::query`]), turns reads and writes into large best-effort
+//! transfers ([`file`]) and leaves ordering, merging and the real-time share to the
+//! engine's scheduler. Admitted streams keep their guarantee whatever the mount does.
+//!
+//! What POSIX gets (see `docs/mount.md` for the user's view):
+//! - regular files, directories and symbolic links with mode, owner, group, mtime and
+//!   ctime; the kernel checks permissions (`default_permissions`);
+//! - no access time: `atime` reads as `mtime` and setting it is accepted and ignored;
+//! - no hard links (`link` gives `EPERM`), no device nodes, FIFOs or sockets (`mknod`
+//!   gives `EPERM`), no `RENAME_EXCHANGE` (`EINVAL`);
+//! - extended attributes: only `user.dvrfs.*` (others give `EOPNOTSUPP`).
+
+pub mod file;
+
+use dvrfs_core::alloc::Ino;
+use dvrfs_core::engine::{Op, Output};
+use dvrfs_core::format::dir::Kind;
+use dvrfs_core::fs::{SetAttr, Stat};
+use dvrfs_runtime::Runtime;
+use file::{errno_of, Errno, FileState};
+use fuser::{
+    Config, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, SessionACL, TimeOrNow,
+};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long the kernel may keep attributes and names. Only this daemon changes the
+/// volume (it holds the device's exclusive lock), and every change passes through the
+/// kernel, which updates its copies itself; one second bounds what a stale entry
+/// could show after a change the kernel does not see (a stream growing a file).
+const TTL: Duration = Duration::from_secs(1);
+
+/// Smallest transfer to the disk for buffered reads and writes.
+const MIN_CHUNK_BYTES: u64 = 1 << 20;
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct MountConfig {
+    /// Let users other than the one who mounts in (`allow_other`).
+    pub allow_other: bool,
+    pub read_only: bool,
+    /// Session threads: requests served at once (each waits for its disk operations).
+    pub threads: usize,
+    /// The source shown in `/proc/mounts` (the image or device path).
+    pub fsname: String,
+}
+
+impl Default for MountConfig {
+    fn default() -> Self {
+        MountConfig {
+            allow_other: false,
+            read_only: false,
+            threads: 8,
+            fsname: "dvrfs".into(),
+        }
+    }
+}
+
+impl MountConfig {
+    /// The `fuser` session configuration: the kernel checks permissions, the mount
+    /// shows as `fuse.dvrfs` with the image as its source.
+    pub fn fuser_config(&self) -> Config {
+        let mut c = Config::default();
+        c.mount_options = vec![
+            MountOption::FSName(self.fsname.clone()),
+            // The kernel takes the subtype itself: the mount shows as `fuse.dvrfs`.
+            MountOption::CUSTOM("subtype=dvrfs".into()),
+            MountOption::DefaultPermissions,
+            MountOption::NoDev,
+            if self.read_only {
+                MountOption::RO
+            } else {
+                MountOption::RW
+            },
+        ];
+        c.acl = if self.allow_other {
+            SessionACL::All
+        } else {
+            SessionACL::Owner
+        };
+        c.n_threads = Some(self.threads.max(1));
+        c
+    }
+}
+
+/// An open file handle.
+#[derive(Clone, Copy)]
+struct Handle {
+    ino: Ino,
+    direct: bool,
+}
+
+/// The file system the kernel talks to.
+pub struct DvrfsFs {
+    rt: Arc<Runtime>,
+    /// Transfer unit of buffered I/O (a multiple of the data block, >= 1 MiB).
+    chunk: u64,
+    block_bytes: u64,
+    read_only: bool,
+    files: Mutex<HashMap<Ino, Arc<Mutex<FileState>>>>,
+    handles: Mutex<HashMap<u64, Handle>>,
+    next_fh: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update under these locks leaves them consistent, so a panic elsewhere does
+    // not make them unusable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn time(ns: i64) -> SystemTime {
+    if ns >= 0 {
+        UNIX_EPOCH + Duration::from_nanos(ns as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_nanos(ns.unsigned_abs())
+    }
+}
+
+fn wall_ns(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i64,
+        Err(e) => -(e.duration().as_nanos() as i64),
+    }
+}
+
+fn file_type(k: Kind) -> FileType {
+    match k {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+    }
+}
+
+fn err(e: Errno) -> fuser::Errno {
+    fuser::Errno::from_i32(e)
+}
+
+impl DvrfsFs {
+    /// Serves the volume the runtime has open.
+    pub fn new(rt: Arc<Runtime>, read_only: bool) -> io::Result<DvrfsFs> {
+        let block_bytes = rt
+            .query(|v| v.superblock().data_block_bytes)
+            .map_err(io::Error::other)?;
+        let chunk = block_bytes * MIN_CHUNK_BYTES.div_ceil(block_bytes);
+        Ok(DvrfsFs {
+            rt,
+            chunk,
+            block_bytes,
+            read_only,
+            files: Mutex::new(HashMap::new()),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+        })
+    }
+
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.rt
+    }
+
+    fn ino(i: INodeNo) -> Result<Ino, Errno> {
+        Ino::try_from(i.0).map_err(|_| libc::ENOENT)
+    }
+
+    fn stat(&self, ino: Ino) -> Result<Stat, Errno> {
+        self.rt
+            .query(move |v| v.stat(ino))
+            .map_err(|e| errno_of(&e))?
+            .map_err(|e| match e {
+                dvrfs_core::Error::NotFound(_) => libc::ENOENT,
+                e => e.errno(),
+            })
+    }
+
+    fn state(&self, ino: Ino) -> Option<Arc<Mutex<FileState>>> {
+        lock(&self.files).get(&ino).cloned()
+    }
+
+    fn attr(&self, s: &Stat) -> FileAttr {
+        let mut size = s.size_bytes;
+        if s.kind == Kind::File {
+            if let Some(st) = self.state(s.ino) {
+                size = lock(&st).size_with_pending(size);
+            }
+        }
+        let blocks = if s.kind == Kind::File {
+            s.blocks * self.block_bytes / 512
+        } else {
+            (size.div_ceil(512)).max(8)
+        };
+        FileAttr {
+            ino: INodeNo(s.ino as u64),
+            size,
+            blocks,
+            atime: time(s.mtime_ns),
+            mtime: time(s.mtime_ns),
+            ctime: time(s.ctime_ns),
+            crtime: time(s.ctime_ns),
+            kind: file_type(s.kind),
+            perm: (s.mode & 0o7777) as u16,
+            nlink: s.nlink,
+            uid: s.uid,
+            gid: s.gid,
+            rdev: 0,
+            blksize: self.chunk.min(u32::MAX as u64) as u32,
+            flags: 0,
+        }
+    }
+
+    fn getattr_of(&self, ino: Ino) -> Result<FileAttr, Errno> {
+        Ok(self.attr(&self.stat(ino)?))
+    }
+
+    fn run(&self, op: Op, owner: u32) -> Result<Output, Errno> {
+        if self.read_only {
+            return Err(libc::EROFS);
+        }
+        self.rt.run(op, None, owner).map_err(|e| errno_of(&e))
+    }
+
+    fn lookup_of(&self, parent: Ino, name: &[u8]) -> Result<Ino, Errno> {
+        let name = name.to_vec();
+        self.rt
+            .query(move |v| v.lookup(parent, &name))
+            .map_err(|e| errno_of(&e))?
+            .map_err(|e| match e {
+                dvrfs_core::Error::NotFound(_) => libc::ENOENT,
+                e => e.errno(),
+            })
+    }
+
+    /// The owner and group a new entry in `parent` gets: the caller's, or the
+    /// directory's group when it has set-group-ID (and then a new directory keeps
+    /// the bit).
+    fn new_owner(&self, req: &Request, parent: Ino, mode: u32, dir: bool) -> (u32, u32, u32) {
+        match self.stat(parent) {
+            Ok(p) if p.mode & libc::S_ISGID != 0 => {
+                let mode = if dir { mode | libc::S_ISGID } else { mode };
+                (req.uid(), p.gid, mode)
+            }
+            _ => (req.uid(), req.gid(), mode),
+        }
+    }
+
+    fn entry(&self, ino: Ino, reply: ReplyEntry) {
+        match self.stat(ino) {
+            Ok(s) => reply.entry(&TTL, &self.attr(&s), Generation(s.generation as u64)),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn open_handle(&self, ino: Ino, direct: bool) -> u64 {
+        let st = lock(&self.files)
+            .entry(ino)
+            .or_insert_with(|| Arc::new(Mutex::new(FileState::new(ino, self.chunk))))
+            .clone();
+        lock(&st).opens += 1;
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, Handle { ino, direct });
+        fh
+    }
+
+    fn handle(&self, fh: FileHandle) -> Result<Handle, Errno> {
+        lock(&self.handles).get(&fh.0).copied().ok_or(libc::EBADF)
+    }
+
+    /// The file's gathered writes on the disk (before truncate, setattr, rename over
+    /// it, reading its size for a stream).
+    fn settle(&self, ino: Ino, owner: u32) -> Result<(), Errno> {
+        if let Some(st) = self.state(ino) {
+            let mut st = lock(&st);
+            st.settle(&self.rt, owner)?;
+            st.drop_reads(&self.rt);
+        }
+        Ok(())
+    }
+
+    /// Removing `parent/name` frees the file: drop what was gathered for it.
+    fn forget_data_of(&self, parent: Ino, name: &[u8]) {
+        let name = name.to_vec();
+        let freed = self
+            .rt
+            .query(move |v| v.frees_on_unlink(parent, &name))
+            .ok()
+            .flatten();
+        if let Some(st) = freed.and_then(|ino| self.state(ino)) {
+            lock(&st).discard(&self.rt);
+        }
+    }
+
+    fn do_setattr(
+        &self,
+        req: &Request,
+        ino: Ino,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        mtime: Option<TimeOrNow>,
+    ) -> Result<FileAttr, Errno> {
+        let owner = req.pid();
+        if let Some(size) = size {
+            let s = self.stat(ino)?;
+            if s.kind == Kind::Dir {
+                return Err(libc::EISDIR);
+            }
+            self.settle(ino, owner)?;
+            self.run(
+                Op::Truncate {
+                    ino,
+                    size_bytes: size,
+                },
+                owner,
+            )?;
+        }
+        let mtime_ns = mtime.map(|t| match t {
+            TimeOrNow::SpecificTime(t) => wall_ns(t),
+            TimeOrNow::Now => wall_ns(SystemTime::now()),
+        });
+        if mode.is_some() || uid.is_some() || gid.is_some() || mtime_ns.is_some() {
+            self.run(
+                Op::SetAttr {
+                    ino,
+                    set: SetAttr {
+                        mode,
+                        uid,
+                        gid,
+                        mtime_ns,
+                    },
+                },
+                owner,
+            )?;
+        }
+        self.getattr_of(ino)
+    }
+
+    fn do_create(
+        &self,
+        req: &Request,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        kind: Kind,
+    ) -> Result<Ino, Errno> {
+        let dir = kind == Kind::Dir;
+        let (uid, gid, mode) = self.new_owner(req, parent, mode & 0o7777, dir);
+        let op = if dir {
+            Op::Mkdir {
+                parent,
+                name: name.to_vec(),
+                perm: mode,
+                uid,
+                gid,
+            }
+        } else {
+            Op::Create {
+                parent,
+                name: name.to_vec(),
+                perm: mode,
+                uid,
+                gid,
+            }
+        };
+        match self.run(op, req.pid())? {
+            Output::Ino(ino) => Ok(ino),
+            other => panic!("create completed as {other:?}"),
+        }
+    }
+
+    fn do_read(
+        &self,
+        req: &Request,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+    ) -> Result<Vec<u8>, Errno> {
+        let h = self.handle(fh)?;
+        let st = self.state(h.ino).ok_or(libc::EBADF)?;
+        let mut st = lock(&st);
+        st.settle(&self.rt, req.pid())?;
+        let file_size = self.stat(h.ino)?.size_bytes;
+        st.read(
+            &self.rt,
+            offset,
+            size as usize,
+            file_size,
+            h.direct,
+            req.pid(),
+        )
+    }
+
+    fn do_write(
+        &self,
+        req: &Request,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<usize, Errno> {
+        if self.read_only {
+            return Err(libc::EROFS);
+        }
+        let h = self.handle(fh)?;
+        let st = self.state(h.ino).ok_or(libc::EBADF)?;
+        let mut st = lock(&st);
+        if h.direct {
+            st.write_through(&self.rt, offset, data, req.pid())
+        } else {
+            st.write(&self.rt, offset, data, req.pid())
+        }
+    }
+
+    fn do_readdir(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Ino, Kind)>, Errno> {
+        let (parent, entries) = self
+            .rt
+            .query(move |v| (v.parent(ino), v.readdir(ino)))
+            .map_err(|e| errno_of(&e))?;
+        let entries = entries.map_err(|e| e.errno())?;
+        let mut all = vec![
+            (b".".to_vec(), ino, Kind::Dir),
+            (b"..".to_vec(), parent.unwrap_or(ino), Kind::Dir),
+        ];
+        all.extend(entries);
+        Ok(all)
+    }
+
+    fn do_statfs(&self) -> Result<(u64, u64, u64, u64, u32), Errno> {
+        self.rt
+            .query(|v| {
+                let info = v.info();
+                let sb = &info.sb;
+                let free_blocks = v.free_bytes() / sb.data_block_bytes;
+                (
+                    sb.data_blocks,
+                    free_blocks,
+                    sb.inode_count as u64,
+                    (sb.inode_count as u64).saturating_sub(info.files + info.dirs),
+                    sb.data_block_bytes as u32,
+                )
+            })
+            .map_err(|e| errno_of(&e))
+    }
+}
+
+macro_rules! reply_result {
+    ($reply:expr, $r:expr, $ok:expr) => {
+        match $r {
+            Ok(v) => $ok(v),
+            Err(e) => $reply.error(err(e)),
+        }
+    };
+}
+
+impl Filesystem for DvrfsFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // Large requests from the kernel: writes up to 1 MiB, read-ahead as large as
+        // the kernel allows. (Each bounded by what the kernel accepts.)
+        let _ = config.set_max_write(MIN_CHUNK_BYTES as u32);
+        let max_ra = config.set_max_readahead(MIN_CHUNK_BYTES as u32);
+        if let Err(max) = max_ra {
+            let _ = config.set_max_readahead(max);
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        // Gathered writes go to the disk before the runtime is closed by the caller.
+        let states: Vec<_> = lock(&self.files).values().cloned().collect();
+        for st in states {
+            let _ = lock(&st).settle(&self.rt, 0);
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let r = Self::ino(parent).and_then(|p| self.lookup_of(p, name.as_bytes()));
+        match r {
+            Ok(ino) => self.entry(ino, reply),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let r = Self::ino(ino).and_then(|i| self.getattr_of(i));
+        reply_result!(reply, r, |a| reply.attr(&TTL, &a))
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let r = Self::ino(ino).and_then(|i| self.do_setattr(req, i, mode, uid, gid, size, mtime));
+        reply_result!(reply, r, |a| reply.attr(&TTL, &a))
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let r = Self::ino(ino).and_then(|i| {
+            self.rt
+                .query(move |v| v.readlink(i))
+                .map_err(|e| errno_of(&e))?
+                .map_err(|_| libc::EINVAL)
+        });
+        reply_result!(reply, r, |t: Vec<u8>| reply.data(&t))
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        if mode & libc::S_IFMT != libc::S_IFREG && mode & libc::S_IFMT != 0 {
+            // Device nodes, FIFOs and sockets are not kept on a dvrfs volume.
+            return reply.error(fuser::Errno::EPERM);
+        }
+        let r = Self::ino(parent)
+            .and_then(|p| self.do_create(req, p, name.as_bytes(), mode, Kind::File));
+        match r {
+            Ok(ino) => self.entry(ino, reply),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = Self::ino(parent)
+            .and_then(|p| self.do_create(req, p, name.as_bytes(), mode, Kind::Dir));
+        match r {
+            Ok(ino) => self.entry(ino, reply),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = Self::ino(parent).and_then(|p| {
+            self.forget_data_of(p, name.as_bytes());
+            self.run(
+                Op::Unlink {
+                    parent: p,
+                    name: name.as_bytes().to_vec(),
+                },
+                req.pid(),
+            )
+        });
+        reply_result!(reply, r, |_| reply.ok())
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = Self::ino(parent).and_then(|p| {
+            self.run(
+                Op::Rmdir {
+                    parent: p,
+                    name: name.as_bytes().to_vec(),
+                },
+                req.pid(),
+            )
+        });
+        reply_result!(reply, r, |_| reply.ok())
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let r = Self::ino(parent).and_then(|p| {
+            let (uid, gid, _) = self.new_owner(req, p, 0o777, false);
+            match self.run(
+                Op::Symlink {
+                    parent: p,
+                    name: link_name.as_bytes().to_vec(),
+                    target: target.as_os_str().as_bytes().to_vec(),
+                    uid,
+                    gid,
+                },
+                req.pid(),
+            )? {
+                Output::Ino(ino) => Ok(ino),
+                other => panic!("symlink completed as {other:?}"),
+            }
+        });
+        match r {
+            Ok(ino) => self.entry(ino, reply),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = (|| {
+            let (p, np) = (Self::ino(parent)?, Self::ino(newparent)?);
+            if flags.contains(RenameFlags::RENAME_EXCHANGE)
+                || flags.contains(RenameFlags::RENAME_WHITEOUT)
+            {
+                return Err(libc::EINVAL);
+            }
+            if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+                match self.lookup_of(np, newname.as_bytes()) {
+                    Ok(_) => return Err(libc::EEXIST),
+                    Err(libc::ENOENT) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            self.forget_data_of(np, newname.as_bytes());
+            self.run(
+                Op::Rename {
+                    src_parent: p,
+                    src_name: name.as_bytes().to_vec(),
+                    dst_parent: np,
+                    dst_name: newname.as_bytes().to_vec(),
+                },
+                req.pid(),
+            )
+        })();
+        reply_result!(reply, r, |_| reply.ok())
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _newparent: INodeNo,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        // A recording has one name; hard links are not supported.
+        reply.error(fuser::Errno::EPERM);
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let r = Self::ino(ino).and_then(|i| {
+            let s = self.stat(i)?;
+            if s.kind == Kind::Dir {
+                return Err(libc::EISDIR);
+            }
+            let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+            if write && self.read_only {
+                return Err(libc::EROFS);
+            }
+            Ok(i)
+        });
+        match r {
+            Ok(i) => {
+                let direct = flags.0 & libc::O_DIRECT != 0;
+                let fh = self.open_handle(i, direct);
+                let f = if direct {
+                    FopenFlags::FOPEN_DIRECT_IO
+                } else {
+                    FopenFlags::empty()
+                };
+                reply.opened(FileHandle(fh), f)
+            }
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = Self::ino(parent)
+            .and_then(|p| self.do_create(req, p, name.as_bytes(), mode, Kind::File))
+            .and_then(|ino| Ok((self.stat(ino)?, ino)));
+        match r {
+            Ok((s, ino)) => {
+                let direct = flags & libc::O_DIRECT != 0;
+                let fh = self.open_handle(ino, direct);
+                let f = if direct {
+                    FopenFlags::FOPEN_DIRECT_IO
+                } else {
+                    FopenFlags::empty()
+                };
+                reply.created(
+                    &TTL,
+                    &self.attr(&s),
+                    Generation(s.generation as u64),
+                    FileHandle(fh),
+                    f,
+                )
+            }
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        let r = self.do_read(req, fh, offset, size);
+        reply_result!(reply, r, |d: Vec<u8>| reply.data(&d))
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: fuser::WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let r = self.do_write(req, fh, offset, data);
+        reply_result!(reply, r, |n: usize| reply.written(n as u32))
+    }
+
+    fn flush(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: fuser::LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // close(2): what this handle wrote reaches the disk, and a failed background
+        // write is reported here (durability is fsync's).
+        let r = self.handle(fh).and_then(|h| self.settle(h.ino, req.pid()));
+        reply_result!(reply, r, |_| reply.ok())
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let h = match lock(&self.handles).remove(&fh.0) {
+            Some(h) => h,
+            None => return reply.error(fuser::Errno::EBADF),
+        };
+        let mut files = lock(&self.files);
+        let last = match files.get(&h.ino) {
+            Some(st) => {
+                let mut s = lock(st);
+                s.opens -= 1;
+                s.opens == 0
+            }
+            None => false,
+        };
+        let st = if last { files.remove(&h.ino) } else { None };
+        drop(files);
+        let mut r = Ok(());
+        if let Some(st) = st {
+            let mut s = lock(&st);
+            r = s.settle(&self.rt, req.pid());
+            s.drop_reads(&self.rt);
+            if !s.gone && !self.read_only {
+                // Unused preallocation goes back to the free pool.
+                let _ = self.rt.run(Op::CloseFile { ino: h.ino }, None, req.pid());
+            }
+        }
+        reply_result!(reply, r, |_| reply.ok())
+    }
+
+    fn fsync(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = self
+            .handle(fh)
+            .and_then(|h| self.settle(h.ino, req.pid()))
+            .and_then(|_| self.run(Op::Fsync, req.pid()).map(|_| ()));
+        reply_result!(reply, r, |_| reply.ok())
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let r = Self::ino(ino).and_then(|i| self.stat(i));
+        match r {
+            Ok(s) if s.kind == Kind::Dir => reply.opened(FileHandle(0), FopenFlags::empty()),
+            Ok(_) => reply.error(fuser::Errno::ENOTDIR),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        match Self::ino(ino).and_then(|i| self.do_readdir(i)) {
+            Ok(all) => {
+                for (k, (name, ino, kind)) in all.iter().enumerate().skip(offset as usize) {
+                    if reply.add(
+                        INodeNo(*ino as u64),
+                        k as u64 + 1,
+                        file_type(*kind),
+                        OsStr::from_bytes(name),
+                    ) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        match Self::ino(ino).and_then(|i| self.do_readdir(i)) {
+            Ok(all) => {
+                for (k, (name, ino, _)) in all.iter().enumerate().skip(offset as usize) {
+                    let Ok(s) = self.stat(*ino) else { continue };
+                    if reply.add(
+                        INodeNo(*ino as u64),
+                        k as u64 + 1,
+                        OsStr::from_bytes(name),
+                        &TTL,
+                        &self.attr(&s),
+                        Generation(s.generation as u64),
+                    ) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.run(Op::Fsync, req.pid());
+        reply_result!(reply, r, |_| reply.ok())
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.do_statfs() {
+            Ok((blocks, free, files, ffree, bsize)) => reply.statfs(
+                blocks,
+                free,
+                free,
+                files,
+                ffree,
+                bsize,
+                dvrfs_core::format::dir::MAX_NAME_BYTES as u32,
+                bsize,
+            ),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(fuser::Errno::from_i32(libc::EOPNOTSUPP))
+    }
+
+    fn getxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: ReplyXattr,
+    ) {
+        reply.error(fuser::Errno::from_i32(libc::ENODATA))
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(0)
+        } else {
+            reply.data(&[])
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(fuser::Errno::from_i32(libc::ENODATA))
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // default_permissions: the kernel has checked already.
+        reply.ok()
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(fuser::Errno::from_i32(libc::EOPNOTSUPP))
+    }
+}
