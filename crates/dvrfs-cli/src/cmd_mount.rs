@@ -53,6 +53,10 @@ pub struct MountArgs {
     /// For a device without a model: the bandwidth stream admission may count on
     #[arg(long)]
     pub bandwidth: Option<String>,
+    /// Every open as if with O_DIRECT: no page cache, each read and write goes to the
+    /// disk scheduler as it came
+    #[arg(long)]
+    pub direct_io: bool,
     /// Requests served at once
     #[arg(long, default_value_t = 8)]
     pub threads: usize,
@@ -61,7 +65,8 @@ pub struct MountArgs {
     #[arg(long)]
     pub log: Option<PathBuf>,
     /// Mount options, comma-separated, as mount(8) passes them: ro, rw,
-    /// allow_other, device_model=NAME, bandwidth=RATE, foreground, log=FILE; the
+    /// allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, foreground,
+    /// log=FILE; the
     /// generic ones (defaults, auto, noauto, nofail, user, exec, suid, dev, ...) are
     /// accepted and ignored
     #[arg(short = 'o')]
@@ -115,6 +120,7 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             ("rw", None) => a.read_only = false,
             ("allow_other", None) => a.allow_other = true,
             ("foreground", None) => a.foreground = true,
+            ("direct_io", None) => a.direct_io = true,
             ("device_model", Some(v)) => a.device_model = Some(v),
             ("bandwidth", Some(v)) => a.bandwidth = Some(v),
             ("log", Some(v)) => a.log = Some(PathBuf::from(v)),
@@ -134,7 +140,7 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             _ => {
                 return Err(CliError::usage(
                     format!("-o {o}: not a dvrfs mount option"),
-                    "dvrfs takes ro, rw, allow_other, device_model=NAME, bandwidth=RATE, threads=N, log=FILE, foreground (and ignores the generic mount options)",
+                    "dvrfs takes ro, rw, allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, log=FILE, foreground (and ignores the generic mount options)",
                 ))
             }
         }
@@ -175,6 +181,7 @@ pub fn mount(a: &MountArgs) -> CliResult<u8> {
         bandwidth: a.bandwidth.clone(),
         threads: a.threads,
         log: a.log.clone(),
+        direct_io: a.direct_io,
     };
     apply_options(&mut a)?;
     let target = std::fs::canonicalize(&a.target).map_err(|e| {
@@ -315,14 +322,15 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             ..dvrfs_runtime::Options::default()
         };
         let rt = Arc::new(Runtime::with_device(dev, opts)?);
-        let fs = DvrfsFs::new(rt.clone(), a.read_only)
-            .map_err(|e| CliError::new(format!("cannot serve the volume: {e}")))?;
         let cfg = MountConfig {
             allow_other: a.allow_other,
             read_only: a.read_only,
             threads: a.threads,
             fsname: target.display().to_string(),
+            direct_io: a.direct_io,
         };
+        let fs = DvrfsFs::new(rt.clone(), &cfg)
+            .map_err(|e| CliError::new(format!("cannot serve the volume: {e}")))?;
         let mut session = fuser::Session::new(fs, mountpoint, &cfg.fuser_config()).map_err(|e| {
             CliError::new(format!("cannot mount on {}: {e}", mountpoint.display())).hint(
                 "check that /dev/fuse exists (modprobe fuse), the directory is not in use, and (for allow_other as a user) user_allow_other in /etc/fuse.conf",

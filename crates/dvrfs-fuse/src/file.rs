@@ -63,9 +63,6 @@ pub struct FileState {
     ahead: Option<(u64, Ticket)>,
     /// A background write failed: given to the next write, flush or fsync.
     error: Option<Errno>,
-    /// The file's last name was removed while it was open: writes are accepted and
-    /// dropped, reads find nothing.
-    pub gone: bool,
 }
 
 impl FileState {
@@ -80,7 +77,6 @@ impl FileState {
             cache: None,
             ahead: None,
             error: None,
-            gone: false,
         }
     }
 
@@ -150,15 +146,6 @@ impl FileState {
         }
     }
 
-    /// Drops everything gathered (the file is gone); waits for what is in flight.
-    pub fn discard(&mut self, rt: &Runtime) {
-        self.wbuf.clear();
-        self.wait_inflight(rt);
-        self.drop_reads(rt);
-        self.error = None;
-        self.gone = true;
-    }
-
     /// A buffered write of `data` at `offset`.
     pub fn write(
         &mut self,
@@ -171,9 +158,6 @@ impl FileState {
             return Err(e);
         }
         self.drop_reads(rt);
-        if self.gone {
-            return Ok(data.len());
-        }
         let contiguous = !self.wbuf.is_empty() && offset == self.wstart + self.wbuf.len() as u64;
         if !contiguous {
             if !self.wbuf.is_empty() {
@@ -202,9 +186,6 @@ impl FileState {
     ) -> Result<usize, Errno> {
         self.settle(rt, owner)?;
         self.drop_reads(rt);
-        if self.gone {
-            return Ok(data.len());
-        }
         rt.run(
             Op::Write {
                 ino: self.ino,
@@ -230,7 +211,7 @@ impl FileState {
         direct: bool,
         owner: u32,
     ) -> Result<Vec<u8>, Errno> {
-        if self.gone || offset >= size {
+        if offset >= size {
             return Ok(Vec::new());
         }
         let end = size.min(offset + len as u64);

@@ -12,8 +12,9 @@
 //! - regular files, directories and symbolic links with mode, owner, group, mtime and
 //!   ctime; the kernel checks permissions (`default_permissions`);
 //! - no access time: `atime` reads as `mtime` and setting it is accepted and ignored;
-//! - no hard links (`link` gives `EPERM`), no device nodes, FIFOs or sockets (`mknod`
-//!   gives `EPERM`), no `RENAME_EXCHANGE` (`EINVAL`);
+//! - hard links for regular files (a directory or symbolic link gives `EPERM`); no
+//!   device nodes, FIFOs or sockets (`mknod` gives `EPERM`), no `RENAME_EXCHANGE`
+//!   (`EINVAL`);
 //! - extended attributes: only `user.dvrfs.*` (others give `EOPNOTSUPP`).
 
 pub mod file;
@@ -58,6 +59,9 @@ pub struct MountConfig {
     pub threads: usize,
     /// The source shown in `/proc/mounts` (the image or device path).
     pub fsname: String,
+    /// Every open as if with `O_DIRECT`: no page cache in the kernel, no gathering or
+    /// read cache in the daemon; each read and write goes to the engine as it came.
+    pub direct_io: bool,
 }
 
 impl Default for MountConfig {
@@ -67,6 +71,7 @@ impl Default for MountConfig {
             read_only: false,
             threads: 8,
             fsname: "dvrfs".into(),
+            direct_io: false,
         }
     }
 }
@@ -112,6 +117,7 @@ pub struct DvrfsFs {
     chunk: u64,
     block_bytes: u64,
     read_only: bool,
+    direct_io: bool,
     files: Mutex<HashMap<Ino, Arc<Mutex<FileState>>>>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
@@ -146,13 +152,21 @@ fn file_type(k: Kind) -> FileType {
     }
 }
 
+fn open_flags(direct: bool) -> FopenFlags {
+    if direct {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    }
+}
+
 fn err(e: Errno) -> fuser::Errno {
     fuser::Errno::from_i32(e)
 }
 
 impl DvrfsFs {
     /// Serves the volume the runtime has open.
-    pub fn new(rt: Arc<Runtime>, read_only: bool) -> io::Result<DvrfsFs> {
+    pub fn new(rt: Arc<Runtime>, cfg: &MountConfig) -> io::Result<DvrfsFs> {
         let block_bytes = rt
             .query(|v| v.superblock().data_block_bytes)
             .map_err(io::Error::other)?;
@@ -161,7 +175,8 @@ impl DvrfsFs {
             rt,
             chunk,
             block_bytes,
-            read_only,
+            read_only: cfg.read_only,
+            direct_io: cfg.direct_io,
             files: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -232,7 +247,24 @@ impl DvrfsFs {
         self.rt.run(op, None, owner).map_err(|e| errno_of(&e))
     }
 
+    /// `fsync`: the journal commit it waits for is due now. (Without a deadline the
+    /// commit's writes would keep the commit interval's deadline and the scheduler
+    /// would hold them for most of it: half a second per fsync.) Commits are small and
+    /// group: every fsync that arrives while one runs shares the next.
+    fn sync(&self, owner: u32) -> Result<(), Errno> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.rt
+            .run(Op::Fsync, Some(std::time::Instant::now()), owner)
+            .map(|_| ())
+            .map_err(|e| errno_of(&e))
+    }
+
     fn lookup_of(&self, parent: Ino, name: &[u8]) -> Result<Ino, Errno> {
+        if name.len() > dvrfs_core::format::dir::MAX_NAME_BYTES {
+            return Err(libc::ENAMETOOLONG);
+        }
         let name = name.to_vec();
         self.rt
             .query(move |v| v.lookup(parent, &name))
@@ -263,15 +295,27 @@ impl DvrfsFs {
         }
     }
 
-    fn open_handle(&self, ino: Ino, direct: bool) -> u64 {
-        let st = lock(&self.files)
-            .entry(ino)
-            .or_insert_with(|| Arc::new(Mutex::new(FileState::new(ino, self.chunk))))
-            .clone();
+    /// A new handle on `ino`. The first one tells the engine the file is open, so
+    /// removing its name while it is open keeps it until the last release (POSIX).
+    fn open_handle(&self, req: &Request, ino: Ino, direct: bool) -> Result<u64, Errno> {
+        let direct = direct || self.direct_io;
+        let mut files = lock(&self.files);
+        let st = match files.get(&ino) {
+            Some(st) => st.clone(),
+            None => {
+                if !self.read_only {
+                    self.run(Op::OpenFile { ino }, req.pid())?;
+                }
+                let st = Arc::new(Mutex::new(FileState::new(ino, self.chunk)));
+                files.insert(ino, st.clone());
+                st
+            }
+        };
         lock(&st).opens += 1;
+        drop(files);
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, Handle { ino, direct });
-        fh
+        Ok(fh)
     }
 
     fn handle(&self, fh: FileHandle) -> Result<Handle, Errno> {
@@ -289,28 +333,12 @@ impl DvrfsFs {
         Ok(())
     }
 
-    /// Removing `parent/name` frees the file: drop what was gathered for it.
-    fn forget_data_of(&self, parent: Ino, name: &[u8]) {
-        let name = name.to_vec();
-        let freed = self
-            .rt
-            .query(move |v| v.frees_on_unlink(parent, &name))
-            .ok()
-            .flatten();
-        if let Some(st) = freed.and_then(|ino| self.state(ino)) {
-            lock(&st).discard(&self.rt);
-        }
-    }
-
     fn do_setattr(
         &self,
         req: &Request,
         ino: Ino,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
         size: Option<u64>,
-        mtime: Option<TimeOrNow>,
+        set: SetAttr,
     ) -> Result<FileAttr, Errno> {
         let owner = req.pid();
         if let Some(size) = size {
@@ -327,23 +355,8 @@ impl DvrfsFs {
                 owner,
             )?;
         }
-        let mtime_ns = mtime.map(|t| match t {
-            TimeOrNow::SpecificTime(t) => wall_ns(t),
-            TimeOrNow::Now => wall_ns(SystemTime::now()),
-        });
-        if mode.is_some() || uid.is_some() || gid.is_some() || mtime_ns.is_some() {
-            self.run(
-                Op::SetAttr {
-                    ino,
-                    set: SetAttr {
-                        mode,
-                        uid,
-                        gid,
-                        mtime_ns,
-                    },
-                },
-                owner,
-            )?;
+        if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() || set.mtime_ns.is_some() {
+            self.run(Op::SetAttr { ino, set }, owner)?;
         }
         self.getattr_of(ino)
     }
@@ -515,7 +528,16 @@ impl Filesystem for DvrfsFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let r = Self::ino(ino).and_then(|i| self.do_setattr(req, i, mode, uid, gid, size, mtime));
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            mtime_ns: mtime.map(|t| match t {
+                TimeOrNow::SpecificTime(t) => wall_ns(t),
+                TimeOrNow::Now => wall_ns(SystemTime::now()),
+            }),
+        };
+        let r = Self::ino(ino).and_then(|i| self.do_setattr(req, i, size, set));
         reply_result!(reply, r, |a| reply.attr(&TTL, &a))
     }
 
@@ -570,7 +592,6 @@ impl Filesystem for DvrfsFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = Self::ino(parent).and_then(|p| {
-            self.forget_data_of(p, name.as_bytes());
             self.run(
                 Op::Unlink {
                     parent: p,
@@ -649,7 +670,6 @@ impl Filesystem for DvrfsFs {
                     Err(e) => return Err(e),
                 }
             }
-            self.forget_data_of(np, newname.as_bytes());
             self.run(
                 Op::Rename {
                     src_parent: p,
@@ -665,17 +685,33 @@ impl Filesystem for DvrfsFs {
 
     fn link(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _newparent: INodeNo,
-        _newname: &OsStr,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        // A recording has one name; hard links are not supported.
-        reply.error(fuser::Errno::EPERM);
+        let r = (|| {
+            let (i, p) = (Self::ino(ino)?, Self::ino(newparent)?);
+            self.run(
+                Op::Link {
+                    ino: i,
+                    parent: p,
+                    name: newname.as_bytes().to_vec(),
+                },
+                req.pid(),
+            )?;
+            Ok(i)
+        })();
+        match r {
+            // Directories and symbolic links take no second name.
+            Err(libc::EISDIR) | Err(libc::EINVAL) => reply.error(fuser::Errno::EPERM),
+            Ok(i) => self.entry(i, reply),
+            Err(e) => reply.error(err(e)),
+        }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let r = Self::ino(ino).and_then(|i| {
             let s = self.stat(i)?;
             if s.kind == Kind::Dir {
@@ -690,13 +726,10 @@ impl Filesystem for DvrfsFs {
         match r {
             Ok(i) => {
                 let direct = flags.0 & libc::O_DIRECT != 0;
-                let fh = self.open_handle(i, direct);
-                let f = if direct {
-                    FopenFlags::FOPEN_DIRECT_IO
-                } else {
-                    FopenFlags::empty()
-                };
-                reply.opened(FileHandle(fh), f)
+                match self.open_handle(req, i, direct) {
+                    Ok(fh) => reply.opened(FileHandle(fh), open_flags(direct || self.direct_io)),
+                    Err(e) => reply.error(err(e)),
+                }
             }
             Err(e) => reply.error(err(e)),
         }
@@ -712,26 +745,18 @@ impl Filesystem for DvrfsFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        let direct = flags & libc::O_DIRECT != 0;
         let r = Self::ino(parent)
             .and_then(|p| self.do_create(req, p, name.as_bytes(), mode, Kind::File))
-            .and_then(|ino| Ok((self.stat(ino)?, ino)));
+            .and_then(|ino| Ok((self.open_handle(req, ino, direct)?, self.stat(ino)?)));
         match r {
-            Ok((s, ino)) => {
-                let direct = flags & libc::O_DIRECT != 0;
-                let fh = self.open_handle(ino, direct);
-                let f = if direct {
-                    FopenFlags::FOPEN_DIRECT_IO
-                } else {
-                    FopenFlags::empty()
-                };
-                reply.created(
-                    &TTL,
-                    &self.attr(&s),
-                    Generation(s.generation as u64),
-                    FileHandle(fh),
-                    f,
-                )
-            }
+            Ok((fh, s)) => reply.created(
+                &TTL,
+                &self.attr(&s),
+                Generation(s.generation as u64),
+                FileHandle(fh),
+                open_flags(direct || self.direct_io),
+            ),
             Err(e) => reply.error(err(e)),
         }
     }
@@ -811,9 +836,12 @@ impl Filesystem for DvrfsFs {
             let mut s = lock(&st);
             r = s.settle(&self.rt, req.pid());
             s.drop_reads(&self.rt);
-            if !s.gone && !self.read_only {
-                // Unused preallocation goes back to the free pool.
-                let _ = self.rt.run(Op::CloseFile { ino: h.ino }, None, req.pid());
+            if !self.read_only {
+                // Unused preallocation goes back to the free pool; a file whose name
+                // was removed while open is freed now.
+                if let Err(e) = self.rt.run(Op::CloseFile { ino: h.ino }, None, req.pid()) {
+                    r = r.and(Err(errno_of(&e)));
+                }
             }
         }
         reply_result!(reply, r, |_| reply.ok())
@@ -830,7 +858,7 @@ impl Filesystem for DvrfsFs {
         let r = self
             .handle(fh)
             .and_then(|h| self.settle(h.ino, req.pid()))
-            .and_then(|_| self.run(Op::Fsync, req.pid()).map(|_| ()));
+            .and_then(|_| self.sync(req.pid()));
         reply_result!(reply, r, |_| reply.ok())
     }
 
@@ -906,7 +934,7 @@ impl Filesystem for DvrfsFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let r = self.run(Op::Fsync, req.pid());
+        let r = self.sync(req.pid());
         reply_result!(reply, r, |_| reply.ok())
     }
 

@@ -710,7 +710,12 @@ impl Engine {
                 vec![OrderKey::File(*ino)]
             }
             Body::Other(op) => match op {
-                Op::Fsync | Op::CloseFile { .. } => vec![],
+                Op::Fsync | Op::OpenFile { .. } => vec![],
+                // The last close of an orphan frees its data: after the file's I/O.
+                Op::CloseFile { ino } => match self.vol.frees_on_close(*ino) {
+                    Some(v) => vec![OrderKey::Namespace, OrderKey::File(v)],
+                    None => vec![],
+                },
                 Op::Unmount => vec![OrderKey::Namespace],
                 Op::Unlink { parent, name } => {
                     let mut k = vec![OrderKey::Namespace];
@@ -1026,6 +1031,7 @@ impl Engine {
                 dst_name,
                 ..
             }) => self.vol.frees_on_unlink(*dst_parent, dst_name),
+            Body::Other(Op::CloseFile { ino }) => self.vol.frees_on_close(*ino),
             Body::Other(Op::Fsync) => return self.start_fsync(id, now),
             Body::Other(Op::Unmount) => return self.start_unmount(id, now),
             _ => None,
@@ -1035,7 +1041,11 @@ impl Engine {
                 return false;
             }
         }
-        let mutates = !matches!(&self.ops[&id].body, Body::Other(Op::CloseFile { .. }));
+        let mutates = victim.is_some()
+            || !matches!(
+                &self.ops[&id].body,
+                Body::Other(Op::CloseFile { .. } | Op::OpenFile { .. })
+            );
         if mutates {
             let estimate = if victim.is_some() {
                 self.destructive_estimate()
@@ -1075,6 +1085,7 @@ impl Engine {
             } => v
                 .symlink(parent, &name, &target, uid, gid, t)
                 .map(Output::Ino),
+            Op::Link { ino, parent, name } => v.link(ino, parent, &name, t).map(|_| Output::Done),
             Op::Unlink { parent, name } => v.unlink(parent, &name, t).map(|_| Output::Done),
             Op::Rmdir { parent, name } => v.rmdir(parent, &name, t).map(|_| Output::Done),
             Op::Rename {
@@ -1086,10 +1097,8 @@ impl Engine {
                 .rename(src_parent, &src_name, dst_parent, &dst_name, t)
                 .map(|_| Output::Done),
             Op::SetAttr { ino, set } => v.set_attr(ino, &set, t).map(|_| Output::Done),
-            Op::CloseFile { ino } => {
-                v.close_file(ino);
-                Ok(Output::Done)
-            }
+            Op::OpenFile { ino } => v.open_file(ino).map(|_| Output::Done),
+            Op::CloseFile { ino } => v.close_file(ino).map(|_| Output::Done),
             Op::Read { .. }
             | Op::Write { .. }
             | Op::Truncate { .. }

@@ -53,6 +53,12 @@ pub enum Op {
         uid: u32,
         gid: u32,
     },
+    /// A new name for a regular file (a hard link).
+    Link {
+        ino: Ino,
+        parent: Ino,
+        name: Vec<u8>,
+    },
     Unlink {
         parent: Ino,
         name: Vec<u8>,
@@ -71,7 +77,14 @@ pub enum Op {
         ino: Ino,
         set: SetAttr,
     },
-    /// The file is closed: unused preallocation (contig) goes back to the free pool.
+    /// A handle on a regular file is opened (drivers with POSIX handles: the FUSE
+    /// mount). Until the matching `CloseFile`, removing the file's last name leaves it
+    /// readable and writable through the handle (an orphan); the last close frees it.
+    OpenFile {
+        ino: Ino,
+    },
+    /// The file is closed: unused preallocation (contig) goes back to the free pool,
+    /// and an orphan's last close frees it.
     CloseFile {
         ino: Ino,
     },
@@ -113,10 +126,12 @@ impl Op {
             Op::Create { .. } => "create",
             Op::Mkdir { .. } => "mkdir",
             Op::Symlink { .. } => "symlink",
+            Op::Link { .. } => "link",
             Op::Unlink { .. } => "unlink",
             Op::Rmdir { .. } => "rmdir",
             Op::Rename { .. } => "rename",
             Op::SetAttr { .. } => "setattr",
+            Op::OpenFile { .. } => "open",
             Op::CloseFile { .. } => "close",
             Op::StreamOpen { .. } => "stream open",
             Op::StreamRead { .. } => "stream read",

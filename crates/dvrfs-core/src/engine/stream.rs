@@ -815,7 +815,7 @@ impl Engine {
         let s = self.streams.remove(&sid).expect("listed");
         if s.info.dir == StreamDir::Write {
             self.vol.release_space(s.info.ino);
-            self.vol.close_file(s.info.ino);
+            self.vol.release_prealloc(s.info.ino);
         }
         if let Some(id) = s.close_op {
             let result = match s.error {

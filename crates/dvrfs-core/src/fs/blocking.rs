@@ -334,10 +334,25 @@ impl<D: Device> Fs<D> {
         self.run(Op::SetAttr { ino, set }, None, now_ns).map(|_| ())
     }
 
-    /// The file is closed: unused preallocation (contig) goes back to the free pool.
-    pub fn close_file(&mut self, ino: Ino) {
-        // Cannot fail: releasing a window touches only memory.
-        let _ = self.run(Op::CloseFile { ino }, None, self.wall_ns);
+    /// A new name `parent/name` for regular file `ino` (a hard link).
+    pub fn link(&mut self, ino: Ino, parent: Ino, name: &[u8], now_ns: i64) -> Result<()> {
+        let name = name.to_vec();
+        self.run(Op::Link { ino, parent, name }, None, now_ns)
+            .map(|_| ())
+    }
+
+    /// A handle on the file is opened: removing its last name keeps it until the
+    /// matching [`Fs::close_file`].
+    pub fn open_file(&mut self, ino: Ino) -> Result<()> {
+        self.run(Op::OpenFile { ino }, None, self.wall_ns)
+            .map(|_| ())
+    }
+
+    /// The file is closed: unused preallocation (contig) goes back to the free pool,
+    /// and a file unlinked while open is freed at its last close.
+    pub fn close_file(&mut self, ino: Ino) -> Result<()> {
+        self.run(Op::CloseFile { ino }, None, self.wall_ns)
+            .map(|_| ())
     }
 
     /// Commits every operation so far (data flushed, journal written, checkpointed),

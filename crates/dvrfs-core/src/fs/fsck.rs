@@ -104,6 +104,15 @@ pub fn fsck<D: Device>(
         );
         vol.dirty.insert(*n);
     }
+    if report.orphans_freed > 0 {
+        f.err(
+            true,
+            format!(
+                "{} files unlinked while open (orphans) were left by the last user; freed",
+                report.orphans_freed
+            ),
+        );
+    }
     for (ino, p) in &report.problems {
         f.err(true, p.clone());
         match ino {
@@ -338,6 +347,17 @@ impl Volume {
             .filter(|i| !reach.contains(i))
             .collect();
         for ino in orphans {
+            let i = &self.inodes[&ino];
+            if i.kind() == Some(Kind::File) && i.attr.nlink == 0 {
+                // Unlinked while open, and the volume's user ended before closing it
+                // (a writable open frees these too).
+                f.err(
+                    true,
+                    format!("inode {ino} is a file unlinked while open (an orphan); freed"),
+                );
+                self.free_inode(ino)?;
+                continue;
+            }
             f.err(
                 true,
                 format!("inode {ino} is not reachable from the root; moved to /lost+found"),

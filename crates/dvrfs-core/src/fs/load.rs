@@ -40,6 +40,9 @@ pub struct LoadReport {
     /// Structural problems found while loading, with the inode concerned; the affected
     /// structure was cut back to its valid part in memory. `fsck` reports these.
     pub problems: Vec<(Option<Ino>, String)>,
+    /// Files left unlinked-while-open by the last user of the volume, freed by this
+    /// (writable) open.
+    pub orphans_freed: usize,
 }
 
 const BULK_READ_BYTES: usize = 1 << 20;
@@ -227,10 +230,34 @@ impl Volume {
             pending: BTreeMap::new(),
             commit_interval_ms: interval_ms,
             free_inode_hint: 1,
+            next_generation: 1,
+            open_refs: HashMap::new(),
+            orphans: BTreeSet::new(),
             report: LoadReport::default(),
             sb,
         };
         v.load_all(dev, &overlay, &mut report)?;
+        v.next_generation = v
+            .inodes
+            .values()
+            .map(|i| i.attr.generation)
+            .max()
+            .unwrap_or(0)
+            .wrapping_add(1);
+        // Files unlinked while open when the volume was last used (the process ended
+        // before closing them): nothing names them, so their space comes back now.
+        let orphans: Vec<Ino> = v
+            .inodes
+            .iter()
+            .filter(|(_, i)| i.kind() == Some(Kind::File) && i.attr.nlink == 0)
+            .map(|(&ino, _)| ino)
+            .collect();
+        if opts.writable {
+            for &ino in &orphans {
+                v.free_inode(ino)?;
+            }
+            report.orphans_freed = orphans.len();
+        }
         v.report = report;
         let replay = if opts.writable { journal } else { None };
         Ok((v, replay))

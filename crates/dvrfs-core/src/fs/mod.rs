@@ -144,6 +144,18 @@ pub struct Volume {
     /// The commit interval to use (superblock value or the open option), ms.
     commit_interval_ms: u32,
     free_inode_hint: Ino,
+    /// Generation of the next new inode: above every generation loaded, so an inode
+    /// number reused in this mount never repeats a (number, generation) pair a client
+    /// (the FUSE kernel module) may still hold.
+    next_generation: u32,
+    /// Open handles per file, for drivers that say when a file is opened
+    /// ([`Volume::open_file`]): a file whose last name is removed while it is open
+    /// lives on, nameless, until the last close.
+    open_refs: HashMap<Ino, u32>,
+    /// Files with no name left that are still open ("orphans"): their inode records
+    /// carry link count 0 on the disk, and the next writable open of the volume frees
+    /// any that a crash left behind.
+    orphans: BTreeSet<Ino>,
     report: LoadReport,
 }
 

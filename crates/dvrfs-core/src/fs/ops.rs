@@ -145,7 +145,19 @@ impl Volume {
     pub fn frees_on_unlink(&self, parent: Ino, name: &[u8]) -> Option<Ino> {
         let e = self.dirs.get(&parent)?.entries.get(name)?;
         let i = self.inodes.get(&e.ino)?;
-        (i.kind() == Some(Kind::File) && i.attr.nlink <= 1).then_some(e.ino)
+        (i.kind() == Some(Kind::File) && i.attr.nlink <= 1 && !self.open_refs.contains_key(&e.ino))
+            .then_some(e.ino)
+    }
+
+    /// The file whose data closing `ino` would free (an orphan's last close).
+    pub fn frees_on_close(&self, ino: Ino) -> Option<Ino> {
+        (self.orphans.contains(&ino) && self.open_refs.get(&ino).is_none_or(|&n| n <= 1))
+            .then_some(ino)
+    }
+
+    /// Whether `ino` is open and has no name left.
+    pub fn is_orphan(&self, ino: Ino) -> bool {
+        self.orphans.contains(&ino)
     }
 
     /// The data blocks of a file as (file block, device block, count) runs.
@@ -238,11 +250,13 @@ impl Volume {
                     gid,
                     mtime_ns: now_ns,
                     ctime_ns: now_ns,
+                    generation: self.next_generation,
                     ..Default::default()
                 },
                 runs: vec![],
             },
         );
+        self.next_generation = self.next_generation.wrapping_add(1);
         self.free_inode_hint = ino + 1;
         self.dirty_inode(ino);
         self.touch(parent, now_ns)?;
@@ -325,13 +339,53 @@ impl Volume {
         Ok(())
     }
 
+    /// A second (third, ...) name `parent/name` for regular file `ino` (a hard link).
+    /// Directories and symbolic links have one name only.
+    pub fn link(&mut self, ino: Ino, parent: Ino, name: &[u8], now_ns: i64) -> Result<()> {
+        self.check_writable()?;
+        validate_name(name)?;
+        match self.inode(ino)?.kind() {
+            Some(Kind::File) => {}
+            Some(Kind::Dir) => return Err(Error::IsDir(format!("inode {ino}"))),
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "only regular files take hard links".into(),
+                ))
+            }
+        }
+        if self.inode(ino)?.attr.nlink == 0 {
+            return Err(Error::NotFound(format!(
+                "inode {ino} has no name left (removed while open)"
+            )));
+        }
+        if self.dir(parent, name)?.entries.contains_key(name) {
+            return Err(Error::Exists(show(name)));
+        }
+        if self.inode(ino)?.attr.nlink == u32::MAX {
+            return Err(Error::InvalidArgument("too many links".into()));
+        }
+        self.dir_add(parent, name, ino, Kind::File)?;
+        let a = &mut self.inode_mut(ino)?.attr;
+        a.nlink += 1;
+        a.ctime_ns = now_ns;
+        self.dirty_inode(ino);
+        self.touch(parent, now_ns)?;
+        Ok(())
+    }
+
     fn drop_link(&mut self, ino: Ino, now_ns: i64) -> Result<()> {
+        let open = self.open_refs.contains_key(&ino);
         let a = &mut self.inode_mut(ino)?.attr;
         a.nlink = a.nlink.saturating_sub(1);
         a.ctime_ns = now_ns;
-        if a.nlink == 0 {
+        let nlink = a.nlink;
+        if nlink == 0 && !open {
             self.free_inode(ino)
         } else {
+            if nlink == 0 {
+                // Open: it lives on without a name until the last close.
+                self.orphans.insert(ino);
+            }
             self.dirty_inode(ino);
             Ok(())
         }
@@ -461,8 +515,47 @@ impl Volume {
         Ok(())
     }
 
-    /// The file is closed: unused preallocation (contig) goes back to the free pool.
-    pub fn close_file(&mut self, ino: Ino) {
+    /// A handle on regular file `ino` is opened: until the matching
+    /// [`Volume::close_file`], removing its last name keeps the file (an orphan).
+    pub fn open_file(&mut self, ino: Ino) -> Result<()> {
+        match self.inode(ino)?.kind() {
+            Some(Kind::File) => {
+                *self.open_refs.entry(ino).or_default() += 1;
+                Ok(())
+            }
+            Some(Kind::Dir) => Err(Error::IsDir(format!("inode {ino}"))),
+            _ => Err(Error::InvalidArgument(format!(
+                "inode {ino} is not a regular file"
+            ))),
+        }
+    }
+
+    /// The file is closed. After the last close of what [`Volume::open_file`] opened
+    /// (or for a file never opened that way): unused preallocation (contig) goes back
+    /// to the free pool, and an orphan is freed.
+    pub fn close_file(&mut self, ino: Ino) -> Result<()> {
+        match self.open_refs.get_mut(&ino) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                return Ok(());
+            }
+            Some(_) => {
+                self.open_refs.remove(&ino);
+            }
+            None => {}
+        }
         self.data.release(ino);
+        if self.orphans.remove(&ino) {
+            self.free_inode(ino)?;
+        }
+        Ok(())
+    }
+
+    /// A stream on the file ended: unused preallocation goes back unless a handle
+    /// still has the file open.
+    pub fn release_prealloc(&mut self, ino: Ino) {
+        if !self.open_refs.contains_key(&ino) {
+            self.data.release(ino);
+        }
     }
 }

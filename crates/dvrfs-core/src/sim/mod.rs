@@ -696,7 +696,7 @@ fn setup<D: Device>(fs: &mut Fs<D>, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> Re
                 Err(e) => return Err(e),
             }
         }
-        fs.close_file(ino);
+        fs.close_file(ino)?;
         Ok(Some((format!("/rec/{name}"), off)))
     };
     let rec_bytes = |rng: &mut ChaCha8Rng| -> u64 {
