@@ -12,11 +12,14 @@ command -v losetup >/dev/null 2>&1 || missing+=(mount)
 command -v sha256sum >/dev/null 2>&1 || missing+=(coreutils)
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)  # the C API's examples
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)   # the mount's tests
+command -v setfattr >/dev/null 2>&1 || missing+=(attr)
+command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${missing[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
   else
     echo "note: ${missing[*]} missing and cannot be installed here; the tests that need them will say SKIP"
   fi
@@ -24,6 +27,14 @@ fi
 for component in rustfmt clippy; do
   if ! cargo "${component/rustfmt/fmt}" --version >/dev/null 2>&1; then
     rustup component add "$component"
+  fi
+done
+
+# pjdfstest and fsx check the FUSE mount (crates/dvrfs-cli/tests/mount_cli.rs).
+for tool in pjdfstest fsx; do
+  if ! command -v "$tool" >/dev/null 2>&1 && ! [ -x "$HOME/.cargo/bin/$tool" ]; then
+    echo "== cargo install $tool"
+    cargo install --quiet --locked "$tool"
   fi
 done
 

@@ -31,7 +31,7 @@ use crate::cmd_stream::admission;
 use crate::error::{CliError, CliResult};
 use crate::target::{mounted_at, open_device, Access};
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct MountArgs {
     /// Image file or block device
     pub target: PathBuf,
@@ -57,6 +57,10 @@ pub struct MountArgs {
     /// disk scheduler as it came
     #[arg(long)]
     pub direct_io: bool,
+    /// Write the serving process's id here once the volume is mounted (for service
+    /// managers and scripts: `kill -TERM $(cat FILE)` unmounts)
+    #[arg(long)]
+    pub pid_file: Option<PathBuf>,
     /// Requests served at once
     #[arg(long, default_value_t = 8)]
     pub threads: usize,
@@ -124,6 +128,7 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             ("device_model", Some(v)) => a.device_model = Some(v),
             ("bandwidth", Some(v)) => a.bandwidth = Some(v),
             ("log", Some(v)) => a.log = Some(PathBuf::from(v)),
+            ("pid_file", Some(v)) => a.pid_file = Some(PathBuf::from(v)),
             ("threads", Some(v)) => {
                 a.threads = v.parse().map_err(|_| {
                     CliError::usage(format!("-o threads={v} is not a number"), "give e.g. threads=8")
@@ -170,20 +175,12 @@ fn nix_access_w(p: &Path) -> bool {
 }
 
 pub fn mount(a: &MountArgs) -> CliResult<u8> {
-    let mut a = MountArgs {
-        options: a.options.clone(),
-        target: a.target.clone(),
-        mountpoint: a.mountpoint.clone(),
-        foreground: a.foreground,
-        allow_other: a.allow_other,
-        read_only: a.read_only,
-        device_model: a.device_model.clone(),
-        bandwidth: a.bandwidth.clone(),
-        threads: a.threads,
-        log: a.log.clone(),
-        direct_io: a.direct_io,
-    };
+    let mut a = a.clone();
     apply_options(&mut a)?;
+    // The daemon works from `/`: paths given relative to here are made absolute.
+    if let Some(p) = &a.pid_file {
+        a.pid_file = Some(std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+    }
     let target = std::fs::canonicalize(&a.target).map_err(|e| {
         CliError::new(format!("{}: {e}", a.target.display()))
             .hint("give the image file or block device that holds the volume")
@@ -363,6 +360,15 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
         mountpoint.display(),
         rt.backend().name()
     );
+    if let Some(p) = &a.pid_file {
+        if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
+            eprintln!(
+                "{} dvrfs: cannot write the pid file {}: {e}",
+                stamp(),
+                p.display()
+            );
+        }
+    }
     if let Some(mut r) = ready.take() {
         let _ = writeln!(r, "ok");
     }

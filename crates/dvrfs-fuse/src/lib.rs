@@ -820,28 +820,35 @@ impl Filesystem for DvrfsFs {
             Some(h) => h,
             None => return reply.error(fuser::Errno::EBADF),
         };
-        let mut files = lock(&self.files);
-        let last = match files.get(&h.ino) {
-            Some(st) => {
-                let mut s = lock(st);
-                s.opens -= 1;
-                s.opens == 0
-            }
-            None => false,
+        let Some(st) = self.state(h.ino) else {
+            return reply.error(fuser::Errno::EBADF);
         };
-        let st = if last { files.remove(&h.ino) } else { None };
-        drop(files);
-        let mut r = Ok(());
-        if let Some(st) = st {
+        // The last handle: what it gathered goes to the disk while the state is still
+        // listed, so a getattr or a new open meanwhile sees the pending size.
+        let r = {
             let mut s = lock(&st);
-            r = s.settle(&self.rt, req.pid());
+            s.opens -= 1;
+            if s.opens > 0 {
+                return reply.ok();
+            }
+            let r = s.settle(&self.rt, req.pid());
             s.drop_reads(&self.rt);
-            if !self.read_only {
-                // Unused preallocation goes back to the free pool; a file whose name
-                // was removed while open is freed now.
-                if let Err(e) = self.rt.run(Op::CloseFile { ino: h.ino }, None, req.pid()) {
-                    r = r.and(Err(errno_of(&e)));
-                }
+            r
+        };
+        let mut r = r;
+        let last = {
+            let mut files = lock(&self.files);
+            let still_closed = lock(&st).opens == 0;
+            if still_closed {
+                files.remove(&h.ino);
+            }
+            still_closed
+        };
+        if last && !self.read_only {
+            // Unused preallocation goes back to the free pool; a file whose name was
+            // removed while open is freed now.
+            if let Err(e) = self.rt.run(Op::CloseFile { ino: h.ino }, None, req.pid()) {
+                r = r.and(Err(errno_of(&e)));
             }
         }
         reply_result!(reply, r, |_| reply.ok())

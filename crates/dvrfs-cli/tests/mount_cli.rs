@@ -1,0 +1,612 @@
+//! `dvrfs mount`: the kernel's FUSE client on a real mount, driven by ordinary file
+//! operations, `pjdfstest`, `fsx`, `mount -t fuse.dvrfs` and crashes of the daemon.
+//! Needs root and /dev/fuse (each test says SKIP with the reason when they are
+//! missing); `pjdfstest` and `fsx` come from `cargo install` in scripts/test.sh.
+
+mod common;
+
+use common::*;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Why mounting cannot be tested here, if it cannot.
+fn fuse_missing() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("mounting needs root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing (no FUSE in this kernel or container)".into());
+    }
+    None
+}
+
+macro_rules! need_fuse {
+    () => {
+        if let Some(why) = fuse_missing() {
+            println!("SKIP: {why}");
+            return;
+        }
+    };
+}
+
+fn mounted(mnt: &Path) -> bool {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let m = mnt.to_str().unwrap();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(m) && l.contains(" - fuse.dvrfs "))
+}
+
+/// Waits for process `pid` (not a child of ours) to end, without polling.
+fn wait_exit(pid: i32) {
+    // SAFETY: plain system calls on a pid and the descriptor they return.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+        if fd < 0 {
+            return; // already gone
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let r = libc::poll(&mut p, 1, 120_000);
+        libc::close(fd);
+        assert_eq!(r, 1, "the dvrfs daemon {pid} did not exit within 2 minutes");
+    }
+}
+
+/// A volume mounted by `dvrfs mount` (daemon mode) for one test.
+struct Mount {
+    img: PathBuf,
+    mnt: PathBuf,
+    log: PathBuf,
+    pid: i32,
+}
+
+impl Mount {
+    fn new(dir: &Path, img: &Path, extra: &[&str]) -> Mount {
+        let mnt = dir.join("mnt");
+        fs::create_dir_all(&mnt).unwrap();
+        let log = dir.join("mount.log");
+        let pid_file = dir.join("mount.pid");
+        let mut args: Vec<&std::ffi::OsStr> = vec![
+            "mount".as_ref(),
+            img.as_os_str(),
+            mnt.as_os_str(),
+            "--log".as_ref(),
+            log.as_os_str(),
+            "--pid-file".as_ref(),
+            pid_file.as_os_str(),
+        ];
+        args.extend(extra.iter().map(|s| std::ffi::OsStr::new(*s)));
+        ok(dvrfs(args));
+        // The command returns once the volume is mounted (the daemon said so).
+        assert!(
+            mounted(&mnt),
+            "not in /proc/self/mountinfo after mount returned"
+        );
+        let pid = fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        Mount {
+            img: img.to_path_buf(),
+            mnt,
+            log,
+            pid,
+        }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.mnt.join(p)
+    }
+
+    /// `umount`, then the daemon commits and exits.
+    fn unmount(mut self) {
+        let o = Command::new("umount").arg(&self.mnt).output().unwrap();
+        assert!(o.status.success(), "umount: {}", stderr(&o));
+        wait_exit(self.pid);
+        self.pid = 0;
+        let log = fs::read_to_string(&self.log).unwrap();
+        assert!(log.contains("unmounted, journal committed"), "{log}");
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if mounted(&self.mnt) {
+            let _ = Command::new("umount").arg("-l").arg(&self.mnt).output();
+        }
+        if self.pid > 0 {
+            // SAFETY: signalling a pid.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            wait_exit(self.pid);
+        }
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i / 7) as u8).wrapping_mul(13) ^ seed ^ (i as u8))
+        .collect()
+}
+
+#[test]
+fn posix_file_operations_through_the_mount() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "2G", &[]);
+    let m = Mount::new(dir.path(), &img, &[]);
+
+    // A large file in 1 MiB writes and a small one in 4 KiB writes, read back exact.
+    let big = pattern(24 << 20, 1);
+    let mut f = File::create(m.path("big.ts")).unwrap();
+    for c in big.chunks(1 << 20) {
+        f.write_all(c).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(fs::read(m.path("big.ts")).unwrap(), big);
+    let small = pattern(300_000, 2);
+    let mut f = File::create(m.path("small")).unwrap();
+    for c in small.chunks(4096) {
+        f.write_all(c).unwrap();
+    }
+    drop(f);
+    assert_eq!(fs::read(m.path("small")).unwrap(), small);
+    // Overwrite in the middle, then read across the change.
+    let mut f = OpenOptions::new()
+        .write(true)
+        .open(m.path("small"))
+        .unwrap();
+    f.seek(SeekFrom::Start(5000)).unwrap();
+    f.write_all(&[0xAB; 10_000]).unwrap();
+    drop(f);
+    let mut want = small.clone();
+    want[5000..15_000].fill(0xAB);
+    assert_eq!(fs::read(m.path("small")).unwrap(), want);
+
+    // O_DIRECT: aligned buffers straight through.
+    let mut buf = vec![0u8; 3 << 20];
+    buf.copy_from_slice(&big[..3 << 20]);
+    let aligned = std::alloc::Layout::from_size_align(buf.len(), 4096).unwrap();
+    // SAFETY: the layout is non-zero; the memory is freed below.
+    let p = unsafe { std::alloc::alloc(aligned) };
+    // SAFETY: p holds buf.len() bytes.
+    let abuf = unsafe { std::slice::from_raw_parts_mut(p, buf.len()) };
+    abuf.copy_from_slice(&buf);
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(m.path("direct"))
+        .unwrap();
+    f.write_all(abuf).unwrap();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    abuf.fill(0);
+    f.read_exact(abuf).unwrap();
+    assert!(abuf == &buf[..], "O_DIRECT read-back differs");
+    // SAFETY: allocated above with this layout.
+    unsafe { std::alloc::dealloc(p, aligned) };
+    drop(f);
+
+    // Names: directories, rename (replacing), symlinks, hard links.
+    fs::create_dir_all(m.path("rec/2026/11")).unwrap();
+    fs::rename(m.path("small"), m.path("rec/2026/11/a")).unwrap();
+    fs::write(m.path("rec/b"), b"bbb").unwrap();
+    fs::rename(m.path("rec/b"), m.path("rec/2026/11/a")).unwrap();
+    assert_eq!(fs::read(m.path("rec/2026/11/a")).unwrap(), b"bbb");
+    std::os::unix::fs::symlink("2026/11/a", m.path("rec/latest")).unwrap();
+    assert_eq!(
+        fs::read_link(m.path("rec/latest")).unwrap(),
+        Path::new("2026/11/a")
+    );
+    assert_eq!(fs::read(m.path("rec/latest")).unwrap(), b"bbb");
+    fs::hard_link(m.path("big.ts"), m.path("rec/big-link.ts")).unwrap();
+    assert_eq!(fs::metadata(m.path("big.ts")).unwrap().nlink(), 2);
+    assert!(fs::remove_dir(m.path("rec")).is_err(), "not empty");
+    let mut names: Vec<String> = fs::read_dir(m.path("rec"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["2026", "big-link.ts", "latest"]);
+
+    // Attributes: mode, times, truncate.
+    fs::set_permissions(m.path("rec/2026/11/a"), fs::Permissions::from_mode(0o600)).unwrap();
+    let md = fs::metadata(m.path("rec/2026/11/a")).unwrap();
+    assert_eq!(md.mode() & 0o7777, 0o600);
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    File::options()
+        .write(true)
+        .open(m.path("rec/2026/11/a"))
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+    assert_eq!(
+        fs::metadata(m.path("rec/2026/11/a")).unwrap().mtime(),
+        1_700_000_000
+    );
+    let f = OpenOptions::new()
+        .write(true)
+        .open(m.path("big.ts"))
+        .unwrap();
+    f.set_len(5 << 20).unwrap();
+    drop(f);
+    assert_eq!(fs::read(m.path("rec/big-link.ts")).unwrap(), big[..5 << 20]);
+
+    // A file removed while open stays readable through the open descriptor.
+    fs::write(m.path("tmp"), pattern(2 << 20, 9)).unwrap();
+    let mut f = File::open(m.path("tmp")).unwrap();
+    fs::remove_file(m.path("tmp")).unwrap();
+    assert!(!m.path("tmp").exists());
+    let mut back = vec![];
+    f.read_to_end(&mut back).unwrap();
+    assert_eq!(back, pattern(2 << 20, 9));
+    drop(f);
+
+    // Unsupported node types say so with the proper errno.
+    let c = std::ffi::CString::new(m.path("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid C path.
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o644) };
+    assert_eq!(r, -1);
+    assert_eq!(
+        std::io::Error::last_os_error().raw_os_error(),
+        Some(libc::EPERM)
+    );
+
+    // statfs: the volume's size and what is free.
+    let out = Command::new("df").arg("-B1").arg(&m.mnt).output().unwrap();
+    assert!(out.status.success());
+
+    // The CLI says where the volume is mounted instead of a bare lock error.
+    let err = fails(
+        dvrfs(["ls".as_ref(), img.as_os_str(), "/".as_ref()]),
+        "is mounted at",
+    );
+    assert!(err.contains(m.mnt.to_str().unwrap()), "{err}");
+    m.unmount();
+
+    // Everything is on the volume, and the volume is clean.
+    assert_clean(&img);
+    let back = dir.path().join("link.ts");
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        "/rec/big-link.ts".as_ref(),
+        back.as_os_str(),
+    ]));
+    assert_eq!(fs::read(&back).unwrap(), big[..5 << 20]);
+}
+
+#[test]
+fn sigterm_unmounts_and_commits() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, &[]);
+    let data = pattern(6 << 20, 4);
+    fs::write(m.path("a.ts"), &data).unwrap(); // no fsync: the unmount commits it
+                                               // SAFETY: signalling the daemon.
+    unsafe { libc::kill(m.pid, libc::SIGTERM) };
+    wait_exit(m.pid);
+    assert!(!mounted(&m.mnt), "SIGTERM unmounts");
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(log.contains("signal 15: unmounting"), "{log}");
+    assert!(log.contains("journal committed"), "{log}");
+    assert_clean(&img);
+    let back = dir.path().join("a.ts");
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        "/a.ts".as_ref(),
+        back.as_os_str(),
+    ]));
+    assert_eq!(fs::read(&back).unwrap(), data);
+    drop(m);
+}
+
+#[test]
+fn kill_9_of_the_daemon_then_a_remount_keeps_what_was_fsynced() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, &[]);
+    let synced = pattern(9 << 20, 5);
+    let mut f = File::create(m.path("synced.ts")).unwrap();
+    f.write_all(&synced).unwrap();
+    f.sync_all().unwrap();
+    fs::create_dir(m.path("d")).unwrap();
+    File::open(m.path("d")).unwrap().sync_all().unwrap();
+    // Written, not synced; and a file removed while open (an orphan at the crash).
+    f.write_all(&pattern(1 << 20, 6)).unwrap();
+    fs::write(m.path("tmp"), pattern(3 << 20, 7)).unwrap();
+    let open = File::open(m.path("tmp")).unwrap();
+    fs::remove_file(m.path("tmp")).unwrap();
+    File::open(&m.mnt).unwrap().sync_all().unwrap();
+    // SAFETY: signalling the daemon.
+    unsafe { libc::kill(m.pid, libc::SIGKILL) };
+    wait_exit(m.pid);
+    drop((f, open));
+    // The kernel keeps a dead mount until it is unmounted.
+    let o = Command::new("umount")
+        .arg("-l")
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mnt_dir = dir.path().join("second");
+    fs::create_dir(&mnt_dir).unwrap();
+    let m2 = Mount::new(&mnt_dir, &img, &[]);
+    let mut back = fs::read(m2.path("synced.ts")).unwrap();
+    assert!(back.len() >= synced.len(), "fsynced bytes lost");
+    back.truncate(synced.len());
+    assert!(back == synced, "fsynced bytes differ after replay");
+    assert!(m2.path("d").is_dir());
+    let log = fs::read_to_string(&m2.log).unwrap();
+    assert!(log.contains("mounted on"), "{log}");
+    m2.unmount();
+    // The mount replayed the journal and freed the orphan: fsck finds nothing.
+    assert_clean(&img);
+    drop(m);
+}
+
+#[test]
+fn mount_t_fuse_dvrfs_uses_dvrfs_as_its_helper() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    // mount(8) runs /sbin/mount.fuse.dvrfs when it exists (as the docs install it):
+    // a link to this build, removed at the end. An installed helper is left alone.
+    let helper = Path::new("/sbin/mount.fuse.dvrfs");
+    if helper.symlink_metadata().is_ok() {
+        println!(
+            "SKIP: {} exists already (an installed dvrfs); not replacing it",
+            helper.display()
+        );
+        return;
+    }
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_dvrfs"), helper).unwrap();
+    struct Unlink(&'static Path);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            let _ = fs::remove_file(self.0);
+        }
+    }
+    let _helper = Unlink(helper);
+    let pid_file = dir.path().join("pid");
+    let opts = format!(
+        "rw,nosuid,device_model=avfs-250g,log={},pid_file={}",
+        dir.path().join("log").display(),
+        pid_file.display()
+    );
+    // As an /etc/fstab line `IMAGE MNT fuse.dvrfs OPTS 0 0` would run it.
+    let o = Command::new("mount")
+        .args(["-t", "fuse.dvrfs"])
+        .arg(&img)
+        .arg(&mnt)
+        .args(["-o", &opts])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "mount -t fuse.dvrfs: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert!(mounted(&mnt));
+    let pid: i32 = fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    fs::write(mnt.join("x"), b"through the helper").unwrap();
+    assert_eq!(fs::read(mnt.join("x")).unwrap(), b"through the helper");
+    let o = Command::new("umount").arg(&mnt).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    wait_exit(pid);
+    assert_clean(&img);
+    // A wrong option is refused by the helper with the reason.
+    let o = Command::new("mount")
+        .args(["-t", "fuse.dvrfs", "-o", "colour=blue"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("not a dvrfs mount option"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// pjdfstest's test names whose failures come from what dvrfs does not store: device
+/// nodes, FIFOs and sockets (`mknod`, `mkfifo`, `bind` give EPERM) and access times.
+fn unsupported(test: &str) -> Option<&'static str> {
+    let t = test;
+    if t.ends_with("::fifo")
+        || t.ends_with("::char")
+        || t.ends_with("::block")
+        || t.ends_with("::socket")
+        || t.starts_with("mkfifo::")
+        || t.starts_with("mknod::")
+        || t.contains("fifo")
+        || t.contains("socket")
+    {
+        return Some("device nodes, FIFOs and sockets");
+    }
+    if t.starts_with("utimensat::") {
+        return Some("access times (atime is not stored)");
+    }
+    None
+}
+
+#[test]
+fn pjdfstest_passes_every_test_of_the_supported_features() {
+    need_fuse!();
+    let Ok(bin) = which("pjdfstest") else {
+        panic!("pjdfstest is not installed: scripts/test.sh runs `cargo install pjdfstest`");
+    };
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "4G", &[]);
+    let m = Mount::new(dir.path(), &img, &["--allow-other"]);
+    let conf = dir.path().join("pjdfstest.toml");
+    fs::write(
+        &conf,
+        r#"[features]
+utimensat = {}
+utime_now = {}
+rename_ctime = {}
+[settings]
+naptime = 0.001
+allow_remount = false
+[dummy_auth]
+entries = [["nobody", "nogroup"], ["daemon", "daemon"]]
+"#,
+    )
+    .unwrap();
+    let work = m.path("pjd");
+    fs::create_dir(&work).unwrap();
+    fs::set_permissions(&work, fs::Permissions::from_mode(0o777)).unwrap();
+    let o = Command::new(bin)
+        .arg("-c")
+        .arg(&conf)
+        .arg("-p")
+        .arg(&work)
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    let out = stdout(&o) + &stderr(&o);
+    let mut passed = 0;
+    let mut failed_supported = vec![];
+    let mut failed_unsupported = 0;
+    for line in out.lines() {
+        let mut w = line.split_whitespace();
+        let (Some(name), Some(result), None) = (w.next(), w.next(), w.next()) else {
+            continue;
+        };
+        if !name.contains("::") {
+            continue;
+        }
+        match result {
+            "ok" => passed += 1,
+            "FAILED" => match unsupported(name) {
+                Some(_) => failed_unsupported += 1,
+                None => failed_supported.push(name.to_string()),
+            },
+            _ => {}
+        }
+    }
+    println!(
+        "pjdfstest: {passed} passed, {} failed in supported features, {failed_unsupported} failed for unsupported ones",
+        failed_supported.len()
+    );
+    assert!(passed >= 150, "pjdfstest ran too few tests:\n{out}");
+    assert!(
+        failed_supported.is_empty(),
+        "failures in supported features: {failed_supported:?}\n{out}"
+    );
+    m.unmount();
+    assert_clean(&img);
+}
+
+fn which(name: &str) -> Result<PathBuf, ()> {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let extra = format!("{home}/.cargo/bin");
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .chain(std::iter::once(extra.as_str()))
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+        .ok_or(())
+}
+
+fn run_fsx(mnt_extra: &[&str], conf: &str, file: &str) {
+    let Ok(bin) = which("fsx") else {
+        panic!("fsx is not installed: scripts/test.sh runs `cargo install fsx`");
+    };
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, mnt_extra);
+    let c = dir.path().join("fsx.toml");
+    fs::write(&c, conf).unwrap();
+    let o = Command::new(bin)
+        .arg("-f")
+        .arg(&c)
+        .args(["-N", "100000", "-S", "11", "-P"])
+        .arg(dir.path())
+        .arg(m.path(file))
+        .output()
+        .unwrap();
+    let out = stdout(&o) + &stderr(&o);
+    assert!(
+        o.status.success() && out.contains("All operations completed A-OK"),
+        "fsx {file}: {out}"
+    );
+    m.unmount();
+    assert_clean(&img);
+}
+
+#[test]
+fn fsx_100000_operations_buffered() {
+    need_fuse!();
+    run_fsx(
+        &[],
+        r#"flen = 1048576
+[opsize]
+max = 131072
+[weights]
+close_open = 1
+invalidate = 1
+fsync = 1
+mapread = 2
+mapwrite = 2
+read = 10
+write = 10
+truncate = 5
+copy_file_range = 1
+sendfile = 1
+"#,
+        "buffered",
+    );
+}
+
+#[test]
+fn fsx_100000_operations_direct_io() {
+    need_fuse!();
+    // O_DIRECT for every open (the mount's direct_io); fsx-rs opens without flags.
+    run_fsx(
+        &["--direct-io"],
+        r#"flen = 1048576
+[opsize]
+max = 131072
+[weights]
+close_open = 1
+fsync = 1
+mapread = 0
+mapwrite = 0
+read = 10
+write = 10
+truncate = 5
+copy_file_range = 1
+sendfile = 1
+"#,
+        "direct",
+    );
+}
