@@ -61,7 +61,6 @@ fn wait_exit(pid: i32) {
 
 /// A volume mounted by `dvrfs mount` (daemon mode) for one test.
 struct Mount {
-    img: PathBuf,
     mnt: PathBuf,
     log: PathBuf,
     pid: i32,
@@ -95,7 +94,6 @@ impl Mount {
             .parse()
             .unwrap();
         Mount {
-            img: img.to_path_buf(),
             mnt,
             log,
             pid,
