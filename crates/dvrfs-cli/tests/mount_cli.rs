@@ -93,11 +93,7 @@ impl Mount {
             .trim()
             .parse()
             .unwrap();
-        Mount {
-            mnt,
-            log,
-            pid,
-        }
+        Mount { mnt, log, pid }
     }
 
     fn path(&self, p: &str) -> PathBuf {
@@ -607,4 +603,149 @@ sendfile = 1
 "#,
         "direct",
     );
+}
+
+/// A 30-second MPEG-TS recording by `ffmpeg -re` into the mount while a large `cp`
+/// runs into the same mount and a second `ffmpeg -re` reads the file as it grows.
+#[test]
+fn ffmpeg_records_into_the_mount_beside_a_large_copy_and_is_read_while_growing() {
+    need_fuse!();
+    let Ok(ffmpeg) = which("ffmpeg") else {
+        panic!("ffmpeg is not installed: scripts/test.sh installs the Debian package");
+    };
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "4G", &[]);
+    let m = Mount::new(dir.path(), &img, &[]);
+    let shm = tempfile::Builder::new()
+        .prefix("dvrfs-ffmpeg-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let big = random_file(&dir.path().join("big.bin"), 768 << 20, 3);
+    let rec = m.path("cam1.ts");
+    let copy = shm.path().join("cam1.ts");
+    // One encoder, two identical outputs (the tee muxer): the mount and tmpfs.
+    let mut writer = Command::new(&ffmpeg)
+        .args(["-hide_banner", "-nostdin", "-v", "error", "-re"])
+        .args(["-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"])
+        .args(["-f", "lavfi", "-i", "sine=frequency=440"])
+        .args([
+            "-t",
+            "30",
+            "-c:v",
+            "mpeg2video",
+            "-b:v",
+            "4M",
+            "-c:a",
+            "mp2",
+        ])
+        .args([
+            "-flags",
+            "+bitexact",
+            "-fflags",
+            "+bitexact",
+            "-map",
+            "0:v",
+            "-map",
+            "1:a",
+        ])
+        .args(["-progress", "pipe:1", "-f", "tee"])
+        .arg(format!(
+            "[f=mpegts]{}|[f=mpegts]{}",
+            rec.display(),
+            copy.display()
+        ))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once two seconds are recorded: the copy starts, and a reader follows the file.
+    let mut progress = std::io::BufReader::new(writer.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut progress, &mut line).unwrap();
+        assert!(n > 0, "ffmpeg ended before recording two seconds");
+        if let Some(us) = line.trim().strip_prefix("out_time_us=") {
+            if us.parse::<i64>().unwrap_or(0) >= 2_000_000 {
+                break;
+            }
+        }
+    }
+    let cp = Command::new("cp")
+        .arg(&big)
+        .arg(m.path("big.bin"))
+        .spawn()
+        .unwrap();
+    let reader = Command::new(&ffmpeg)
+        .args(["-hide_banner", "-nostdin", "-v", "error", "-re", "-i"])
+        .arg(&rec)
+        .args(["-f", "null", "-"])
+        .output_async();
+    // Drain the rest of the progress output so ffmpeg never blocks on it.
+    std::io::copy(&mut progress, &mut std::io::sink()).unwrap();
+    let w = writer.wait_with_output().unwrap();
+    assert!(w.status.success(), "ffmpeg recording: {}", stderr(&w));
+    assert!(
+        cp.wait_with_output().unwrap().status.success(),
+        "cp into the mount failed"
+    );
+    let r = reader.join().unwrap();
+    assert!(r.status.success(), "reading while it grew: {}", stderr(&r));
+    assert!(
+        stderr(&r).trim().is_empty(),
+        "errors reading while it grew: {}",
+        stderr(&r)
+    );
+
+    // The recording decodes cleanly and equals the tmpfs copy; the copy is exact.
+    let d = Command::new(&ffmpeg)
+        .args(["-hide_banner", "-nostdin", "-v", "error", "-i"])
+        .arg(&rec)
+        .args(["-f", "null", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        d.status.success() && stderr(&d).trim().is_empty(),
+        "decode: {}",
+        stderr(&d)
+    );
+    let probe = Command::new(ffmpeg.with_file_name("ffprobe"))
+        .args([
+            "-v",
+            "error",
+            "-show_entries",
+            "format=duration",
+            "-of",
+            "csv=p=0",
+        ])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    let secs: f64 = stdout(&probe).trim().parse().unwrap_or(0.0);
+    assert!(secs >= 29.5, "the recording holds {secs} s of 30");
+    assert_eq!(
+        sha256_file(&rec),
+        sha256_file(&copy),
+        "recording differs from the tmpfs copy"
+    );
+    assert_eq!(sha256_file(&m.path("big.bin")), sha256_file(&big));
+    m.unmount();
+    assert_clean(&img);
+}
+
+trait OutputAsync {
+    fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output>;
+}
+
+impl OutputAsync for Command {
+    /// Runs the command on its own thread; the handle gives its output.
+    fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output> {
+        let child = self
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::spawn(move || child.wait_with_output().unwrap())
+    }
 }
