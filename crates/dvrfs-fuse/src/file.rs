@@ -14,11 +14,21 @@
 //!   write may be in flight while the next chunk gathers; the next submission waits for
 //!   it. A failed background write is reported by the next write, `flush` or `fsync`
 //!   of the file, as the kernel does for its own write-back.
-//! - **Reads** are served from a one-chunk cache filled by one engine read of the
-//!   aligned chunk around the requested offset; once a read has consumed the second
-//!   half of the cache, the next chunk is read ahead in the background, so a
-//!   sequential reader keeps the disk busy while it copies.
+//! - **Reads** are served from a small cache of chunks ([`CACHE_CHUNKS`]), each
+//!   filled by one engine read of the aligned chunk around the requested offset; once
+//!   a read reaches the second half of a chunk, the next [`READ_AHEAD_CHUNKS`] chunks
+//!   are read ahead in the background, so a sequential reader keeps the disk busy
+//!   while it copies: with two in flight the second is queued behind the first and
+//!   follows it on the platter without a lost revolution. The kernel's own read-ahead
+//!   sends reads out of order on several threads; a chunk read ahead is kept until it
+//!   is used or evicted, never thrown away because a later one was asked first.
 //! - A file opened with `O_DIRECT` bypasses both (its writes wait for the disk).
+//!
+//! Chunks live in huge-page buffers ([`dvrfs_io::HugeBuf`]) that go back to a pool
+//! shared by all files once the engine returns them: the kernel's bytes are copied
+//! once into a chunk and the chunk goes to the device as it is (no zeroing, no page
+//! faults on fresh memory for every chunk), and a read is answered from the cached
+//! chunk without another copy.
 //!
 //! Every operation is best-effort: no deadline, owner = the calling process, so the
 //! scheduler's guaranteed best-effort share carries it and admitted streams keep
@@ -26,8 +36,93 @@
 //! the file's submitted writes (read-after-write across handles is exact).
 
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::engine::{IoBuf, Op, Output};
+use dvrfs_core::engine::{ExternalBuf, IoBuf, Op, Output};
+use dvrfs_io::HugeBuf;
 use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
+use std::sync::{Arc, Mutex};
+
+/// Chunks read ahead of a sequential reader.
+pub const READ_AHEAD_CHUNKS: usize = 2;
+/// Chunks kept after they were read (least recently filled evicted first).
+pub const CACHE_CHUNKS: usize = 4;
+
+/// Most chunk buffers kept for reuse (the rest are unmapped when returned).
+const POOL_MAX: usize = 32;
+
+/// Chunk buffers for reuse, shared by every open file of a mount.
+#[derive(Clone, Default)]
+pub struct Pool(Arc<Mutex<Vec<HugeBuf>>>);
+
+impl Pool {
+    fn take(&self, chunk: usize) -> Chunk {
+        let mem = self
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+            .filter(|b| b.len() == chunk)
+            .or_else(|| HugeBuf::zeroed(chunk));
+        Chunk {
+            mem: mem.map_or_else(|| Mem::Plain(vec![0; chunk]), Mem::Huge),
+            len: 0,
+        }
+    }
+
+    /// A buffer the engine gave back (in a completed read or write).
+    fn give(&self, buf: IoBuf) {
+        if let IoBuf::External(b) = buf {
+            let any: Box<dyn std::any::Any + Send> = b;
+            if let Ok(c) = any.downcast::<Chunk>() {
+                if let Mem::Huge(h) = c.mem {
+                    let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
+                    if pool.len() < POOL_MAX {
+                        pool.push(h);
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Mem {
+    Huge(HugeBuf),
+    /// When the kernel refuses a mapping: ordinary memory (the engine bounces it).
+    Plain(Vec<u8>),
+}
+
+/// A chunk buffer holding `len` valid bytes (what the engine sees).
+pub struct Chunk {
+    mem: Mem,
+    len: usize,
+}
+
+impl Chunk {
+    fn cap(&self) -> usize {
+        match &self.mem {
+            Mem::Huge(h) => h.len(),
+            Mem::Plain(v) => v.len(),
+        }
+    }
+    fn all_mut(&mut self) -> &mut [u8] {
+        match &mut self.mem {
+            Mem::Huge(h) => h,
+            Mem::Plain(v) => v,
+        }
+    }
+}
+
+impl ExternalBuf for Chunk {
+    fn bytes(&self) -> &[u8] {
+        match &self.mem {
+            Mem::Huge(h) => &h[..self.len],
+            Mem::Plain(v) => &v[..self.len],
+        }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut self.all_mut()[..len]
+    }
+}
 
 /// A failure as the errno FUSE gives back.
 pub type Errno = i32;
@@ -53,29 +148,31 @@ pub struct FileState {
     /// Open handles (the state is dropped when the last is released).
     pub opens: u32,
     chunk: u64,
+    pool: Pool,
     /// Gathered, not yet submitted: bytes for `wstart ..`.
-    wbuf: Vec<u8>,
+    wbuf: Option<Chunk>,
     wstart: u64,
     /// The submitted write and where it ends.
     inflight: Option<(Ticket, u64)>,
-    cache: Option<Cache>,
-    /// A chunk being read ahead: its start.
-    ahead: Option<(u64, Ticket)>,
+    cache: std::collections::VecDeque<Cache>,
+    /// Chunks being read ahead, in file order: their starts.
+    ahead: std::collections::VecDeque<(u64, Ticket)>,
     /// A background write failed: given to the next write, flush or fsync.
     error: Option<Errno>,
 }
 
 impl FileState {
-    pub fn new(ino: Ino, chunk: u64) -> FileState {
+    pub fn new(ino: Ino, chunk: u64, pool: Pool) -> FileState {
         FileState {
             ino,
             opens: 0,
             chunk,
-            wbuf: Vec::new(),
+            pool,
+            wbuf: None,
             wstart: 0,
             inflight: None,
-            cache: None,
-            ahead: None,
+            cache: std::collections::VecDeque::new(),
+            ahead: std::collections::VecDeque::new(),
             error: None,
         }
     }
@@ -83,8 +180,8 @@ impl FileState {
     /// The size the file will have once what is gathered and in flight lands.
     pub fn size_with_pending(&self, applied: u64) -> u64 {
         let mut s = applied;
-        if !self.wbuf.is_empty() {
-            s = s.max(self.wstart + self.wbuf.len() as u64);
+        if let Some(w) = &self.wbuf {
+            s = s.max(self.wstart + w.len as u64);
         }
         if let Some((_, end)) = self.inflight {
             s = s.max(end);
@@ -94,55 +191,65 @@ impl FileState {
 
     /// Whether anything of this file is gathered or in flight.
     pub fn has_pending(&self) -> bool {
-        !self.wbuf.is_empty() || self.inflight.is_some() || self.ahead.is_some()
+        self.wbuf.is_some() || self.inflight.is_some() || !self.ahead.is_empty()
     }
 
     fn wait_inflight(&mut self, rt: &Runtime) {
         if let Some((t, _)) = self.inflight.take() {
-            if let Err(e) = rt.check(t, true) {
-                self.error.get_or_insert(errno_of(&e));
+            match rt.check(t, true) {
+                Ok(Some(done)) => {
+                    if let Output::Write { data } = done.output {
+                        self.pool.give(data);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.error.get_or_insert(errno_of(&e));
+                }
             }
         }
     }
 
-    /// Submits `wbuf[..n]` (waiting for the previous write first).
-    fn submit(&mut self, rt: &Runtime, n: usize, owner: u32) {
+    /// Submits the gathered chunk (waiting for the previous write first).
+    fn submit(&mut self, rt: &Runtime, owner: u32) {
+        let Some(chunk) = self.wbuf.take() else {
+            return;
+        };
         self.wait_inflight(rt);
-        let data = IoBuf::from_slice(&self.wbuf[..n]);
         let offset = self.wstart;
+        let n = chunk.len as u64;
         match rt.start(
             Op::Write {
                 ino: self.ino,
                 offset,
-                data,
+                data: IoBuf::External(Box::new(chunk)),
             },
             None,
             owner,
         ) {
-            Ok(t) => self.inflight = Some((t, offset + n as u64)),
+            Ok(t) => self.inflight = Some((t, offset + n)),
             Err(e) => {
                 self.error.get_or_insert(errno_of(&e));
             }
         }
-        self.wbuf.drain(..n);
-        self.wstart = offset + n as u64;
+        self.wstart = offset + n;
     }
 
     /// Everything gathered submitted and on the disk; the first error since the last
     /// report, if any.
     pub fn settle(&mut self, rt: &Runtime, owner: u32) -> Result<(), Errno> {
-        if !self.wbuf.is_empty() {
-            self.submit(rt, self.wbuf.len(), owner);
-        }
+        self.submit(rt, owner);
         self.wait_inflight(rt);
         self.error.take().map_or(Ok(()), Err)
     }
 
     /// Forgets what was read (a write or truncate changed the file).
     pub fn drop_reads(&mut self, rt: &Runtime) {
-        self.cache = None;
-        if let Some((_, t)) = self.ahead.take() {
-            let _ = rt.check(t, true);
+        while let Some(c) = self.cache.pop_front() {
+            self.pool.give(c.buf);
+        }
+        while let Some((_, t)) = self.ahead.pop_front() {
+            self.drop_ahead(rt, t);
         }
     }
 
@@ -158,20 +265,32 @@ impl FileState {
             return Err(e);
         }
         self.drop_reads(rt);
-        let contiguous = !self.wbuf.is_empty() && offset == self.wstart + self.wbuf.len() as u64;
+        let contiguous = self
+            .wbuf
+            .as_ref()
+            .is_some_and(|w| offset == self.wstart + w.len as u64);
         if !contiguous {
-            if !self.wbuf.is_empty() {
-                self.submit(rt, self.wbuf.len(), owner);
-            }
+            self.submit(rt, owner);
             self.wstart = offset;
         }
-        self.wbuf.extend_from_slice(data);
-        loop {
-            let boundary = (self.wstart / self.chunk + 1) * self.chunk;
-            if self.wstart + (self.wbuf.len() as u64) < boundary {
-                break;
+        let mut rest = data;
+        while !rest.is_empty() {
+            if self.wbuf.is_none() {
+                self.wbuf = Some(self.pool.take(self.chunk as usize));
             }
-            self.submit(rt, (boundary - self.wstart) as usize, owner);
+            let w = self.wbuf.as_mut().expect("just made");
+            let at = self.wstart + w.len as u64;
+            // Up to the next chunk boundary, so every submitted chunk is aligned.
+            let boundary = (self.wstart / self.chunk + 1) * self.chunk;
+            let room = ((boundary - at) as usize).min(w.cap() - w.len);
+            let take = room.min(rest.len());
+            let from = w.len;
+            w.all_mut()[from..from + take].copy_from_slice(&rest[..take]);
+            w.len += take;
+            rest = &rest[take..];
+            if self.wstart + w.len as u64 == boundary || w.len == w.cap() {
+                self.submit(rt, owner);
+            }
         }
         Ok(data.len())
     }
@@ -200,9 +319,11 @@ impl FileState {
     }
 
     /// Reads up to `len` bytes at `offset` of a file of `size` bytes (the caller
-    /// settled the file first, so `size` is current). `direct`: no cache, no
-    /// read-ahead.
-    pub fn read(
+    /// settled the file first, so `size` is current) and hands them to `reply`
+    /// (straight from the cached chunk when it holds them all). `direct`: no cache,
+    /// no read-ahead.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read<R>(
         &mut self,
         rt: &Runtime,
         offset: u64,
@@ -210,71 +331,137 @@ impl FileState {
         size: u64,
         direct: bool,
         owner: u32,
-    ) -> Result<Vec<u8>, Errno> {
+        reply: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, Errno> {
         if offset >= size {
-            return Ok(Vec::new());
+            return Ok(reply(&[]));
         }
         let end = size.min(offset + len as u64);
         if direct {
             let (buf, n) = self.engine_read(rt, offset, (end - offset) as usize, owner)?;
-            return Ok(buf.bytes().expect("real memory")[..n].to_vec());
+            return Ok(reply(&buf.bytes().expect("real memory")[..n]));
         }
-        let mut out = Vec::with_capacity((end - offset) as usize);
+        let mut out: Option<Vec<u8>> = None;
         let mut pos = offset;
         while pos < end {
-            let hit = self
-                .cache
-                .as_ref()
-                .is_some_and(|c| c.start <= pos && pos < c.start + c.len as u64);
-            if !hit {
-                let start = pos - pos % self.chunk;
-                let (buf, len) = match self.ahead.take() {
-                    Some((s, t)) if s == start => match rt.check(t, true) {
-                        Ok(Some(done)) => match done.output {
-                            Output::Read { buf, bytes } => (buf, bytes),
-                            other => panic!("a read completed as {other:?}"),
-                        },
-                        Ok(None) => unreachable!("a waited check has a result"),
-                        Err(e) => return Err(errno_of(&e)),
-                    },
-                    other => {
-                        if let Some((_, t)) = other {
-                            let _ = rt.check(t, true);
+            let i = match self.cached(pos) {
+                Some(i) => i,
+                None => {
+                    let start = pos - pos % self.chunk;
+                    let (buf, len) = match self.ahead.iter().position(|(s, _)| *s == start) {
+                        Some(k) => {
+                            let (_, t) = self.ahead.remove(k).expect("found");
+                            match rt.check(t, true) {
+                                Ok(Some(done)) => match done.output {
+                                    Output::Read { buf, bytes } => (buf, bytes),
+                                    other => panic!("a read completed as {other:?}"),
+                                },
+                                Ok(None) => unreachable!("a waited check has a result"),
+                                Err(e) => return Err(errno_of(&e)),
+                            }
                         }
-                        self.engine_read(rt, start, self.chunk as usize, owner)?
+                        None => self.chunk_read(rt, start, owner)?,
+                    };
+                    if len == 0 || start + (len as u64) <= pos {
+                        self.pool.give(buf);
+                        break; // the file is shorter than its size said
                     }
-                };
-                if len == 0 || start + (len as u64) <= pos {
-                    break; // the file is shorter than its size said: a hole at the end
+                    self.cache.push_back(Cache { start, buf, len });
+                    while self.cache.len() > CACHE_CHUNKS {
+                        let old = self.cache.pop_front().expect("non-empty");
+                        self.pool.give(old.buf);
+                    }
+                    self.cache.len() - 1
                 }
-                self.cache = Some(Cache { start, buf, len });
-            }
-            let c = self.cache.as_ref().expect("filled above");
+            };
+            let c = &self.cache[i];
             let c_end = c.start + c.len as u64;
             let take_end = end.min(c_end);
-            let bytes = c.buf.bytes().expect("real memory");
-            out.extend_from_slice(&bytes[(pos - c.start) as usize..(take_end - c.start) as usize]);
+            let bytes = &c.buf.bytes().expect("real memory")
+                [(pos - c.start) as usize..(take_end - c.start) as usize];
+            if out.is_none() && pos == offset && take_end == end {
+                // All of it in one chunk: no copy.
+                let r = reply(bytes);
+                self.read_ahead(rt, end, size, owner);
+                return Ok(r);
+            }
+            out.get_or_insert_with(|| Vec::with_capacity((end - offset) as usize))
+                .extend_from_slice(bytes);
             pos = take_end;
         }
-        // Read ahead once the reader is in the second half of the cached chunk.
-        if let Some(c) = &self.cache {
-            let c_end = c.start + c.len as u64;
-            if self.ahead.is_none() && pos >= c.start + c.len as u64 / 2 && c_end < size {
-                let t = rt.start(
-                    Op::Read {
-                        ino: self.ino,
-                        offset: c_end,
-                        buf: IoBuf::zeroed(self.chunk as usize),
-                    },
-                    None,
-                    owner,
-                );
-                if let Ok(t) = t {
-                    self.ahead = Some((c_end, t));
-                }
+        self.read_ahead(rt, pos, size, owner);
+        Ok(reply(out.as_deref().unwrap_or(&[])))
+    }
+
+    /// The cached chunk holding byte `pos`.
+    fn cached(&self, pos: u64) -> Option<usize> {
+        self.cache
+            .iter()
+            .position(|c| c.start <= pos && pos < c.start + c.len as u64)
+    }
+
+    /// Once the reader is in the second half of a chunk, the next
+    /// [`READ_AHEAD_CHUNKS`] chunks not cached are kept in flight.
+    fn read_ahead(&mut self, rt: &Runtime, pos: u64, size: u64, owner: u32) {
+        let this = pos.saturating_sub(1) - pos.saturating_sub(1) % self.chunk;
+        if pos < this + self.chunk / 2 {
+            return;
+        }
+        for k in 1..=READ_AHEAD_CHUNKS as u64 {
+            let next = this + k * self.chunk;
+            if next >= size {
+                break;
+            }
+            if self.cached(next).is_some() || self.ahead.iter().any(|(s, _)| *s == next) {
+                continue;
+            }
+            let mut buf = self.pool.take(self.chunk as usize);
+            buf.len = buf.cap();
+            let Ok(t) = rt.start(
+                Op::Read {
+                    ino: self.ino,
+                    offset: next,
+                    buf: IoBuf::External(Box::new(buf)),
+                },
+                None,
+                owner,
+            ) else {
+                return;
+            };
+            self.ahead.push_back((next, t));
+        }
+        // Read-ahead far behind the reader (it moved on) goes.
+        while self.ahead.len() > 2 * READ_AHEAD_CHUNKS {
+            let (_, t) = self.ahead.pop_front().expect("non-empty");
+            self.drop_ahead(rt, t);
+        }
+    }
+
+    /// Waits for a read-ahead nobody wants any more and keeps its buffer.
+    fn drop_ahead(&self, rt: &Runtime, t: Ticket) {
+        if let Ok(Some(done)) = rt.check(t, true) {
+            if let Output::Read { buf, .. } = done.output {
+                self.pool.give(buf);
             }
         }
-        Ok(out)
+    }
+
+    fn chunk_read(&self, rt: &Runtime, offset: u64, owner: u32) -> Result<(IoBuf, usize), Errno> {
+        let mut buf = self.pool.take(self.chunk as usize);
+        buf.len = buf.cap();
+        match rt.run(
+            Op::Read {
+                ino: self.ino,
+                offset,
+                buf: IoBuf::External(Box::new(buf)),
+            },
+            None,
+            owner,
+        ) {
+            Ok(Output::Read { buf, bytes }) => Ok((buf, bytes)),
+            Ok(other) => panic!("a read completed as {other:?}"),
+            Err(e) => Err(errno_of(&e)),
+        }
     }
 
     fn engine_read(

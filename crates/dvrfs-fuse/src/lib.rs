@@ -24,7 +24,7 @@ use dvrfs_core::engine::{Op, Output};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::fs::{SetAttr, Stat};
 use dvrfs_runtime::Runtime;
-use file::{errno_of, Errno, FileState};
+use file::{errno_of, Errno, FileState, Pool};
 use fuser::{
     Config, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     KernelConfig, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
@@ -118,6 +118,7 @@ pub struct DvrfsFs {
     block_bytes: u64,
     read_only: bool,
     direct_io: bool,
+    pool: Pool,
     files: Mutex<HashMap<Ino, Arc<Mutex<FileState>>>>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
@@ -177,6 +178,7 @@ impl DvrfsFs {
             block_bytes,
             read_only: cfg.read_only,
             direct_io: cfg.direct_io,
+            pool: Pool::default(),
             files: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
@@ -306,7 +308,11 @@ impl DvrfsFs {
                 if !self.read_only {
                     self.run(Op::OpenFile { ino }, req.pid())?;
                 }
-                let st = Arc::new(Mutex::new(FileState::new(ino, self.chunk)));
+                let st = Arc::new(Mutex::new(FileState::new(
+                    ino,
+                    self.chunk,
+                    self.pool.clone(),
+                )));
                 files.insert(ino, st.clone());
                 st
             }
@@ -400,20 +406,39 @@ impl DvrfsFs {
         fh: FileHandle,
         offset: u64,
         size: u32,
-    ) -> Result<Vec<u8>, Errno> {
-        let h = self.handle(fh)?;
-        let st = self.state(h.ino).ok_or(libc::EBADF)?;
+        reply: ReplyData,
+    ) -> Result<(), (Errno, ReplyData)> {
+        let h = match self.handle(fh) {
+            Ok(h) => h,
+            Err(e) => return Err((e, reply)),
+        };
+        let Some(st) = self.state(h.ino) else {
+            return Err((libc::EBADF, reply));
+        };
         let mut st = lock(&st);
-        st.settle(&self.rt, req.pid())?;
-        let file_size = self.stat(h.ino)?.size_bytes;
-        st.read(
+        if let Err(e) = st.settle(&self.rt, req.pid()) {
+            return Err((e, reply));
+        }
+        let file_size = match self.stat(h.ino) {
+            Ok(s) => s.size_bytes,
+            Err(e) => return Err((e, reply)),
+        };
+        // The reply is sent from inside (the bytes may be the cached chunk itself); on
+        // an error it has not been used and comes back.
+        let mut reply = Some(reply);
+        let r = st.read(
             &self.rt,
             offset,
             size as usize,
             file_size,
             h.direct,
             req.pid(),
-        )
+            |bytes| reply.take().expect("replied once").data(bytes),
+        );
+        match r {
+            Ok(()) => Ok(()),
+            Err(e) => Err((e, reply.take().expect("not replied on an error"))),
+        }
     }
 
     fn do_write(
@@ -479,11 +504,14 @@ macro_rules! reply_result {
 
 impl Filesystem for DvrfsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
-        // Large requests from the kernel: writes up to 1 MiB, read-ahead as large as
-        // the kernel allows. (Each bounded by what the kernel accepts.)
-        let _ = config.set_max_write(MIN_CHUNK_BYTES as u32);
-        let max_ra = config.set_max_readahead(MIN_CHUNK_BYTES as u32);
-        if let Err(max) = max_ra {
+        // Requests as large as a chunk: the kernel caps them at its
+        // `fs.fuse.max_pages_limit` (256 pages, 1 MiB, unless raised), and read-ahead
+        // at what the kernel offers.
+        let want = self.chunk.min(u32::MAX as u64) as u32;
+        if let Err(max) = config.set_max_write(want) {
+            let _ = config.set_max_write(max);
+        }
+        if let Err(max) = config.set_max_readahead(want) {
             let _ = config.set_max_readahead(max);
         }
         Ok(())
@@ -772,8 +800,9 @@ impl Filesystem for DvrfsFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyData,
     ) {
-        let r = self.do_read(req, fh, offset, size);
-        reply_result!(reply, r, |d: Vec<u8>| reply.data(&d))
+        if let Err((e, reply)) = self.do_read(req, fh, offset, size, reply) {
+            reply.error(err(e));
+        }
     }
 
     fn write(
