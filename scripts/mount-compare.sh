@@ -1,6 +1,8 @@
 #!/bin/bash
-# Throughput through `dvrfs mount` against `dvrfs bench` on the same image, and
-# metadata operations per second through the mount against ext4 on a loop device.
+# Throughput through `dvrfs mount` against `dvrfs bench` on the same image, on the
+# plain image (the VM's disk) and on the emulated avfs-250g hard disk
+# (--device-model avfs-250g on both sides), and metadata operations per second through
+# the mount against ext4 on a loop device.
 #
 #   bench:  dvrfs bench IMG --force --workload 0r0w --best-effort greedy-write|greedy-read
 #           --be-request 4M --be-depth 2 --alloc seq --fill 0%|50% --duration 9s
@@ -37,8 +39,9 @@ unmount() {
     while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
 }
 
+model=()   # set to (--device-model avfs-250g) for the emulated disk
 bench_mbps() {
-    "$bin" bench "$img" --force --size 8G --workload 0r0w --best-effort "$1" \
+    "$bin" bench "$img" --force --size 8G "${model[@]}" --workload 0r0w --best-effort "$1" \
         --be-request 4M --be-depth 2 --alloc seq --fill "$2" --duration 9s --json |
         python3 -c 'import json, sys; print("%.0f" % (json.load(sys.stdin)["be_active_throughput_mbps"] / 8))'
 }
@@ -47,34 +50,40 @@ dd_mbps() { # dd's own figure, in MB/s
 }
 fio_mbps() {
     fio --name=m --filename="$mnt/fio" --rw="$1" --bs=1M --direct=1 --ioengine=psync \
-        --size=2G --output-format=json |
+        --size="$2" --output-format=json |
         python3 -c "import json, sys; print('%.0f' % (json.load(sys.stdin)['jobs'][0]['$1']['bw_bytes'] / 1e6))"
 }
 
-for f in bw br dw dr fw fr; do : > "$dir/$f"; done
-for i in $(seq "$runs"); do
-    bench_mbps greedy-write 0% >> "$dir/bw"
-    drop_caches
-    bench_mbps greedy-read 50% >> "$dir/br"
-    rm -f "$img"
-    "$bin" mkfs "$img" --size 8G --alloc seq > /dev/null
-    "$bin" mount "$img" "$mnt" --log "$dir/mount.log" --pid-file "$dir/pid"
-    dd_mbps if=/dev/zero of="$mnt/f" bs=4M count=512 conv=fsync >> "$dir/dw"
-    drop_caches
-    dd_mbps if="$mnt/f" of=/dev/null bs=4M >> "$dir/dr"
-    fio_mbps write >> "$dir/fw"
-    drop_caches
-    fio_mbps read >> "$dir/fr"
-    unmount
-    echo "run $i: bench write $(tail -1 "$dir/bw") read $(tail -1 "$dir/br");" \
-        "mount dd write $(tail -1 "$dir/dw") read $(tail -1 "$dir/dr"), fio write $(tail -1 "$dir/fw") read $(tail -1 "$dir/fr") MB/s"
-done
+# $1: label, $2: runs, $3: dd count (4 MiB blocks), $4: fio size
+compare() {
+    for f in bw br dw dr fw fr; do : > "$dir/$f"; done
+    for i in $(seq "$2"); do
+        bench_mbps greedy-write 0% >> "$dir/bw"
+        drop_caches
+        bench_mbps greedy-read 50% >> "$dir/br"
+        rm -f "$img"
+        "$bin" mkfs "$img" --size 8G --alloc seq > /dev/null
+        "$bin" mount "$img" "$mnt" "${model[@]}" --log "$dir/mount.log" --pid-file "$dir/pid"
+        dd_mbps if=/dev/zero of="$mnt/f" bs=4M count="$3" conv=fsync >> "$dir/dw"
+        drop_caches
+        dd_mbps if="$mnt/f" of=/dev/null bs=4M >> "$dir/dr"
+        fio_mbps write "$4" >> "$dir/fw"
+        drop_caches
+        fio_mbps read "$4" >> "$dir/fr"
+        unmount
+        echo "$1 run $i: bench write $(tail -1 "$dir/bw") read $(tail -1 "$dir/br");" \
+            "mount dd write $(tail -1 "$dir/dw") read $(tail -1 "$dir/dr"), fio write $(tail -1 "$dir/fw") read $(tail -1 "$dir/fr") MB/s"
+    done
+    echo "$1, medians of $2 runs (MB/s):"
+    echo "  write: bench $(m bw); mount dd $(m dw) ($(pct "$(m dw)" "$(m bw)")%), fio $(m fw) ($(pct "$(m fw)" "$(m bw)")%)"
+    echo "  read:  bench $(m br); mount dd $(m dr) ($(pct "$(m dr)" "$(m br)")%), fio $(m fr) ($(pct "$(m fr)" "$(m br)")%)"
+}
 m() { median < "$dir/$1"; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", 100 * a / b }'; }
-echo
-echo "medians of $runs runs (MB/s):"
-echo "write: bench $(m bw); mount dd $(m dw) ($(pct "$(m dw)" "$(m bw)")%), fio $(m fw) ($(pct "$(m fw)" "$(m bw)")%)"
-echo "read:  bench $(m br); mount dd $(m dr) ($(pct "$(m dr)" "$(m br)")%), fio $(m fr) ($(pct "$(m fr)" "$(m br)")%)"
+compare "plain image" "$runs" 512 2G
+model=(--device-model avfs-250g)
+compare "emulated avfs-250g" 1 256 1G
+model=()
 
 # Metadata operations per second: 10,000 files, create / stat / unlink.
 meta() {

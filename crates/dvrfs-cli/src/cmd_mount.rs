@@ -378,11 +378,13 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
     let rt = Arc::try_unwrap(rt).map_err(|_| {
         CliError::new("internal: the runtime is still shared after the session ended")
     })?;
+    let stats = rt.stats();
     rt.close()?;
     eprintln!(
-        "{} dvrfs: {} unmounted, journal committed",
+        "{} dvrfs: {} unmounted, journal committed ({} device commands while mounted)",
         stamp(),
-        target.display()
+        target.display(),
+        stats.commands
     );
     served.map_err(|e| CliError::new(format!("the FUSE session ended with an error: {e}")))?;
     Ok(0)

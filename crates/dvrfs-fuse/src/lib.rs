@@ -41,10 +41,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may keep attributes and names. Only this daemon changes the
-/// volume (it holds the device's exclusive lock), and every change passes through the
-/// kernel, which updates its copies itself; one second bounds what a stale entry
-/// could show after a change the kernel does not see (a stream growing a file).
-const TTL: Duration = Duration::from_secs(1);
+/// volume while it is mounted (it holds the device's exclusive lock), and every change
+/// comes through the kernel, which updates its own copies; so the kernel may keep them
+/// as long as it likes. A minute bounds the memory it holds for files nobody looks at.
+const TTL: Duration = Duration::from_secs(60);
 
 /// Smallest transfer to the disk for buffered reads and writes.
 const MIN_CHUNK_BYTES: u64 = 1 << 20;
