@@ -145,7 +145,7 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             _ => {
                 return Err(CliError::usage(
                     format!("-o {o}: not a dvrfs mount option"),
-                    "dvrfs takes ro, rw, allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, log=FILE, foreground (and ignores the generic mount options)",
+                    "dvrfs takes ro, rw, allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, log=FILE, pid_file=FILE, foreground (and ignores the generic mount options)",
                 ))
             }
         }
@@ -290,11 +290,30 @@ fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> Cli
     std::process::exit(code as i32)
 }
 
+/// The log's time stamp: UTC, to the millisecond (2026-11-24T05:41:12.345Z).
 fn stamp() -> String {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    format!("{}.{:03}", t.as_secs(), t.subsec_millis())
+    let secs = t.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        t.subsec_millis()
+    )
 }
 
 /// Opens the volume, mounts it and serves until it is unmounted or a signal comes.

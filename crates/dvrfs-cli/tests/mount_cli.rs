@@ -795,3 +795,48 @@ impl OutputAsync for Command {
         std::thread::spawn(move || child.wait_with_output().unwrap())
     }
 }
+
+/// What cannot be mounted is said before anything is mounted, with the right status.
+#[test]
+fn bad_mounts_are_refused_with_the_reason() {
+    let dir = tempdir();
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "256M", &[]);
+    let junk = random_file(&dir.path().join("junk.img"), 1 << 20, 1);
+    let log = dir.path().join("log");
+    let mount = |target: &Path, at: &Path, extra: &[&str]| {
+        let mut a: Vec<std::ffi::OsString> = vec!["mount".into(), target.into(), at.into()];
+        a.extend(["--log".into(), log.clone().into()]);
+        a.extend(extra.iter().map(|s| s.into()));
+        dvrfs(a)
+    };
+    let o = mount(&dir.path().join("missing.img"), &mnt, &[]);
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("No such file"), "{}", stderr(&o));
+    let o = mount(&img, &dir.path().join("nodir"), &[]);
+    assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
+    let o = mount(&img, &mnt, &["-o", "colour=blue"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("not a dvrfs mount option"),
+        "{}",
+        stderr(&o)
+    );
+    let o = mount(&img, &mnt, &["--device-model", "no-such-disk"]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    // The daemon finds out (it opens the volume); the parent reports it.
+    let o = mount(&junk, &mnt, &[]);
+    assert_eq!(code(&o), 1);
+    assert!(
+        stderr(&o).contains("not a dvrfs file system"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!mounted(&mnt));
+    // Nothing was changed: the volume is still clean and the junk untouched.
+    assert_clean(&img);
+    assert_eq!(fs::read(&junk).unwrap().len(), 1 << 20);
+}
