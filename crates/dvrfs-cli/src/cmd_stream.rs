@@ -368,7 +368,9 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
             if last_sync.elapsed() >= Duration::from_secs(1) {
                 // What was written behind before this fsync is durable after it.
                 let written = rt.stream(info.id)?.map_or(0, |(_, s)| s.written_bytes);
-                rt.run(Op::Fsync, None, OWNER)?;
+                // Due now: without a deadline the commit's writes would keep the commit
+                // interval's and be held for most of it (half a second per fsync).
+                rt.run(Op::Fsync, Some(Instant::now()), OWNER)?;
                 last_sync = Instant::now();
                 if !crate::output::stderr_is_terminal() {
                     // For logs and supervisors: what survives a crash from now on.
@@ -388,7 +390,7 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
         Ok(())
     })();
     let closed = close_stream(&rt, info.id);
-    let synced = rt.run(Op::Fsync, None, OWNER);
+    let synced = rt.run(Op::Fsync, Some(Instant::now()), OWNER);
     pb.finish_and_clear();
     let elapsed = started.elapsed();
     rt.close()?;
