@@ -586,25 +586,36 @@ fn run_fsx(mnt_extra: &[&str], conf: &str, file: &str) {
     let m = Mount::new(dir.path(), &img, mnt_extra);
     let c = dir.path().join("fsx.toml");
     fs::write(&c, conf).unwrap();
-    let o = Command::new(bin)
-        .arg("-f")
-        .arg(&c)
-        .args(["-N", "100000", "-S", "11", "-P"])
-        .arg(dir.path())
-        .arg(m.path(file))
-        .output()
-        .unwrap();
-    let out = stdout(&o) + &stderr(&o);
-    assert!(
-        o.status.success() && out.contains("All operations completed A-OK"),
-        "fsx {file}: {out}"
-    );
+    // Two at once on two files: the daemon's threads and the engine see concurrency
+    // (a size race between a getattr and a write landing showed only this way).
+    let runs: Vec<_> = [11, 12]
+        .iter()
+        .map(|seed| {
+            let artifacts = dir.path().join(format!("fsx-{seed}"));
+            fs::create_dir(&artifacts).unwrap();
+            Command::new(&bin)
+                .arg("-f")
+                .arg(&c)
+                .args(["-N", "100000", "-S", &seed.to_string(), "-P"])
+                .arg(&artifacts)
+                .arg(m.path(&format!("{file}-{seed}")))
+                .output_async()
+        })
+        .collect();
+    for r in runs {
+        let o = r.join().unwrap();
+        let out = stdout(&o) + &stderr(&o);
+        assert!(
+            o.status.success() && out.contains("All operations completed A-OK"),
+            "fsx {file}: {out}"
+        );
+    }
     m.unmount();
     assert_clean(&img);
 }
 
 #[test]
-fn fsx_100000_operations_buffered() {
+fn fsx_100000_operations_buffered_twice_at_once() {
     need_fuse!();
     run_fsx(
         &[],
@@ -628,7 +639,7 @@ sendfile = 1
 }
 
 #[test]
-fn fsx_100000_operations_direct_io() {
+fn fsx_100000_operations_direct_io_twice_at_once() {
     need_fuse!();
     // O_DIRECT for every open (the mount's direct_io); fsx-rs opens without flags.
     run_fsx(

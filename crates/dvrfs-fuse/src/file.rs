@@ -238,6 +238,11 @@ impl FileState {
     /// Everything gathered submitted and on the disk; the first error since the last
     /// report, if any.
     pub fn settle(&mut self, rt: &Runtime, owner: u32) -> Result<(), Errno> {
+        if self.wbuf.is_some() {
+            // Cached chunks were read with the gathered bytes laid over them only in
+            // the copies given out; from now on the disk has the bytes.
+            self.drop_reads(rt);
+        }
         self.submit(rt, owner);
         self.wait_inflight(rt);
         self.error.take().map_or(Ok(()), Err)
@@ -316,6 +321,65 @@ impl FileState {
         )
         .map_err(|e| errno_of(&e))?;
         Ok(data.len())
+    }
+
+    /// Whether bytes are gathered (not yet given to the engine).
+    pub fn has_gathered(&self) -> bool {
+        self.wbuf.is_some()
+    }
+
+    /// Waits for the submitted write, if any (its buffer is the engine's until then).
+    /// A failure stays for the next write, `flush` or `fsync` to report.
+    pub fn land_inflight(&mut self, rt: &Runtime) {
+        self.wait_inflight(rt);
+    }
+
+    /// A buffered read of a file with gathered bytes, without sending them to the disk:
+    /// what the disk holds (`applied` bytes, the engine's size once the submitted write
+    /// landed) with the gathered bytes laid over it. So a reader following a file that
+    /// is being written (a player behind a recorder) never forces a partial chunk.
+    #[allow(clippy::too_many_arguments)]
+    pub fn read_with_gathered<R>(
+        &mut self,
+        rt: &Runtime,
+        offset: u64,
+        len: usize,
+        applied: u64,
+        owner: u32,
+        reply: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R, Errno> {
+        let (wstart, wend) = match &self.wbuf {
+            Some(w) => (self.wstart, self.wstart + w.len as u64),
+            None => return self.read(rt, offset, len, applied, false, owner, reply),
+        };
+        let size = applied.max(wend);
+        if offset >= size {
+            return Ok(reply(&[]));
+        }
+        let end = size.min(offset + len as u64);
+        if end <= applied && (end <= wstart || offset >= wend) {
+            return self.read(rt, offset, len, applied, false, owner, reply);
+        }
+        let mut out = vec![0u8; (end - offset) as usize];
+        let disk_end = end.min(applied);
+        if offset < disk_end {
+            self.read(
+                rt,
+                offset,
+                (disk_end - offset) as usize,
+                applied,
+                false,
+                owner,
+                |b| out[..b.len()].copy_from_slice(b),
+            )?;
+        }
+        let (from, to) = (offset.max(wstart), end.min(wend));
+        if from < to {
+            let w = self.wbuf.as_ref().expect("checked above").bytes();
+            out[(from - offset) as usize..(to - offset) as usize]
+                .copy_from_slice(&w[(from - wstart) as usize..(to - wstart) as usize]);
+        }
+        Ok(reply(&out))
     }
 
     /// Reads up to `len` bytes at `offset` of a file of `size` bytes (the caller

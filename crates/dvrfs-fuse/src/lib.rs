@@ -211,7 +211,12 @@ impl DvrfsFs {
         let mut size = s.size_bytes;
         if s.kind == Kind::File {
             if let Some(st) = self.state(s.ino) {
-                size = lock(&st).size_with_pending(size);
+                // The applied size is read under the file's lock: a write reaped in
+                // between (its end no longer pending, its size read before it landed)
+                // would otherwise give the kernel a size that went backwards.
+                let st = lock(&st);
+                let applied = self.stat(s.ino).map_or(size, |f| f.size_bytes);
+                size = st.size_with_pending(applied);
             }
         }
         let blocks = if s.kind == Kind::File {
@@ -416,8 +421,15 @@ impl DvrfsFs {
             return Err((libc::EBADF, reply));
         };
         let mut st = lock(&st);
-        if let Err(e) = st.settle(&self.rt, req.pid()) {
-            return Err((e, reply));
+        // O_DIRECT: what this file wrote goes to the disk first. Buffered: only what is
+        // in flight must land; gathered bytes are served from memory.
+        let settled = h.direct || !st.has_gathered();
+        if settled {
+            if let Err(e) = st.settle(&self.rt, req.pid()) {
+                return Err((e, reply));
+            }
+        } else {
+            st.land_inflight(&self.rt);
         }
         let file_size = match self.stat(h.ino) {
             Ok(s) => s.size_bytes,
@@ -426,15 +438,20 @@ impl DvrfsFs {
         // The reply is sent from inside (the bytes may be the cached chunk itself); on
         // an error it has not been used and comes back.
         let mut reply = Some(reply);
-        let r = st.read(
-            &self.rt,
-            offset,
-            size as usize,
-            file_size,
-            h.direct,
-            req.pid(),
-            |bytes| reply.take().expect("replied once").data(bytes),
-        );
+        let send = |bytes: &[u8]| reply.take().expect("replied once").data(bytes);
+        let r = if settled {
+            st.read(
+                &self.rt,
+                offset,
+                size as usize,
+                file_size,
+                h.direct,
+                req.pid(),
+                send,
+            )
+        } else {
+            st.read_with_gathered(&self.rt, offset, size as usize, file_size, req.pid(), send)
+        };
         match r {
             Ok(()) => Ok(()),
             Err(e) => Err((e, reply.take().expect("not replied on an error"))),
