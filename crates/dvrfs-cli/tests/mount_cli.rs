@@ -384,6 +384,8 @@ fn kill_9_of_the_daemon_then_a_remount_keeps_what_was_fsynced() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
+    // The dead daemon's io_uring is torn down after it exits; its lock goes with it.
+    wait_unlocked(&img);
     let mnt_dir = dir.path().join("second");
     fs::create_dir(&mnt_dir).unwrap();
     let m2 = Mount::new(&mnt_dir, &img, &[]);

@@ -280,6 +280,7 @@ fn kill_9_of_a_recording_keeps_every_byte_it_reported_durable() {
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     writer.join().unwrap();
+    wait_unlocked(&img);
     // Reopened (the journal replays): every durable byte is there and right.
     assert_clean(&img);
     let back = dir.path().join("back.ts");

@@ -26,7 +26,7 @@ use dvrfs_core::fs::{SetAttr, Stat};
 use dvrfs_runtime::Runtime;
 use file::{errno_of, Errno, FileState, Pool};
 use fuser::{
-    Config, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    Config, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, SessionACL, TimeOrNow,
@@ -530,6 +530,18 @@ impl Filesystem for DvrfsFs {
         }
         if let Err(max) = config.set_max_readahead(want) {
             let _ = config.set_max_readahead(max);
+        }
+        // `ls -l` in one request per directory block (names with attributes), lookups
+        // in one directory from several threads at once (the engine orders namespace
+        // operations itself), symlink targets cached by the kernel. A kernel without
+        // one of them simply does not offer it.
+        for flag in [
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_CACHE_SYMLINKS,
+        ] {
+            let _ = config.add_capabilities(flag);
         }
         Ok(())
     }

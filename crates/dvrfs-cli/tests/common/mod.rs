@@ -108,6 +108,18 @@ pub fn info(img: &Path) -> serde_json::Value {
 
 /// `fsck --json` must say clean and exit 0.
 #[track_caller]
+/// Waits until no process holds the volume's lock. A killed dvrfs process can hold it
+/// for a moment after it is reaped: the kernel tears its io_uring down (and with it the
+/// last reference to the open file and its `flock`) asynchronously. A blocking
+/// exclusive `flock` on our own open returns exactly when the lock is free.
+pub fn wait_unlocked(img: &Path) {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(img).expect("open the image");
+    // SAFETY: flock on a descriptor we own; released when `f` is dropped.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(r, 0, "flock: {}", std::io::Error::last_os_error());
+}
+
 pub fn assert_clean(img: &Path) {
     let o = dvrfs(["fsck".as_ref(), img.as_os_str(), "--json".as_ref()]);
     let v = json(&stdout(&o));
