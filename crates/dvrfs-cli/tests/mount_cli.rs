@@ -420,7 +420,11 @@ fn mount_t_fuse_dvrfs_uses_dvrfs_as_its_helper() {
         );
         return;
     }
-    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_dvrfs"), helper).unwrap();
+    if let Err(e) = std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_dvrfs"), helper) {
+        // A read-only /sbin (some containers): the helper cannot be installed here.
+        println!("SKIP: cannot link {}: {e}", helper.display());
+        return;
+    }
     struct Unlink(&'static Path);
     impl Drop for Unlink {
         fn drop(&mut self) {
