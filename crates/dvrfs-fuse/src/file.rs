@@ -402,7 +402,8 @@ impl FileState {
         }
         let end = size.min(offset + len as u64);
         if direct {
-            let (buf, n) = self.engine_read(rt, offset, (end - offset) as usize, owner)?;
+            let (buf, n) =
+                self.engine_read(rt, offset, IoBuf::zeroed((end - offset) as usize), owner)?;
             return Ok(reply(&buf.bytes().expect("real memory")[..n]));
         }
         let mut out: Option<Vec<u8>> = None;
@@ -510,40 +511,28 @@ impl FileState {
         }
     }
 
+    /// One chunk read into a pooled buffer.
     fn chunk_read(&self, rt: &Runtime, offset: u64, owner: u32) -> Result<(IoBuf, usize), Errno> {
         let mut buf = self.pool.take(self.chunk as usize);
         buf.len = buf.cap();
-        match rt.run(
-            Op::Read {
-                ino: self.ino,
-                offset,
-                buf: IoBuf::External(Box::new(buf)),
-            },
-            None,
-            owner,
-        ) {
-            Ok(Output::Read { buf, bytes }) => Ok((buf, bytes)),
-            Ok(other) => panic!("a read completed as {other:?}"),
-            Err(e) => Err(errno_of(&e)),
-        }
+        self.engine_read(rt, offset, IoBuf::External(Box::new(buf)), owner)
     }
 
+    /// A read of `buf.len()` bytes at `offset`, waited for: the buffer back and how
+    /// much of it the file filled.
     fn engine_read(
         &self,
         rt: &Runtime,
         offset: u64,
-        len: usize,
+        buf: IoBuf,
         owner: u32,
     ) -> Result<(IoBuf, usize), Errno> {
-        match rt.run(
-            Op::Read {
-                ino: self.ino,
-                offset,
-                buf: IoBuf::zeroed(len),
-            },
-            None,
-            owner,
-        ) {
+        let op = Op::Read {
+            ino: self.ino,
+            offset,
+            buf,
+        };
+        match rt.run(op, None, owner) {
             Ok(Output::Read { buf, bytes }) => Ok((buf, bytes)),
             Ok(other) => panic!("a read completed as {other:?}"),
             Err(e) => Err(errno_of(&e)),
