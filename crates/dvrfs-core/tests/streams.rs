@@ -548,3 +548,53 @@ fn streams_admitted_on_a_disk_model_meet_every_deadline_on_that_disk() {
     eprintln!("{n} ATSC streams admitted on avfs-250g, {late} late requests");
     assert_eq!(late, 0, "{n} admitted streams: {late} late requests");
 }
+
+#[test]
+fn a_reader_following_a_recording_gets_the_bytes_still_in_its_buffer() {
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)));
+    let ino = create(&mut e, &mut d, "live.ts");
+    let data = pattern(3 << 20);
+    let rec = open(&mut e, &mut d, ino, spec(StreamDir::Write, 16.0, 4 << 20)).unwrap();
+    let mut written = 0usize;
+    let mut checks = 0;
+    for piece in data.chunks(188 * 300) {
+        d.run(
+            &mut e,
+            Op::StreamWrite {
+                stream: rec.id,
+                data: IoBuf::from_slice(piece),
+            },
+        )
+        .unwrap();
+        written += piece.len();
+        // What stat says and what a read returns: everything written so far, though
+        // part of it is in the stream's buffer or being written.
+        assert_eq!(e.visible_size(ino).unwrap(), written as u64);
+        let applied = e.volume().stat(ino).unwrap().size_bytes as usize;
+        if applied < written {
+            checks += 1;
+        }
+        let from = written.saturating_sub(700_000);
+        let r = d
+            .run(
+                &mut e,
+                Op::Read {
+                    ino,
+                    offset: from as u64,
+                    buf: IoBuf::zeroed(1 << 20),
+                },
+            )
+            .unwrap();
+        let Output::Read { buf, bytes } = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(bytes, written - from, "read length at {written}");
+        assert!(
+            buf.bytes().unwrap()[..bytes] == data[from..written],
+            "bytes read at {from}..{written} differ (applied {applied})"
+        );
+    }
+    assert!(checks > 10, "the reads never reached past the applied size: {checks}");
+    d.run(&mut e, Op::StreamClose { stream: rec.id }).unwrap();
+    assert_eq!(e.visible_size(ino).unwrap(), data.len() as u64);
+}

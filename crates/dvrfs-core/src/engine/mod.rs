@@ -802,13 +802,36 @@ impl Engine {
                 return true;
             }
         };
+        // Bytes of a recording still in its write stream's buffer are read from
+        // there (a player following a recording): taken out of the op for the copy.
+        let mut overlay = None;
+        if self.has_write_stream(ino) {
+            let st = self.ops.get_mut(&id).expect("op exists");
+            let Body::Read { buf, .. } = &mut st.body else {
+                unreachable!()
+            };
+            let mut b = std::mem::replace(buf, IoBuf::Virtual(0));
+            for &(d, l) in &plan.zero {
+                buf::zero(&mut b, d, l);
+            }
+            let n = self.overlay_stream_writes(ino, offset, &mut b, plan.bytes);
+            overlay = Some((b, n));
+        }
         let st = self.ops.get_mut(&id).expect("op exists");
         let Body::Read { buf, bytes, .. } = &mut st.body else {
             unreachable!()
         };
-        *bytes = plan.bytes;
-        for &(d, l) in &plan.zero {
-            buf::zero(buf, d, l);
+        match overlay {
+            Some((b, n)) => {
+                *buf = b;
+                *bytes = n;
+            }
+            None => {
+                *bytes = plan.bytes;
+                for &(d, l) in &plan.zero {
+                    buf::zero(buf, d, l);
+                }
+            }
         }
         let proto = buf.sibling(0);
         st.stage = Stage::Running;

@@ -868,6 +868,75 @@ impl Engine {
         });
     }
 
+    /// Whether a write stream is open on file `ino`.
+    pub(super) fn has_write_stream(&self, ino: Ino) -> bool {
+        self.streams
+            .values()
+            .any(|s| s.info.ino == ino && s.info.dir == StreamDir::Write)
+    }
+
+    /// The size an application sees of file `ino`: its applied size, or further
+    /// when a write stream on it holds bytes not yet on the disk (in its buffer or
+    /// being written). What `stat` of an open recording should say.
+    pub fn visible_size(&self, ino: Ino) -> Result<u64> {
+        let applied = self.vol.stat(ino)?.size_bytes;
+        Ok(self
+            .streams
+            .values()
+            .filter(|s| s.info.ino == ino && s.info.dir == StreamDir::Write)
+            .map(|s| s.pos)
+            .fold(applied, u64::max))
+    }
+
+    /// A read of `ino` for `[offset, offset + len)` planned on the applied file
+    /// (`bytes` of it from the disk) also gets what write streams on the file hold
+    /// and have not applied: the requests being written and the one being filled.
+    /// Those bytes lie at or past the applied size (a stream appends), so no disk
+    /// piece of the read lands on them. Returns the read's new length.
+    pub(super) fn overlay_stream_writes(
+        &self,
+        ino: Ino,
+        offset: u64,
+        buf: &mut IoBuf,
+        bytes: usize,
+    ) -> usize {
+        let end = offset + buf.len() as u64;
+        let mut n = bytes;
+        if self.visible_size(ino).unwrap_or(0) > offset + bytes as u64 {
+            // Past the disk's bytes: zero, then the streams' bytes over it.
+            let len = buf.len();
+            buf::zero(buf, bytes, len - bytes);
+        }
+        for s in self.streams.values() {
+            if s.info.ino != ino || s.info.dir != StreamDir::Write || s.pos <= offset {
+                continue;
+            }
+            let pieces = s
+                .writes
+                .iter()
+                .filter_map(|(op, at)| match self.ops.get(op).map(|o| &o.body) {
+                    Some(Body::Write { data, .. }) => Some((*at, data, data.len())),
+                    _ => None,
+                })
+                .chain(s.fill.as_ref().map(|f| (s.fill_at, f, s.fill_len)));
+            for (at, data, len) in pieces {
+                let (from, to) = (at.max(offset), (at + len as u64).min(end));
+                if from >= to {
+                    continue;
+                }
+                buf::copy(
+                    data,
+                    (from - at) as usize,
+                    buf,
+                    (from - offset) as usize,
+                    (to - from) as usize,
+                );
+                n = n.max((to - offset) as usize);
+            }
+        }
+        n
+    }
+
     /// An engine operation on behalf of stream `sid`; its completion goes to the
     /// stream, not to the driver. Started by the next pass of `progress`.
     fn submit_internal(&mut self, op: Op, deadline_ns: u64, sid: StreamId, now: Now) -> OpId {
