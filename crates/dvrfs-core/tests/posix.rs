@@ -137,3 +137,44 @@ fn a_reused_inode_number_gets_a_new_generation() {
     assert_eq!(c, b);
     assert!(fs.stat(c).unwrap().generation > gen_b);
 }
+
+#[test]
+fn a_directory_default_reservation_persists_and_new_directories_inherit_it() {
+    use dvrfs_core::engine::Reservation;
+    use dvrfs_core::fs::SetAttr;
+    let dev = formatted(256 << 20, MIB as u64, AllocPolicy::Zrr, 4);
+    let mut fs = Fs::open(dev, OpenOptions::writable()).unwrap();
+    let root = fs.root();
+    let cams = fs.mkdir(root, b"cams", 0o755, 0, 0, 1).unwrap();
+    let f = fs.create(root, b"f.ts", 0o644, 0, 0, 1).unwrap();
+    let d = Reservation::parse("write:8M,duration=2h")
+        .unwrap()
+        .to_default()
+        .unwrap();
+    let set = |d| SetAttr {
+        stream_default: Some(d),
+        ..Default::default()
+    };
+    // Only directories carry one.
+    assert!(matches!(
+        fs.set_attr(f, &set(Some(d)), 2),
+        Err(Error::InvalidArgument(_))
+    ));
+    fs.set_attr(cams, &set(Some(d)), 2).unwrap();
+    let day = fs.mkdir(cams, b"2026-11-24", 0o755, 0, 0, 3).unwrap();
+    assert_eq!(fs.stream_default(day), Some(d));
+    assert_eq!(fs.stream_default(root), None);
+    fs.sync().unwrap();
+    let dev = fs.close().unwrap();
+    let (report, dev) = fsck(dev, false, &mut |_, _| {}).unwrap();
+    assert_eq!(report.errors, Vec::<String>::new());
+    let mut fs = Fs::open(dev.unwrap(), OpenOptions::writable()).unwrap();
+    assert_eq!(fs.stream_default(cams), Some(d));
+    assert_eq!(fs.stream_default(day), Some(d));
+    fs.set_attr(cams, &set(None), 4).unwrap();
+    fs.sync().unwrap();
+    let dev = fs.close().unwrap();
+    let fs = Fs::open(dev, OpenOptions::writable()).unwrap();
+    assert_eq!(fs.stream_default(cams), None);
+    assert_eq!(fs.stream_default(day), Some(d));
+}

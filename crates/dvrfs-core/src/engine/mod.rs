@@ -47,10 +47,12 @@
 mod buf;
 mod commit;
 mod op;
+mod reservation;
 mod stream;
 
 pub use buf::{ExternalBuf, IoBuf};
 pub use op::{Completion, Op, OpId, Output};
+pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES};
 pub use stream::{
     StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, MAX_STREAM_BUFFER_BYTES,
     MAX_STREAM_REQUEST_BYTES,

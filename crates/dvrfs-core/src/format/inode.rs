@@ -39,6 +39,9 @@ const I_FRAME_COUNT: usize = I_FRAME_ROOT + 8; // u64 (reserved)
 const I_RUN_COUNT: usize = I_FRAME_COUNT + 8; // u32
 const I_INDIRECT: usize = I_RUN_COUNT + 4; // [u32; INDIRECT_SLOTS]
 const I_INLINE: usize = I_INDIRECT + 4 * INDIRECT_SLOTS; // [Run; INLINE_RUNS]
+const I_STREAM_SECS: usize = I_INLINE + RUN_BYTES * INLINE_RUNS; // u32, directories
+const I_STREAM_REQUEST_KIB: usize = I_STREAM_SECS + 4; // u32, directories
+const _: () = assert!(I_STREAM_REQUEST_KIB + 4 == INODE_BYTES);
 /// Runs stored in the inode itself.
 pub const INLINE_RUNS: usize = (INODE_BYTES - I_INLINE) / RUN_BYTES;
 const _: () = assert!(I_INLINE == 152 && INLINE_RUNS == 6);
@@ -87,6 +90,25 @@ pub struct StreamProps {
     pub frame_rate_den: u32,
 }
 
+/// `flags` bit of a directory: it carries a default stream reservation for the files
+/// created in it (`bitrate_bps`, the direction bit, `stream_secs`,
+/// `stream_request_kib`).
+pub const FLAG_STREAM_DEFAULT: u32 = 1 << 0;
+/// `flags` bit of a directory with a default reservation: the files get write
+/// streams (recordings); clear: read streams (playbacks).
+pub const FLAG_STREAM_WRITE: u32 = 1 << 1;
+
+/// A directory's default stream reservation, as stored in its inode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamDefault {
+    pub write: bool,
+    pub rate_bps: u64,
+    /// A write default: the seconds of recording each file reserves space for.
+    pub secs: u32,
+    /// Request size in KiB; 0: dvrfs's default.
+    pub request_kib: u32,
+}
+
 /// The fixed part of an inode as stored; the runs travel separately.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InodeRecord {
@@ -105,11 +127,48 @@ pub struct InodeRecord {
     pub run_count: u32,
     pub indirect: [u32; INDIRECT_SLOTS],
     pub inline: Vec<Run>,
+    /// Directories with [`FLAG_STREAM_DEFAULT`]: see [`StreamDefault`]; 0 otherwise.
+    pub stream_secs: u32,
+    pub stream_request_kib: u32,
 }
 
 impl InodeRecord {
     pub fn is_free(&self) -> bool {
         self.mode == 0
+    }
+
+    /// A directory's default reservation, if it carries one (a zero rate is none).
+    pub fn stream_default(&self) -> Option<StreamDefault> {
+        (self.mode & S_IFMT == S_IFDIR
+            && self.flags & FLAG_STREAM_DEFAULT != 0
+            && self.stream.bitrate_bps > 0)
+            .then_some(StreamDefault {
+                write: self.flags & FLAG_STREAM_WRITE != 0,
+                rate_bps: self.stream.bitrate_bps,
+                secs: self.stream_secs,
+                request_kib: self.stream_request_kib,
+            })
+    }
+
+    /// Sets or clears a directory's default reservation.
+    pub fn set_stream_default(&mut self, d: Option<StreamDefault>) {
+        self.flags &= !(FLAG_STREAM_DEFAULT | FLAG_STREAM_WRITE);
+        match d {
+            Some(d) => {
+                self.flags |= FLAG_STREAM_DEFAULT;
+                if d.write {
+                    self.flags |= FLAG_STREAM_WRITE;
+                }
+                self.stream.bitrate_bps = d.rate_bps;
+                self.stream_secs = d.secs;
+                self.stream_request_kib = d.request_kib;
+            }
+            None => {
+                self.stream.bitrate_bps = 0;
+                self.stream_secs = 0;
+                self.stream_request_kib = 0;
+            }
+        }
     }
 
     pub fn encode(&self, b: &mut [u8]) {
@@ -137,6 +196,8 @@ impl InodeRecord {
         for (k, r) in self.inline.iter().enumerate() {
             r.encode(&mut b[I_INLINE + RUN_BYTES * k..I_INLINE + RUN_BYTES * (k + 1)]);
         }
+        put_u32(b, I_STREAM_SECS, self.stream_secs);
+        put_u32(b, I_STREAM_REQUEST_KIB, self.stream_request_kib);
     }
 
     pub fn decode(b: &[u8]) -> InodeRecord {
@@ -169,6 +230,8 @@ impl InodeRecord {
             run_count,
             indirect,
             inline,
+            stream_secs: get_u32(b, I_STREAM_SECS),
+            stream_request_kib: get_u32(b, I_STREAM_REQUEST_KIB),
         }
     }
 }
@@ -244,10 +307,44 @@ mod tests {
                     start: 1000 + k as u64,
                 })
                 .collect(),
+            stream_secs: 7200,
+            stream_request_kib: 512,
         };
         let mut b = [0u8; INODE_BYTES];
         rec.encode(&mut b);
         assert_eq!(InodeRecord::decode(&b), rec);
+    }
+
+    #[test]
+    fn a_directory_default_reservation_round_trips_and_clears() {
+        let mut rec = InodeRecord {
+            mode: S_IFDIR | 0o755,
+            nlink: 2,
+            ..Default::default()
+        };
+        assert_eq!(rec.stream_default(), None);
+        let d = StreamDefault {
+            write: true,
+            rate_bps: 8_000_000,
+            secs: 7200,
+            request_kib: 1024,
+        };
+        rec.set_stream_default(Some(d));
+        let mut b = [0u8; INODE_BYTES];
+        rec.encode(&mut b);
+        assert_eq!(InodeRecord::decode(&b).stream_default(), Some(d));
+        assert_eq!(u32::from_le_bytes(b[248..252].try_into().unwrap()), 7200);
+        assert_eq!(u32::from_le_bytes(b[252..256].try_into().unwrap()), 1024);
+        assert_eq!(u32::from_le_bytes(b[44..48].try_into().unwrap()), 3);
+        rec.set_stream_default(None);
+        rec.encode(&mut b);
+        assert_eq!(InodeRecord::decode(&b).stream_default(), None);
+        assert!(b[248..256].iter().all(|&x| x == 0));
+        // A file never carries one, whatever its flags say.
+        let mut f = InodeRecord::decode(&b);
+        f.mode = S_IFREG | 0o644;
+        f.set_stream_default(Some(d));
+        assert_eq!(f.stream_default(), None);
     }
 
     #[test]

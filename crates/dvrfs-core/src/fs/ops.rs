@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::format::dir::{MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
-use crate::format::inode::{InodeRecord, S_IFDIR, S_IFLNK, S_IFREG};
+use crate::format::inode::{InodeRecord, StreamDefault, S_IFDIR, S_IFLNK, S_IFREG};
 
 /// Attribute changes for [`Fs::set_attr`]; `None` leaves a field alone.
 #[derive(Clone, Debug, Default)]
@@ -13,6 +13,8 @@ pub struct SetAttr {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub mtime_ns: Option<i64>,
+    /// A directory's default stream reservation: `Some(None)` clears it.
+    pub stream_default: Option<Option<StreamDefault>>,
 }
 
 /// Checks a single path component.
@@ -289,8 +291,18 @@ impl Volume {
         let ino = self.new_inode(parent, name, S_IFDIR | (perm & 0o7777), uid, gid, now_ns)?;
         self.dirs.insert(ino, Dir::default());
         self.parents.insert(ino, parent);
+        // A directory made in one with a default reservation inherits it (a
+        // recorder's per-day or per-camera directories).
+        let inherited = self.inode(parent)?.attr.stream_default();
+        self.inode_mut(ino)?.attr.set_stream_default(inherited);
         self.inode_mut(parent)?.attr.nlink += 1;
         Ok(ino)
+    }
+
+    /// Directory `ino`'s default stream reservation (`None`: it has none, or it is
+    /// not a directory).
+    pub fn stream_default(&self, ino: Ino) -> Option<StreamDefault> {
+        self.inode(ino).ok()?.attr.stream_default()
     }
 
     pub fn symlink(
@@ -497,7 +509,22 @@ impl Volume {
 
     pub fn set_attr(&mut self, ino: Ino, set: &SetAttr, now_ns: i64) -> Result<()> {
         self.check_writable()?;
+        if let Some(d) = set.stream_default {
+            if self.inode(ino)?.kind() != Some(Kind::Dir) {
+                return Err(Error::InvalidArgument(format!(
+                    "inode {ino} is not a directory: only directories carry a default stream reservation"
+                )));
+            }
+            if d.is_some_and(|d| d.rate_bps == 0) {
+                return Err(Error::InvalidArgument(
+                    "a default stream reservation needs a rate".into(),
+                ));
+            }
+        }
         let a = &mut self.inode_mut(ino)?.attr;
+        if let Some(d) = set.stream_default {
+            a.set_stream_default(d);
+        }
         if let Some(m) = set.mode {
             a.mode = (a.mode & S_IFMT) | (m & 0o7777);
         }

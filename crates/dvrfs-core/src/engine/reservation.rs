@@ -1,0 +1,307 @@
+//! A stream reservation written as text: the value of the `user.dvrfs.stream`
+//! extended attribute of a mounted volume, and of a directory's default.
+//!
+//! ```text
+//! read:19.39M                      a playback at 19.39 Mbit/s
+//! write:8M,duration=2h             a recording; space for 2 hours held at admission
+//! write:4M,size=3G,request=1M      a recording of at most 3 GiB in 1 MiB requests
+//! read:40M,buffer=64M              a playback with a 64 MiB playout buffer
+//! ```
+//!
+//! The rate is bits per second with an optional decimal `K`, `M` or `G`; sizes are
+//! bytes with an optional binary `K`, `M` or `G` (as `dvrfs record`); durations are
+//! whole numbers of `s`, `m` or `h`. A recording states its `duration` or its `size`
+//! (ABISS 2.3: the space is held at admission, so a full disk is reported at open).
+//! Without `request` a stream moves [`DEFAULT_REQUEST_BYTES`] per disk request; without
+//! `buffer` dvrfs chooses the buffer from the device's admission model.
+//!
+//! A directory's default is stored in its inode ([`StreamDefault`]): a rate, the
+//! direction, a write default's duration and the request size. A buffer or a size are
+//! per file and are refused on a directory.
+
+use super::stream::{StreamDir, StreamSpec, MAX_STREAM_REQUEST_BYTES};
+use crate::format::inode::StreamDefault;
+use std::fmt;
+
+/// Bytes per disk request when a reservation does not say (as `dvrfs record`).
+pub const DEFAULT_REQUEST_BYTES: u64 = 512 << 10;
+
+/// A parsed reservation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reservation {
+    pub dir: StreamDir,
+    pub rate_bps: u64,
+    pub request_bytes: u64,
+    pub buffer_bytes: Option<u64>,
+    /// A recording: how long it will record...
+    pub duration_s: Option<u64>,
+    /// ...or how many bytes it will write.
+    pub size_bytes: Option<u64>,
+}
+
+impl Reservation {
+    /// Parses `read:RATE[,...]` or `write:RATE,duration=D|size=S[,...]`; the error
+    /// says what is wrong and what is expected.
+    pub fn parse(text: &str) -> Result<Reservation, String> {
+        let text = text.trim().trim_end_matches('\0');
+        let usage = "expected read:RATE[,request=SIZE][,buffer=SIZE] or write:RATE,duration=TIME|size=SIZE[,request=SIZE][,buffer=SIZE], e.g. read:19.39M or write:8M,duration=2h";
+        let (head, rest) = text.split_once(',').unwrap_or((text, ""));
+        let (dir, rate) = head
+            .split_once(':')
+            .ok_or_else(|| format!("{text:?}: no direction and rate; {usage}"))?;
+        let dir = match dir.trim() {
+            "read" => StreamDir::Read,
+            "write" => StreamDir::Write,
+            d => return Err(format!("{text:?}: unknown direction {d:?}; {usage}")),
+        };
+        let rate_bps = crate::sim::workload::parse_rate_bps(rate)
+            .filter(|r| *r >= 1.0 && *r <= 1e12)
+            .ok_or_else(|| {
+                format!("{text:?}: {rate:?} is not a rate in bits per second (e.g. 8M, 19.39M, 500K); {usage}")
+            })? as u64;
+        let mut r = Reservation {
+            dir,
+            rate_bps,
+            request_bytes: DEFAULT_REQUEST_BYTES,
+            buffer_bytes: None,
+            duration_s: None,
+            size_bytes: None,
+        };
+        for opt in rest.split(',').filter(|o| !o.trim().is_empty()) {
+            let (k, v) = opt
+                .split_once('=')
+                .ok_or_else(|| format!("{text:?}: {opt:?} is not key=value; {usage}"))?;
+            let v = v.trim();
+            match k.trim() {
+                "request" => r.request_bytes = size(v).map_err(|e| format!("request={v}: {e}"))?,
+                "buffer" => r.buffer_bytes = Some(size(v).map_err(|e| format!("buffer={v}: {e}"))?),
+                "size" => r.size_bytes = Some(size(v).map_err(|e| format!("size={v}: {e}"))?),
+                "duration" => {
+                    r.duration_s = Some(duration_s(v).map_err(|e| format!("duration={v}: {e}"))?)
+                }
+                k => return Err(format!("{text:?}: unknown option {k:?}; {usage}")),
+            }
+        }
+        let d = r.request_bytes;
+        if d == 0 || !d.is_multiple_of(4096) || d > MAX_STREAM_REQUEST_BYTES {
+            return Err(format!(
+                "{text:?}: the request size must be a multiple of 4K up to {}M",
+                MAX_STREAM_REQUEST_BYTES >> 20
+            ));
+        }
+        match (dir, r.duration_s, r.size_bytes) {
+            (StreamDir::Read, None, None) => {}
+            (StreamDir::Read, _, _) => {
+                return Err(format!(
+                    "{text:?}: duration and size are for recordings (write:...), a playback reads the file as it is"
+                ))
+            }
+            (StreamDir::Write, Some(_), Some(_)) => {
+                return Err(format!("{text:?}: give a recording's duration or its size, not both"))
+            }
+            (StreamDir::Write, None, None) => {
+                return Err(format!(
+                    "{text:?}: a recording states how long it records (duration=2h) or how much it writes (size=3G): that space is held at admission, so a full disk is reported now and never after data was accepted"
+                ))
+            }
+            (StreamDir::Write, _, _) => {}
+        }
+        Ok(r)
+    }
+
+    /// The bytes a recording holds at admission (0 for a playback).
+    pub fn reserve_bytes(&self) -> u64 {
+        match (self.size_bytes, self.duration_s) {
+            (Some(s), _) => s,
+            (None, Some(secs)) => {
+                let b = (self.rate_bps as u128 * secs as u128).div_ceil(8);
+                (b.min(u64::MAX as u128) as u64).next_multiple_of(4096)
+            }
+            (None, None) => 0,
+        }
+    }
+
+    /// What the engine is asked to admit; a playback starts at `start_bytes`.
+    pub fn spec(&self, start_bytes: u64) -> StreamSpec {
+        StreamSpec {
+            dir: self.dir,
+            rate_bps: self.rate_bps as f64,
+            request_bytes: self.request_bytes,
+            buffer_bytes: self.buffer_bytes,
+            reserve_bytes: self.reserve_bytes(),
+            start_bytes,
+        }
+    }
+
+    /// As a directory's default, or why it cannot be one.
+    pub fn to_default(&self) -> Result<StreamDefault, String> {
+        if self.buffer_bytes.is_some() || self.size_bytes.is_some() {
+            return Err(format!(
+                "{self}: a directory's default gives every file the same rate, direction, duration and request size; a buffer or a size are set per file"
+            ));
+        }
+        let secs = match self.duration_s {
+            Some(s) => u32::try_from(s)
+                .map_err(|_| format!("{self}: a default's duration is at most {} s", u32::MAX))?,
+            None => 0,
+        };
+        Ok(StreamDefault {
+            write: self.dir == StreamDir::Write,
+            rate_bps: self.rate_bps,
+            secs,
+            request_kib: (self.request_bytes / 1024) as u32,
+        })
+    }
+
+    /// A directory's stored default as a reservation.
+    pub fn from_default(d: &StreamDefault) -> Reservation {
+        let write = d.write;
+        Reservation {
+            dir: if write { StreamDir::Write } else { StreamDir::Read },
+            rate_bps: d.rate_bps,
+            request_bytes: if d.request_kib == 0 {
+                DEFAULT_REQUEST_BYTES
+            } else {
+                d.request_kib as u64 * 1024
+            },
+            buffer_bytes: None,
+            duration_s: write.then_some(d.secs as u64),
+            size_bytes: None,
+        }
+    }
+}
+
+/// The canonical text: `write:8M,duration=7200s,request=512K`.
+impl fmt::Display for Reservation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.dir.name(), rate(self.rate_bps))?;
+        if let Some(s) = self.duration_s {
+            write!(f, ",duration={s}s")?;
+        }
+        if let Some(s) = self.size_bytes {
+            write!(f, ",size={}", show_size(s))?;
+        }
+        write!(f, ",request={}", show_size(self.request_bytes))?;
+        if let Some(b) = self.buffer_bytes {
+            write!(f, ",buffer={}", show_size(b))?;
+        }
+        Ok(())
+    }
+}
+
+/// `8M`, `19.39M`, `500K`, `1234`.
+pub fn rate(bps: u64) -> String {
+    for (unit, div) in [("G", 1_000_000_000u64), ("M", 1_000_000), ("K", 1_000)] {
+        if bps >= div {
+            let v = bps as f64 / div as f64;
+            let s = format!("{v:.6}");
+            let s = s.trim_end_matches('0').trim_end_matches('.');
+            return format!("{s}{unit}");
+        }
+    }
+    bps.to_string()
+}
+
+fn show_size(b: u64) -> String {
+    for (unit, shift) in [("G", 30), ("M", 20), ("K", 10)] {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", b >> shift);
+        }
+    }
+    b.to_string()
+}
+
+fn size(v: &str) -> Result<u64, String> {
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| "not a size (bytes with an optional K, M or G)".to_string())?;
+    let shift = match unit {
+        "" => 0,
+        "K" | "k" | "KiB" => 10,
+        "M" | "m" | "MiB" => 20,
+        "G" | "g" | "GiB" => 30,
+        _ => return Err(format!("unknown unit {unit:?} (K, M or G)")),
+    };
+    n.checked_mul(1 << shift).ok_or_else(|| "too large".to_string())
+}
+
+fn duration_s(v: &str) -> Result<u64, String> {
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| "not a duration (a whole number of s, m or h)".to_string())?;
+    let per = match unit {
+        "s" => 1,
+        "m" | "min" => 60,
+        "h" => 3600,
+        "" => return Err("the unit is missing (s, m or h)".to_string()),
+        u => return Err(format!("unknown unit {u:?} (s, m or h)")),
+    };
+    n.checked_mul(per)
+        .filter(|&s| s > 0)
+        .ok_or_else(|| "must be more than 0 and fit".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reservations_parse_and_print_canonically() {
+        let r = Reservation::parse("read:19.39M").unwrap();
+        assert_eq!(r.dir, StreamDir::Read);
+        assert_eq!(r.rate_bps, 19_390_000);
+        assert_eq!(r.reserve_bytes(), 0);
+        assert_eq!(r.to_string(), "read:19.39M,request=512K");
+        let w = Reservation::parse("write:8M,duration=2h").unwrap();
+        assert_eq!(w.duration_s, Some(7200));
+        assert_eq!(w.reserve_bytes(), 7_200_000_000u64.next_multiple_of(4096));
+        assert_eq!(w.to_string(), "write:8M,duration=7200s,request=512K");
+        assert_eq!(Reservation::parse(&w.to_string()).unwrap(), w);
+        let s = Reservation::parse("write:4M,size=3G,request=1M,buffer=16M").unwrap();
+        assert_eq!(s.reserve_bytes(), 3 << 30);
+        assert_eq!(s.spec(0).buffer_bytes, Some(16 << 20));
+        assert_eq!(Reservation::parse(&s.to_string()).unwrap(), s);
+        // setfattr may pass a trailing NUL.
+        assert!(Reservation::parse("read:500K\0").is_ok());
+    }
+
+    #[test]
+    fn bad_reservations_say_what_is_wrong() {
+        for (bad, why) in [
+            ("", "no direction"),
+            ("play:8M", "unknown direction"),
+            ("read:fast", "not a rate"),
+            ("read:0", "not a rate"),
+            ("write:8M", "states how long"),
+            ("write:8M,duration=2h,size=1G", "not both"),
+            ("read:8M,duration=1h", "for recordings"),
+            ("read:8M,request=1000", "multiple of 4K"),
+            ("read:8M,request=64M", "multiple of 4K"),
+            ("write:8M,duration=2", "unit is missing"),
+            ("write:8M,duration=0s", "more than 0"),
+            ("read:8M,colour=red", "unknown option"),
+            ("read:8M,buffer", "key=value"),
+        ] {
+            let e = Reservation::parse(bad).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_default_round_trips_through_the_inode_fields() {
+        let w = Reservation::parse("write:8M,duration=2h,request=1M").unwrap();
+        let d = w.to_default().unwrap();
+        assert_eq!(Reservation::from_default(&d), w);
+        let r = Reservation::parse("read:19.39M").unwrap();
+        assert_eq!(Reservation::from_default(&r.to_default().unwrap()), r);
+        let e = Reservation::parse("write:8M,size=1G")
+            .unwrap()
+            .to_default()
+            .unwrap_err();
+        assert!(e.contains("per file"), "{e}");
+    }
+}
