@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use dvrfs_fuse::{DvrfsFs, MountConfig};
+use dvrfs_fuse::{stamp, DvrfsFs, MountConfig};
 use dvrfs_runtime::Runtime;
 
 use crate::cmd_stream::admission;
@@ -291,31 +291,6 @@ fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> Cli
 }
 
 /// The log's time stamp: UTC, to the millisecond (2026-11-24T05:41:12.345Z).
-fn stamp() -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    let secs = t.as_secs();
-    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        t.subsec_millis()
-    )
-}
-
 /// Opens the volume, mounts it and serves until it is unmounted or a signal comes.
 /// `ready` (daemon mode) hears "ok" once mounted, or the failure.
 fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>) -> CliResult<u8> {

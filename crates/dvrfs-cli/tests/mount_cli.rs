@@ -797,6 +797,190 @@ fn ffmpeg_records_into_the_mount_beside_a_large_copy_and_is_read_while_growing()
     assert_clean(&img);
 }
 
+/// `getfattr -n user.dvrfs.stream --only-values PATH`, or `None` when it fails.
+fn getfattr(path: &Path) -> Option<String> {
+    let o = Command::new("getfattr")
+        .args(["-n", "user.dvrfs.stream", "--only-values"])
+        .arg(path)
+        .output()
+        .unwrap();
+    o.status.success().then(|| stdout(&o))
+}
+
+fn setfattr(path: &Path, value: &str) -> std::process::Output {
+    Command::new("setfattr")
+        .args(["-n", "user.dvrfs.stream", "-v", value])
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+/// `key=value` from a `getfattr` state line.
+fn field<'a>(state: &'a str, key: &str) -> &'a str {
+    state
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {state:?}"))
+}
+
+/// The must-show of stream reservations through the mount: four `ffmpeg -re`
+/// recorders in a directory with a default reservation on an emulated `avfs-250g`,
+/// beside a best-effort `cp` and an `ls -lR` loop; every recording's requests met
+/// their deadlines (`getfattr`), the files decode, and a read reservation plays one
+/// back. The `ls -lR` latencies are printed (docs/mount.md has the figures).
+#[test]
+fn four_recorders_with_a_directory_default_reservation_miss_no_deadline() {
+    need_fuse!();
+    let Ok(ffmpeg) = which("ffmpeg") else {
+        panic!("ffmpeg is not installed: scripts/test.sh installs the Debian package");
+    };
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "4G", &[]);
+    let m = Mount::new(dir.path(), &img, &["--device-model", "avfs-250g"]);
+    let rec_dir = m.path("rec");
+    fs::create_dir(&rec_dir).unwrap();
+
+    // Bad values and directions are refused with the reason in the log.
+    assert!(!setfattr(&rec_dir, "write:6M").status.success());
+    assert!(!setfattr(&rec_dir, "read:6M").status.success());
+    assert!(!setfattr(&rec_dir, "write:fast,duration=1h")
+        .status
+        .success());
+    let o = setfattr(&rec_dir, "write:6M,duration=10m");
+    assert!(o.status.success(), "setfattr: {}", stderr(&o));
+    let d = getfattr(&rec_dir).expect("the directory's default");
+    assert!(d.starts_with("write:6M,duration=600s"), "{d}");
+    assert_eq!(field(&d, "state"), "default");
+
+    let big = random_file(&dir.path().join("big.bin"), 512 << 20, 5);
+    let recorders: Vec<_> = (1..=4)
+        .map(|k| {
+            Command::new(&ffmpeg)
+                .args(["-hide_banner", "-nostdin", "-v", "error", "-re"])
+                .args(["-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"])
+                .args(["-t", "20", "-c:v", "mpeg2video", "-b:v", "4M"])
+                .args(["-minrate", "4M", "-maxrate", "4M", "-bufsize", "1M"])
+                .args(["-f", "mpegts", "-muxrate", "5M"])
+                .arg(rec_dir.join(format!("cam{k}.ts")))
+                .output_async()
+        })
+        .collect();
+    let cp = Command::new("cp")
+        .arg(&big)
+        .arg(m.path("big.bin"))
+        .output_async();
+    // `ls -lR` of the whole mount, again and again, until the recorders are done.
+    let mut ls_ms = vec![];
+    let mut seen_admitted = 0;
+    while recorders.iter().any(|r| !r.is_finished()) {
+        let t = std::time::Instant::now();
+        let o = Command::new("ls").arg("-lR").arg(&m.mnt).output().unwrap();
+        ls_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        assert!(o.status.success(), "ls -lR: {}", stderr(&o));
+        // While they record: admitted, with no miss so far.
+        for k in 1..=4 {
+            if let Some(st) = getfattr(&rec_dir.join(format!("cam{k}.ts"))) {
+                if field(&st, "state") == "admitted" {
+                    seen_admitted += 1;
+                    assert_eq!(field(&st, "misses"), "0", "cam{k}: {st}");
+                }
+            }
+        }
+    }
+    for (k, r) in recorders.into_iter().enumerate() {
+        let o = r.join().unwrap();
+        assert!(o.status.success(), "recorder {}: {}", k + 1, stderr(&o));
+    }
+    let c = cp.join().unwrap();
+    assert!(c.status.success(), "cp: {}", stderr(&c));
+    assert!(
+        seen_admitted > 0,
+        "no recording was seen with its reservation"
+    );
+    ls_ms.sort_by(f64::total_cmp);
+    println!(
+        "ls -lR beside 4 recorders and a cp on emulated avfs-250g: {} runs, median {:.1} ms, max {:.1} ms",
+        ls_ms.len(),
+        ls_ms[ls_ms.len() / 2],
+        ls_ms[ls_ms.len() - 1]
+    );
+
+    // Every recording ended with every request on time, and decodes.
+    for k in 1..=4 {
+        let f = rec_dir.join(format!("cam{k}.ts"));
+        let st = getfattr(&f).expect("the ended stream's figures");
+        println!("cam{k}.ts: {st}");
+        assert_eq!(field(&st, "state"), "ended", "cam{k}: {st}");
+        assert_eq!(field(&st, "misses"), "0", "cam{k}: {st}");
+        assert!(field(&st, "requests").parse::<u64>().unwrap() > 0, "{st}");
+        let len = fs::metadata(&f).unwrap().len();
+        assert_eq!(field(&st, "bytes"), len.to_string(), "cam{k}: {st}");
+        let d = Command::new(&ffmpeg)
+            .args(["-hide_banner", "-nostdin", "-v", "error", "-i"])
+            .arg(&f)
+            .args(["-f", "null", "-"])
+            .output()
+            .unwrap();
+        assert!(
+            d.status.success() && stderr(&d).trim().is_empty(),
+            "decode cam{k}: {}",
+            stderr(&d)
+        );
+    }
+    assert_eq!(sha256_file(&m.path("big.bin")), sha256_file(&big));
+
+    // A read reservation on a file nobody has open: the next reader plays it from
+    // the playout buffer, byte-exact.
+    let cam1 = rec_dir.join("cam1.ts");
+    let want = sha256_file(&cam1);
+    let o = setfattr(&cam1, "read:64M");
+    assert!(o.status.success(), "setfattr read: {}", stderr(&o));
+    assert_eq!(field(&getfattr(&cam1).unwrap(), "state"), "admitted");
+    assert_eq!(sha256_file(&cam1), want, "played bytes differ");
+    let st = getfattr(&cam1).unwrap();
+    assert_eq!(field(&st, "state"), "ended", "{st}");
+    assert_eq!(field(&st, "misses"), "0", "{st}");
+    assert!(field(&st, "requests").parse::<u64>().unwrap() > 0, "{st}");
+    // Removing the attribute forgets the figures.
+    let o = Command::new("setfattr")
+        .args(["-x", "user.dvrfs.stream"])
+        .arg(&cam1)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "setfattr -x: {}", stderr(&o));
+    assert_eq!(getfattr(&cam1), None);
+
+    // More than the disk can do, or more space than it has: refused, and why.
+    let f = m.path("huge.ts");
+    fs::write(&f, b"").unwrap();
+    let o = setfattr(&f, "read:4G");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("busy"), "{}", stderr(&o));
+    let o = setfattr(&f, "write:8M,size=100G");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("space"), "{}", stderr(&o));
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(log.contains("read:4G,request=512K refused"), "{log}");
+    assert!(
+        log.contains("write:8M,size=100G,request=512K refused"),
+        "{log}"
+    );
+
+    // The default goes with its attribute; new files are then best-effort.
+    let o = Command::new("setfattr")
+        .args(["-x", "user.dvrfs.stream"])
+        .arg(&rec_dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "setfattr -x dir: {}", stderr(&o));
+    assert_eq!(getfattr(&rec_dir), None);
+    fs::write(rec_dir.join("plain.bin"), b"x").unwrap();
+    assert_eq!(getfattr(&rec_dir.join("plain.bin")), None);
+    m.unmount();
+    assert_clean(&img);
+}
+
 trait OutputAsync {
     fn output_async(&mut self) -> std::thread::JoinHandle<std::process::Output>;
 }

@@ -594,7 +594,57 @@ fn a_reader_following_a_recording_gets_the_bytes_still_in_its_buffer() {
             "bytes read at {from}..{written} differ (applied {applied})"
         );
     }
-    assert!(checks > 10, "the reads never reached past the applied size: {checks}");
+    assert!(
+        checks > 10,
+        "the reads never reached past the applied size: {checks}"
+    );
     d.run(&mut e, Op::StreamClose { stream: rec.id }).unwrap();
     assert_eq!(e.visible_size(ino).unwrap(), data.len() as u64);
+}
+
+#[test]
+fn a_stream_sync_puts_the_partial_request_on_the_disk_and_the_stream_goes_on() {
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)));
+    let ino = create(&mut e, &mut d, "synced.ts");
+    let data = pattern(1 << 20);
+    let rec = open(&mut e, &mut d, ino, spec(StreamDir::Write, 16.0, 2 << 20)).unwrap();
+    let (a, b) = data.split_at(100_000);
+    d.run(
+        &mut e,
+        Op::StreamWrite {
+            stream: rec.id,
+            data: IoBuf::from_slice(a),
+        },
+    )
+    .unwrap();
+    // Less than a request: nothing written yet.
+    assert_eq!(e.volume().stat(ino).unwrap().size_bytes, 0);
+    d.run(&mut e, Op::StreamSync { stream: rec.id }).unwrap();
+    assert_eq!(e.volume().stat(ino).unwrap().size_bytes, a.len() as u64);
+    d.run(&mut e, Op::Fsync).unwrap();
+    // The stream goes on after the sync, at the unaligned end.
+    d.run(
+        &mut e,
+        Op::StreamWrite {
+            stream: rec.id,
+            data: IoBuf::from_slice(b),
+        },
+    )
+    .unwrap();
+    d.run(&mut e, Op::StreamClose { stream: rec.id }).unwrap();
+    let r = d
+        .run(
+            &mut e,
+            Op::Read {
+                ino,
+                offset: 0,
+                buf: IoBuf::zeroed(2 << 20),
+            },
+        )
+        .unwrap();
+    let Output::Read { buf, bytes } = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(bytes, data.len());
+    assert!(buf.bytes().unwrap()[..bytes] == data[..], "bytes differ");
 }

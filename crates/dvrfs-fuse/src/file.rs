@@ -159,6 +159,11 @@ pub struct FileState {
     ahead: std::collections::VecDeque<(u64, Ticket)>,
     /// A background write failed: given to the next write, flush or fsync.
     error: Option<Errno>,
+    /// A stream reservation on the file (`user.dvrfs.stream`, see [`crate::stream`]).
+    pub stream: Option<crate::stream::FileStream>,
+    /// A stream ended by a close while a handle stays open: admitted again at the
+    /// next read or write.
+    pub resume: Option<dvrfs_core::engine::Reservation>,
 }
 
 impl FileState {
@@ -174,6 +179,8 @@ impl FileState {
             cache: std::collections::VecDeque::new(),
             ahead: std::collections::VecDeque::new(),
             error: None,
+            stream: None,
+            resume: None,
         }
     }
 
@@ -185,6 +192,11 @@ impl FileState {
         }
         if let Some((_, end)) = self.inflight {
             s = s.max(end);
+        }
+        if let Some(st) = &self.stream {
+            if st.res.dir == dvrfs_core::engine::StreamDir::Write {
+                s = s.max(st.next);
+            }
         }
         s
     }

@@ -18,9 +18,10 @@
 //! - extended attributes: only `user.dvrfs.*` (others give `EOPNOTSUPP`).
 
 pub mod file;
+pub mod stream;
 
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::engine::{Op, Output};
+use dvrfs_core::engine::{Op, Output, Reservation, StreamDir};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::fs::{SetAttr, Stat};
 use dvrfs_runtime::Runtime;
@@ -39,6 +40,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use stream::XATTR;
 
 /// How long the kernel may keep attributes and names. Only this daemon changes the
 /// volume while it is mounted (it holds the device's exclusive lock), and every change
@@ -48,6 +50,32 @@ const TTL: Duration = Duration::from_secs(60);
 
 /// Smallest transfer to the disk for buffered reads and writes.
 const MIN_CHUNK_BYTES: u64 = 1 << 20;
+
+/// Now as an ISO 8601 UTC time with milliseconds: the daemon log's line stamp.
+pub fn stamp() -> String {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = t.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        t.subsec_millis()
+    )
+}
 
 /// How to mount.
 #[derive(Clone, Debug)]
@@ -122,6 +150,21 @@ pub struct DvrfsFs {
     files: Mutex<HashMap<Ino, Arc<Mutex<FileState>>>>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
+    /// Open files with a stream: its reservation and id (`getfattr` reads them
+    /// without the file's lock, which a stream operation may hold while it waits for
+    /// its rate), and the file's size is the engine's (see `attr`).
+    streamed: Mutex<
+        HashMap<
+            Ino,
+            (
+                dvrfs_core::engine::Reservation,
+                dvrfs_core::engine::StreamInfo,
+            ),
+        >,
+    >,
+    /// Final figures of streams that ended, for `getfattr` until the file is opened
+    /// with a stream again.
+    ended: Mutex<HashMap<Ino, String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -182,6 +225,8 @@ impl DvrfsFs {
             files: Mutex::new(HashMap::new()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            streamed: Mutex::new(HashMap::new()),
+            ended: Mutex::new(HashMap::new()),
         })
     }
 
@@ -209,7 +254,14 @@ impl DvrfsFs {
 
     fn attr(&self, s: &Stat) -> FileAttr {
         let mut size = s.size_bytes;
-        if s.kind == Kind::File {
+        if s.kind == Kind::File && lock(&self.streamed).contains_key(&s.ino) {
+            // A stream's operations may wait for its rate with the file's lock held:
+            // the engine knows the size (everything a write stream accepted).
+            let ino = s.ino;
+            if let Ok(Ok(v)) = self.rt.inspect(move |e| e.visible_size(ino)) {
+                size = v;
+            }
+        } else if s.kind == Kind::File {
             if let Some(st) = self.state(s.ino) {
                 // The applied size is read under the file's lock: a write reaped in
                 // between (its end no longer pending, its size read before it landed)
@@ -302,31 +354,94 @@ impl DvrfsFs {
         }
     }
 
-    /// A new handle on `ino`. The first one tells the engine the file is open, so
-    /// removing its name while it is open keeps it until the last release (POSIX).
+    /// The state of open file `ino` in `files`, made (and the engine told the file is
+    /// open, so removing its name keeps it until the last release, POSIX) if it has
+    /// none. The caller holds the map's lock until it has counted its use.
+    fn file_state(
+        &self,
+        files: &mut HashMap<Ino, Arc<Mutex<FileState>>>,
+        ino: Ino,
+        owner: u32,
+    ) -> Result<Arc<Mutex<FileState>>, Errno> {
+        if let Some(st) = files.get(&ino) {
+            return Ok(st.clone());
+        }
+        if !self.read_only {
+            self.run(Op::OpenFile { ino }, owner)?;
+        }
+        let st = Arc::new(Mutex::new(FileState::new(
+            ino,
+            self.chunk,
+            self.pool.clone(),
+        )));
+        files.insert(ino, st.clone());
+        Ok(st)
+    }
+
+    /// A new handle on `ino`.
     fn open_handle(&self, req: &Request, ino: Ino, direct: bool) -> Result<u64, Errno> {
         let direct = direct || self.direct_io;
         let mut files = lock(&self.files);
-        let st = match files.get(&ino) {
-            Some(st) => st.clone(),
-            None => {
-                if !self.read_only {
-                    self.run(Op::OpenFile { ino }, req.pid())?;
-                }
-                let st = Arc::new(Mutex::new(FileState::new(
-                    ino,
-                    self.chunk,
-                    self.pool.clone(),
-                )));
-                files.insert(ino, st.clone());
-                st
+        let st = self.file_state(&mut files, ino, req.pid())?;
+        {
+            let mut st = lock(&st);
+            st.opens += 1;
+            if let Some(s) = st.stream.as_mut() {
+                s.used = true;
             }
-        };
-        lock(&st).opens += 1;
+        }
         drop(files);
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, Handle { ino, direct });
         Ok(fh)
+    }
+
+    /// Closes handle `fh`. At the last close of the file, what it gathered goes to the
+    /// disk and its stream ends while the state is still listed (a getattr or a new
+    /// open meanwhile sees the pending size); then the state goes.
+    fn close_handle(&self, fh: u64, owner: u32) -> Result<(), Errno> {
+        let h = lock(&self.handles).remove(&fh).ok_or(libc::EBADF)?;
+        let st = self.state(h.ino).ok_or(libc::EBADF)?;
+        let r = {
+            let mut s = lock(&st);
+            s.opens -= 1;
+            if s.opens > 0 {
+                return Ok(());
+            }
+            let mut r = s.settle(&self.rt, owner);
+            r = r.and(self.detach(&mut s, "the file's last close"));
+            s.resume = None;
+            s.drop_reads(&self.rt);
+            r
+        };
+        r.and(self.forget_if_closed(h.ino, &st, owner))
+    }
+
+    /// Drops the state of a file nobody has open (and with no stream waiting for an
+    /// open): the engine is told it is closed.
+    fn forget_if_closed(
+        &self,
+        ino: Ino,
+        st: &Arc<Mutex<FileState>>,
+        owner: u32,
+    ) -> Result<(), Errno> {
+        let last = {
+            let mut files = lock(&self.files);
+            let s = lock(st);
+            let closed = s.opens == 0 && s.stream.is_none();
+            if closed {
+                files.remove(&ino);
+            }
+            closed
+        };
+        if last && !self.read_only {
+            // Unused preallocation goes back to the free pool; a file whose name was
+            // removed while open is freed now.
+            self.rt
+                .run(Op::CloseFile { ino }, None, owner)
+                .map_err(|e| errno_of(&e))?;
+        }
+        Ok(())
     }
 
     fn handle(&self, fh: FileHandle) -> Result<Handle, Errno> {
@@ -358,13 +473,30 @@ impl DvrfsFs {
                 return Err(libc::EISDIR);
             }
             self.settle(ino, owner)?;
-            self.run(
-                Op::Truncate {
-                    ino,
-                    size_bytes: size,
-                },
-                owner,
-            )?;
+            let truncate = || {
+                self.run(
+                    Op::Truncate {
+                        ino,
+                        size_bytes: size,
+                    },
+                    owner,
+                )
+            };
+            match self.state(ino) {
+                Some(st) if lock(&st).stream.is_some() => {
+                    // The stream ends, the file is cut, the stream is admitted again
+                    // (a playback where it was, a recording at the new end).
+                    let mut st = lock(&st);
+                    let s = st.stream.as_ref().expect("checked");
+                    let (res, next) = (s.res.clone(), s.next.min(size));
+                    self.detach(&mut st, "the file was truncated")?;
+                    truncate()?;
+                    let _ = self.attach(&mut st, res, next, true, owner);
+                }
+                _ => {
+                    truncate()?;
+                }
+            }
         }
         if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() || set.mtime_ns.is_some() {
             self.run(Op::SetAttr { ino, set }, owner)?;
@@ -421,6 +553,37 @@ impl DvrfsFs {
             return Err((libc::EBADF, reply));
         };
         let mut st = lock(&st);
+        self.resume(&mut st, req.pid());
+        if !h.direct && st.stream.is_some() {
+            let fsize = match self.stat(h.ino) {
+                Ok(s) => st.size_with_pending(s.size_bytes),
+                Err(e) => return Err((e, reply)),
+            };
+            match st.stream_read(&self.rt, offset, size as usize, fsize, req.pid(), req.pid()) {
+                Some(Ok(bytes)) => {
+                    reply.data(&bytes);
+                    return Ok(());
+                }
+                Some(Err(e)) => return Err((e, reply)),
+                None => {}
+            }
+            // Not the stream's read: best-effort, the engine adding what a recording
+            // holds in its buffer.
+            let mut reply = Some(reply);
+            let send = |bytes: &[u8]| reply.take().expect("replied once").data(bytes);
+            return match st.read(
+                &self.rt,
+                offset,
+                size as usize,
+                fsize,
+                false,
+                req.pid(),
+                send,
+            ) {
+                Ok(()) => Ok(()),
+                Err(e) => Err((e, reply.take().expect("not replied on an error"))),
+            };
+        }
         // O_DIRECT: what this file wrote goes to the disk first. Buffered: only what is
         // in flight must land; gathered bytes are served from memory.
         let settled = h.direct || !st.has_gathered();
@@ -471,10 +634,184 @@ impl DvrfsFs {
         let h = self.handle(fh)?;
         let st = self.state(h.ino).ok_or(libc::EBADF)?;
         let mut st = lock(&st);
+        self.resume(&mut st, req.pid());
+        if st.stream.is_some() {
+            return match st.stream_write(&self.rt, offset, data, req.pid()) {
+                Some(r) => r,
+                None => self.write_beside_stream(&mut st, offset, data, req.pid()),
+            };
+        }
         if h.direct {
             st.write_through(&self.rt, offset, data, req.pid())
         } else {
             st.write(&self.rt, offset, data, req.pid())
+        }
+    }
+
+    /// A file created in a directory with a default reservation gets it.
+    fn inherit_reservation(&self, req: &Request, parent: Ino, ino: Ino) -> Result<(), Errno> {
+        if self.read_only {
+            return Ok(());
+        }
+        let d = self
+            .rt
+            .query(move |v| v.stream_default(parent))
+            .map_err(|e| errno_of(&e))?;
+        let Some(d) = d.filter(|d| d.write) else {
+            return Ok(());
+        };
+        let st = self.state(ino).ok_or(libc::EBADF)?;
+        let mut st = lock(&st);
+        self.attach(&mut st, Reservation::from_default(&d), 0, true, req.pid())
+    }
+
+    /// `setfattr -n user.dvrfs.stream -v TEXT`: a file's reservation (admitted now) or
+    /// a directory's default.
+    fn set_reservation(
+        &self,
+        req: &Request,
+        ino: Ino,
+        value: &[u8],
+        flags: i32,
+    ) -> Result<(), Errno> {
+        let text = String::from_utf8_lossy(value);
+        let res = Reservation::parse(&text).map_err(|why| {
+            eprintln!("{} dvrfs: inode {ino}: {XATTR}: {why}", stamp());
+            libc::EINVAL
+        })?;
+        let kind = self.stat(ino)?.kind;
+        match kind {
+            Kind::Dir => {
+                if self.read_only {
+                    return Err(libc::EROFS);
+                }
+                let d = if res.dir == StreamDir::Write {
+                    res.to_default()
+                } else {
+                    Err(format!("{res}: a directory's default is given to the files created in it, recordings: write:RATE,duration=TIME"))
+                }
+                .map_err(|why| {
+                    eprintln!("{} dvrfs: directory inode {ino}: {XATTR}: {why}", stamp());
+                    libc::EINVAL
+                })?;
+                let had = self
+                    .rt
+                    .query(move |v| v.stream_default(ino))
+                    .map_err(|e| errno_of(&e))?
+                    .is_some();
+                check_xattr_flags(flags, had)?;
+                let set = SetAttr {
+                    stream_default: Some(Some(d)),
+                    ..Default::default()
+                };
+                self.run(Op::SetAttr { ino, set }, req.pid())?;
+                eprintln!(
+                    "{} dvrfs: directory inode {ino}: files created in it get {}",
+                    stamp(),
+                    Reservation::from_default(&d)
+                );
+                Ok(())
+            }
+            Kind::File => {
+                // The map's lock is held throughout, so the last close of the file
+                // cannot drop the state between its making and the stream's.
+                let mut files = lock(&self.files);
+                let st = self.file_state(&mut files, ino, req.pid())?;
+                let r = (|| {
+                    let mut s = lock(&st);
+                    check_xattr_flags(flags, s.stream.is_some())?;
+                    self.detach(&mut s, "replaced by a new reservation")?;
+                    let used = s.opens > 0;
+                    self.attach(&mut s, res, 0, used, req.pid())
+                })();
+                drop(files);
+                if r.is_err() {
+                    self.forget_if_closed(ino, &st, req.pid())?;
+                }
+                r
+            }
+            _ => Err(libc::EPERM),
+        }
+    }
+
+    /// `getfattr -n user.dvrfs.stream`: the reservation and how it fares.
+    fn get_reservation(&self, ino: Ino) -> Result<String, Errno> {
+        let kind = self.stat(ino)?.kind;
+        if kind == Kind::Dir {
+            let d = self
+                .rt
+                .query(move |v| v.stream_default(ino))
+                .map_err(|e| errno_of(&e))?
+                .ok_or(libc::ENODATA)?;
+            return Ok(stream::describe(
+                &Reservation::from_default(&d),
+                "default",
+                None,
+                None,
+            ));
+        }
+        let live = lock(&self.streamed).get(&ino).cloned();
+        if let Some((res, info)) = live {
+            let stats = self.rt.stream(info.id).map_err(|e| errno_of(&e))?;
+            return Ok(stream::describe(
+                &res,
+                "admitted",
+                Some(&info),
+                stats.as_ref().map(|(_, s)| s),
+            ));
+        }
+        if let Some(st) = self.state(ino) {
+            // Set while the file was not open: waiting for its open.
+            if let Ok(s) = st.try_lock() {
+                if let Some(text) = s.stream_state(&self.rt) {
+                    return Ok(text);
+                }
+            }
+        }
+        lock(&self.ended).get(&ino).cloned().ok_or(libc::ENODATA)
+    }
+
+    /// `setfattr -x user.dvrfs.stream`: the file's stream ends, or the directory's
+    /// default goes.
+    fn remove_reservation(&self, req: &Request, ino: Ino) -> Result<(), Errno> {
+        let kind = self.stat(ino)?.kind;
+        if kind == Kind::Dir {
+            let had = self
+                .rt
+                .query(move |v| v.stream_default(ino))
+                .map_err(|e| errno_of(&e))?
+                .is_some();
+            if !had {
+                return Err(libc::ENODATA);
+            }
+            let set = SetAttr {
+                stream_default: Some(None),
+                ..Default::default()
+            };
+            self.run(Op::SetAttr { ino, set }, req.pid())?;
+            eprintln!(
+                "{} dvrfs: directory inode {ino}: default reservation removed",
+                stamp()
+            );
+            return Ok(());
+        }
+        let ended = lock(&self.ended).remove(&ino).is_some();
+        let Some(st) = self.state(ino) else {
+            return if ended { Ok(()) } else { Err(libc::ENODATA) };
+        };
+        let had = {
+            let mut s = lock(&st);
+            let had = s.stream.is_some();
+            let r = self.detach(&mut s, "its attribute was removed");
+            lock(&self.ended).remove(&ino);
+            r?;
+            had
+        };
+        self.forget_if_closed(ino, &st, req.pid())?;
+        if had || ended {
+            Ok(())
+        } else {
+            Err(libc::ENODATA)
         }
     }
 
@@ -508,6 +845,29 @@ impl DvrfsFs {
             })
             .map_err(|e| errno_of(&e))
     }
+}
+
+/// An extended attribute's value: its size when asked (`size` 0), `ERANGE` when it
+/// does not fit.
+fn reply_xattr(reply: ReplyXattr, value: &[u8], size: u32) {
+    if size == 0 {
+        reply.size(value.len() as u32)
+    } else if value.len() > size as usize {
+        reply.error(fuser::Errno::from_i32(libc::ERANGE))
+    } else {
+        reply.data(value)
+    }
+}
+
+/// `XATTR_CREATE` on an attribute that exists, `XATTR_REPLACE` on one that does not.
+fn check_xattr_flags(flags: i32, exists: bool) -> Result<(), Errno> {
+    if flags & libc::XATTR_CREATE != 0 && exists {
+        return Err(libc::EEXIST);
+    }
+    if flags & libc::XATTR_REPLACE != 0 && !exists {
+        return Err(libc::ENODATA);
+    }
+    Ok(())
 }
 
 macro_rules! reply_result {
@@ -589,6 +949,7 @@ impl Filesystem for DvrfsFs {
             mode,
             uid,
             gid,
+            stream_default: None,
             mtime_ns: mtime.map(|t| match t {
                 TimeOrNow::SpecificTime(t) => wall_ns(t),
                 TimeOrNow::Now => wall_ns(SystemTime::now()),
@@ -803,9 +1164,24 @@ impl Filesystem for DvrfsFs {
         reply: ReplyCreate,
     ) {
         let direct = flags & libc::O_DIRECT != 0;
-        let r = Self::ino(parent)
-            .and_then(|p| self.do_create(req, p, name.as_bytes(), mode, Kind::File))
-            .and_then(|ino| Ok((self.open_handle(req, ino, direct)?, self.stat(ino)?)));
+        let r = Self::ino(parent).and_then(|p| {
+            let ino = self.do_create(req, p, name.as_bytes(), mode, Kind::File)?;
+            lock(&self.ended).remove(&ino);
+            let fh = self.open_handle(req, ino, direct)?;
+            if let Err(e) = self.inherit_reservation(req, p, ino) {
+                // Refused: the file is not left behind half-made.
+                let _ = self.close_handle(fh, req.pid());
+                let _ = self.run(
+                    Op::Unlink {
+                        parent: p,
+                        name: name.as_bytes().to_vec(),
+                    },
+                    req.pid(),
+                );
+                return Err(e);
+            }
+            Ok((fh, self.stat(ino)?))
+        });
         match r {
             Ok((fh, s)) => reply.created(
                 &TTL,
@@ -859,8 +1235,25 @@ impl Filesystem for DvrfsFs {
         reply: ReplyEmpty,
     ) {
         // close(2): what this handle wrote reaches the disk, and a failed background
-        // write is reported here (durability is fsync's).
-        let r = self.handle(fh).and_then(|h| self.settle(h.ino, req.pid()));
+        // write is reported here (durability is fsync's). The close of the file's
+        // only handle ends its stream here, not at the release the kernel sends
+        // later: when the recorder's close returns, its recording is on the disk and
+        // `getfattr` has the final figures.
+        let r = self.handle(fh).and_then(|h| {
+            self.settle(h.ino, req.pid())?;
+            let Some(st) = self.state(h.ino) else {
+                return Ok(());
+            };
+            let mut st = lock(&st);
+            if st.opens == 1 && st.stream.is_some() {
+                let res = st.stream.as_ref().map(|s| s.res.clone());
+                self.detach(&mut st, "the file's last close")?;
+                // The handle lives on when a copy of the descriptor (a forked child's)
+                // was the one closed: its next read or write admits the stream again.
+                st.resume = res;
+            }
+            Ok(())
+        });
         reply_result!(reply, r, |_| reply.ok())
     }
 
@@ -874,41 +1267,7 @@ impl Filesystem for DvrfsFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let h = match lock(&self.handles).remove(&fh.0) {
-            Some(h) => h,
-            None => return reply.error(fuser::Errno::EBADF),
-        };
-        let Some(st) = self.state(h.ino) else {
-            return reply.error(fuser::Errno::EBADF);
-        };
-        // The last handle: what it gathered goes to the disk while the state is still
-        // listed, so a getattr or a new open meanwhile sees the pending size.
-        let r = {
-            let mut s = lock(&st);
-            s.opens -= 1;
-            if s.opens > 0 {
-                return reply.ok();
-            }
-            let r = s.settle(&self.rt, req.pid());
-            s.drop_reads(&self.rt);
-            r
-        };
-        let mut r = r;
-        let last = {
-            let mut files = lock(&self.files);
-            let still_closed = lock(&st).opens == 0;
-            if still_closed {
-                files.remove(&h.ino);
-            }
-            still_closed
-        };
-        if last && !self.read_only {
-            // Unused preallocation goes back to the free pool; a file whose name was
-            // removed while open is freed now.
-            if let Err(e) = self.rt.run(Op::CloseFile { ino: h.ino }, None, req.pid()) {
-                r = r.and(Err(errno_of(&e)));
-            }
-        }
+        let r = self.close_handle(fh.0, req.pid());
         reply_result!(reply, r, |_| reply.ok())
     }
 
@@ -922,7 +1281,15 @@ impl Filesystem for DvrfsFs {
     ) {
         let r = self
             .handle(fh)
-            .and_then(|h| self.settle(h.ino, req.pid()))
+            .and_then(|h| {
+                self.settle(h.ino, req.pid())?;
+                // A recording's partial request goes to the disk too.
+                let sid = lock(&self.streamed).get(&h.ino).map(|(_, i)| i.id);
+                if let Some(stream) = sid {
+                    self.run(Op::StreamSync { stream }, req.pid())?;
+                }
+                Ok(())
+            })
             .and_then(|_| self.sync(req.pid()));
         reply_result!(reply, r, |_| reply.ok())
     }
@@ -1021,38 +1388,51 @@ impl Filesystem for DvrfsFs {
 
     fn setxattr(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(fuser::Errno::from_i32(libc::EOPNOTSUPP))
-    }
-
-    fn getxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
-        reply: ReplyXattr,
-    ) {
-        reply.error(fuser::Errno::from_i32(libc::ENODATA))
-    }
-
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, size: u32, reply: ReplyXattr) {
-        if size == 0 {
-            reply.size(0)
+        let r = if name.as_bytes() == XATTR.as_bytes() {
+            Self::ino(ino).and_then(|i| self.set_reservation(req, i, value, flags))
         } else {
-            reply.data(&[])
+            Err(libc::EOPNOTSUPP)
+        };
+        reply_result!(reply, r, |_| reply.ok())
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let r = if name.as_bytes() == XATTR.as_bytes() {
+            Self::ino(ino).and_then(|i| self.get_reservation(i))
+        } else {
+            Err(libc::ENODATA)
+        };
+        match r {
+            Ok(text) => reply_xattr(reply, text.as_bytes(), size),
+            Err(e) => reply.error(err(e)),
         }
     }
 
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(fuser::Errno::from_i32(libc::ENODATA))
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let has = Self::ino(ino).is_ok_and(|i| self.get_reservation(i).is_ok());
+        let mut names = vec![];
+        if has {
+            names.extend_from_slice(XATTR.as_bytes());
+            names.push(0);
+        }
+        reply_xattr(reply, &names, size)
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let r = if name.as_bytes() == XATTR.as_bytes() {
+            Self::ino(ino).and_then(|i| self.remove_reservation(req, i))
+        } else {
+            Err(libc::ENODATA)
+        };
+        reply_result!(reply, r, |_| reply.ok())
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {

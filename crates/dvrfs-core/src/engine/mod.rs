@@ -534,7 +534,10 @@ impl Engine {
                 self.progress(now);
                 return Ok(id);
             }
-            op @ (Op::StreamRead { .. } | Op::StreamWrite { .. } | Op::StreamClose { .. }) => {
+            op @ (Op::StreamRead { .. }
+            | Op::StreamWrite { .. }
+            | Op::StreamClose { .. }
+            | Op::StreamSync { .. }) => {
                 if let Err(e) = self.stream_submit(id, op, now) {
                     self.completions.push_back(Completion {
                         op: id,
@@ -1132,7 +1135,8 @@ impl Engine {
             | Op::StreamOpen { .. }
             | Op::StreamRead { .. }
             | Op::StreamWrite { .. }
-            | Op::StreamClose { .. } => {
+            | Op::StreamClose { .. }
+            | Op::StreamSync { .. } => {
                 unreachable!("handled elsewhere")
             }
         };

@@ -112,6 +112,12 @@ pub enum Op {
     StreamClose {
         stream: StreamId,
     },
+    /// A write stream's bytes so far on the disk and applied to the file: the partial
+    /// request being filled is written now (an `fsync` of a recording; then
+    /// `Op::Fsync` makes them durable). Completes at once for a read stream.
+    StreamSync {
+        stream: StreamId,
+    },
     /// Commit everything and empty the journal (a clean unmount). The engine accepts no
     /// operation after it.
     Unmount,
@@ -137,6 +143,7 @@ impl Op {
             Op::StreamRead { .. } => "stream read",
             Op::StreamWrite { .. } => "stream write",
             Op::StreamClose { .. } => "stream close",
+            Op::StreamSync { .. } => "stream sync",
             Op::Fsync => "fsync",
             Op::Unmount => "unmount",
         }

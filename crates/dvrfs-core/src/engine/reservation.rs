@@ -157,7 +157,11 @@ impl Reservation {
     pub fn from_default(d: &StreamDefault) -> Reservation {
         let write = d.write;
         Reservation {
-            dir: if write { StreamDir::Write } else { StreamDir::Read },
+            dir: if write {
+                StreamDir::Write
+            } else {
+                StreamDir::Read
+            },
             rate_bps: d.rate_bps,
             request_bytes: if d.request_kib == 0 {
                 DEFAULT_REQUEST_BYTES
@@ -224,7 +228,8 @@ fn size(v: &str) -> Result<u64, String> {
         "G" | "g" | "GiB" => 30,
         _ => return Err(format!("unknown unit {unit:?} (K, M or G)")),
     };
-    n.checked_mul(1 << shift).ok_or_else(|| "too large".to_string())
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| "too large".to_string())
 }
 
 fn duration_s(v: &str) -> Result<u64, String> {

@@ -172,6 +172,8 @@ pub(super) struct Stream {
     /// Closed: no more operations; removed once nothing of it is in flight.
     closed: bool,
     close_op: Option<OpId>,
+    /// `StreamSync`s waiting for the writes in flight when they came (and any since).
+    syncs: Vec<OpId>,
     wake_ns: Option<u64>,
     stats: StreamStats,
 }
@@ -390,6 +392,7 @@ impl Engine {
             waiting: VecDeque::new(),
             closed: false,
             close_op: None,
+            syncs: vec![],
             wake_ns: None,
             stats: StreamStats::default(),
         };
@@ -403,6 +406,18 @@ impl Engine {
             Op::StreamRead { stream, buf } => (stream, Some(buf), StreamDir::Read),
             Op::StreamWrite { stream, data } => (stream, Some(data), StreamDir::Write),
             Op::StreamClose { stream } => (stream, None, StreamDir::Read),
+            Op::StreamSync { stream } => {
+                let Some(s) = self.streams.get_mut(&stream).filter(|s| !s.closed) else {
+                    return Err(Error::InvalidArgument(format!(
+                        "stream {stream} is not open"
+                    )));
+                };
+                s.syncs.push(id);
+                if s.info.dir == StreamDir::Write && s.fill_len > 0 {
+                    self.stream_write_out(stream, now);
+                }
+                return Ok(());
+            }
             _ => unreachable!("stream_submit of a stream operation"),
         };
         let Some(s) = self.streams.get_mut(&sid).filter(|s| !s.closed) else {
@@ -475,7 +490,7 @@ impl Engine {
     pub(super) fn stream_ops_waiting(&self) -> usize {
         self.streams
             .values()
-            .map(|s| s.waiting.len() + s.close_op.is_some() as usize)
+            .map(|s| s.waiting.len() + s.syncs.len() + s.close_op.is_some() as usize)
             .sum()
     }
 
@@ -531,6 +546,7 @@ impl Engine {
                 StreamDir::Read => self.read_stream_step(sid, now),
                 StreamDir::Write => self.write_stream_step(sid, now),
             };
+            changed |= self.stream_syncs_done(sid, now);
             changed |= self.stream_maybe_done(sid, now);
         }
         changed
@@ -804,6 +820,33 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// `StreamSync`s complete once nothing the stream accepted before them is still
+    /// being written (a read stream's at once). A stream write failure fails them.
+    fn stream_syncs_done(&mut self, sid: StreamId, now: Now) -> bool {
+        let s = self.streams.get_mut(&sid).expect("listed");
+        if s.syncs.is_empty() || !s.writes.is_empty() {
+            return false;
+        }
+        let result = || match &s.error {
+            Some(e) => Err(Error::io(
+                "writing behind a stream",
+                std::io::Error::other(e.clone()),
+            )),
+            None => Ok(Output::Done),
+        };
+        let done: Vec<_> = s.syncs.drain(..).map(|id| (id, result())).collect();
+        for (op, result) in done {
+            self.completions.push_back(super::Completion {
+                op,
+                result,
+                deadline_ns: None,
+                submit_ns: now.mono_ns,
+                done_ns: now.mono_ns,
+            });
+        }
+        true
     }
 
     /// A closed stream with nothing left in flight goes away; its close completes.

@@ -1,0 +1,363 @@
+//! Stream reservations through the `user.dvrfs.stream` extended attribute: a program
+//! that knows nothing of dvrfs gets a guaranteed rate.
+//!
+//! `setfattr -n user.dvrfs.stream -v read:19.39M FILE` (or `write:8M,duration=2h`;
+//! the text is [`Reservation`]'s) asks the engine for admission. From then on:
+//!
+//! - **Write stream.** A write at the stream's position (the end of what was written:
+//!   a recorder appends) goes into the engine's write-behind buffer
+//!   (`Op::StreamWrite`), written at the end of the file with deadlines from the
+//!   buffer level. A write anywhere else is rare (a muxer patching its header): one
+//!   inside what is already on the disk goes straight to the disk; one that would
+//!   overlap the stream's buffer closes the stream (its buffer written), is written,
+//!   and the stream is admitted again at the new end.
+//! - **Read stream.** A read at the playout point is served from the engine's playout
+//!   buffer (`Op::StreamRead`), at the rate. The kernel's read-ahead requests may
+//!   arrive out of order: a read up to [`REORDER_BYTES`] past the playout point takes
+//!   the bytes in between from the stream too and keeps them for the request that
+//!   comes late. A far jump by the reading process (a seek) reopens the stream there;
+//!   other readers (a `cp`, a thumbnailer) read best-effort.
+//!
+//! The reservation lasts while the file is open: it ends at the last close (or when
+//! the attribute is removed), its final figures stay readable with `getfattr` until the
+//! file is opened again. Set on a file nobody has open, it waits for the next open
+//! and ends at that open's last close. A directory's attribute is a default stored in
+//! its inode: every file created in it gets that reservation (a camera recorder needs
+//! no change), and directories created in it inherit it. A refused reservation gives
+//! `EBUSY` (the disk's real-time share is taken) or `ENOSPC` (a recording's space does
+//! not fit) and the reason in the daemon log.
+
+use crate::file::{errno_of, Errno, FileState};
+use dvrfs_core::engine::{Op, Output, Reservation, StreamDir, StreamInfo, StreamStats};
+use dvrfs_runtime::Runtime;
+
+/// The attribute's name.
+pub const XATTR: &str = "user.dvrfs.stream";
+
+/// How far past a read stream's playout point a read is still taken from the stream.
+pub const REORDER_BYTES: u64 = 8 << 20;
+
+/// A reservation on an open file.
+pub struct FileStream {
+    pub res: Reservation,
+    pub info: StreamInfo,
+    /// Read: the next byte the stream gives; write: where the next byte goes.
+    pub next: u64,
+    /// A handle was open while it existed: it ends at the last close.
+    pub used: bool,
+    /// The process reading through the stream (its jumps are seeks).
+    reader: Option<u32>,
+    /// Read: bytes taken from the stream before the request that wants them.
+    stash: Vec<u8>,
+}
+
+/// Why a reservation could not be had: the errno and the reason for the log.
+pub type Refusal = (Errno, String);
+
+fn refusal(e: &dvrfs_runtime::RuntimeError) -> Refusal {
+    (errno_of(e), e.to_string())
+}
+
+/// The state shown by `getfattr`: the reservation, then what was admitted and how it
+/// has fared.
+pub fn describe(
+    res: &Reservation,
+    state: &str,
+    info: Option<&StreamInfo>,
+    st: Option<&StreamStats>,
+) -> String {
+    let mut s = format!("{res} state={state}");
+    if let Some(i) = info {
+        s += &format!(
+            " buffer={} slack_ms={} load={:.0}%",
+            i.buffer_bytes,
+            i.slack_ns / 1_000_000,
+            i.load * 100.0
+        );
+    }
+    if let Some(st) = st {
+        s += &format!(
+            " requests={} misses={} min_margin_ms={} stalls={} bytes={}",
+            st.requests,
+            st.late,
+            st.min_margin_ns
+                .map_or("-".to_string(), |m| format!("{:.1}", m as f64 / 1e6)),
+            st.stalls,
+            st.app_bytes
+        );
+    }
+    s
+}
+
+impl FileState {
+    /// Asks the engine to admit `res` on this file. Whatever this file gathered goes
+    /// to the disk first, so a recording starts at the file's end.
+    pub fn stream_attach(
+        &mut self,
+        rt: &Runtime,
+        res: Reservation,
+        start: u64,
+        used: bool,
+        owner: u32,
+    ) -> Result<(), Refusal> {
+        debug_assert!(self.stream.is_none(), "one stream per file");
+        self.settle(rt, owner)
+            .map_err(|e| (e, "writing what the file gathered".to_string()))?;
+        self.drop_reads(rt);
+        let ino = self.ino;
+        let info = rt
+            .open_stream(ino, res.spec(start))
+            .map_err(|e| refusal(&e))?;
+        let next = match res.dir {
+            StreamDir::Read => start,
+            StreamDir::Write => rt
+                .inspect(move |e| e.visible_size(ino))
+                .map_err(|e| refusal(&e))?
+                .map_err(|e| (e.errno(), e.to_string()))?,
+        };
+        self.stream = Some(FileStream {
+            res,
+            info,
+            next,
+            used,
+            reader: None,
+            stash: vec![],
+        });
+        Ok(())
+    }
+
+    /// Ends the stream (a recording's buffer written): its final figures.
+    pub fn stream_detach(
+        &mut self,
+        rt: &Runtime,
+    ) -> Option<(FileStream, Result<StreamStats, Errno>)> {
+        let s = self.stream.take()?;
+        let r = match rt.run(Op::StreamClose { stream: s.info.id }, None, 0) {
+            Ok(Output::StreamClosed(st)) => Ok(st),
+            Ok(other) => panic!("a stream close completed as {other:?}"),
+            Err(e) => Err(errno_of(&e)),
+        };
+        Some((s, r))
+    }
+
+    /// `getfattr`'s text for the open stream.
+    pub fn stream_state(&self, rt: &Runtime) -> Option<String> {
+        let s = self.stream.as_ref()?;
+        let live = rt.stream(s.info.id).ok().flatten();
+        Some(describe(
+            &s.res,
+            "admitted",
+            Some(&s.info),
+            live.as_ref().map(|(_, st)| st),
+        ))
+    }
+
+    /// A write of a file with a write stream at the stream's position: into its
+    /// buffer. `None`: not the stream's write (the caller goes best-effort).
+    pub fn stream_write(
+        &mut self,
+        rt: &Runtime,
+        offset: u64,
+        data: &[u8],
+        owner: u32,
+    ) -> Option<Result<usize, Errno>> {
+        let s = self.stream.as_mut()?;
+        if s.res.dir != StreamDir::Write || offset != s.next {
+            return None;
+        }
+        let r = rt.run(
+            Op::StreamWrite {
+                stream: s.info.id,
+                data: dvrfs_core::engine::IoBuf::from_slice(data),
+            },
+            None,
+            owner,
+        );
+        Some(match r {
+            Ok(_) => {
+                s.next += data.len() as u64;
+                Ok(data.len())
+            }
+            Err(e) => Err(errno_of(&e)),
+        })
+    }
+
+    /// A read of a file with a read stream, from the playout buffer when it is the
+    /// stream's (see the module docs): the bytes, or `None` (the caller reads
+    /// best-effort). `size`: the file's size.
+    pub fn stream_read(
+        &mut self,
+        rt: &Runtime,
+        offset: u64,
+        len: usize,
+        size: u64,
+        pid: u32,
+        owner: u32,
+    ) -> Option<Result<Vec<u8>, Errno>> {
+        let s = self.stream.as_ref()?;
+        if s.res.dir != StreamDir::Read {
+            return None;
+        }
+        let end = (offset + len as u64).min(size);
+        if offset >= end {
+            return Some(Ok(vec![]));
+        }
+        let stash_start = s.next - s.stash.len() as u64;
+        let reader = s.reader.is_none_or(|r| r == pid);
+        if offset < stash_start || offset > s.next + REORDER_BYTES {
+            if !reader {
+                return None;
+            }
+            // The reader jumped: the stream starts again where it reads now.
+            let res = s.res.clone();
+            let start = offset - offset % 4096;
+            let _ = self.stream_detach(rt);
+            if let Err((e, why)) = self.stream_attach(rt, res, start, true, owner) {
+                eprintln!(
+                    "{} dvrfs: inode {}: a seek to byte {offset} ended its read reservation: {why} (errno {e}); reads go on best-effort",
+                    crate::stamp(),
+                    self.ino
+                );
+                return None;
+            }
+        }
+        let s = self.stream.as_mut().expect("attached");
+        s.reader = Some(pid);
+        if end > s.next {
+            let want = (end - s.next) as usize;
+            let r = rt.run(
+                Op::StreamRead {
+                    stream: s.info.id,
+                    buf: dvrfs_core::engine::IoBuf::zeroed(want),
+                },
+                None,
+                owner,
+            );
+            match r {
+                Ok(Output::Read { buf, bytes }) => {
+                    s.stash
+                        .extend_from_slice(&buf.bytes().expect("real memory")[..bytes]);
+                    s.next += bytes as u64;
+                }
+                Ok(other) => panic!("a stream read completed as {other:?}"),
+                Err(e) => return Some(Err(errno_of(&e))),
+            }
+        }
+        let stash_start = s.next - s.stash.len() as u64;
+        let (from, to) = (
+            (offset.max(stash_start) - stash_start) as usize,
+            (end.min(s.next) - stash_start) as usize,
+        );
+        let out = s.stash[from.min(to)..to].to_vec();
+        // Keep what a late request may still want, no more.
+        let keep = REORDER_BYTES as usize;
+        if s.stash.len() > keep {
+            s.stash.drain(..s.stash.len() - keep);
+        }
+        Some(Ok(out))
+    }
+}
+
+impl crate::DvrfsFs {
+    /// Admits `res` on the open file `st` (see [`FileState::stream_attach`]); a
+    /// refusal is logged with its reason.
+    pub(crate) fn attach(
+        &self,
+        st: &mut FileState,
+        res: Reservation,
+        start: u64,
+        used: bool,
+        owner: u32,
+    ) -> Result<(), Errno> {
+        if res.dir == StreamDir::Write && self.read_only {
+            return Err(libc::EROFS);
+        }
+        let text = res.to_string();
+        match st.stream_attach(&self.rt, res, start, used, owner) {
+            Ok(()) => {
+                let s = st.stream.as_ref().expect("attached");
+                crate::lock(&self.streamed).insert(st.ino, (s.res.clone(), s.info.clone()));
+                crate::lock(&self.ended).remove(&st.ino);
+                eprintln!(
+                    "{} dvrfs: inode {}: stream {} admitted: {} ({} buffer, {} ms slack, load {:.0}%)",
+                    crate::stamp(),
+                    st.ino,
+                    s.info.id,
+                    text,
+                    s.info.buffer_bytes,
+                    s.info.slack_ns / 1_000_000,
+                    s.info.load * 100.0
+                );
+                Ok(())
+            }
+            Err((e, why)) => {
+                eprintln!(
+                    "{} dvrfs: inode {}: reservation {text} refused (errno {e}): {why}",
+                    crate::stamp(),
+                    st.ino
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// Ends the stream of `st`, if any; its final figures stay for `getfattr` and the
+    /// log. A failure to write a recording's buffer is returned.
+    pub(crate) fn detach(&self, st: &mut FileState, why: &str) -> Result<(), Errno> {
+        let Some((s, r)) = st.stream_detach(&self.rt) else {
+            return Ok(());
+        };
+        crate::lock(&self.streamed).remove(&st.ino);
+        let text = match &r {
+            Ok(stats) => describe(&s.res, "ended", Some(&s.info), Some(stats)),
+            Err(e) => describe(&s.res, &format!("failed(errno {e})"), Some(&s.info), None),
+        };
+        eprintln!(
+            "{} dvrfs: inode {}: stream {} ended ({why}): {text}",
+            crate::stamp(),
+            st.ino,
+            s.info.id
+        );
+        crate::lock(&self.ended).insert(st.ino, text);
+        r.map(|_| ())
+    }
+
+    /// A stream that a close ended while the handle lived on is admitted again.
+    pub(crate) fn resume(&self, st: &mut FileState, owner: u32) {
+        if let Some(res) = st.resume.take() {
+            let start = 0;
+            let _ = self.attach(st, res, start, true, owner);
+        }
+    }
+
+    /// A write of a file with a stream that is not the stream's: see the module docs.
+    pub(crate) fn write_beside_stream(
+        &self,
+        st: &mut FileState,
+        offset: u64,
+        data: &[u8],
+        owner: u32,
+    ) -> Result<usize, Errno> {
+        let s = st.stream.as_ref().expect("caller checked");
+        let (dir, res, next) = (s.res.dir, s.res.clone(), s.next);
+        let ino = st.ino;
+        let applied = self
+            .rt
+            .query(move |v| v.stat(ino).map(|s| s.size_bytes))
+            .map_err(|e| errno_of(&e))?
+            .map_err(|e| e.errno())?;
+        if dir == StreamDir::Write && offset + data.len() as u64 <= applied {
+            // Inside what is on the disk (a header patched): beside the stream.
+            return st.write_through(&self.rt, offset, data, owner);
+        }
+        self.detach(st, "a write away from its position")?;
+        let n = st.write_through(&self.rt, offset, data, owner)?;
+        let start = match dir {
+            StreamDir::Read => next,
+            StreamDir::Write => 0,
+        };
+        // Admitted again; refused, the file goes on best-effort (logged).
+        let _ = self.attach(st, res, start, true, owner);
+        Ok(n)
+    }
+}
