@@ -6,6 +6,7 @@
 #
 #   bench:  dvrfs bench IMG --force --workload 0r0w --best-effort greedy-write|greedy-read
 #           --be-request 4M --be-depth 2 --alloc seq --fill 0%|50% --duration 9s
+#           and, in fio's shape (one 1 MiB request at a time), --be-request 1M --be-depth 1
 #   mount:  dvrfs mkfs IMG --alloc seq; dvrfs mount IMG MNT
 #           dd if=/dev/zero of=MNT/f bs=4M count=512 conv=fsync; dd if=MNT/f of=/dev/null bs=4M
 #           fio --rw=write|read --bs=1M --direct=1 --ioengine=psync --size=2G on MNT/fio
@@ -40,9 +41,9 @@ unmount() {
 }
 
 model=()   # set to (--device-model avfs-250g) for the emulated disk
-bench_mbps() {
+bench_mbps() { # $1: generator, $2: fill, $3: request, $4: depth
     "$bin" bench "$img" --force --size 8G "${model[@]}" --workload 0r0w --best-effort "$1" \
-        --be-request 4M --be-depth 2 --alloc seq --fill "$2" --duration 9s --json |
+        --be-request "${3:-4M}" --be-depth "${4:-2}" --alloc seq --fill "$2" --duration 9s --json |
         python3 -c 'import json, sys; print("%.0f" % (json.load(sys.stdin)["be_active_throughput_mbps"] / 8))'
 }
 dd_mbps() { # dd's own figure, in MB/s
@@ -56,11 +57,14 @@ fio_mbps() {
 
 # $1: label, $2: runs, $3: dd count (4 MiB blocks), $4: fio size
 compare() {
-    for f in bw br dw dr fw fr; do : > "$dir/$f"; done
+    for f in bw br b1w b1r dw dr fw fr; do : > "$dir/$f"; done
     for i in $(seq "$2"); do
         bench_mbps greedy-write 0% >> "$dir/bw"
         drop_caches
         bench_mbps greedy-read 50% >> "$dir/br"
+        bench_mbps greedy-write 0% 1M 1 >> "$dir/b1w"
+        drop_caches
+        bench_mbps greedy-read 50% 1M 1 >> "$dir/b1r"
         rm -f "$img"
         "$bin" mkfs "$img" --size 8G --alloc seq > /dev/null
         "$bin" mount "$img" "$mnt" "${model[@]}" --log "$dir/mount.log" --pid-file "$dir/pid"
@@ -71,12 +75,13 @@ compare() {
         drop_caches
         fio_mbps read "$4" >> "$dir/fr"
         unmount
-        echo "$1 run $i: bench write $(tail -1 "$dir/bw") read $(tail -1 "$dir/br");" \
+        echo "$1 run $i: bench write $(tail -1 "$dir/bw") read $(tail -1 "$dir/br")," \
+            "1M x 1 write $(tail -1 "$dir/b1w") read $(tail -1 "$dir/b1r");" \
             "mount dd write $(tail -1 "$dir/dw") read $(tail -1 "$dir/dr"), fio write $(tail -1 "$dir/fw") read $(tail -1 "$dir/fr") MB/s"
     done
     echo "$1, medians of $2 runs (MB/s):"
-    echo "  write: bench $(m bw); mount dd $(m dw) ($(pct "$(m dw)" "$(m bw)")%), fio $(m fw) ($(pct "$(m fw)" "$(m bw)")%)"
-    echo "  read:  bench $(m br); mount dd $(m dr) ($(pct "$(m dr)" "$(m br)")%), fio $(m fr) ($(pct "$(m fr)" "$(m br)")%)"
+    echo "  write: bench $(m bw); mount dd $(m dw) ($(pct "$(m dw)" "$(m bw)")%), fio $(m fw) ($(pct "$(m fw)" "$(m bw)")%; $(pct "$(m fw)" "$(m b1w)")% of bench 1M x 1, $(m b1w))"
+    echo "  read:  bench $(m br); mount dd $(m dr) ($(pct "$(m dr)" "$(m br)")%), fio $(m fr) ($(pct "$(m fr)" "$(m br)")%; $(pct "$(m fr)" "$(m b1r)")% of bench 1M x 1, $(m b1r))"
 }
 m() { median < "$dir/$1"; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", 100 * a / b }'; }
