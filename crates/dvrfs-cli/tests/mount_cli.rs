@@ -256,6 +256,60 @@ fn posix_file_operations_through_the_mount() {
         Some(libc::EPERM)
     );
 
+    // fallocate: the range is allocated (zeros where nothing was), the size grows
+    // unless KEEP_SIZE; modes the format cannot do say so.
+    let pre = m.path("pre.ts");
+    fs::write(&pre, b"0123456789").unwrap();
+    let free = |p: &Path| {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a valid C path and a zeroed statvfs to fill.
+        let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut v) }, 0);
+        v.f_bfree * v.f_frsize
+    };
+    let free0 = free(&m.mnt);
+    let f = OpenOptions::new().write(true).open(&pre).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    // SAFETY: fallocate on an open descriptor.
+    let falloc = |mode: i32, off: i64, len: i64| unsafe {
+        if libc::fallocate(fd, mode, off, len) == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap())
+        }
+    };
+    assert_eq!(falloc(0, 0, 9 << 20), Ok(()));
+    assert_eq!(f.metadata().unwrap().len(), 9 << 20);
+    // Two more 4 MiB blocks (the first held the 10 bytes already).
+    assert!(free0 - free(&m.mnt) >= 8 << 20, "no space was taken");
+    assert_eq!(falloc(libc::FALLOC_FL_KEEP_SIZE, 0, 4 << 20), Ok(()));
+    assert_eq!(
+        falloc(libc::FALLOC_FL_KEEP_SIZE, 12 << 20, 4 << 20),
+        Err(libc::EOPNOTSUPP)
+    );
+    assert_eq!(
+        falloc(
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            0,
+            4096
+        ),
+        Err(libc::EOPNOTSUPP)
+    );
+    assert_eq!(falloc(0, 0, 1 << 50), Err(libc::ENOSPC));
+    assert_eq!(
+        f.metadata().unwrap().len(),
+        9 << 20,
+        "ENOSPC changed the file"
+    );
+    drop(f);
+    let back = fs::read(&pre).unwrap();
+    assert_eq!(&back[..10], b"0123456789");
+    assert!(
+        back[10..].iter().all(|&b| b == 0),
+        "allocated bytes are not zero"
+    );
+    fs::remove_file(&pre).unwrap();
+
     // statfs: the volume's size and what is free.
     let out = Command::new("df").arg("-B1").arg(&m.mnt).output().unwrap();
     assert!(out.status.success());

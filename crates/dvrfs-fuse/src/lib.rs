@@ -815,6 +815,74 @@ impl DvrfsFs {
         }
     }
 
+    /// `fallocate` (mode 0, or `FALLOC_FL_KEEP_SIZE` inside the file): every part of
+    /// the range no data block backs is written with zeros, so later writes there
+    /// cannot fail for lack of space and the allocation survives a remount. The format
+    /// has no unwritten extents, so this costs the writes (as glibc's emulation
+    /// would); the space is checked first, so `ENOSPC` leaves the file as it was.
+    /// Punching holes, zeroing, collapsing and inserting ranges: `EOPNOTSUPP`.
+    fn do_fallocate(
+        &self,
+        req: &Request,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+    ) -> Result<(), Errno> {
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if self.read_only {
+            return Err(libc::EROFS);
+        }
+        let h = self.handle(fh)?;
+        let st = self.state(h.ino).ok_or(libc::EBADF)?;
+        let mut st = lock(&st);
+        st.settle(&self.rt, req.pid())?;
+        st.drop_reads(&self.rt);
+        let ino = h.ino;
+        let (size, holes, free) = self
+            .rt
+            .query(move |v| {
+                Ok::<_, dvrfs_core::Error>((
+                    v.planned_size(ino)?,
+                    v.unallocated(ino, offset, length)?,
+                    v.free_bytes(),
+                ))
+            })
+            .map_err(|e| errno_of(&e))?
+            .map_err(|e| e.errno())?;
+        let size = st.size_with_pending(size);
+        if mode & libc::FALLOC_FL_KEEP_SIZE != 0 && holes.iter().any(|&(_, e)| e > size) {
+            // Blocks past the end of a file are not part of the format.
+            return Err(libc::EOPNOTSUPP);
+        }
+        let bs = self.block_bytes;
+        let need: u64 = holes
+            .iter()
+            .map(|&(s, e)| (e.div_ceil(bs) - s / bs) * bs)
+            .sum();
+        if need > free {
+            return Err(libc::ENOSPC);
+        }
+        for (s, e) in holes {
+            let mut at = s;
+            while at < e {
+                let n = (e - at).min(self.chunk - at % self.chunk);
+                self.run(
+                    Op::Write {
+                        ino,
+                        offset: at,
+                        data: dvrfs_core::engine::IoBuf::zeroed(n as usize),
+                    },
+                    req.pid(),
+                )?;
+                at += n;
+            }
+        }
+        Ok(())
+    }
+
     fn do_readdir(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Ino, Kind)>, Errno> {
         let (parent, entries) = self
             .rt
@@ -1442,14 +1510,15 @@ impl Filesystem for DvrfsFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        reply.error(fuser::Errno::from_i32(libc::EOPNOTSUPP))
+        let r = self.do_fallocate(req, fh, offset, length, mode);
+        reply_result!(reply, r, |_| reply.ok())
     }
 }

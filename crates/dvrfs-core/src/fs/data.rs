@@ -135,6 +135,33 @@ impl Volume {
             .or_else(|| self.pending.get(&ino)?.blocks.get(&fb).copied())
     }
 
+    /// The byte ranges of `[offset, offset + len)` of file `ino` that no data block
+    /// backs (holes, and anything past the end), counting blocks reserved by pending
+    /// writes; in order, adjacent ranges joined. What `fallocate` must allocate.
+    pub fn unallocated(&self, ino: Ino, offset: u64, len: u64) -> Result<Vec<(u64, u64)>> {
+        let inode = self.file(ino)?;
+        let bs = self.sb.data_block_bytes;
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| e <= max_file_bytes(bs))
+            .ok_or(Error::FileTooLarge(offset))?;
+        let mut out: Vec<(u64, u64)> = vec![];
+        if len == 0 {
+            return Ok(out);
+        }
+        for fb in offset / bs..=(end - 1) / bs {
+            if self.planned_lookup(ino, inode, fb).is_some() {
+                continue;
+            }
+            let (s, e) = (offset.max(fb * bs), end.min((fb + 1) * bs));
+            match out.last_mut() {
+                Some(last) if last.1 == s => last.1 = e,
+                _ => out.push((s, e)),
+            }
+        }
+        Ok(out)
+    }
+
     /// The device block of the last mapped (or reserved) file block before `fb`.
     fn planned_block_before(&self, ino: Ino, inode: &Inode, fb: u64) -> Option<u64> {
         let applied = {
