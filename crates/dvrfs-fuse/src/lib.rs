@@ -162,9 +162,9 @@ pub struct DvrfsFs {
             ),
         >,
     >,
-    /// Final figures of streams that ended, for `getfattr` until the file is opened
-    /// with a stream again.
-    ended: Mutex<HashMap<Ino, String>>,
+    /// Final figures of streams that ended, for `getfattr` until the file gets a
+    /// stream again or the attribute is removed; the latest [`stream::ENDED_KEPT`].
+    ended: Mutex<stream::Ended>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -226,7 +226,7 @@ impl DvrfsFs {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             streamed: Mutex::new(HashMap::new()),
-            ended: Mutex::new(HashMap::new()),
+            ended: Mutex::new(stream::Ended::default()),
         })
     }
 
@@ -768,7 +768,7 @@ impl DvrfsFs {
                 }
             }
         }
-        lock(&self.ended).get(&ino).cloned().ok_or(libc::ENODATA)
+        lock(&self.ended).get(ino).ok_or(libc::ENODATA)
     }
 
     /// `setfattr -x user.dvrfs.stream`: the file's stream ends, or the directory's
@@ -795,7 +795,7 @@ impl DvrfsFs {
             );
             return Ok(());
         }
-        let ended = lock(&self.ended).remove(&ino).is_some();
+        let ended = lock(&self.ended).remove(ino);
         let Some(st) = self.state(ino) else {
             return if ended { Ok(()) } else { Err(libc::ENODATA) };
         };
@@ -803,7 +803,7 @@ impl DvrfsFs {
             let mut s = lock(&st);
             let had = s.stream.is_some();
             let r = self.detach(&mut s, "its attribute was removed");
-            lock(&self.ended).remove(&ino);
+            lock(&self.ended).remove(ino);
             r?;
             had
         };
@@ -1234,7 +1234,7 @@ impl Filesystem for DvrfsFs {
         let direct = flags & libc::O_DIRECT != 0;
         let r = Self::ino(parent).and_then(|p| {
             let ino = self.do_create(req, p, name.as_bytes(), mode, Kind::File)?;
-            lock(&self.ended).remove(&ino);
+            lock(&self.ended).remove(ino);
             let fh = self.open_handle(req, ino, direct)?;
             if let Err(e) = self.inherit_reservation(req, p, ino) {
                 // Refused: the file is not left behind half-made.

@@ -28,6 +28,7 @@
 //! not fit) and the reason in the daemon log.
 
 use crate::file::{errno_of, Errno, FileState};
+use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{Op, Output, Reservation, StreamDir, StreamInfo, StreamStats};
 use dvrfs_runtime::Runtime;
 
@@ -49,6 +50,43 @@ pub struct FileStream {
     reader: Option<u32>,
     /// Read: bytes taken from the stream before the request that wants them.
     stash: Vec<u8>,
+}
+
+/// How many ended streams' figures the daemon keeps for `getfattr` (a recorder making
+/// a file a minute would otherwise grow the table for as long as it is mounted).
+pub const ENDED_KEPT: usize = 4096;
+
+/// The final figures of ended streams, the latest [`ENDED_KEPT`].
+#[derive(Default)]
+pub struct Ended {
+    by_ino: std::collections::HashMap<Ino, (u64, String)>,
+    seq: u64,
+}
+
+impl Ended {
+    pub fn insert(&mut self, ino: Ino, text: String) {
+        if self.by_ino.len() >= ENDED_KEPT && !self.by_ino.contains_key(&ino) {
+            let oldest = self
+                .by_ino
+                .iter()
+                .min_by_key(|(_, (s, _))| *s)
+                .map(|(i, _)| *i);
+            if let Some(i) = oldest {
+                self.by_ino.remove(&i);
+            }
+        }
+        self.seq += 1;
+        self.by_ino.insert(ino, (self.seq, text));
+    }
+
+    pub fn get(&self, ino: Ino) -> Option<String> {
+        self.by_ino.get(&ino).map(|(_, t)| t.clone())
+    }
+
+    /// Whether there was an entry.
+    pub fn remove(&mut self, ino: Ino) -> bool {
+        self.by_ino.remove(&ino).is_some()
+    }
 }
 
 /// Why a reservation could not be had: the errno and the reason for the log.
@@ -277,7 +315,7 @@ impl crate::DvrfsFs {
             Ok(()) => {
                 let s = st.stream.as_ref().expect("attached");
                 crate::lock(&self.streamed).insert(st.ino, (s.res.clone(), s.info.clone()));
-                crate::lock(&self.ended).remove(&st.ino);
+                crate::lock(&self.ended).remove(st.ino);
                 eprintln!(
                     "{} dvrfs: inode {}: stream {} admitted: {} ({} buffer, {} ms slack, load {:.0}%)",
                     crate::stamp(),
