@@ -13,7 +13,9 @@
 #
 # bench keeps two requests of the generator in flight in the runtime (the device
 # still gets one command at a time): the second is what the dispatcher hands the
-# device the moment the first completes, as fio's next pwrite is. Both sides read
+# device the moment the first completes, as fio's next pwrite is. Reads are also run
+# with one request at a time (--be-depth 1, fio's psync shape exactly), which is also
+# where the per-request latency comes from. Both sides read
 # and write data that was really written first (the image is filled with dd), so no
 # side reads holes, and fio moves the same bytes of the image as the dvrfs run just
 # before it (from the start of the data region, where the sequential allocator puts
@@ -125,5 +127,8 @@ for side in w r; do
         "fio on huge pages $hm MB/s ($(awk -v a="$dm" -v b="$hm" 'BEGIN { printf "%.0f", 100 * a / b }')%)"
     echo "  CPU per GB: fio $(col fio_$side 2) s, dvrfs $(col dvrfs_$side 2) s"
 done
+lm=$(col dvrfs_l 1); fm=$(col fio_r 1); hm=$(col fioh_r 1)
+echo "read, one request at a time (fio's psync shape): dvrfs $lm MB/s ($(awk -v a="$lm" -v b="$fm" 'BEGIN { printf "%.0f", 100 * a / b }')% of fio," \
+    "$(awk -v a="$lm" -v b="$hm" 'BEGIN { printf "%.0f", 100 * a / b }')% of fio on huge pages)"
 echo "per-request latency, one 4 MiB read at a time (p50 / p99 ms): fio $(col fio_r 3) / $(col fio_r 4), dvrfs $(col dvrfs_l 3) / $(col dvrfs_l 4)"
 echo "  (dvrfs's: from start to check of each operation, through the runtime; fio's: clat)"
