@@ -341,13 +341,15 @@ impl Volume {
                 ));
                 continue;
             };
-            let runs = load_runs(&mut r, &mut self.owners, ino, &rec)?;
+            let runs = load_runs(&mut r, ino, &rec)?;
             let limit = if kind == Kind::File {
                 (0, sb.data_blocks)
             } else {
                 (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks)
             };
             let runs = valid_prefix(runs, limit, ino, &mut r.report.problems);
+            let mut rec = rec;
+            keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len());
             let inode = Inode { attr: rec, runs };
             match kind {
                 Kind::Dir => {
@@ -392,13 +394,11 @@ impl Volume {
     }
 }
 
-fn load_runs<D: Device>(
-    r: &mut Reader<'_, D>,
-    owners: &mut HashMap<u64, Owner>,
-    ino: Ino,
-    rec: &InodeRecord,
-) -> Result<Vec<Run>> {
-    let total = rec.run_count as usize;
+/// The runs of inode `rec`: the inline ones, then those of its indirect extents up to
+/// the first extent that is missing or lies outside the metadata area (reported; the
+/// runs it held are lost, those before it kept).
+fn load_runs<D: Device>(r: &mut Reader<'_, D>, ino: Ino, rec: &InodeRecord) -> Result<Vec<Run>> {
+    let mut total = rec.run_count as usize;
     let mut runs = rec.inline.clone();
     if total > MAX_RUNS {
         r.report.problems.push((
@@ -408,20 +408,59 @@ fn load_runs<D: Device>(
         return Ok(runs);
     }
     let dynamic = r.sb.dynamic_start..r.sb.dynamic_start + r.sb.dynamic_blocks;
-    for slot in 0..INDIRECT_SLOTS {
+    for slot in 0..crate::format::inode::slots_needed(total) {
         let start = rec.indirect[slot] as u64;
-        if start == 0 {
+        let count = 1u64 << slot;
+        let why = if start == 0 {
+            "is missing"
+        } else if !dynamic.contains(&start) || !dynamic.contains(&(start + count - 1)) {
+            "points outside the metadata area"
+        } else {
+            continue;
+        };
+        // Runs held by extents 0..slot: INLINE_RUNS + RUNS_PER_BLOCK * (2^slot - 1).
+        let kept = INLINE_RUNS + RUNS_PER_BLOCK * ((1usize << slot) - 1);
+        r.report.problems.push((
+            Some(ino),
+            format!(
+                "inode {ino}: indirect extent {slot} {why} (block {start}); its runs from run {kept} on are lost"
+            ),
+        ));
+        total = total.min(kept);
+        break;
+    }
+    let mut idx = INLINE_RUNS;
+    while idx < total {
+        let Some((slot, within, _)) = run_location(idx) else {
+            break;
+        };
+        let start = rec.indirect[slot] as u64;
+        let img = r.one(start + within, BlockType::Runs)?;
+        let n = (total - idx).min(RUNS_PER_BLOCK);
+        runs.extend(decode_runs(payload(&img), n));
+        idx += n;
+    }
+    Ok(runs)
+}
+
+/// The inode's indirect extents as its `runs` need them: extents past that (left by
+/// runs lost to damage, or pointing outside the metadata area) are dropped from the
+/// record in memory, so nothing uses a pointer read from disk unchecked; their blocks
+/// are no longer in use (fsck gives them back). Registers the kept extents' owners.
+fn keep_needed_extents(
+    owners: &mut HashMap<u64, Owner>,
+    ino: Ino,
+    rec: &mut InodeRecord,
+    runs: usize,
+) {
+    let need = crate::format::inode::slots_needed(runs);
+    for slot in 0..INDIRECT_SLOTS {
+        if slot >= need {
+            rec.indirect[slot] = 0;
             continue;
         }
-        let count = 1u64 << slot;
-        if !dynamic.contains(&start) || !dynamic.contains(&(start + count - 1)) {
-            r.report.problems.push((
-                Some(ino),
-                format!("inode {ino}: indirect extent {slot} points outside the metadata area"),
-            ));
-            return Ok(runs);
-        }
-        for w in 0..count {
+        let start = rec.indirect[slot] as u64;
+        for w in 0..1u64 << slot {
             owners.insert(
                 start + w,
                 Owner::Indirect {
@@ -432,25 +471,6 @@ fn load_runs<D: Device>(
             );
         }
     }
-    let mut idx = INLINE_RUNS;
-    while idx < total {
-        let Some((slot, within, _)) = run_location(idx) else {
-            break;
-        };
-        let start = rec.indirect[slot] as u64;
-        if start == 0 {
-            r.report.problems.push((
-                Some(ino),
-                format!("inode {ino}: run {idx} lies in a missing indirect extent"),
-            ));
-            break;
-        }
-        let img = r.one(start + within, BlockType::Runs)?;
-        let n = (total - idx).min(RUNS_PER_BLOCK);
-        runs.extend(decode_runs(payload(&img), n));
-        idx += n;
-    }
-    Ok(runs)
 }
 
 /// Keeps the runs up to the first one that is empty, out of order, overlapping the
