@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use dvrfs_core::device::{Device, MemDevice};
+use dvrfs_core::device::MemDevice;
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
 use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
 use dvrfs_core::fs::fsck::fsck;
@@ -68,7 +68,7 @@ fn edit_inode_u32(dev: &mut MemDevice, ino: u32, at: usize, v: u32) {
     });
 }
 
-/// 1. An indirect-extent pointer below the dynamic area or 0xFFFFFFFF: no panic;
+/// Case 1: an indirect-extent pointer below the dynamic area or 0xFFFFFFFF. No panic;
 /// the open says which file is damaged, fsck reports it, `--repair` fixes the volume
 /// in one pass and keeps every other file.
 #[test]
