@@ -154,7 +154,12 @@ fn target_device(a: &BenchArgs, model_bytes: Option<u64>) -> CliResult<FileDevic
         Err(e) => return Err(crate::error::local_io(target, "cannot read", e)),
         Ok(_) => {
             let dev = open_device(target, Access::Write)?;
-            if let (Some(what), false) = (crate::cmd_fs::existing_contents(&dev)?, a.force) {
+            let existing = if a.force {
+                None
+            } else {
+                crate::cmd_fs::existing_contents_of(target, &dev)?
+            };
+            if let Some(what) = existing {
                 return Err(CliError::new(format!(
                     "{} already holds {what}; bench formats its target",
                     target.display()

@@ -119,7 +119,12 @@ fn format_target(
     let target = a.target.as_path();
     let mut dev = open_device(target, Access::Write)?;
     if !created {
-        if let (Some(what), false) = (existing_contents(&dev)?, a.force) {
+        let existing = if a.force {
+            None
+        } else {
+            existing_contents_of(target, &dev)?
+        };
+        if let Some(what) = existing {
             return Err(CliError::new(format!(
                 "{} already holds {what}; refusing to overwrite it",
                 target.display()
@@ -167,6 +172,104 @@ fn format_target(
 }
 
 /// What an existing target holds that mkfs must not destroy unasked, if anything.
+/// What `target` (opened as `dev`) holds that formatting it would destroy: a dvrfs
+/// volume, or data. A regular file is checked whole: every allocated extent
+/// (`SEEK_DATA`, so a sparse image costs nothing) is read until a non-zero byte, up to
+/// [`SCAN_LIMIT_BYTES`] of allocated zeros, past which it counts as data; so is any
+/// byte of a file shorter than the device's alignment (which `dev` does not see). A
+/// block device is probed at its start, its end and [`BLOCK_DEVICE_SAMPLES`] places in
+/// between: reading all of it would take hours.
+pub(crate) fn existing_contents_of(target: &Path, dev: &FileDevice) -> CliResult<Option<String>> {
+    if let Some(what) = existing_contents(dev)? {
+        return Ok(Some(what));
+    }
+    if dev.is_block_device() {
+        return sample_block_device(dev);
+    }
+    regular_file_contents(target)
+}
+
+/// How many bytes of allocated zeros mkfs reads in a regular file before it stops and
+/// counts the file as holding data.
+pub const SCAN_LIMIT_BYTES: u64 = 1 << 30;
+/// Places a block device is probed at between its start and its end.
+pub const BLOCK_DEVICE_SAMPLES: u64 = 64;
+
+fn regular_file_contents(path: &Path) -> CliResult<Option<String>> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::fd::AsRawFd;
+    let mut f = std::fs::File::open(path).map_err(|e| local_io(path, "cannot read", e))?;
+    let len = f
+        .metadata()
+        .map_err(|e| local_io(path, "cannot read", e))?
+        .len();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut scanned = 0u64;
+    let mut at = 0u64;
+    while at < len {
+        // SAFETY: lseek on a descriptor this function owns; no memory is passed.
+        let data = unsafe { libc::lseek(f.as_raw_fd(), at as libc::off_t, libc::SEEK_DATA) };
+        if data < 0 {
+            break; // ENXIO: no data past `at` (or no SEEK_DATA here: then read it all)
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(f.as_raw_fd(), data, libc::SEEK_HOLE) };
+        let (start, end) = (data as u64, if hole < 0 { len } else { hole as u64 });
+        f.seek(SeekFrom::Start(start))
+            .map_err(|e| local_io(path, "cannot read", e))?;
+        let mut pos = start;
+        while pos < end {
+            if scanned >= SCAN_LIMIT_BYTES {
+                return Ok(Some(format!(
+                    "{} of allocated space ({} read, all zero, before the check stopped)",
+                    human_bytes(len),
+                    human_bytes(scanned)
+                )));
+            }
+            let n = ((end - pos) as usize).min(buf.len());
+            let got = f
+                .read(&mut buf[..n])
+                .map_err(|e| local_io(path, "cannot read", e))?;
+            if got == 0 {
+                break;
+            }
+            if let Some(k) = buf[..got].iter().position(|&b| b != 0) {
+                return Ok(Some(format!(
+                    "data (a non-zero byte at offset {} of its {})",
+                    pos + k as u64,
+                    human_bytes(len)
+                )));
+            }
+            pos += got as u64;
+            scanned += got as u64;
+        }
+        at = end;
+    }
+    Ok(None)
+}
+
+fn sample_block_device(dev: &FileDevice) -> CliResult<Option<String>> {
+    let size = dev.size_bytes();
+    if size <= PROBE_BYTES {
+        return Ok(None);
+    }
+    let mut buf = AlignedBuf::zeroed(PROBE_BYTES as usize);
+    for k in 1..=BLOCK_DEVICE_SAMPLES {
+        let at = (size - PROBE_BYTES) / BLOCK_DEVICE_SAMPLES * k / IO_ALIGN_BYTES * IO_ALIGN_BYTES;
+        dev.read_at(at, &mut buf)
+            .map_err(|e| CliError::from(dvrfs_core::Error::io("reading the target", e)))?;
+        if let Some(i) = buf.iter().position(|&b| b != 0) {
+            return Ok(Some(format!(
+                "data (non-zero bytes at offset {})",
+                at + i as u64
+            )));
+        }
+    }
+    Ok(None)
+}
+
+/// A dvrfs superblock (at the start or the end) or non-zero bytes in the first
+/// [`PROBE_BYTES`] of what `dev` sees.
 pub(crate) fn existing_contents(dev: &FileDevice) -> CliResult<Option<String>> {
     let size = dev.size_bytes();
     let probe = PROBE_BYTES.min(size);

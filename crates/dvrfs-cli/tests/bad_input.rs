@@ -236,6 +236,43 @@ fn mkfs_on_an_existing_dvrfs_needs_force() {
     assert_eq!(stdout(&dvrfs(["ls", s(&img)])).trim(), "");
 }
 
+/// Issue 9, case 7: a file shorter than the device alignment, and a file whose data
+/// lies past the first 64 KiB, are not formatted without --force and are left intact;
+/// an image of holes and zeros is formatted.
+#[test]
+fn mkfs_refuses_a_small_file_and_data_past_the_probe() {
+    let dir = tempdir();
+    let small = dir.path().join("notes.txt");
+    std::fs::write(&small, b"hello").unwrap();
+    let err = fails(dvrfs(["mkfs", s(&small)]), "already holds data");
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read(&small).unwrap(), b"hello");
+
+    let far = dir.path().join("far.img");
+    let f = std::fs::File::create(&far).unwrap();
+    f.set_len(256 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, b"precious", 100 << 20).unwrap();
+    drop(f);
+    let err = fails(dvrfs(["mkfs", s(&far)]), "already holds data");
+    assert!(err.contains(&format!("offset {}", 100u64 << 20)), "{err}");
+    let mut back = [0u8; 8];
+    std::os::unix::fs::FileExt::read_exact_at(
+        &std::fs::File::open(&far).unwrap(),
+        &mut back,
+        100 << 20,
+    )
+    .unwrap();
+    assert_eq!(&back, b"precious");
+
+    // Holes and written zeros hold nothing.
+    let zeros = dir.path().join("zeros.img");
+    let f = std::fs::File::create(&zeros).unwrap();
+    f.set_len(256 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&f, &vec![0u8; 1 << 20], 50 << 20).unwrap();
+    drop(f);
+    ok(dvrfs(["mkfs", s(&zeros)]));
+}
+
 #[test]
 fn wrong_flags_are_usage_errors() {
     let dir = tempdir();
