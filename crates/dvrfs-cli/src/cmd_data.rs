@@ -20,7 +20,9 @@
 //!
 //! Failure: `put` checks free space before it creates anything; if anything fails later
 //! it unlinks the partial file and commits, so no partial file is left behind. `get`
-//! removes a partial local file.
+//! removes a partial local file. SIGINT, SIGTERM and SIGHUP are failures too: the copy
+//! stops at the next chunk, cleans up the same way and exits with 128 + the signal
+//! (a second signal kills at once, leaving what `fsck` and the journal make of it).
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -65,6 +67,47 @@ struct Chunk {
     offset_bytes: u64,
     buf: HugeBuf,
     len: usize,
+}
+
+/// The signal (SIGINT, SIGTERM, SIGHUP) that interrupted `put` or `get`, 0 if none.
+static INTERRUPTED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn on_interrupt(sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(sig, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// From now on SIGINT, SIGTERM and SIGHUP stop the copy at the next chunk instead of
+/// killing the process, so the partial file is removed; a second one kills as usual
+/// (`SA_RESETHAND`).
+fn catch_interrupts() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction with a handler that only stores an atomic; the
+        // signal numbers are valid.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_interrupt as *const () as usize;
+            act.sa_flags = libc::SA_RESETHAND;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, std::ptr::null_mut());
+        }
+    }
+}
+
+/// An error if a signal asked the copy to stop; exit status 128 + the signal, as a
+/// shell reports a process it killed.
+fn check_interrupt(what: &str) -> CliResult<()> {
+    match INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Ok(()),
+        sig => {
+            let name = match sig {
+                libc::SIGINT => "SIGINT",
+                libc::SIGTERM => "SIGTERM",
+                _ => "SIGHUP",
+            };
+            Err(CliError::new(format!("{what} interrupted by {name}")).exit_code(128 + sig as u8))
+        }
+    }
 }
 
 /// A pipeline chunk: huge pages, so that a chunk's `O_DIRECT` transfer reaches the
@@ -177,6 +220,7 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
         unreachable!("a create returns the new inode")
     };
     let pb = progress(size_bytes, true, "put");
+    catch_interrupts();
     match put_pipeline(&rt, ino, file, local, &pb) {
         Ok(written) => {
             pb.finish_and_clear();
@@ -291,6 +335,7 @@ fn write_chunks(
     };
     let result = (|| -> CliResult<()> {
         for msg in full_rx.iter() {
+            check_interrupt("put")?;
             let chunk = msg.map_err(|e| local_io(local, "error reading", e))?;
             if in_flight.len() == IO_IN_FLIGHT {
                 finish(&mut in_flight)?;
@@ -315,7 +360,7 @@ fn write_chunks(
         while !in_flight.is_empty() {
             finish(&mut in_flight)?;
         }
-        Ok(())
+        check_interrupt("put")
     })();
     // On a failure, let the writes already started end before the clean-up.
     for (t, _, _) in in_flight.drain(..) {
@@ -354,7 +399,9 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
         Sink::File(p) => Box::new(File::create(p).map_err(|e| local_io(p, "cannot create", e))?),
     };
     let pb = progress(st.size_bytes, true, "get");
-    let result = get_pipeline(&rt, ino, st.size_bytes, &mut *out, &sink, &pb);
+    catch_interrupts();
+    let result = get_pipeline(&rt, ino, st.size_bytes, &mut *out, &sink, &pb)
+        .and_then(|n| check_interrupt("get").map(|()| n));
     let result = result.and_then(|n| {
         rt.close()?;
         Ok(n)
@@ -432,6 +479,10 @@ fn get_pipeline(
         let mut in_flight: VecDeque<(Ticket, u64, usize)> = VecDeque::new();
         let mut k = 0;
         while k < chunks || !in_flight.is_empty() {
+            if let Err(e) = check_interrupt("get") {
+                read_err = Some(e);
+                break;
+            }
             // Start reads while buffers are free (waiting for one only when no read
             // is in flight).
             while k < chunks && in_flight.len() < IO_IN_FLIGHT {

@@ -130,3 +130,102 @@ fn empty_and_unaligned_files_round_trip() {
     }
     assert_clean(&img);
 }
+
+/// Reads `/proc/PID/io` field `key` (bytes), or `None` once the process is gone.
+fn proc_io(pid: u32, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(": ")?.trim().parse().ok())
+}
+
+/// Runs `args`, sends `sig` once the process has moved `after` bytes (`key` of
+/// `/proc/PID/io`), and returns its output. Panics if it finished first.
+fn interrupt_after(
+    args: &[&std::ffi::OsStr],
+    key: &str,
+    after: u64,
+    sig: i32,
+) -> std::process::Output {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    loop {
+        match proc_io(pid, key) {
+            Some(n) if n >= after => break,
+            Some(_) => std::thread::yield_now(),
+            None => panic!("the process ended before it moved {after} bytes"),
+        }
+    }
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
+    child.wait_with_output().unwrap()
+}
+
+/// Issue 9, case 8: SIGINT or SIGTERM part-way through `put` removes the partial file
+/// (exit 128 + signal), and through `get` the partial local file.
+#[test]
+fn interrupted_put_and_get_leave_no_partial_file() {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "8G", &[]);
+    // A sparse source: read at memory speed, written in full.
+    let src = dir.path().join("big.bin");
+    let f = std::fs::File::create(&src).unwrap();
+    f.set_len(3 << 30).unwrap();
+    drop(f);
+    for (sig, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        let o = interrupt_after(
+            &[
+                "put".as_ref(),
+                img.as_os_str(),
+                src.as_os_str(),
+                "/big.bin".as_ref(),
+            ],
+            "rchar",
+            256 << 20,
+            sig,
+        );
+        assert_eq!(o.status.code(), Some(code), "{}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.contains("put interrupted by SIG"), "{err}");
+        assert!(err.contains("was removed"), "{err}");
+        let ls = ok(dvrfs(["ls".as_ref(), img.as_os_str(), "/".as_ref()]));
+        assert!(!ls.contains("big.bin"), "{ls}");
+        assert_clean(&img);
+    }
+
+    // A whole file to get.
+    let f = std::fs::File::create(&src).unwrap();
+    f.set_len(1 << 30).unwrap();
+    drop(f);
+    ok(dvrfs([
+        "put".as_ref(),
+        img.as_os_str(),
+        src.as_os_str(),
+        "/one.bin".as_ref(),
+    ]));
+    let out = dir.path().join("out.bin");
+    let o = interrupt_after(
+        &[
+            "get".as_ref(),
+            img.as_os_str(),
+            "/one.bin".as_ref(),
+            out.as_os_str(),
+        ],
+        "wchar",
+        128 << 20,
+        libc::SIGINT,
+    );
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("get interrupted by SIGINT"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "the partial local file is still there");
+    assert_clean(&img);
+}
