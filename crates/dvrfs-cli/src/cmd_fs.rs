@@ -489,10 +489,14 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
             human_bytes(len)
         );
     }
-    if load.superblock_from != "primary" {
+    if load.superblock_from != "primary" || load.superblock_note.is_some() {
         CliError::new(format!(
-            "the primary superblock of {} is invalid; the end-of-device copy was used",
-            target.display()
+            "the superblock copies of {} do not all agree; the {} was used ({})",
+            target.display(),
+            load.superblock_from,
+            load.superblock_note
+                .as_deref()
+                .unwrap_or("the primary is invalid")
         ))
         .hint(format!("run `dvrfs fsck --repair {}`", target.display()))
         .print();

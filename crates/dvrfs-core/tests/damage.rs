@@ -118,3 +118,71 @@ fn an_indirect_pointer_out_of_range_is_reported_and_repaired_without_a_panic() {
         assert_eq!(buf, pattern(9, 5000));
     }
 }
+
+/// Case 6: the primary and the end-of-device superblocks zeroed, the backup region's
+/// copy intact. The volume opens from that copy (it used to be "not a dvrfs"), every
+/// file reads back, and `--repair` restores the other copies in one pass.
+#[test]
+fn the_backup_region_superblock_serves_when_the_other_two_are_gone() {
+    let (mut dev, big) = populated();
+    let sb = superblock(&dev);
+    let want = {
+        let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+        snapshot(&mut fs)
+    };
+    dev.poke(0, &[0u8; META_BLOCK_BYTES]);
+    dev.poke(sb.last_copy_offset(), &[0u8; META_BLOCK_BYTES]);
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert_eq!(fs.load_report().superblock_from, "backup-region copy");
+    assert_eq!(snapshot(&mut fs), want);
+    assert!(fs.stat(big).is_ok());
+    drop(fs);
+    let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
+    assert_eq!(r.exit_code(), 1, "{:?}", r.errors);
+    let fixed = fixed.unwrap();
+    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
+    assert_eq!(again.exit_code(), 0, "{:?}", again.errors);
+    let fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    assert_eq!(fs.load_report().superblock_from, "primary");
+    assert_eq!(fs.load_report().superblock_note, None);
+}
+
+/// Case 3: a primary superblock with a valid checksum but a wrong `data_blocks`
+/// loses to the two intact copies; `--repair` rewrites it from them and loses no
+/// file (it used to overwrite the good copies, free the data of files past the wrong
+/// end and shrink the volume).
+#[test]
+fn a_wrong_primary_superblock_is_outvoted_by_the_two_intact_copies() {
+    let (mut dev, _) = populated();
+    let sb = superblock(&dev);
+    let want = {
+        let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+        snapshot(&mut fs)
+    };
+    let mut bad = sb.clone();
+    bad.data_blocks /= 4;
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    dev.peek(0, &mut b);
+    let seq = parse_header(&b).unwrap().seq;
+    dev.poke(0, &bad.encode(seq)[..]);
+    assert_eq!(
+        superblock(&dev).data_blocks,
+        bad.data_blocks,
+        "the edit holds a valid checksum"
+    );
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert_ne!(fs.load_report().superblock_from, "primary");
+    let note = fs.load_report().superblock_note.clone().unwrap();
+    assert!(note.contains("primary"), "{note}");
+    assert_eq!(fs.superblock().data_blocks, sb.data_blocks);
+    assert_eq!(snapshot(&mut fs), want);
+    drop(fs);
+    let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
+    assert_eq!(r.exit_code(), 1, "{:?}", r.errors);
+    let fixed = fixed.unwrap();
+    assert_eq!(superblock(&fixed).data_blocks, sb.data_blocks);
+    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
+    assert_eq!(again.exit_code(), 0, "{:?}", again.errors);
+    let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    assert_eq!(snapshot(&mut fs), want);
+}

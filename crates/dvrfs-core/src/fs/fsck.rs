@@ -90,10 +90,19 @@ pub fn fsck<D: Device>(
     };
     let report = fs.load_report().clone();
     let (vol, dev) = fs.parts_mut();
-    if report.superblock_from != "primary" {
+    if report.superblock_from != "primary" || report.superblock_note.is_some() {
+        // Rewriting block 0 writes every copy (primary, backup region, end of device)
+        // from the one chosen.
         f.err(
             true,
-            "primary superblock is invalid; the end-of-device copy was used".into(),
+            format!(
+                "superblock: the {} was used ({}); every copy rewritten from it",
+                report.superblock_from,
+                report
+                    .superblock_note
+                    .as_deref()
+                    .unwrap_or("the primary is invalid")
+            ),
         );
         vol.dirty.insert(0);
     }

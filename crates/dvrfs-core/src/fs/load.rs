@@ -29,8 +29,11 @@ use crate::format::{payload, verify_block, BlockType, META_BLOCK_BYTES};
 /// What the open found and did.
 #[derive(Clone, Debug, Default)]
 pub struct LoadReport {
-    /// Which superblock copy was used: "primary" or "end-of-device copy".
+    /// Which superblock copy was used: "primary", "end-of-device copy" or
+    /// "backup-region copy".
     pub superblock_from: &'static str,
+    /// Copies that were unreadable or disagreed with the one used, and why it won.
+    pub superblock_note: Option<String>,
     /// The transaction replayed from the journal, if any, and the blocks it held.
     pub replayed_txn: Option<u64>,
     pub replayed_blocks: Vec<u64>,
@@ -118,36 +121,174 @@ impl<D: Device> Reader<'_, D> {
     }
 }
 
-fn read_superblock<D: Device>(dev: &D) -> Result<(Superblock, &'static str)> {
+/// How far back from the end of the device the backup-region superblock is searched
+/// for when no copy says where it is and no standard layout puts it there.
+pub const BACKUP_SEARCH_BYTES: u64 = 1 << 30;
+
+/// A superblock copy that decodes: where it was, the superblock, its block sequence.
+struct SbCopy {
+    name: &'static str,
+    sb: Superblock,
+    seq: u64,
+}
+
+fn read_block<D: Device>(dev: &D, off: u64, what: &str) -> Result<Vec<u8>> {
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    dev.read_at(off, &mut b).map_err(|e| Error::io(what, e))?;
+    Ok(b)
+}
+
+fn decode_copy(
+    b: &[u8],
+    name: &'static str,
+) -> std::result::Result<SbCopy, crate::format::BlockError> {
+    let sb = Superblock::decode(b)?;
+    let seq = crate::format::parse_header(b)?.seq;
+    Ok(SbCopy { name, sb, seq })
+}
+
+/// The superblock, chosen by evidence (FORMAT.md section 4): the copies at the start,
+/// at the end of the device and at the start of the backup region are read; the one
+/// most copies agree with wins, a tie going to the higher block sequence, then to the
+/// primary. A minority never outvotes a majority, and the backup-region copy serves
+/// when both others are gone (found where a copy says, where a standard layout of
+/// this device size puts it, or by searching the last [`BACKUP_SEARCH_BYTES`]).
+/// Returns the superblock, which copy it came from, and what the others were.
+fn read_superblock<D: Device>(dev: &D) -> Result<(Superblock, &'static str, Option<String>)> {
     let size = dev.size_bytes() / META_BLOCK_BYTES as u64 * META_BLOCK_BYTES as u64;
     if size < 2 * META_BLOCK_BYTES as u64 {
         return Err(Error::NotDvrfs(format!(
             "the device holds only {size} bytes"
         )));
     }
-    let mut b = vec![0u8; META_BLOCK_BYTES];
-    dev.read_at(0, &mut b)
-        .map_err(|e| Error::io("reading the superblock", e))?;
-    let primary = Superblock::decode(&b);
-    if let Ok(sb) = primary {
-        return Ok((sb, "primary"));
-    }
-    let primary_err = primary.unwrap_err();
-    dev.read_at(size - META_BLOCK_BYTES as u64, &mut b)
-        .map_err(|e| Error::io("reading the end-of-device superblock copy", e))?;
-    match Superblock::decode(&b) {
-        Ok(sb) => Ok((sb, "end-of-device copy")),
-        Err(crate::format::BlockError::BadMagic)
-            if primary_err == crate::format::BlockError::BadMagic =>
-        {
-            Err(Error::NotDvrfs(
-                "no dvrfs superblock at the start or at the end of the device".into(),
-            ))
+    let end = size - META_BLOCK_BYTES as u64;
+    let mut copies: Vec<SbCopy> = vec![];
+    let mut bad: Vec<(&'static str, crate::format::BlockError)> = vec![];
+    for (name, off, what) in [
+        ("primary", 0, "reading the superblock"),
+        (
+            "end-of-device copy",
+            end,
+            "reading the end-of-device superblock copy",
+        ),
+    ] {
+        match decode_copy(&read_block(dev, off, what)?, name) {
+            Ok(c) => copies.push(c),
+            Err(e) => bad.push((name, e)),
         }
-        Err(e) => Err(Error::Corrupt(format!(
-            "no valid superblock: primary: {primary_err}; end-of-device copy: {e}"
-        ))),
     }
+    // The backup region's copy: where the copies say, else where a standard layout
+    // of this size puts it, else searched for.
+    let valid_at = |off: u64| off > 0 && off < end && off.is_multiple_of(META_BLOCK_BYTES as u64);
+    let mut places: Vec<u64> = copies
+        .iter()
+        .map(|c| c.sb.backup_start_bytes)
+        .filter(|&o| valid_at(o))
+        .collect();
+    if places.is_empty() {
+        places = standard_backup_places(size);
+    }
+    places.sort_unstable();
+    places.dedup();
+    let mut found = false;
+    for off in places {
+        let b = read_block(dev, off, "reading the backup-region superblock copy")?;
+        if let Ok(c) = decode_copy(&b, "backup-region copy") {
+            if c.sb.backup_start_bytes == off {
+                copies.push(c);
+                found = true;
+                break;
+            }
+        }
+    }
+    if !found && copies.is_empty() {
+        if let Some(c) = search_backup(dev, end)? {
+            copies.push(c);
+        }
+    }
+    if copies.is_empty() {
+        let all_magic = bad
+            .iter()
+            .all(|(_, e)| *e == crate::format::BlockError::BadMagic);
+        if all_magic {
+            return Err(Error::NotDvrfs(
+                "no dvrfs superblock at the start or the end of the device, nor a backup-region copy".into(),
+            ));
+        }
+        let why: Vec<String> = bad.iter().map(|(n, e)| format!("{n}: {e}")).collect();
+        return Err(Error::Corrupt(format!(
+            "no valid superblock: {}",
+            why.join("; ")
+        )));
+    }
+    let votes = |sb: &Superblock| copies.iter().filter(|c| c.sb == *sb).count();
+    let rank = |name: &str| match name {
+        "primary" => 2,
+        "end-of-device copy" => 1,
+        _ => 0,
+    };
+    let best = copies
+        .iter()
+        .max_by_key(|c| (votes(&c.sb), c.seq, rank(c.name)))
+        .expect("non-empty");
+    let mut notes: Vec<String> = bad.iter().map(|(n, e)| format!("{n}: {e}")).collect();
+    for c in &copies {
+        if c.sb != best.sb {
+            notes.push(format!(
+                "{} (sequence {}) disagrees with {} of the {} readable copies",
+                c.name,
+                c.seq,
+                votes(&best.sb),
+                copies.len()
+            ));
+        }
+    }
+    if !copies.iter().any(|c| c.name == "backup-region copy") {
+        notes.push("backup-region copy: not found or invalid".into());
+    }
+    let note = (!notes.is_empty()).then(|| notes.join("; "));
+    Ok((best.sb.clone(), best.name, note))
+}
+
+/// Where `mkfs` with each data block size (and its default inode count) puts the
+/// backup region of a device of `size` bytes.
+fn standard_backup_places(size: u64) -> Vec<u64> {
+    let mut out = vec![];
+    let mut bs = crate::layout::MIN_DATA_BLOCK_BYTES;
+    while bs <= crate::layout::MAX_DATA_BLOCK_BYTES {
+        let mut p = crate::layout::MkfsParams::new(size, [0; 16], 0);
+        p.data_block_bytes = bs;
+        if let Ok(sb) = crate::layout::plan(&p) {
+            out.push(sb.backup_start_bytes);
+        }
+        bs *= 2;
+    }
+    out
+}
+
+/// Searches backwards from the end-of-device copy for a superblock that names its own
+/// offset as the backup region's start.
+fn search_backup<D: Device>(dev: &D, end: u64) -> Result<Option<SbCopy>> {
+    const CHUNK: u64 = 1 << 20;
+    let lowest = end.saturating_sub(BACKUP_SEARCH_BYTES);
+    let mut hi = end;
+    let mut buf = vec![0u8; CHUNK as usize];
+    while hi > lowest {
+        let lo = hi.saturating_sub(CHUNK).max(lowest);
+        let chunk = &mut buf[..(hi - lo) as usize];
+        dev.read_at(lo, chunk)
+            .map_err(|e| Error::io("searching for the backup-region superblock", e))?;
+        for k in (0..chunk.len() / META_BLOCK_BYTES).rev() {
+            let b = &chunk[k * META_BLOCK_BYTES..(k + 1) * META_BLOCK_BYTES];
+            if let Ok(c) = decode_copy(b, "backup-region copy") {
+                if c.sb.backup_start_bytes == lo + (k * META_BLOCK_BYTES) as u64 {
+                    return Ok(Some(c));
+                }
+            }
+        }
+        hi = lo;
+    }
+    Ok(None)
 }
 
 /// The complete transaction found at the head of the journal: its number and its
@@ -190,9 +331,10 @@ impl Volume {
     /// A writable volume must have the returned [`Replay`] checkpointed before anything
     /// else is committed (the engine does it first).
     pub fn load<D: Device>(dev: &D, opts: &OpenOptions) -> Result<(Volume, Option<Replay>)> {
-        let (mut sb, superblock_from) = read_superblock(dev)?;
+        let (mut sb, superblock_from, superblock_note) = read_superblock(dev)?;
         let mut report = LoadReport {
             superblock_from,
+            superblock_note,
             ..Default::default()
         };
         if sb.device_bytes > dev.size_bytes() {
