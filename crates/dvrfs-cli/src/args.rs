@@ -72,7 +72,7 @@ pub struct MkfsArgs {
     /// Image file or block device
     pub target: PathBuf,
     /// Image size for a new image file (default 64G); grows an existing image, never shrinks
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub size: Option<String>,
     /// Data block size, a power of two from 64K to 1G
     #[arg(long, default_value = "4M")]
@@ -176,12 +176,18 @@ pub struct GetArgs {
     pub path: String,
     /// Local destination (`-` = stdout; an existing directory receives the file by name)
     pub local_file: PathBuf,
+    /// Overwrite an existing local file (without it, get refuses, as put does)
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Splits `text` into its leading whole number and the unit after it.
 fn split_number(text: &str) -> Result<(u64, &str), &'static str> {
     let t = text.trim();
     let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if t.starts_with('-') {
+        return Err("it is negative");
+    }
     if digits_end == 0 {
         return Err("it does not start with a number");
     }

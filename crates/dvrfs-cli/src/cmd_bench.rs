@@ -57,7 +57,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub device_model: Option<String>,
     /// Size of a new image (default: the model's capacity with --device-model, else 64G)
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub size: Option<String>,
     /// Format TARGET even if it holds a file system or other data
     #[arg(long)]

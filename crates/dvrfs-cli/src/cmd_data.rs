@@ -393,6 +393,12 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
     } else {
         Sink::File(a.local_file.clone())
     };
+    if let (Sink::File(p), false) = (&sink, a.force) {
+        if p.exists() {
+            return Err(CliError::new(format!("{}: already exists", p.display()))
+                .hint("remove it first, give another name, or add --force to overwrite it"));
+        }
+    }
     let started = Instant::now();
     let mut out: Box<dyn Write + Send> = match &sink {
         Sink::Stdout => Box::new(io::stdout()),

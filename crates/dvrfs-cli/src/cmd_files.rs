@@ -21,6 +21,39 @@ fn lossy(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
 
+/// A name as `ls` prints it: control characters, backslashes and bytes that are not
+/// UTF-8 escaped (`\x1b`, `\\`, `\xff`), so a name can neither drive the terminal
+/// nor pass for two names.
+pub fn shown(name: &[u8]) -> String {
+    let mut out = String::with_capacity(name.len());
+    for chunk in name.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => {
+                    let mut b = [0u8; 4];
+                    for byte in c.encode_utf8(&mut b).bytes() {
+                        out.push_str(&format!("\\x{byte:02x}"));
+                    }
+                }
+                c => out.push(c),
+            }
+        }
+        for byte in chunk.invalid() {
+            out.push_str(&format!("\\x{byte:02x}"));
+        }
+    }
+    out
+}
+
+/// A core error about `path` that names only its last component, with the whole path.
+fn at_path(path: &str) -> impl Fn(CoreError) -> CoreError + '_ {
+    move |e| match e {
+        CoreError::Exists(_) => CoreError::Exists(path.to_string()),
+        e => e,
+    }
+}
+
 /// The last component of a path (`/a/b/` -> `b`).
 pub fn basename(path: &str) -> &str {
     path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
@@ -37,7 +70,7 @@ fn long_line(fs: &DevFs, st: &Stat, name: &str) -> CliResult<String> {
         time_string(st.mtime_ns),
     );
     if st.kind == Kind::Symlink {
-        line.push_str(&format!(" -> {}", lossy(&fs.readlink(st.ino)?)));
+        line.push_str(&format!(" -> {}", shown(&fs.readlink(st.ino)?)));
     }
     Ok(line)
 }
@@ -56,9 +89,9 @@ pub fn ls(a: &LsArgs) -> CliResult<u8> {
             outln!(
                 "{}",
                 if a.long {
-                    long_line(&fs, &st, path)?
+                    long_line(&fs, &st, &shown(path.as_bytes()))?
                 } else {
-                    path.clone()
+                    shown(path.as_bytes())
                 }
             );
             continue;
@@ -67,12 +100,14 @@ pub fn ls(a: &LsArgs) -> CliResult<u8> {
             if k > 0 {
                 outln!();
             }
-            outln!("{path}:");
+            outln!("{}:", shown(path.as_bytes()));
         }
-        for (name, child, _) in fs.readdir(ino)? {
-            let name = lossy(&name);
+        for (name, child, kind) in fs.readdir(ino)? {
+            let name = shown(&name);
             if a.long {
                 outln!("{}", long_line(&fs, &fs.stat(child)?, &name)?);
+            } else if kind == Kind::Dir {
+                outln!("{name}/");
             } else {
                 outln!("{name}");
             }
@@ -106,13 +141,23 @@ fn stat_json(fs: &DevFs, path: &str, st: &Stat) -> CliResult<Value> {
 pub fn stat(a: &StatArgs) -> CliResult<u8> {
     let fs = open_fs(&a.target, Access::Read)?;
     let mut all = vec![];
+    // Every path is reported; a missing one is an error on stderr, and the exit
+    // status says whether any failed.
+    let mut failed = 0;
     for path in &a.paths {
-        let st = fs.stat(fs.resolve(path)?)?;
+        let st = match fs.resolve(path).and_then(|ino| fs.stat(ino)) {
+            Ok(st) => st,
+            Err(e) => {
+                CliError::from(e).print();
+                failed += 1;
+                continue;
+            }
+        };
         if a.json {
             all.push(stat_json(&fs, path, &st)?);
             continue;
         }
-        outln!("  path: {path}");
+        outln!("  path: {}", shown(path.as_bytes()));
         outln!(
             "  kind: {}   inode: {}   links: {}",
             kind_name(st.kind),
@@ -135,14 +180,18 @@ pub fn stat(a: &StatArgs) -> CliResult<u8> {
         outln!("modify: {} UTC", time_string(st.mtime_ns));
         outln!("change: {} UTC", time_string(st.ctime_ns));
         if st.kind == Kind::Symlink {
-            outln!("target: {}", lossy(&fs.readlink(st.ino)?));
+            outln!("target: {}", shown(&fs.readlink(st.ino)?));
         }
     }
     if a.json {
         match all.len() {
-            1 => print_json(&all[0]),
+            1 if failed == 0 => print_json(&all[0]),
             _ => print_json(&Value::Array(all)),
         }
+    }
+    if failed > 0 {
+        // Each failure is already on stderr.
+        return Err(CliError::silent(1));
     }
     Ok(0)
 }
@@ -155,7 +204,8 @@ pub fn mkdir(a: &MkdirArgs) -> CliResult<u8> {
             mkdir_parents(&mut fs, path, uid, gid)?;
         } else {
             let (parent, name) = fs.resolve_parent(path)?;
-            fs.mkdir(parent, name, DIR_PERM, uid, gid, now_ns())?;
+            fs.mkdir(parent, name, DIR_PERM, uid, gid, now_ns())
+                .map_err(at_path(path))?;
         }
         fs.tick()?;
         Ok(())

@@ -77,6 +77,20 @@ pub fn mkfs(a: &MkfsArgs) -> CliResult<u8> {
         .transpose()?;
     let target = a.target.as_path();
     set_target(target);
+    if let (Some(size), false) = (size_bytes, target.exists()) {
+        // Too small for these settings: say the minimum before anything is created.
+        let params = MkfsParams {
+            data_block_bytes: plan.block_bytes,
+            alloc: plan.alloc,
+            inodes: a.inodes,
+            zones: a.zones,
+            commit_interval_ms: plan.commit_interval_ms,
+            ..MkfsParams::new(size, [0; 16], 0)
+        };
+        if let Err(e @ dvrfs_core::Error::TooSmall { .. }) = dvrfs_core::layout::plan(&params) {
+            return Err(e.into());
+        }
+    }
     let created = match std::fs::metadata(target) {
         Err(e) if e.kind() == ErrorKind::NotFound => {
             let parent = target.parent().filter(|p| !p.as_os_str().is_empty());
@@ -302,7 +316,7 @@ fn mkfs_summary(target: &Path, sb: &Superblock) -> String {
     let bs = sb.data_block_bytes;
     format!(
         "Created a dvrfs file system on {}: {} ({} bytes), {} data blocks, {} allocation over {} zone{} \
-         of {} blocks, {} data blocks ({} for data), {} inodes, commit interval {} ms, uuid {}.",
+         of {} blocks, {} data blocks ({} for data), {} inodes ({} slots, slot 0 reserved), commit interval {} ms, uuid {}.",
         target.display(),
         human_bytes(sb.device_bytes),
         sb.device_bytes,
@@ -314,6 +328,7 @@ fn mkfs_summary(target: &Path, sb: &Superblock) -> String {
         sb.data_blocks,
         human_bytes(sb.data_blocks * bs),
         sb.inode_count - 1,
+        sb.inode_count,
         sb.commit_interval_ms,
         uuid_string(&sb.uuid),
     )

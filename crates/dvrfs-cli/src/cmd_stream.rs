@@ -77,7 +77,7 @@ pub struct RecordArgs {
     #[arg(long)]
     pub duration: Option<String>,
     /// Record this many bytes (K/M/G/T)
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub size: Option<String>,
     #[command(flatten)]
     pub stream: StreamArgs,

@@ -124,7 +124,7 @@ fn a_full_file_system_refuses_the_file_and_keeps_the_others() {
     );
     for (local, path) in [(&a, "/a"), (&b, "/b")] {
         let back = dir.path().join("back");
-        ok(dvrfs(["get", s(&img), path, s(&back)]));
+        ok(dvrfs(["get", s(&img), path, s(&back), "--force"]));
         assert_eq!(sha256_file(local), sha256_file(&back), "{path} changed");
     }
     assert_eq!(info(&img)["free_bytes"], left);
@@ -186,7 +186,7 @@ fn a_corrupt_inode_table_block_is_served_from_the_backup_and_repaired() {
     assert!(v["repaired"].as_u64().expect("repaired") >= 1, "{v}");
     assert_eq!(v["remaining"], 0, "{v}");
     assert_eq!(code(&dvrfs(["fsck", s(&img)])), 0);
-    ok(dvrfs(["get", s(&img), "/v", s(&back)]));
+    ok(dvrfs(["get", s(&img), "/v", s(&back), "--force"]));
     assert_eq!(sha256_file(&src), sha256_file(&back));
 }
 
@@ -211,7 +211,7 @@ fn a_zeroed_primary_superblock_is_survived_and_repaired() {
     fails(dvrfs(["mkfs", s(&img)]), "--force");
     assert_eq!(code(&dvrfs(["fsck", s(&img), "--repair"])), 1);
     assert_eq!(code(&dvrfs(["fsck", s(&img)])), 0);
-    ok(dvrfs(["get", s(&img), "/v", s(&back)]));
+    ok(dvrfs(["get", s(&img), "/v", s(&back), "--force"]));
     assert_eq!(sha256_file(&src), sha256_file(&back));
 }
 
@@ -285,4 +285,56 @@ fn wrong_flags_are_usage_errors() {
     let o = dvrfs(["mkfs", s(&img), "--alloc", "best"]);
     assert_eq!(code(&o), 2);
     assert!(!img.exists());
+}
+
+/// Issue 9's messages: names are escaped in `ls`, directories end in `/` in the short
+/// form, `stat` reports every path, errors name the whole path, `get` does not
+/// overwrite a local file unless told, and sizes get messages that help.
+#[test]
+fn messages_name_what_is_wrong_and_names_cannot_drive_the_terminal() {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "256M", &[]);
+    ok(dvrfs(["mkdir", s(&img), "/d"]));
+    let src = random_file(&dir.path().join("x"), 100, 1);
+    ok(dvrfs(["put", s(&img), s(&src), "/a\u{1b}[31mred"]));
+    let ls = ok(dvrfs(["ls", s(&img), "/"]));
+    assert_eq!(ls, "a\\x1b[31mred\nd/\n", "{ls:?}");
+    assert!(!ok(dvrfs(["ls", s(&img), "/", "-l"])).contains('\u{1b}'));
+
+    let o = dvrfs(["stat", s(&img), "/nope", "/d"]);
+    assert_eq!(code(&o), 1);
+    assert!(stdout(&o).contains("path: /d"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("/nope"), "{}", stderr(&o));
+
+    fails(dvrfs(["mkdir", s(&img), "/d"]), "/d: already exists");
+
+    let local = dir.path().join("local");
+    std::fs::write(&local, b"mine").unwrap();
+    let err = fails(
+        dvrfs(["get", s(&img), "/a\u{1b}[31mred", s(&local)]),
+        "already exists",
+    );
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read(&local).unwrap(), b"mine");
+    ok(dvrfs([
+        "get",
+        s(&img),
+        "/a\u{1b}[31mred",
+        s(&local),
+        "--force",
+    ]));
+    assert_eq!(std::fs::read(&local).unwrap(), std::fs::read(&src).unwrap());
+
+    let other = dir.path().join("other.img");
+    let o = dvrfs(["mkfs", s(&other), "--size", "-5G"]);
+    assert_eq!(code(&o), 2);
+    assert!(
+        stderr(&o).contains("invalid --size \"-5G\": it is negative"),
+        "{}",
+        stderr(&o)
+    );
+    let err = fails(dvrfs(["mkfs", s(&other), "--size", "1"]), "too small");
+    assert!(err.contains("at least 40M"), "{err}");
+    assert!(!other.exists(), "a refused mkfs left an image behind");
 }

@@ -27,5 +27,5 @@ fn commands_fail_with_the_in_use_message_while_another_holds_the_device() {
         fails(dvrfs(["mkdir", p, "/d"]), "in use");
     }
     ok(dvrfs(["mkdir", p, "/d"]));
-    assert_eq!(stdout(&dvrfs(["ls", p])).trim(), "d");
+    assert_eq!(stdout(&dvrfs(["ls", p])).trim(), "d/");
 }

@@ -38,7 +38,7 @@ fn namespace_operations_keep_the_file_system_clean() {
     run(&img, &["put", b.to_str().unwrap(), "/cam2"]); // into the directory, by name
     run(&img, &["put", c.to_str().unwrap(), "/c.bin"]);
     assert_clean(&img);
-    assert_eq!(ls(&img, "/"), ["c.bin", "cam1", "cam2"]);
+    assert_eq!(ls(&img, "/"), ["c.bin", "cam1/", "cam2/"]);
     assert_eq!(ls(&img, "/cam2"), ["b.bin"]);
     assert_eq!(ls(&img, "/cam1/2024/05"), ["a.bin"]);
     let long = run(&img, &["ls", "-l", "/"]);
@@ -68,7 +68,7 @@ fn namespace_operations_keep_the_file_system_clean() {
     assert_clean(&img);
     run(&img, &["mv", "/clip.bin", "/cam2"]);
     assert_clean(&img);
-    assert_eq!(ls(&img, "/"), ["cam1", "cam2"]);
+    assert_eq!(ls(&img, "/"), ["cam1/", "cam2/"]);
     assert_eq!(ls(&img, "/cam2"), ["b.bin", "clip.bin"]);
     run(&img, &["mv", "/cam1/2024", "/cam2/archive"]);
     assert_clean(&img);
@@ -98,7 +98,7 @@ fn namespace_operations_keep_the_file_system_clean() {
     fails(dvrfs(["rm", "-r", img.to_str().unwrap(), "/"]), "root");
     run(&img, &["rm", "-r", "/cam2"]);
     assert_clean(&img);
-    assert_eq!(ls(&img, "/"), ["cam1"]);
+    assert_eq!(ls(&img, "/"), ["cam1/"]);
     let v = info(&img);
     assert_eq!(v["files"], 0, "{v}");
     assert_eq!(v["used_bytes"], 0, "{v}");
@@ -118,7 +118,7 @@ fn a_failing_path_does_not_undo_the_ones_before_it() {
         dvrfs(["mkdir", p, "/a", "/missing/b", "/c"]),
         "no such file",
     );
-    assert_eq!(ls(&img, "/"), ["a"]);
+    assert_eq!(ls(&img, "/"), ["a/"]);
     fails(dvrfs(["rm", "-r", p, "/a", "/missing"]), "no such file");
     assert!(ls(&img, "/").is_empty());
     assert_clean(&img);
