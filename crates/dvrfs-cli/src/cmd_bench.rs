@@ -353,7 +353,7 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
         Some(m) => format!("{} (emulated)", m.name),
         None => a.target.display().to_string(),
     };
-    out.buffer_level = sim::buffer_level(&cfg, &client, elapsed_ns);
+    (out.buffer_level, out.buffer_stream) = sim::buffer_level(&cfg, &client, elapsed_ns);
     rt.close()?;
     let report = Report::new(
         &out,

@@ -22,15 +22,21 @@ pub struct StreamOpts {
     /// Requests a stream may have outstanding (its buffer)
     #[arg(long, default_value_t = 8)]
     pub depth: u32,
+    /// Share of disk time best-effort traffic always gets while it has work (0 to <1)
+    #[arg(long, default_value = "0.1", allow_hyphen_values = true)]
+    pub be_share: String,
+}
+
+/// The mixer's deadline settings (`sim` and `bench`; `capacity` is a bound that no
+/// scheduler setting moves, so it does not take them).
+#[derive(clap::Args, Debug)]
+pub struct MixerOpts {
     /// Completion margin the mixer aims for (m)
     #[arg(long, default_value = "500ms", allow_hyphen_values = true)]
     pub margin: String,
     /// Deadline distance that makes a request urgent (e)
     #[arg(long, default_value = "100ms", allow_hyphen_values = true)]
     pub urgent: String,
-    /// Share of disk time best-effort traffic always gets while it has work (0 to <1)
-    #[arg(long, default_value = "0.1", allow_hyphen_values = true)]
-    pub be_share: String,
 }
 
 /// What a run is: workload, scheduler, file system, best-effort traffic (shared by
@@ -51,6 +57,8 @@ pub struct RunArgs {
     pub block_size: String,
     #[command(flatten)]
     pub stream: StreamOpts,
+    #[command(flatten)]
+    pub mixer: MixerOpts,
     /// Fill the file system with recordings to this level first (e.g. 80%)
     #[arg(long, default_value = "80%")]
     pub fill: String,
@@ -179,7 +187,23 @@ fn be_share(text: &str) -> CliResult<f64> {
         })
 }
 
-fn stream_params(s: &StreamOpts) -> CliResult<(StreamParams, u64, u64)> {
+/// The mixer's margin and urgency threshold, ns.
+fn mixer_params(m: &MixerOpts) -> CliResult<(u64, u64)> {
+    let margin_ms = positive_ms("--margin", &m.margin)?;
+    let urgent_ms = parse_duration_ms("--urgent", &m.urgent)?;
+    if urgent_ms >= margin_ms {
+        return Err(CliError::usage(
+            format!(
+                "--urgent {} must be shorter than --margin {}",
+                m.urgent, m.margin
+            ),
+            "the paper uses --margin 500ms --urgent 100ms",
+        ));
+    }
+    Ok((margin_ms * 1_000_000, urgent_ms * 1_000_000))
+}
+
+fn stream_params(s: &StreamOpts) -> CliResult<StreamParams> {
     let request_bytes = parse_size("--request", &s.request)?;
     if request_bytes == 0 || !request_bytes.is_multiple_of(4096) {
         return Err(CliError::usage(
@@ -193,27 +217,12 @@ fn stream_params(s: &StreamOpts) -> CliResult<(StreamParams, u64, u64)> {
             "e.g. --depth 8",
         ));
     }
-    let margin_ms = positive_ms("--margin", &s.margin)?;
-    let urgent_ms = parse_duration_ms("--urgent", &s.urgent)?;
-    if urgent_ms >= margin_ms {
-        return Err(CliError::usage(
-            format!(
-                "--urgent {} must be shorter than --margin {}",
-                s.urgent, s.margin
-            ),
-            "the paper uses --margin 500ms --urgent 100ms",
-        ));
-    }
-    Ok((
-        StreamParams {
-            bitrate_bps: rate("--bitrate", &s.bitrate)?,
-            request_bytes,
-            depth: s.depth,
-            be_share: be_share(&s.be_share)?,
-        },
-        margin_ms * 1_000_000,
-        urgent_ms * 1_000_000,
-    ))
+    Ok(StreamParams {
+        bitrate_bps: rate("--bitrate", &s.bitrate)?,
+        request_bytes,
+        depth: s.depth,
+        be_share: be_share(&s.be_share)?,
+    })
 }
 
 /// `--seeds`: `A-B` or a comma list.
@@ -288,7 +297,8 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
             "choose zrr, contig or seq",
         )
     })?;
-    let (sp, margin_ns, urgent_ns) = stream_params(&a.stream)?;
+    let sp = stream_params(&a.stream)?;
+    let (margin_ns, urgent_ns) = mixer_params(&a.mixer)?;
     let fill_text = a.fill.trim_end_matches('%');
     let fill: f64 = fill_text
         .parse()
@@ -328,6 +338,18 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
     let mut cfg = SimConfig::new(workload);
     cfg.alloc = alloc;
     cfg.block_bytes = parse_size("--block-size", &a.block_size)?;
+    if !cfg.block_bytes.is_power_of_two()
+        || !(dvrfs_core::layout::MIN_DATA_BLOCK_BYTES..=dvrfs_core::layout::MAX_DATA_BLOCK_BYTES)
+            .contains(&cfg.block_bytes)
+    {
+        return Err(CliError::usage(
+            format!(
+                "invalid --block-size {:?}: {} bytes is not a power of two from 64K to 1G",
+                a.block_size, cfg.block_bytes
+            ),
+            "use 64K, 1M or 4M (the default)",
+        ));
+    }
     cfg.bitrate_bps = sp.bitrate_bps;
     cfg.request_bytes = sp.request_bytes;
     cfg.depth = sp.depth;
@@ -637,6 +659,17 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
             if r.be_guarantee_met { "met" } else { "NOT met" }
         );
     }
+    if let Some(d) = &r.delete {
+        outln!(
+            "  delete            a {} file, unlinked at {:.1} s: {}",
+            crate::output::human_bytes(d.bytes),
+            d.submitted_s,
+            match d.unlink_ms {
+                Some(ms) => format!("done in {ms:.1} ms (its blocks free at the next commit)"),
+                None => "NOT done when the run ended".to_string(),
+            }
+        );
+    }
     outln!(
         "  journal           {} commits: {} commands, {:.2} MB, {} flushes",
         r.commits,
@@ -654,7 +687,7 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
 
 pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
     let model = load_disk(&a.disk)?;
-    let (sp, _, _) = stream_params(&a.stream)?;
+    let sp = stream_params(&a.stream)?;
     let r = capacity(&model, &sp);
     if a.json {
         let mut v = serde_json::to_value(&r)

@@ -144,6 +144,17 @@ pub fn admission(
 fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliResult<Setup> {
     let rate_bps = bit_rate("--rate", &a.rate)?;
     let request_bytes = parse_size("--request", &a.request)?;
+    let max = dvrfs_core::engine::MAX_STREAM_REQUEST_BYTES;
+    if request_bytes == 0 || !request_bytes.is_multiple_of(4096) || request_bytes > max {
+        return Err(CliError::usage(
+            format!(
+                "invalid --request {:?}: a stream's request is a multiple of 4K up to {}M",
+                a.request,
+                max >> 20
+            ),
+            "the default, 512K, suits recordings and playbacks",
+        ));
+    }
     let buffer_bytes = a
         .buffer
         .as_deref()

@@ -76,7 +76,13 @@ fn buffer(path: &Path, o: &SimOutcome, title: &str) -> CliResult<()> {
     let ymin = pts.iter().fold(0.0f64, |m, p| m.min(p.1));
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("buffer level of stream 0 (read) - {title}"),
+            match o.buffer_stream {
+                Some((k, false)) => format!("playout buffer of stream {k} (playback) - {title}"),
+                Some((k, true)) => {
+                    format!("write-behind of stream {k} (recording) - {title}")
+                }
+                None => format!("no stream in this run - {title}"),
+            },
             ("sans-serif", 18),
         )
         .margin(10)

@@ -326,6 +326,20 @@ fn messages_name_what_is_wrong_and_names_cannot_drive_the_terminal() {
     ]));
     assert_eq!(std::fs::read(&local).unwrap(), std::fs::read(&src).unwrap());
 
+    let o = dvrfs([
+        "record",
+        s(&img),
+        "/r.ts",
+        "--rate",
+        "4M",
+        "--duration",
+        "1s",
+        "--request",
+        "5",
+    ]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("multiple of 4K"), "{}", stderr(&o));
+
     let other = dir.path().join("other.img");
     let o = dvrfs(["mkfs", s(&other), "--size", "-5G"]);
     assert_eq!(code(&o), 2);

@@ -377,3 +377,80 @@ fn stopped_recordings_are_reported_and_fail_the_run() {
     assert!(v["misses"]["no_space"].as_u64().unwrap() > 0, "{v}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("stopped"));
 }
+
+/// Issue 9's report items: `--best-effort delete` is in the report, the buffer plot of
+/// a recordings-only workload shows a recording (named), `capacity` takes no mixer
+/// settings, and a bad block size is a usage error (exit 2).
+#[test]
+fn the_report_says_what_delete_did_and_plots_name_their_stream() {
+    let run = [
+        "sim",
+        "--disk",
+        "avfs-250g",
+        "--workload",
+        "2r0w",
+        "--duration",
+        "60s",
+        "--best-effort",
+        "delete",
+    ];
+    let (v, _) = ok_json(&[&run[..], &["--json"]].concat());
+    assert_eq!(v["delete"]["submitted_s"], 5.0, "{}", v["delete"]);
+    assert!(
+        v["delete"]["bytes"].as_u64().unwrap() > 0,
+        "{}",
+        v["delete"]
+    );
+    assert!(
+        v["delete"]["unlink_ms"].as_f64().is_some(),
+        "{}",
+        v["delete"]
+    );
+    let text = String::from_utf8(dvrfs(&run).stdout).unwrap();
+    assert!(text.contains("  delete            a "), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let plots = dir.path().join("plots");
+    let out = dvrfs(&[
+        "sim",
+        "--disk",
+        "avfs-250g",
+        "--workload",
+        "2w",
+        "--duration",
+        "30s",
+        "--plot",
+        plots.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let svg = std::fs::read_to_string(plots.join("buffer_level.svg")).unwrap();
+    assert!(
+        svg.contains("write-behind of stream 0 (recording)"),
+        "caption"
+    );
+
+    let out = dvrfs(&["capacity", "--disk", "avfs-250g", "--margin", "900ms"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = dvrfs(&[
+        "sim",
+        "--disk",
+        "avfs-250g",
+        "--workload",
+        "1r0w",
+        "--block-size",
+        "3M",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    fails_with(
+        &[
+            "sim",
+            "--disk",
+            "avfs-250g",
+            "--workload",
+            "1r0w",
+            "--block-size",
+            "3M",
+        ],
+        "not a power of two",
+    );
+}

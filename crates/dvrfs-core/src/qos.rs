@@ -173,6 +173,16 @@ pub struct CountersReport {
     pub failed: u64,
 }
 
+/// The delete generator's unlink.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DeleteReport {
+    pub bytes: u64,
+    /// Run time when the unlink was submitted.
+    pub submitted_s: f64,
+    /// From submission to completion (`null`: not done when the run ended).
+    pub unlink_ms: Option<f64>,
+}
+
 /// One run, as `dvrfs sim --json` prints it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Report {
@@ -190,6 +200,8 @@ pub struct Report {
     /// Recordings that stopped before the end (the disk was full): every request
     /// they could not issue is counted in `deadline_misses` (cause `no_space`).
     pub recordings_stopped: u32,
+    /// `--best-effort delete`: the file it deleted (`null` for other generators).
+    pub delete: Option<DeleteReport>,
     pub p_miss: f64,
     pub margin_ms: MarginMs,
     /// Stream-hours per glitch, in seconds (`null` without glitches).
@@ -302,6 +314,13 @@ impl Report {
             misses: o.misses,
             failed_reads: o.failed_reads,
             recordings_stopped: o.recordings_stopped,
+            delete: o.delete.map(|d| DeleteReport {
+                bytes: d.bytes,
+                submitted_s: d.submit_ns as f64 / 1e9,
+                unlink_ms: d
+                    .done_ns
+                    .map(|t| t.saturating_sub(d.submit_ns) as f64 / 1e6),
+            }),
             p_miss: if o.rt_requests == 0 {
                 0.0
             } else {

@@ -67,8 +67,18 @@ pub(super) struct Stream {
     stopped: bool,
     file_bytes: u64,
     start_offset: u64,
-    /// Completion time per request (stream 0, for the buffer-level series).
+    /// Completion time per request (the [`series_stream`], for the buffer-level series).
     pub(super) done_ns: Vec<u64>,
+}
+
+/// The stream whose buffer level a run plots: the first playback, else the first
+/// recording.
+pub(super) fn series_stream(streams: &[Stream]) -> Option<u32> {
+    streams
+        .iter()
+        .position(|s| !s.write)
+        .or(if streams.is_empty() { None } else { Some(0) })
+        .map(|i| i as u32)
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -119,8 +129,10 @@ pub struct Client {
     sync_submit_ns: u64,
     /// When the delete generator's unlink completed, and whether an fsync submitted
     /// after that has completed.
-    unlink_done_ns: Option<u64>,
+    pub(super) unlink_done_ns: Option<u64>,
     pub(super) victim_gone_durably: bool,
+    /// The delete generator: the victim's size and when its unlink was submitted.
+    pub(super) delete_started: Option<(u64, u64)>,
     /// Real memory behind every buffer (a real device) rather than virtual lengths.
     real_buffers: bool,
     /// Buffers of finished operations, for reuse (allocating and zeroing a fresh
@@ -157,6 +169,7 @@ impl Client {
             sync_submit_ns: 0,
             unlink_done_ns: None,
             victim_gone_durably: false,
+            delete_started: None,
             real_buffers,
             pool: Vec::new(),
             alloc: IoBuf::zeroed,
@@ -419,8 +432,8 @@ impl Client {
     fn stream_done(&mut self, host: &mut impl Host, s: u32, result: &Result<Output>, now: u64) {
         let st = &mut self.streams[s as usize];
         st.outstanding -= 1;
-        if s == 0 && self.cfg.keep_series {
-            st.done_ns.push(now);
+        if self.cfg.keep_series && Some(s) == series_stream(&self.streams) {
+            self.streams[s as usize].done_ns.push(now);
         }
         match result {
             Ok(_) | Err(Error::DeadlineMissed { .. }) => {}
@@ -544,10 +557,12 @@ impl Client {
                     self.be.done = true;
                     return Ok(());
                 };
-                let (parent, name) = host.query(move |v| -> Result<_> {
+                let (parent, name, bytes) = host.query(move |v| -> Result<_> {
                     let (p, n) = v.resolve_parent(&path)?;
-                    Ok((p, n.to_vec()))
+                    let size = v.stat(v.lookup(p, n)?)?.size_bytes;
+                    Ok((p, n.to_vec(), size))
                 })??;
+                self.delete_started = Some((bytes, now));
                 Op::Unlink { parent, name }
             }
             None => return Ok(()),

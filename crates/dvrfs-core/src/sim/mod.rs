@@ -237,6 +237,19 @@ pub struct TraceRow {
     pub cache_partial_hit: bool,
 }
 
+/// (virtual ns, value) points of a plotted series.
+pub type Series = Vec<(u64, i64)>;
+
+/// What the delete generator did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DeleteOutcome {
+    pub bytes: u64,
+    pub submit_ns: u64,
+    pub done_ns: Option<u64>,
+    /// An fsync that covers the unlink completed (its blocks are free for good).
+    pub durable: bool,
+}
+
 /// What one run measured.
 #[derive(Clone, Debug, Default)]
 pub struct SimOutcome {
@@ -249,6 +262,9 @@ pub struct SimOutcome {
     pub failed_reads: u64,
     /// Recordings that could not go on (disk full) before the end of the run.
     pub recordings_stopped: u32,
+    /// The delete generator's file: its size, when its unlink was submitted and when
+    /// it completed (virtual ns).
+    pub delete: Option<DeleteOutcome>,
     /// Completion margin of every real-time request (deadline - completion), ns.
     pub margins_ns: Vec<i64>,
     pub busy_ns: u64,
@@ -278,8 +294,12 @@ pub struct SimOutcome {
     pub flushes: u64,
     /// Distance from the end of each dispatched request to the start of the next, bytes.
     pub seek_distances_bytes: Vec<u64>,
-    /// Buffer level of stream 0 over time: (virtual ns, bytes).
+    /// Buffer level of [`SimOutcome::buffer_stream`] over time: (virtual ns, bytes).
     pub buffer_level: Vec<(u64, i64)>,
+    /// The stream of `buffer_level` (the first playback, else the first recording)
+    /// and whether it is a recording (then the level is its write-behind: bytes
+    /// produced and not yet written).
+    pub buffer_stream: Option<(u32, bool)>,
     pub counters: Counters,
     /// One row per device command, in issue order, when [`SimConfig::trace`] is set.
     pub trace: Vec<TraceRow>,
@@ -925,7 +945,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
         let q = self.host.engine.qos().clone();
         fill_outcome(&mut self.out, self.host.engine.scheduler(), q);
         client_outcome(&mut self.out, &self.client);
-        self.out.buffer_level = buffer_level(
+        (self.out.buffer_level, self.out.buffer_stream) = buffer_level(
             self.cfg,
             &self.client,
             self.cfg.duration_ns.min(self.out.elapsed_ns),
@@ -971,20 +991,39 @@ pub fn client_outcome(out: &mut SimOutcome, client: &Client) {
     out.streams = client.streams();
     out.failed_reads = client.failed_reads;
     out.recordings_stopped = client.recordings_stopped;
+    out.delete = client
+        .delete_started
+        .map(|(bytes, submit_ns)| DeleteOutcome {
+            bytes,
+            submit_ns,
+            done_ns: client.unlink_done_ns,
+            durable: client.victim_gone_durably,
+        });
 }
 
-/// The buffer level of stream 0 over the run when it is a playback and the run keeps
-/// series ([`SimConfig::keep_series`]); empty otherwise.
-pub fn buffer_level(cfg: &SimConfig, client: &Client, until_ns: u64) -> Vec<(u64, i64)> {
+/// The buffer level of the first playback (else the first recording) over the run
+/// when the run keeps series ([`SimConfig::keep_series`]), with the stream and
+/// whether it records; empty otherwise.
+pub fn buffer_level(
+    cfg: &SimConfig,
+    client: &Client,
+    until_ns: u64,
+) -> (Series, Option<(u32, bool)>) {
     let streams = &client.streams;
-    if cfg.keep_series && !streams.is_empty() && !streams[0].write {
-        buffer_series(&streams[0], cfg.request_bytes, cfg.depth, until_ns)
-    } else {
-        Vec::new()
+    match client::series_stream(streams).filter(|_| cfg.keep_series) {
+        Some(k) => {
+            let st = &streams[k as usize];
+            (
+                buffer_series(st, cfg.request_bytes, cfg.depth, until_ns),
+                Some((k, st.write)),
+            )
+        }
+        None => (Vec::new(), None),
     }
 }
 
-/// The playout buffer of a read stream every 100 ms: bytes delivered minus bytes played.
+/// Every 100 ms: a playback's playout buffer (bytes delivered minus bytes played), or
+/// a recording's write-behind (bytes produced minus bytes written).
 fn buffer_series(
     st: &client::Stream,
     request_bytes: u64,
@@ -1002,13 +1041,22 @@ fn buffer_series(
         while i < done.len() && done[i] <= t {
             i += 1;
         }
-        let delivered = i as i64 * request_bytes as i64;
-        let played = if t > t_play {
-            ((t - t_play) as f64 / st.period_ns as f64 * request_bytes as f64) as i64
+        let completed = i as i64 * request_bytes as i64;
+        if st.write {
+            let produced = if t > st.t0_ns {
+                ((t - st.t0_ns) as f64 / st.period_ns as f64 * request_bytes as f64) as i64
+            } else {
+                0
+            };
+            out.push((t, produced - completed));
         } else {
-            0
-        };
-        out.push((t, delivered - played));
+            let played = if t > t_play {
+                ((t - t_play) as f64 / st.period_ns as f64 * request_bytes as f64) as i64
+            } else {
+                0
+            };
+            out.push((t, completed - played));
+        }
         t += step;
     }
     out
