@@ -504,7 +504,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
             human_bytes(len)
         );
     }
-    if load.superblock_from != "primary" || load.superblock_note.is_some() {
+    if !matches!(load.superblock_from, "primary" | "journal") || load.superblock_note.is_some() {
         CliError::new(format!(
             "the superblock copies of {} do not all agree; the {} was used ({})",
             target.display(),

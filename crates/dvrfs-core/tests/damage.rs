@@ -42,6 +42,14 @@ fn populated() -> (MemDevice, u32) {
         fs.stat(big).unwrap().runs > 7,
         "the big file needs indirect runs"
     );
+    // A second directory whose files' inodes lie in the second inode-table block.
+    let d2 = fs.mkdir(root, b"cam2", 0o755, 0, 0, 5).unwrap();
+    for i in 0..10 {
+        let f = fs
+            .create(d2, format!("clip{i:02}.ts").as_bytes(), 0o644, 0, 0, 6)
+            .unwrap();
+        fs.write(f, 0, &pattern(100 + i, 3000), 7).unwrap();
+    }
     (fs.close().unwrap(), big)
 }
 
@@ -185,4 +193,157 @@ fn a_wrong_primary_superblock_is_outvoted_by_the_two_intact_copies() {
     assert_eq!(again.exit_code(), 0, "{:?}", again.errors);
     let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
     assert_eq!(snapshot(&mut fs), want);
+}
+
+/// Case 4: the root directory block's entry count set to 0 (checksums valid). One
+/// `--repair` must leave a volume that a second fsck finds clean.
+#[test]
+fn a_root_directory_block_with_no_entries_is_repaired_in_one_pass() {
+    let (mut dev, _) = populated();
+    let sb = superblock(&dev);
+    // The root's first directory block: the first run of inode root_ino.
+    let root_block = {
+        let fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+        let runs = fs.runs(sb.root_ino).unwrap();
+        runs[0].start
+    };
+    edit_block(&mut dev, &sb, root_block, |b| {
+        b[48..50].copy_from_slice(&0u16.to_le_bytes());
+    });
+    let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
+    assert!(r.exit_code() != 0);
+    let fixed = fixed.unwrap_or_else(|| panic!("repair gave up: {:?}", r.errors));
+    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
+    assert_eq!(
+        again.exit_code(),
+        0,
+        "first repair: {:?}\nsecond fsck: {:?}",
+        r.errors,
+        again.errors
+    );
+}
+
+/// Zeroes metadata block `n` in both copies: lost.
+fn lose_block(dev: &mut MemDevice, sb: &Superblock, n: u64) {
+    dev.poke(n * MB, &[0u8; META_BLOCK_BYTES]);
+    dev.poke(sb.backup_offset(n), &[0u8; META_BLOCK_BYTES]);
+}
+
+fn read_file(fs: &mut Fs<MemDevice>, path: &str, len: usize) -> Vec<u8> {
+    let ino = fs.resolve(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    read_ino(fs, ino, len)
+}
+
+fn read_ino(fs: &mut Fs<MemDevice>, ino: u32, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len + 1];
+    let n = fs.read(ino, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+/// Case 5: losing both copies of one data-bitmap block, inode-table block or
+/// directory block no longer makes the volume unreadable. A read-only open serves
+/// what is intact, a writable open is refused until `fsck --repair`, and one repair
+/// gives a clean volume that keeps every file it could name (a lost directory block's
+/// children in /lost+found).
+#[test]
+fn a_lost_bitmap_inode_table_or_directory_block_leaves_the_rest_readable() {
+    let (base, _) = populated();
+    let sb = superblock(&base);
+    let (cam1, seg_ino, clip_ino) = {
+        let fs = Fs::open(base.clone(), OpenOptions::read_only()).unwrap();
+        (
+            fs.resolve("/cam1").unwrap(),
+            fs.resolve("/cam1/seg004.ts").unwrap(),
+            fs.resolve("/cam2/clip07.ts").unwrap(),
+        )
+    };
+    assert!(clip_ino >= 15, "clip07 in the second inode-table block");
+    let dir_block = {
+        let fs = Fs::open(base.clone(), OpenOptions::read_only()).unwrap();
+        fs.runs(cam1).unwrap()[0].start
+    };
+    let cases = [
+        ("data bitmap", sb.data_bitmap_start),
+        ("inode table", sb.inode_table_start + clip_ino as u64 / 15),
+        ("inode table with the root", sb.inode_table_start),
+        ("directory", dir_block),
+    ];
+    let big_len = 30 * (64 << 10) + 123;
+    for (what, n) in cases {
+        let root_lost = what == "inode table with the root";
+        let mut dev = base.clone();
+        lose_block(&mut dev, &sb, n);
+        let mut fs = Fs::open(dev.clone(), OpenOptions::read_only())
+            .unwrap_or_else(|e| panic!("{what}: read-only open refused: {e}"));
+        assert_eq!(fs.load_report().lost_blocks.len(), 1, "{what}");
+        if root_lost {
+            // The root, cam2 and big went with the block; cam2's files did not.
+            assert_eq!(read_ino(&mut fs, clip_ino, 3000), pattern(107, 3000));
+        } else {
+            assert_eq!(
+                read_file(&mut fs, "/big.ts", big_len),
+                pattern(99, big_len),
+                "{what}"
+            );
+        }
+        drop(fs);
+        match Fs::open(dev.clone(), OpenOptions::writable()) {
+            Err(dvrfs_core::Error::Corrupt(m)) => {
+                assert!(m.contains("fsck --repair"), "{what}: {m}")
+            }
+            Err(e) => panic!("{what}: {e}"),
+            Ok(_) => panic!("{what}: a writable open of a damaged volume was allowed"),
+        }
+        let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
+        let fixed = fixed.unwrap_or_else(|| panic!("{what}: repair gave up: {:?}", r.errors));
+        assert_eq!(r.exit_code(), 1, "{what}: {:?}", r.errors);
+        let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
+        assert_eq!(
+            again.exit_code(),
+            0,
+            "{what}: first repair {:?}; second fsck {:?}",
+            r.errors,
+            again.errors
+        );
+        let mut fs = Fs::open(fixed, OpenOptions::writable()).unwrap();
+        match what {
+            "inode table with the root" => {
+                let back = read_file(&mut fs, &format!("/lost+found/#{clip_ino}"), 3000);
+                assert_eq!(back, pattern(107, 3000));
+            }
+            _ => assert_eq!(
+                read_file(&mut fs, "/big.ts", big_len),
+                pattern(99, big_len),
+                "{what}"
+            ),
+        }
+        match what {
+            "directory" => {
+                let back = read_file(&mut fs, &format!("/lost+found/#{seg_ino}"), 5000);
+                assert_eq!(back, pattern(4, 5000), "{what}");
+            }
+            "data bitmap" => {
+                assert_eq!(
+                    read_file(&mut fs, "/cam1/seg004.ts", 5000),
+                    pattern(4, 5000)
+                );
+            }
+            "inode table" => {
+                assert!(
+                    fs.resolve("/cam2/clip07.ts").is_err(),
+                    "a lost inode is gone"
+                );
+                assert_eq!(
+                    read_file(&mut fs, "/cam1/seg004.ts", 5000),
+                    pattern(4, 5000)
+                );
+            }
+            _ => {}
+        }
+        // The repaired volume takes writes again.
+        let root = fs.root();
+        fs.create(root, b"after.ts", 0o644, 0, 0, 9).unwrap();
+        fs.sync().unwrap();
+    }
 }

@@ -65,7 +65,10 @@ pub fn fsck<D: Device>(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(FsckReport, Option<D>)> {
     let opts = if repair {
-        OpenOptions::writable()
+        OpenOptions {
+            repair: true,
+            ..OpenOptions::writable()
+        }
     } else {
         OpenOptions::read_only()
     };
@@ -90,7 +93,8 @@ pub fn fsck<D: Device>(
     };
     let report = fs.load_report().clone();
     let (vol, dev) = fs.parts_mut();
-    if report.superblock_from != "primary" || report.superblock_note.is_some() {
+    let sb_fine = matches!(report.superblock_from, "primary" | "journal");
+    if !sb_fine || report.superblock_note.is_some() {
         // Rewriting block 0 writes every copy (primary, backup region, end of device)
         // from the one chosen.
         f.err(
@@ -105,6 +109,17 @@ pub fn fsck<D: Device>(
             ),
         );
         vol.dirty.insert(0);
+    }
+    for (n, why) in &report.lost_blocks {
+        f.err(
+            true,
+            format!("metadata block {n} is lost in both copies ({why}); rebuilt from what remains"),
+        );
+        if *n < vol.sb.dynamic_start {
+            // Bitmaps and the inode table are rewritten from memory; a lost block of
+            // the dynamic area is rewritten by its owner (the directory's problem).
+            vol.dirty.insert(*n);
+        }
     }
     for (n, why) in &report.from_backup {
         f.err(

@@ -29,8 +29,8 @@ use crate::format::{payload, verify_block, BlockType, META_BLOCK_BYTES};
 /// What the open found and did.
 #[derive(Clone, Debug, Default)]
 pub struct LoadReport {
-    /// Which superblock copy was used: "primary", "end-of-device copy" or
-    /// "backup-region copy".
+    /// Which superblock copy was used: "primary", "end-of-device copy",
+    /// "backup-region copy", or "journal" (the transaction to replay holds it).
     pub superblock_from: &'static str,
     /// Copies that were unreadable or disagreed with the one used, and why it won.
     pub superblock_note: Option<String>,
@@ -46,6 +46,11 @@ pub struct LoadReport {
     /// Files left unlinked-while-open by the last user of the volume, freed by this
     /// (writable) open.
     pub orphans_freed: usize,
+    /// Metadata blocks unreadable in both copies, and why. The open went on without
+    /// them (read-only, or `fsck --repair`): a lost bitmap block counts its blocks as
+    /// used, a lost inode-table block loses its inodes, a lost directory block its
+    /// entries (fsck moves the children it finds no name for to `/lost+found`).
+    pub lost_blocks: Vec<(u64, String)>,
 }
 
 const BULK_READ_BYTES: usize = 1 << 20;
@@ -84,6 +89,27 @@ impl<D: Device> Reader<'_, D> {
         }
     }
 
+    /// [`Reader::pick`], but a block bad in both copies is recorded as lost and
+    /// `None` returned (I/O errors still fail).
+    fn pick_or_lose(&mut self, n: u64, ty: BlockType, primary: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.pick(n, ty, primary) {
+            Ok(b) => Ok(Some(b)),
+            Err(Error::Corrupt(why)) => {
+                self.report.lost_blocks.push((n, why));
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn one_or_lose(&mut self, n: u64, ty: BlockType) -> Result<Option<Vec<u8>>> {
+        let mut b = vec![0u8; META_BLOCK_BYTES];
+        self.dev
+            .read_at(self.sb.primary_offset(n), &mut b)
+            .map_err(|e| Error::io(format!("reading metadata block {n}"), e))?;
+        self.pick_or_lose(n, ty, &b)
+    }
+
     fn one(&mut self, n: u64, ty: BlockType) -> Result<Vec<u8>> {
         let mut b = vec![0u8; META_BLOCK_BYTES];
         self.dev
@@ -92,13 +118,14 @@ impl<D: Device> Reader<'_, D> {
         self.pick(n, ty, &b)
     }
 
-    /// Reads `count` blocks from `start` in large requests, verifying each.
+    /// Reads `count` blocks from `start` in large requests, verifying each; `f` gets
+    /// `None` for a block lost in both copies.
     fn area(
         &mut self,
         start: u64,
         count: u64,
         ty: BlockType,
-        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+        mut f: impl FnMut(u64, Option<&[u8]>) -> Result<()>,
     ) -> Result<()> {
         let per = (BULK_READ_BYTES / META_BLOCK_BYTES) as u64;
         let mut buf = crate::device::AlignedBuf::zeroed(BULK_READ_BYTES);
@@ -112,8 +139,8 @@ impl<D: Device> Reader<'_, D> {
             for j in 0..n {
                 let raw =
                     &bytes[j as usize * META_BLOCK_BYTES..(j as usize + 1) * META_BLOCK_BYTES];
-                let img = self.pick(start + k + j, ty, raw)?;
-                f(k + j, &img)?;
+                let img = self.pick_or_lose(start + k + j, ty, raw)?;
+                f(k + j, img.as_deref())?;
             }
             k += n;
         }
@@ -350,6 +377,11 @@ impl Volume {
             if let Some((_, img)) = r.images.iter().find(|(n, _)| *n == 0) {
                 sb = Superblock::decode(img)
                     .map_err(|e| Error::Corrupt(format!("journal superblock image: {e}")))?;
+                // The journal's image is the current one; copies that differ were
+                // being checkpointed when the power went, and the replay rewrites
+                // them all.
+                report.superblock_note = None;
+                report.superblock_from = "journal";
             }
             report.replayed_txn = Some(r.txn);
             report.replayed_blocks = r.images.iter().map(|(n, _)| *n).collect();
@@ -379,6 +411,13 @@ impl Volume {
             sb,
         };
         v.load_all(dev, &overlay, &mut report)?;
+        if opts.writable && !opts.repair && !report.lost_blocks.is_empty() {
+            let (n, why) = &report.lost_blocks[0];
+            return Err(Error::Corrupt(format!(
+                "{} metadata block(s) lost in both copies (block {n}: {why}); what is intact can be read (ls, get), but nothing may be written before `fsck --repair`",
+                report.lost_blocks.len()
+            )));
+        }
         v.next_generation = v
             .inodes
             .values()
@@ -425,8 +464,15 @@ impl Volume {
             sb.data_bitmap_blocks,
             BlockType::DataBitmap,
             |k, img| {
-                used.decode_block(k, payload(img));
-                stray |= used.block_has_stray_bits(k, payload(img));
+                match img {
+                    Some(img) => {
+                        used.decode_block(k, payload(img));
+                        stray |= used.block_has_stray_bits(k, payload(img));
+                    }
+                    // Lost: every block it covers counts as used (nothing is handed
+                    // out twice); fsck rebuilds it from the files.
+                    None => used.decode_block(k, &[0xFF; crate::format::PAYLOAD_BYTES]),
+                }
                 Ok(())
             },
         )?;
@@ -436,17 +482,28 @@ impl Volume {
             sb.meta_bitmap_blocks,
             BlockType::MetaBitmap,
             |k, img| {
-                mused.decode_block(k, payload(img));
-                stray |= mused.block_has_stray_bits(k, payload(img));
+                match img {
+                    Some(img) => {
+                        mused.decode_block(k, payload(img));
+                        stray |= mused.block_has_stray_bits(k, payload(img));
+                    }
+                    None => mused.decode_block(k, &[0xFF; crate::format::PAYLOAD_BYTES]),
+                }
                 Ok(())
             },
         )?;
         let mut records = Vec::new();
+        let mut lost_inodes = vec![];
         r.area(
             sb.inode_table_start,
             sb.inode_table_blocks,
             BlockType::InodeTable,
             |k, img| {
+                let Some(img) = img else {
+                    let first = k * INODES_PER_BLOCK as u64;
+                    lost_inodes.push((first, first + INODES_PER_BLOCK as u64 - 1));
+                    return Ok(());
+                };
                 let p = payload(img);
                 for j in 0..INODES_PER_BLOCK {
                     let ino = k * INODES_PER_BLOCK as u64 + j as u64;
@@ -462,6 +519,12 @@ impl Volume {
             r.report.problems.push((
                 None,
                 "a bitmap block has bits set past the end of its area".into(),
+            ));
+        }
+        for (a, b) in lost_inodes {
+            r.report.problems.push((
+                None,
+                format!("inodes {a} to {b} are lost with their inode-table block"),
             ));
         }
         self.data.set_used_bitmap(used);
@@ -530,7 +593,29 @@ impl Volume {
         }
         self.parents.insert(sb.root_ino, sb.root_ino);
         if !self.dirs.contains_key(&sb.root_ino) {
-            return Err(Error::Corrupt("the root directory is missing".into()));
+            if r.report.lost_blocks.is_empty() {
+                return Err(Error::Corrupt("the root directory is missing".into()));
+            }
+            // Its inode went with a lost block: an empty root stands in, so what is
+            // intact stays reachable to fsck, which links it into /lost+found.
+            let root = sb.root_ino;
+            self.inodes.insert(
+                root,
+                Inode {
+                    attr: InodeRecord {
+                        mode: crate::format::inode::S_IFDIR | 0o755,
+                        nlink: 2,
+                        ..Default::default()
+                    },
+                    runs: vec![],
+                },
+            );
+            self.dirs.insert(root, Dir::default());
+            self.parents.insert(root, root);
+            r.report.problems.push((
+                Some(root),
+                "the root directory's inode is lost: an empty root stands in".into(),
+            ));
         }
         Ok(())
     }
@@ -657,7 +742,13 @@ fn load_dir<D: Device>(
             let index = (run.file_block as u64 + k) as u32;
             let n = run.start + k;
             owners.insert(n, Owner::DirBlock { ino, index });
-            let img = r.one(n, BlockType::Directory)?;
+            let Some(img) = r.one_or_lose(n, BlockType::Directory)? else {
+                r.report.problems.push((
+                    Some(ino),
+                    format!("directory {ino} block {index} is lost: its entries are gone"),
+                ));
+                continue;
+            };
             let entries = match decode_dir(payload(&img)) {
                 Ok(e) => e,
                 Err(e) => {

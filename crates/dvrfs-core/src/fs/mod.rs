@@ -68,6 +68,10 @@ pub struct OpenOptions {
     pub writable: bool,
     /// Overrides the commit interval stored in the superblock.
     pub commit_interval_ms: Option<u32>,
+    /// A writable open of a volume that lost metadata blocks (both copies) is
+    /// allowed: `fsck --repair`. Other writable opens are refused until it ran; a
+    /// read-only open serves what is intact.
+    pub repair: bool,
 }
 
 impl OpenOptions {
@@ -75,12 +79,14 @@ impl OpenOptions {
         OpenOptions {
             writable: false,
             commit_interval_ms: None,
+            repair: false,
         }
     }
     pub fn writable() -> Self {
         OpenOptions {
             writable: true,
             commit_interval_ms: None,
+            repair: false,
         }
     }
 }
