@@ -393,12 +393,20 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
     } else {
         Sink::File(a.local_file.clone())
     };
+    // An existing regular file is not overwritten unless asked; a device or a FIFO
+    // (`/dev/null`, a pipe) is written to as it is.
+    let regular = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
     if let (Sink::File(p), false) = (&sink, a.force) {
-        if p.exists() {
+        if regular(p) {
             return Err(CliError::new(format!("{}: already exists", p.display()))
                 .hint("remove it first, give another name, or add --force to overwrite it"));
         }
     }
+    // Only a regular file this command writes is removed when it fails.
+    let removable = match &sink {
+        Sink::File(p) => !std::fs::metadata(p).is_ok_and(|m| !m.is_file()),
+        Sink::Stdout => false,
+    };
     let started = Instant::now();
     let mut out: Box<dyn Write + Send> = match &sink {
         Sink::Stdout => Box::new(io::stdout()),
@@ -430,7 +438,9 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
         }
         (Err(_), Sink::File(p)) => {
             pb.abandon();
-            let _ = std::fs::remove_file(p);
+            if removable {
+                let _ = std::fs::remove_file(p);
+            }
         }
         (Err(_), Sink::Stdout) => pb.abandon(),
     }
