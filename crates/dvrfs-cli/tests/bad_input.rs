@@ -325,6 +325,9 @@ fn messages_name_what_is_wrong_and_names_cannot_drive_the_terminal() {
         "--force",
     ]));
     assert_eq!(std::fs::read(&local).unwrap(), std::fs::read(&src).unwrap());
+    // A device is written to as it is (and never removed).
+    ok(dvrfs(["get", s(&img), "/a\u{1b}[31mred", "/dev/null"]));
+    assert!(std::path::Path::new("/dev/null").exists());
 
     let o = dvrfs([
         "record",
