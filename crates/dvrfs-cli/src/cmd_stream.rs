@@ -148,7 +148,7 @@ fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliRes
     if request_bytes == 0 || !request_bytes.is_multiple_of(4096) || request_bytes > max {
         return Err(CliError::usage(
             format!(
-                "invalid --request {:?}: a stream's request is a multiple of 4K up to {}M",
+                "invalid --request {:?}: a stream's request size is a multiple of 4K up to {}M",
                 a.request,
                 max >> 20
             ),
