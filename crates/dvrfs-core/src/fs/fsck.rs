@@ -304,6 +304,18 @@ impl Volume {
     fn check_structure(&mut self, f: &mut Found) -> Result<()> {
         let sb = self.sb.clone();
         let bs = sb.data_block_bytes;
+        // A symbolic link whose target block could not be read has nothing to point
+        // at: it goes (its entries are dropped below as naming a free inode).
+        let targetless: Vec<Ino> = self
+            .inodes
+            .iter()
+            .filter(|(ino, i)| i.kind() == Some(Kind::Symlink) && !self.symlinks.contains_key(ino))
+            .map(|(&ino, _)| ino)
+            .collect();
+        for ino in targetless {
+            f.err(true, format!("symlink inode {ino} has no target; removed"));
+            self.free_inode(ino)?;
+        }
         // Entries: each must name a live inode of the right kind.
         let mut refs: HashMap<Ino, u32> = HashMap::new();
         let mut subdirs: HashMap<Ino, u32> = HashMap::new();
@@ -429,6 +441,9 @@ impl Volume {
                     );
                     let (_, first) = self.inode_mut(ino)?.truncate_blocks(keep);
                     self.dirty_runs_from(ino, first)?;
+                    // Indirect extents the shorter run list no longer needs go too
+                    // (a later open would count them free: one pass must settle it).
+                    self.trim_run_capacity(ino)?;
                 }
             }
             let i = &self.inodes[&ino];
