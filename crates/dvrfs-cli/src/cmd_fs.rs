@@ -32,6 +32,18 @@ struct MkfsPlan {
     commit_interval_ms: u32,
 }
 
+/// `base` with the settings the flags chose.
+fn mkfs_params(a: &MkfsArgs, plan: &MkfsPlan, base: MkfsParams) -> MkfsParams {
+    MkfsParams {
+        data_block_bytes: plan.block_bytes,
+        alloc: plan.alloc,
+        inodes: a.inodes,
+        zones: a.zones,
+        commit_interval_ms: plan.commit_interval_ms,
+        ..base
+    }
+}
+
 fn check_mkfs_args(a: &MkfsArgs) -> CliResult<MkfsPlan> {
     let block_bytes = parse_size("--block-size", &a.block_size)?;
     if !block_bytes.is_power_of_two()
@@ -79,14 +91,7 @@ pub fn mkfs(a: &MkfsArgs) -> CliResult<u8> {
     set_target(target);
     if let (Some(size), false) = (size_bytes, target.exists()) {
         // Too small for these settings: say the minimum before anything is created.
-        let params = MkfsParams {
-            data_block_bytes: plan.block_bytes,
-            alloc: plan.alloc,
-            inodes: a.inodes,
-            zones: a.zones,
-            commit_interval_ms: plan.commit_interval_ms,
-            ..MkfsParams::new(size, [0; 16], 0)
-        };
+        let params = mkfs_params(a, &plan, MkfsParams::new(size, [0; 16], 0));
         if let Err(e @ dvrfs_core::Error::TooSmall { .. }) = dvrfs_core::layout::plan(&params) {
             return Err(e.into());
         }
@@ -167,13 +172,12 @@ fn format_target(
     uuid[6] = (uuid[6] & 0x0f) | 0x40; // RFC 4122 version 4, variant 1
     uuid[8] = (uuid[8] & 0x3f) | 0x80;
     let params = MkfsParams {
-        data_block_bytes: plan.block_bytes,
-        alloc: plan.alloc,
-        inodes: a.inodes,
-        zones: a.zones,
-        commit_interval_ms: plan.commit_interval_ms,
         created_ns: now_ns(),
-        ..MkfsParams::new(dev.size_bytes(), uuid, u64::from_le_bytes(seed))
+        ..mkfs_params(
+            a,
+            plan,
+            MkfsParams::new(dev.size_bytes(), uuid, u64::from_le_bytes(seed)),
+        )
     };
     let pb = progress(0, false, "writing metadata");
     let sb = dvrfs_core::fs::mkfs(&mut dev, &params, &mut |done, total| {

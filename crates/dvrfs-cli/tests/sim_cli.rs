@@ -431,7 +431,7 @@ fn the_report_says_what_delete_did_and_plots_name_their_stream() {
 
     let out = dvrfs(&["capacity", "--disk", "avfs-250g", "--margin", "900ms"]);
     assert_eq!(out.status.code(), Some(2));
-    let out = dvrfs(&[
+    let bad = [
         "sim",
         "--disk",
         "avfs-250g",
@@ -439,18 +439,7 @@ fn the_report_says_what_delete_did_and_plots_name_their_stream() {
         "1r0w",
         "--block-size",
         "3M",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    fails_with(
-        &[
-            "sim",
-            "--disk",
-            "avfs-250g",
-            "--workload",
-            "1r0w",
-            "--block-size",
-            "3M",
-        ],
-        "not a power of two",
-    );
+    ];
+    assert_eq!(dvrfs(&bad).status.code(), Some(2));
+    fails_with(&bad, "not a power of two");
 }

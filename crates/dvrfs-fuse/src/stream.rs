@@ -363,8 +363,8 @@ impl crate::DvrfsFs {
     /// A stream that a close ended while the handle lived on is admitted again.
     pub(crate) fn resume(&self, st: &mut FileState, owner: u32) {
         if let Some(res) = st.resume.take() {
-            let start = 0;
-            let _ = self.attach(st, res, start, true, owner);
+            // A recording resumes at the end of the file, a playback from the start.
+            let _ = self.attach(st, res, 0, true, owner);
         }
     }
 
