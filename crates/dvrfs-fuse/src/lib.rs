@@ -760,14 +760,6 @@ impl DvrfsFs {
                 stats.as_ref().map(|(_, s)| s),
             ));
         }
-        if let Some(st) = self.state(ino) {
-            // Set while the file was not open: waiting for its open.
-            if let Ok(s) = st.try_lock() {
-                if let Some(text) = s.stream_state(&self.rt) {
-                    return Ok(text);
-                }
-            }
-        }
         lock(&self.ended).get(ino).ok_or(libc::ENODATA)
     }
 

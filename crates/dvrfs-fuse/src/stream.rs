@@ -178,18 +178,6 @@ impl FileState {
         Some((s, r))
     }
 
-    /// `getfattr`'s text for the open stream.
-    pub fn stream_state(&self, rt: &Runtime) -> Option<String> {
-        let s = self.stream.as_ref()?;
-        let live = rt.stream(s.info.id).ok().flatten();
-        Some(describe(
-            &s.res,
-            "admitted",
-            Some(&s.info),
-            live.as_ref().map(|(_, st)| st),
-        ))
-    }
-
     /// A write of a file with a write stream at the stream's position: into its
     /// buffer. `None`: not the stream's write (the caller goes best-effort).
     pub fn stream_write(
