@@ -179,6 +179,10 @@ pub struct GetArgs {
     /// Overwrite an existing local file (without it, get refuses, as put does)
     #[arg(long)]
     pub force: bool,
+    /// Copy every readable byte of a damaged file: bytes lost to metadata damage or
+    /// unreadable on the device are written as zeros and reported (exit status 3)
+    #[arg(long)]
+    pub salvage: bool,
 }
 
 /// Splits `text` into its leading whole number and the unit after it.

@@ -378,9 +378,9 @@ enum Sink {
 pub fn get(a: &GetArgs) -> CliResult<u8> {
     let rt = open_runtime(&a.target, Access::Read)?;
     let path = a.path.clone();
-    let (ino, st) = rt.query(move |v| -> Result<_, CoreError> {
+    let (ino, st, lost) = rt.query(move |v| -> Result<_, CoreError> {
         let ino = v.resolve(&path)?;
-        Ok((ino, v.stat(ino)?))
+        Ok((ino, v.stat(ino)?, v.lost_ranges(ino)?))
     })??;
     if st.kind != Kind::File {
         return Err(CliError::new(format!("{} is not a regular file", a.path))
@@ -414,8 +414,22 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
     };
     let pb = progress(st.size_bytes, true, "get");
     catch_interrupts();
-    let result = get_pipeline(&rt, ino, st.size_bytes, &mut *out, &sink, &pb)
-        .and_then(|n| check_interrupt("get").map(|()| n));
+    let mut holes = vec![];
+    let result = if a.salvage {
+        salvage(
+            &rt,
+            ino,
+            st.size_bytes,
+            &lost,
+            &mut *out,
+            &sink,
+            &pb,
+            &mut holes,
+        )
+    } else {
+        get_pipeline(&rt, ino, st.size_bytes, &mut *out, &sink, &pb).map_err(|e| e.named(&a.path))
+    }
+    .and_then(|n| check_interrupt("get").map(|()| n));
     let result = result.and_then(|n| {
         rt.close()?;
         Ok(n)
@@ -435,6 +449,17 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
                 elapsed.as_secs_f64(),
                 mb_per_s(*n, elapsed)
             );
+            if !holes.is_empty() {
+                let bytes: u64 = holes.iter().map(|h: &Hole| h.end - h.offset).sum();
+                eprintln!(
+                    "get: {} ({bytes} bytes) of {} could not be read and were written as zeros:",
+                    human_bytes(bytes),
+                    a.path
+                );
+                for h in &holes {
+                    eprintln!("  bytes {} to {}: {}", h.offset, h.end, h.why);
+                }
+            }
         }
         (Err(_), Sink::File(p)) => {
             pb.abandon();
@@ -444,7 +469,101 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
         }
         (Err(_), Sink::Stdout) => pb.abandon(),
     }
-    result.map(|_| 0)
+    result.map(|_| {
+        if holes.is_empty() {
+            0
+        } else {
+            SALVAGED_WITH_HOLES
+        }
+    })
+}
+
+/// `get --salvage`'s exit status when some bytes could not be read.
+const SALVAGED_WITH_HOLES: u8 = 3;
+
+/// Bytes `get --salvage` could not read (written as zeros), and why.
+struct Hole {
+    offset: u64,
+    end: u64,
+    why: String,
+}
+
+/// Copies every readable byte of `ino` to `out`, one piece at a time: the file in
+/// chunks, split where a lost range starts or ends. Lost ranges are written as zeros
+/// without a read; a piece whose read fails is read again in 64 KiB steps, and the
+/// steps that still fail are written as zeros. Each such range becomes a [`Hole`].
+#[allow(clippy::too_many_arguments)]
+fn salvage(
+    rt: &Runtime,
+    ino: Ino,
+    size_bytes: u64,
+    lost: &[(u64, u64)],
+    out: &mut (dyn Write + Send),
+    sink: &Sink,
+    pb: &indicatif::ProgressBar,
+    holes: &mut Vec<Hole>,
+) -> CliResult<u64> {
+    const STEP: u64 = 64 << 10;
+    let mut hole = |offset: u64, end: u64, why: String| match holes.last_mut() {
+        Some(h) if h.end == offset && h.why == why => h.end = end,
+        _ => holes.push(Hole { offset, end, why }),
+    };
+    let read = |offset: u64, len: u64| -> Result<Vec<u8>, dvrfs_runtime::RuntimeError> {
+        let op = Op::Read {
+            ino,
+            offset,
+            buf: IoBuf::zeroed(len as usize),
+        };
+        let t = rt.start(op, None, OWNER)?;
+        match rt.check(t, true)?.map(|d| d.output) {
+            Some(Output::Read { buf, bytes }) if bytes as u64 >= len => {
+                Ok(buf.bytes().expect("a memory buffer")[..len as usize].to_vec())
+            }
+            _ => Err(dvrfs_runtime::RuntimeError::Io(io::Error::other(
+                "short read",
+            ))),
+        }
+    };
+    // Piece boundaries: every chunk boundary and every edge of a lost range.
+    let mut cuts: Vec<u64> = (0..size_bytes).step_by(CHUNK_BYTES).collect();
+    cuts.extend(lost.iter().flat_map(|&(s, e)| [s, e]));
+    cuts.push(size_bytes);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut copied = 0u64;
+    for w in cuts.windows(2) {
+        check_interrupt("get")?;
+        let (s, e) = (w[0], w[1]);
+        let bytes = if lost.iter().any(|&(ls, le)| ls <= s && e <= le) {
+            hole(s, e, "lost to metadata damage".into());
+            vec![0u8; (e - s) as usize]
+        } else {
+            match read(s, e - s) {
+                Ok(b) => b,
+                Err(_) => {
+                    let mut b = Vec::with_capacity((e - s) as usize);
+                    let mut o = s;
+                    while o < e {
+                        let n = STEP.min(e - o);
+                        match read(o, n) {
+                            Ok(part) => b.extend_from_slice(&part),
+                            Err(err) => {
+                                hole(o, o + n, err.to_string());
+                                b.resize(b.len() + n as usize, 0);
+                            }
+                        }
+                        o += n;
+                    }
+                    b
+                }
+            }
+        };
+        out.write_all(&bytes).map_err(|e| sink_io(sink, e))?;
+        copied += bytes.len() as u64;
+        pb.set_position(copied);
+    }
+    out.flush().map_err(|e| sink_io(sink, e))?;
+    Ok(copied)
 }
 
 fn sink_io(sink: &Sink, e: io::Error) -> CliError {

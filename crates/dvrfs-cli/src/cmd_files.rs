@@ -129,6 +129,7 @@ fn stat_json(fs: &DevFs, path: &str, st: &Stat) -> CliResult<Value> {
         "size_bytes": st.size_bytes,
         "blocks": st.blocks,
         "runs": st.runs,
+        "lost_bytes": st.lost_bytes,
         "mtime_ns": st.mtime_ns,
         "ctime_ns": st.ctime_ns,
     });
@@ -170,6 +171,12 @@ pub fn stat(a: &StatArgs) -> CliResult<u8> {
             st.blocks,
             st.runs
         );
+        if st.lost_bytes > 0 {
+            outln!(
+                "  lost: {} bytes (metadata damage; reads there fail, `dvrfs get --salvage` copies the rest)",
+                st.lost_bytes
+            );
+        }
         outln!(
             "  mode: {:04o} ({})   uid: {}   gid: {}",
             st.mode & 0o7777,

@@ -365,9 +365,25 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
             "repaired": report.repaired,
             "remaining": report.remaining,
             "replayed_txn": report.replayed_txn,
+            "damaged": report.damaged.iter().map(|(path, lost)| json!({
+                "path": path,
+                "lost": lost.iter().map(|(s, e)| [s, e]).collect::<Vec<_>>(),
+            })).collect::<Vec<_>>(),
             "exit_code": code,
         }));
     } else {
+        if !report.damaged.is_empty() {
+            outln!("files with bytes lost to damage (reads there fail; `dvrfs get --salvage` copies the rest):");
+            for (path, lost) in &report.damaged {
+                let ranges: Vec<String> = lost.iter().map(|(s, e)| format!("{s}..{e}")).collect();
+                outln!(
+                    "  {}: {} bytes lost at {}",
+                    crate::cmd_files::shown(path.as_bytes()),
+                    lost.iter().map(|(s, e)| e - s).sum::<u64>(),
+                    ranges.join(", ")
+                );
+            }
+        }
         if report.clean() {
             outln!("{}: clean", target.display());
         } else {

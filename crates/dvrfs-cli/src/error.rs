@@ -62,6 +62,15 @@ impl CliError {
         self
     }
 
+    /// Names the file an error about "the file" concerns: the core knows a file by
+    /// its inode number only, the command by the path it was given.
+    pub fn named(mut self, path: &str) -> CliError {
+        if let Some(rest) = self.message.strip_prefix(FILE_PLACEHOLDER) {
+            self.message = format!("{path}{rest}");
+        }
+        self
+    }
+
     pub fn exit_code(mut self, code: u8) -> CliError {
         self.exit_code = code;
         self
@@ -82,6 +91,10 @@ impl CliError {
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// Stands for the file in a message the core gave by inode number, until
+/// [`CliError::named`] puts the path in.
+const FILE_PLACEHOLDER: &str = "a file";
 
 /// The TARGET of the running command, for hints that name it.
 static TARGET: OnceLock<String> = OnceLock::new();
@@ -139,6 +152,12 @@ impl From<CoreError> for CliError {
                 .hint("remove files or directories"),
             CoreError::NotEmpty(path) => CliError::new(format!("{path}: directory not empty"))
                 .hint("remove its contents first, or use `dvrfs rm -r`"),
+            CoreError::DataLost { ino, offset, end } => CliError::new(format!(
+                "{FILE_PLACEHOLDER}: bytes {offset} to {end} were lost to metadata damage (inode {ino}; which blocks held them is unknown)"
+            ))
+            .hint(format!(
+                "copy every readable byte with `dvrfs get --salvage {t} PATH LOCAL`; `dvrfs fsck {t}` lists the damaged files"
+            )),
             CoreError::ReadOnly => CliError::new(format!("{t} was opened read-only for a change (a dvrfs bug)")),
             // The rest (exists, not a directory, invalid name, loop, ...) already say
             // all there is to say. A catch-all rather than a list, so that a variant the

@@ -355,3 +355,82 @@ fn messages_name_what_is_wrong_and_names_cannot_drive_the_terminal() {
     assert!(err.contains("at least 40M"), "{err}");
     assert!(!other.exists(), "a refused mkfs left an image behind");
 }
+
+/// Points inline run `k` of inode `ino` outside the data region, in both copies of its
+/// inode-table block, resealed: damage no checksum sees (issue 9, case 2).
+fn misplace_run(img: &Path, ino: u64, k: usize) {
+    use dvrfs_core::format::superblock::Superblock;
+    use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .expect("open image");
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    f.read_exact(&mut b).expect("read superblock");
+    let sb = Superblock::decode(&b).expect("superblock");
+    let per = dvrfs_core::format::inode::INODES_PER_BLOCK as u64;
+    let n = sb.inode_table_start + ino / per;
+    // Record base 48, inline runs at 152, 16 bytes each, `start` at +8.
+    let at = 48 + 256 * (ino % per) as usize + 152 + 16 * k + 8;
+    for off in [sb.primary_offset(n), sb.backup_offset(n)] {
+        f.seek(SeekFrom::Start(off)).expect("seek");
+        f.read_exact(&mut b).expect("read");
+        let h = parse_header(&b).expect("header");
+        b[at..at + 8].copy_from_slice(&(sb.data_blocks + 3).to_le_bytes());
+        seal_block(&mut b, &h);
+        f.seek(SeekFrom::Start(off)).expect("seek");
+        f.write_all(&b).expect("write");
+    }
+    f.sync_all().expect("sync");
+}
+
+/// Case 2 from the command line: `get` of a file with a damaged run fails and names
+/// the file and the bytes (it used to copy zeros with exit 0); `get --salvage` copies
+/// every other byte, writes zeros for the lost range, lists it and exits 3; `stat` and
+/// `fsck` show the loss, and after `fsck --repair` the range stays marked.
+#[test]
+fn a_damaged_run_is_an_error_naming_the_bytes_and_get_salvage_copies_the_rest() {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "64M", &["--block-size", "1M", "--alloc", "zrr"]);
+    let src = random_file(&dir.path().join("v"), (5 << 20) + 1000, 4);
+    ok(dvrfs(["put", s(&img), s(&src), "/v"]));
+    let st = json(&ok(dvrfs(["stat", s(&img), "/v", "--json"])));
+    assert!(st["runs"].as_u64().expect("runs") >= 3, "{st}");
+    misplace_run(&img, st["ino"].as_u64().expect("ino"), 1);
+
+    let back = dir.path().join("back");
+    let err = fails(
+        dvrfs(["get", s(&img), "/v", s(&back)]),
+        "/v: bytes 1048576 to 2097152 were lost",
+    );
+    assert!(err.contains("--salvage"), "{err}");
+    assert!(!back.exists(), "a failed get leaves no partial file");
+
+    let o = dvrfs(["get", s(&img), "/v", s(&back), "--salvage"]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("bytes 1048576 to 2097152: lost to metadata damage"),
+        "{}",
+        stderr(&o)
+    );
+    let (want, got) = (std::fs::read(&src).unwrap(), std::fs::read(&back).unwrap());
+    assert_eq!(got.len(), want.len());
+    assert_eq!(got[..1 << 20], want[..1 << 20]);
+    assert!(got[1 << 20..2 << 20].iter().all(|&x| x == 0));
+    assert_eq!(got[2 << 20..], want[2 << 20..]);
+
+    let st = json(&ok(dvrfs(["stat", s(&img), "/v", "--json"])));
+    assert_eq!(st["lost_bytes"], 1 << 20, "{st}");
+    assert_eq!(code(&dvrfs(["fsck", s(&img)])), 4);
+    assert_eq!(code(&dvrfs(["fsck", s(&img), "--repair"])), 1);
+    let o = dvrfs(["fsck", s(&img), "--json"]);
+    let v = json(&stdout(&o));
+    assert_eq!(code(&o), 0, "{v}");
+    assert_eq!(v["damaged"][0]["path"], "/v", "{v}");
+    assert_eq!(v["damaged"][0]["lost"][0][0], 1 << 20, "{v}");
+    let o = dvrfs(["get", s(&img), "/v", s(&back), "--salvage", "--force"]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert_eq!(std::fs::read(&back).unwrap(), got);
+}

@@ -62,6 +62,10 @@ pub enum Error {
     QueueFull { max: usize },
     #[error("stream refused: {0}")]
     Refused(String),
+    /// A read (or a partial write) reached file bytes whose data blocks are unknown:
+    /// the map naming them was damaged (see `Run::LOST_START`). Never served as zeros.
+    #[error("inode {ino}: bytes {offset} to {end} were lost to metadata damage (which blocks held them is unknown)")]
+    DataLost { ino: u32, offset: u64, end: u64 },
 }
 
 impl Error {
@@ -93,6 +97,7 @@ impl Error {
             Error::CannotCancel(_) => 16,       // EBUSY
             Error::QueueFull { .. } => 11,      // EAGAIN
             Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
+            Error::DataLost { .. } => 5,        // EIO
         }
     }
 }

@@ -347,3 +347,178 @@ fn a_lost_bitmap_inode_table_or_directory_block_leaves_the_rest_readable() {
         fs.sync().unwrap();
     }
 }
+
+/// Reads field `at` (u32) of inode `ino`'s record.
+fn inode_u32(dev: &MemDevice, ino: u32, at: usize) -> u32 {
+    let sb = superblock(dev);
+    let n = sb.inode_table_start + ino as u64 / 15;
+    let base = RECORD_BASE + INODE_BYTES * (ino as usize % 15) + at;
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    dev.peek(n * MB, &mut b);
+    u32::from_le_bytes(b[base..base + 4].try_into().unwrap())
+}
+
+fn read_at(
+    fs: &mut Fs<MemDevice>,
+    ino: u32,
+    offset: u64,
+    len: usize,
+) -> dvrfs_core::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    let n = fs.read(ino, offset, &mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// Checks what a file with lost range `lost` (bytes) must do: a read reaching it fails
+/// with an error naming the range, every other byte reads back as written.
+fn check_lost_range(fs: &mut Fs<MemDevice>, ino: u32, want: &[u8], lost: (u64, u64)) {
+    let (ls, le) = lost;
+    match read_at(fs, ino, 0, want.len()) {
+        Err(dvrfs_core::Error::DataLost {
+            ino: i,
+            offset,
+            end,
+        }) => {
+            assert_eq!((i, offset, end), (ino, ls, le));
+        }
+        other => panic!(
+            "a read across the lost range must fail, got {:?}",
+            other.map(|b| b.len())
+        ),
+    }
+    assert!(
+        read_at(fs, ino, le - 1, 1).is_err(),
+        "the range's last byte"
+    );
+    assert_eq!(
+        read_at(fs, ino, 0, ls as usize).unwrap(),
+        want[..ls as usize]
+    );
+    assert_eq!(
+        read_at(fs, ino, le, want.len()).unwrap(),
+        want[le as usize..]
+    );
+    assert_eq!(fs.stat(ino).unwrap().lost_bytes, le - ls);
+}
+
+/// Case 2: one run of a fragmented file points outside the data region. A read there
+/// fails with an error naming the bytes (it used to return zeros, and the whole file
+/// after it); every other byte reads back. `fsck --repair` keeps every intact run and
+/// stores the range as lost, in one pass (it used to drop all the runs); after it the
+/// range still fails to read, a partial write there is refused, a whole-block write
+/// maps it again, and the volume checks clean.
+#[test]
+fn a_run_out_of_range_fails_its_reads_and_repair_keeps_every_intact_run() {
+    let (mut dev, big) = populated();
+    let sb = superblock(&dev);
+    let bs = sb.data_block_bytes;
+    let want = pattern(99, 30 * (64 << 10) + 123);
+    let before = Fs::open(dev.clone(), OpenOptions::read_only())
+        .unwrap()
+        .runs(big)
+        .unwrap();
+    // Run 10 is entry 4 of the first indirect run block.
+    let victim = before[10];
+    let runs_block = inode_u32(&dev, big, I_INDIRECT) as u64;
+    edit_block(&mut dev, &sb, runs_block, |b| {
+        let at = dvrfs_core::format::HEADER_BYTES + 16 * 4 + 8;
+        b[at..at + 8].copy_from_slice(&(sb.data_blocks + 7).to_le_bytes());
+    });
+    let lost = (victim.file_block as u64 * bs, victim.file_end() * bs);
+
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    check_lost_range(&mut fs, big, &want, lost);
+    assert_eq!(
+        fs.runs(big).unwrap().len(),
+        before.len(),
+        "every other run kept"
+    );
+    drop(fs);
+    assert!(
+        matches!(
+            Fs::open(dev.clone(), OpenOptions::writable()),
+            Err(dvrfs_core::Error::Corrupt(_))
+        ),
+        "nothing may be written on top of a damaged map before a repair"
+    );
+
+    let (report, _) = fsck(dev.clone(), false, &mut |_, _| {}).unwrap();
+    assert_eq!(report.exit_code(), 4, "{:?}", report.errors);
+    let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
+    let fixed = fixed.unwrap_or_else(|| panic!("repair gave up: {:?}", r.errors));
+    assert_eq!(r.exit_code(), 1, "{:?}", r.errors);
+    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
+    assert_eq!(
+        again.exit_code(),
+        0,
+        "a second fsck found {:?}",
+        again.errors
+    );
+    assert_eq!(again.damaged, vec![("/big.ts".to_string(), vec![lost])]);
+
+    // The lost range is stored: a writable open keeps it, reads there still fail.
+    let mut fs = open_rw(fixed);
+    check_lost_range(&mut fs, big, &want, lost);
+    assert!(matches!(
+        fs.write(big, lost.0 + 10, &[1u8; 100], 9),
+        Err(dvrfs_core::Error::DataLost { .. })
+    ));
+    let block = pattern(7, bs as usize);
+    fs.write(big, lost.0, &block, 9).unwrap();
+    let mut now = want.clone();
+    now[lost.0 as usize..lost.1 as usize].copy_from_slice(&block);
+    assert_eq!(read_at(&mut fs, big, 0, now.len()).unwrap(), now);
+    assert_eq!(fs.stat(big).unwrap().lost_bytes, 0);
+    let dev = fs.close().unwrap();
+    let (last, _) = fsck(dev, false, &mut |_, _| {}).unwrap();
+    assert_eq!(last.exit_code(), 0, "{:?}", last.errors);
+    assert!(last.damaged.is_empty());
+}
+
+/// A run block and a symlink block lost in both copies used to fail the open. Now
+/// the file keeps its other runs (the lost block's range fails to read), the link is
+/// gone, and one repair gives a clean volume that keeps the lost range marked.
+#[test]
+fn a_lost_run_block_or_symlink_block_loses_only_what_it_held() {
+    let (dev, big) = populated();
+    let mut fs = open_rw(dev);
+    let root = fs.root();
+    fs.symlink(root, b"link", b"/big.ts", 0, 0, 8).unwrap();
+    let link = fs.lookup(root, b"link").unwrap();
+    let link_block = fs.runs(link).unwrap()[0].start;
+    let mut dev = fs.close().unwrap();
+    let sb = superblock(&dev);
+    let bs = sb.data_block_bytes;
+    let want = pattern(99, 30 * (64 << 10) + 123);
+    let runs = Fs::open(dev.clone(), OpenOptions::read_only())
+        .unwrap()
+        .runs(big)
+        .unwrap();
+    let runs_block = inode_u32(&dev, big, I_INDIRECT) as u64;
+    lose_block(&mut dev, &sb, runs_block);
+    lose_block(&mut dev, &sb, link_block);
+    // Runs 6.. were in the lost block: from the end of run 5 to the file's end.
+    let lost = (runs[5].file_end() * bs, want.len() as u64);
+
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    check_lost_range(&mut fs, big, &want, lost);
+    assert!(fs.readlink(link).is_err(), "the link's target is gone");
+    drop(fs);
+    let (r, fixed) = fsck(dev, true, &mut |_, _| {}).unwrap();
+    let fixed = fixed.unwrap_or_else(|| panic!("repair gave up: {:?}", r.errors));
+    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
+    assert_eq!(
+        again.exit_code(),
+        0,
+        "a second fsck found {:?}",
+        again.errors
+    );
+    assert_eq!(again.damaged, vec![("/big.ts".to_string(), vec![lost])]);
+    let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    check_lost_range(&mut fs, big, &want, lost);
+    assert!(
+        fs.lookup(fs.root(), b"link").is_err(),
+        "fsck removed the link"
+    );
+}

@@ -129,6 +129,11 @@ pub type Errno = i32;
 
 pub fn errno_of(e: &RuntimeError) -> Errno {
     match e {
+        RuntimeError::Engine(e @ dvrfs_core::Error::DataLost { .. }) => {
+            // EIO alone would not say which bytes: the log does.
+            eprintln!("{} dvrfs: {e}", crate::stamp());
+            e.errno()
+        }
         RuntimeError::Engine(e) => e.errno(),
         RuntimeError::Io(e) => e.raw_os_error().unwrap_or(libc::EIO),
         _ => libc::EIO,

@@ -65,8 +65,36 @@ pub struct Run {
 }
 
 impl Run {
+    /// The `start` of a **lost run**: file blocks whose data blocks are unknown since
+    /// the metadata naming them was damaged (fsck --repair writes it where the map was
+    /// unreadable). A read there fails, never returning zeros; a whole-block write maps
+    /// the block again. Only regular files have lost runs.
+    pub const LOST_START: u64 = u64::MAX;
+
+    /// A run of file blocks whose data blocks are unknown (see [`Run::LOST_START`]).
+    pub fn lost(file_block: u64, count: u64) -> Run {
+        Run {
+            file_block: file_block as u32,
+            count: count as u32,
+            start: Run::LOST_START,
+        }
+    }
+
+    pub fn is_lost(&self) -> bool {
+        self.start == Run::LOST_START
+    }
+
     pub fn file_end(&self) -> u64 {
         self.file_block as u64 + self.count as u64
+    }
+
+    /// The device blocks of a run that maps any (none for a lost run).
+    pub fn blocks(&self) -> std::ops::Range<u64> {
+        if self.is_lost() {
+            0..0
+        } else {
+            self.start..self.start + self.count as u64
+        }
     }
     fn encode(&self, b: &mut [u8]) {
         put_u32(b, 0, self.file_block);

@@ -38,6 +38,18 @@ fn align_up(x: u64) -> u64 {
     x.div_ceil(IO_ALIGN_BYTES) * IO_ALIGN_BYTES
 }
 
+/// The error for file block `fb` of `ino`, which lies in a lost run: names the lost
+/// byte range (within the file's size).
+fn lost_error(ino: Ino, inode: &Inode, fb: u64, bs: u64) -> Error {
+    let r = inode.runs[inode.run_search(fb).expect("fb is in a lost run")];
+    let size = inode.attr.size_bytes;
+    Error::DataLost {
+        ino,
+        offset: (r.file_block as u64 * bs).min(size),
+        end: (r.file_end() * bs).min(size),
+    }
+}
+
 fn aligned(x: u64) -> bool {
     x.is_multiple_of(IO_ALIGN_BYTES)
 }
@@ -166,11 +178,14 @@ impl Volume {
     fn planned_block_before(&self, ino: Ino, inode: &Inode, fb: u64) -> Option<u64> {
         let applied = {
             let i = inode.runs.partition_point(|r| (r.file_block as u64) < fb);
-            i.checked_sub(1).map(|i| {
-                let r = &inode.runs[i];
-                let last = (r.file_end() - 1).min(fb - 1);
-                (last, r.start + (last - r.file_block as u64))
-            })
+            inode.runs[..i]
+                .iter()
+                .rev()
+                .find(|r| !r.is_lost())
+                .map(|r| {
+                    let last = (r.file_end() - 1).min(fb - 1);
+                    (last, r.start + (last - r.file_block as u64))
+                })
         };
         let pending = self
             .pending
@@ -202,6 +217,9 @@ impl Volume {
             let fb = pos / bs;
             let s = pos % bs;
             let l = ((bs - s) as usize).min(n - done);
+            if inode.is_lost(fb) {
+                return Err(lost_error(ino, inode, fb, bs));
+            }
             match inode.lookup(fb) {
                 None => plan.zero.push((done, l)),
                 Some(block) => {
@@ -264,6 +282,22 @@ impl Volume {
         }
         // Everything that can fail for lack of space is checked first.
         let (first, last) = (offset / bs, (end - 1) / bs);
+        // A lost block is mapped again by a write of all its bytes; a partial write
+        // would leave the rest of it zeros where the data is unknown, so it fails.
+        let mut relost = 0;
+        {
+            let inode = self.file(ino)?;
+            let new_size = old_size.max(end);
+            for fb in first..=last {
+                if !inode.is_lost(fb) || self.planned_lookup(ino, inode, fb).is_some() {
+                    continue;
+                }
+                if offset > fb * bs || end < ((fb + 1) * bs).min(new_size) {
+                    return Err(lost_error(ino, inode, fb, bs));
+                }
+                relost += 1;
+            }
+        }
         let needed = {
             let inode = self.file(ino)?;
             (first..=last)
@@ -283,9 +317,16 @@ impl Volume {
         if !self.room_in_journal(ino, first, last, needed)? {
             return Ok(None);
         }
-        let runs = self.inode(ino)?.runs.len()
-            + self.pending.get(&ino).map_or(0, |p| p.blocks.len())
-            + needed as usize;
+        // Each block mapped inside a lost run may split it: one run more (pending ones
+        // too, when the file has lost runs).
+        let pending = self.pending.get(&ino).map_or(0, |p| p.blocks.len());
+        let inode = self.inode(ino)?;
+        let splits = if inode.lost_ranges().next().is_some() {
+            pending + relost
+        } else {
+            0
+        };
+        let runs = inode.runs.len() + pending + needed as usize + splits;
         self.ensure_run_capacity(ino, runs)?;
 
         // The edits, block by block: zeros after the old end of file, then the data.

@@ -25,7 +25,14 @@ pub struct FsckReport {
     /// Errors that are still there after this run.
     pub remaining: usize,
     pub replayed_txn: Option<u64>,
+    /// Files with bytes lost to damage (lost runs: reads there fail), as a path and
+    /// its lost byte ranges. Not errors: a repair keeps them marked, and they stay
+    /// listed until the file is rewritten there, truncated or removed.
+    pub damaged: Vec<DamagedFile>,
 }
+
+/// A file's path and its lost byte ranges `[start, end)`.
+pub type DamagedFile = (String, Vec<(u64, u64)>);
 
 impl FsckReport {
     pub fn clean(&self) -> bool {
@@ -81,6 +88,7 @@ pub fn fsck<D: Device>(
                     repaired: 0,
                     remaining: 1,
                     replayed_txn: None,
+                    damaged: vec![],
                 },
                 None,
             ));
@@ -151,6 +159,10 @@ pub fn fsck<D: Device>(
                             .collect();
                         vol.dirty.extend(blocks);
                     }
+                    // Lost runs take the place of runs that could not be read: the
+                    // extents their new list needs (the unusable ones were dropped).
+                    let runs = inode.runs.len();
+                    vol.ensure_run_capacity(*ino, runs)?;
                     vol.dirty_runs_from(*ino, 0)?;
                 }
             }
@@ -173,6 +185,7 @@ pub fn fsck<D: Device>(
         errors: f.errors,
         repaired: 0,
         replayed_txn: report.replayed_txn,
+        damaged: vol.damaged_files()?,
     };
     if repair {
         fs.sync()?;
@@ -184,6 +197,33 @@ pub fn fsck<D: Device>(
 }
 
 impl Volume {
+    /// Every file with lost ranges, by path (after the structure check, every inode
+    /// is reachable), in path order.
+    fn damaged_files(&self) -> Result<Vec<DamagedFile>> {
+        let mut out = vec![];
+        let mut stack = vec![(self.sb.root_ino, String::new())];
+        while let Some((d, path)) = stack.pop() {
+            let Some(dir) = self.dirs.get(&d) else {
+                continue;
+            };
+            for (name, e) in &dir.entries {
+                let p = format!("{path}/{}", String::from_utf8_lossy(name));
+                match e.kind {
+                    Kind::Dir => stack.push((e.ino, p)),
+                    Kind::File => {
+                        let lost = self.lost_ranges(e.ino)?;
+                        if !lost.is_empty() {
+                            out.push((p, lost));
+                        }
+                    }
+                    Kind::Symlink => {}
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// Every metadata block in use.
     fn blocks_in_use(&self) -> Vec<u64> {
         let sb = &self.sb;
@@ -449,7 +489,7 @@ impl Volume {
             let i = &self.inodes[&ino];
             let mut dup = false;
             for r in &i.runs {
-                for b in r.start..r.start + r.count as u64 {
+                for b in r.blocks() {
                     let (map, idx) = if kind == Some(Kind::File) {
                         (&mut data_ref, b)
                     } else {

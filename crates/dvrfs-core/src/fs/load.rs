@@ -110,14 +110,6 @@ impl<D: Device> Reader<'_, D> {
         self.pick_or_lose(n, ty, &b)
     }
 
-    fn one(&mut self, n: u64, ty: BlockType) -> Result<Vec<u8>> {
-        let mut b = vec![0u8; META_BLOCK_BYTES];
-        self.dev
-            .read_at(self.sb.primary_offset(n), &mut b)
-            .map_err(|e| Error::io(format!("reading metadata block {n}"), e))?;
-        self.pick(n, ty, &b)
-    }
-
     /// Reads `count` blocks from `start` in large requests, verifying each; `f` gets
     /// `None` for a block lost in both copies.
     fn area(
@@ -418,6 +410,15 @@ impl Volume {
                 report.lost_blocks.len()
             )));
         }
+        // What was loaded differs from what is stored (runs cut or lost, entries
+        // dropped): writing on top would store half of each. Repair settles it first.
+        if opts.writable && !opts.repair && !report.problems.is_empty() {
+            let (_, why) = &report.problems[0];
+            return Err(Error::Corrupt(format!(
+                "{} problem(s) found while loading ({why}); what is intact can be read (ls, get), but nothing may be written before `fsck --repair`",
+                report.problems.len()
+            )));
+        }
         v.next_generation = v
             .inodes
             .values()
@@ -546,15 +547,16 @@ impl Volume {
                 ));
                 continue;
             };
-            let runs = load_runs(&mut r, ino, &rec)?;
-            let limit = if kind == Kind::File {
-                (0, sb.data_blocks)
+            let (runs, usable_slots) = load_runs(&mut r, ino, &rec)?;
+            let runs = if kind == Kind::File {
+                let end = rec.size_bytes.div_ceil(sb.data_block_bytes);
+                valid_file_runs(runs, sb.data_blocks, end, ino, &mut r.report.problems)
             } else {
-                (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks)
+                let limit = (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks);
+                valid_prefix(runs, limit, ino, &mut r.report.problems)
             };
-            let runs = valid_prefix(runs, limit, ino, &mut r.report.problems);
             let mut rec = rec;
-            keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len());
+            keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len(), usable_slots);
             let inode = Inode { attr: rec, runs };
             match kind {
                 Kind::Dir => {
@@ -563,8 +565,14 @@ impl Volume {
                 }
                 Kind::Symlink => match inode.runs.first() {
                     Some(run) => {
-                        let img = r.one(run.start, BlockType::Symlink)?;
-                        match crate::format::dir::decode_symlink(payload(&img)) {
+                        let target = r
+                            .one_or_lose(run.start, BlockType::Symlink)?
+                            .ok_or_else(|| "its target block is lost".to_string())
+                            .and_then(|img| {
+                                crate::format::dir::decode_symlink(payload(&img))
+                                    .map_err(|e| e.to_string())
+                            });
+                        match target {
                             Ok(t) => {
                                 self.symlinks.insert(ino, t);
                             }
@@ -621,21 +629,31 @@ impl Volume {
     }
 }
 
-/// The runs of inode `rec`: the inline ones, then those of its indirect extents up to
-/// the first extent that is missing or lies outside the metadata area (reported; the
-/// runs it held are lost, those before it kept).
-fn load_runs<D: Device>(r: &mut Reader<'_, D>, ino: Ino, rec: &InodeRecord) -> Result<Vec<Run>> {
+/// The runs of inode `rec` as stored: the inline ones, then those of its indirect
+/// extents up to the first extent that is missing or lies outside the metadata area
+/// (reported; the runs it held are lost, those before it kept). `None` stands for runs
+/// that could not be read (past a bad extent, or in a run block lost in both copies).
+/// Also returns how many leading extents are usable.
+fn load_runs<D: Device>(
+    r: &mut Reader<'_, D>,
+    ino: Ino,
+    rec: &InodeRecord,
+) -> Result<(Vec<Option<Run>>, usize)> {
     let mut total = rec.run_count as usize;
-    let mut runs = rec.inline.clone();
+    let mut runs: Vec<Option<Run>> = rec.inline.iter().copied().map(Some).collect();
     if total > MAX_RUNS {
         r.report.problems.push((
             Some(ino),
             format!("inode {ino} claims {total} runs, more than the limit"),
         ));
-        return Ok(runs);
+        runs.push(None);
+        return Ok((runs, 0));
     }
     let dynamic = r.sb.dynamic_start..r.sb.dynamic_start + r.sb.dynamic_blocks;
-    for slot in 0..crate::format::inode::slots_needed(total) {
+    let needed = crate::format::inode::slots_needed(total);
+    let mut usable = needed;
+    let mut cut = false;
+    for slot in 0..needed {
         let start = rec.indirect[slot] as u64;
         let count = 1u64 << slot;
         let why = if start == 0 {
@@ -654,6 +672,8 @@ fn load_runs<D: Device>(r: &mut Reader<'_, D>, ino: Ino, rec: &InodeRecord) -> R
             ),
         ));
         total = total.min(kept);
+        usable = slot;
+        cut = true;
         break;
     }
     let mut idx = INLINE_RUNS;
@@ -661,26 +681,42 @@ fn load_runs<D: Device>(r: &mut Reader<'_, D>, ino: Ino, rec: &InodeRecord) -> R
         let Some((slot, within, _)) = run_location(idx) else {
             break;
         };
-        let start = rec.indirect[slot] as u64;
-        let img = r.one(start + within, BlockType::Runs)?;
         let n = (total - idx).min(RUNS_PER_BLOCK);
-        runs.extend(decode_runs(payload(&img), n));
+        let start = rec.indirect[slot] as u64;
+        match r.one_or_lose(start + within, BlockType::Runs)? {
+            Some(img) => runs.extend(decode_runs(payload(&img), n).into_iter().map(Some)),
+            None => {
+                r.report.problems.push((
+                    Some(ino),
+                    format!(
+                        "inode {ino}: the block holding runs {idx} to {} is lost",
+                        idx + n - 1
+                    ),
+                ));
+                runs.push(None);
+            }
+        }
         idx += n;
     }
-    Ok(runs)
+    if cut {
+        runs.push(None);
+    }
+    Ok((runs, usable))
 }
 
 /// The inode's indirect extents as its `runs` need them: extents past that (left by
-/// runs lost to damage, or pointing outside the metadata area) are dropped from the
+/// runs lost to damage), and any from the first unusable one on, are dropped from the
 /// record in memory, so nothing uses a pointer read from disk unchecked; their blocks
-/// are no longer in use (fsck gives them back). Registers the kept extents' owners.
+/// are no longer in use (fsck gives them back, and allocates new extents where the
+/// runs need more than the usable ones). Registers the kept extents' owners.
 fn keep_needed_extents(
     owners: &mut HashMap<u64, Owner>,
     ino: Ino,
     rec: &mut InodeRecord,
     runs: usize,
+    usable: usize,
 ) {
-    let need = crate::format::inode::slots_needed(runs);
+    let need = crate::format::inode::slots_needed(runs).min(usable);
     for slot in 0..INDIRECT_SLOTS {
         if slot >= need {
             rec.indirect[slot] = 0;
@@ -700,16 +736,86 @@ fn keep_needed_extents(
     }
 }
 
+/// A regular file's runs as loaded: every valid run is kept. A run whose blocks lie
+/// outside the data region but whose file range is sound becomes a lost run (its
+/// bytes are known to exist but not where); runs that could not be read, or whose
+/// file range is unsound, leave the file range from the previous good run to the
+/// next one lost. Lost runs stored on disk (written by an earlier repair) are kept.
+/// Lost ranges past the file's end (`end_fb`) are dropped.
+fn valid_file_runs(
+    runs: Vec<Option<Run>>,
+    data_blocks: u64,
+    end_fb: u64,
+    ino: Ino,
+    problems: &mut Vec<(Option<Ino>, String)>,
+) -> Vec<Run> {
+    fn push_lost(out: &mut Vec<Run>, from: u64, to: u64) {
+        if to <= from {
+            return;
+        }
+        match out.last_mut() {
+            Some(l) if l.is_lost() && l.file_end() == from => {
+                l.count = (to - l.file_block as u64) as u32;
+            }
+            _ => out.push(Run::lost(from, to - from)),
+        }
+    }
+    let mut out: Vec<Run> = Vec::with_capacity(runs.len());
+    let mut gap = false;
+    for r in runs {
+        let prev_end = out.last().map_or(0, |p| p.file_end());
+        let Some(r) = r else {
+            gap = true;
+            continue;
+        };
+        let file_ok = r.count > 0 && r.file_block as u64 >= prev_end;
+        let blocks_ok = r.is_lost()
+            || r.start
+                .checked_add(r.count as u64)
+                .is_some_and(|e| e <= data_blocks);
+        if !file_ok {
+            problems.push((
+                Some(ino),
+                format!("inode {ino}: invalid run {r:?}; the file's bytes from block {prev_end} to the next valid run are lost"),
+            ));
+            gap = true;
+            continue;
+        }
+        if gap {
+            push_lost(&mut out, prev_end, (r.file_block as u64).min(end_fb));
+            gap = false;
+        }
+        if blocks_ok && !r.is_lost() {
+            out.push(r);
+            continue;
+        }
+        if !blocks_ok {
+            problems.push((
+                Some(ino),
+                format!("inode {ino}: run {r:?} lies outside the data region; file blocks {} to {} are lost", r.file_block, r.file_end() - 1),
+            ));
+        }
+        let from = (r.file_block as u64).max(out.last().map_or(0, |p| p.file_end()));
+        push_lost(&mut out, from, r.file_end().min(end_fb));
+    }
+    if gap {
+        let prev_end = out.last().map_or(0, |p| p.file_end());
+        push_lost(&mut out, prev_end, end_fb);
+    }
+    out
+}
+
 /// Keeps the runs up to the first one that is empty, out of order, overlapping the
 /// previous one or outside `[lo, hi)`.
 fn valid_prefix(
-    runs: Vec<Run>,
+    runs: Vec<Option<Run>>,
     (lo, hi): (u64, u64),
     ino: Ino,
     problems: &mut Vec<(Option<Ino>, String)>,
 ) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::with_capacity(runs.len());
     for r in runs {
+        let Some(r) = r else { break };
         let ok = r.count > 0
             && r.start >= lo
             && r.start.checked_add(r.count as u64).is_some_and(|e| e <= hi)

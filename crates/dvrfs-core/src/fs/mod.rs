@@ -117,6 +117,8 @@ pub struct Stat {
     /// Data blocks held (directories and symlinks hold metadata blocks only: 0).
     pub blocks: u64,
     pub runs: usize,
+    /// Bytes of the file lost to metadata damage (reads there fail; `get --salvage`).
+    pub lost_bytes: u64,
     /// Bumped each time the inode number is reused (NFS-style file handles, FUSE).
     pub generation: u32,
 }
@@ -400,7 +402,7 @@ impl Volume {
             .ok_or_else(|| Error::Corrupt(format!("inode {ino} freed twice")))?;
         let is_file = inode.kind() == Some(Kind::File);
         for r in &inode.runs {
-            for b in r.start..r.start + r.count as u64 {
+            for b in r.blocks() {
                 if is_file {
                     self.data.free(b);
                     self.dirty_data_bitmap(b);

@@ -100,11 +100,12 @@ impl Volume {
             mtime_ns: i.attr.mtime_ns,
             ctime_ns: i.attr.ctime_ns,
             blocks: if i.kind() == Some(Kind::File) {
-                i.runs.iter().map(|r| r.count as u64).sum()
+                i.runs.iter().map(|r| r.blocks().count() as u64).sum()
             } else {
                 0
             },
             runs: i.runs.len(),
+            lost_bytes: self.lost_ranges(ino)?.iter().map(|(s, e)| e - s).sum(),
             generation: i.attr.generation,
         })
     }
@@ -165,6 +166,17 @@ impl Volume {
     /// The data blocks of a file as (file block, device block, count) runs.
     pub fn runs(&self, ino: Ino) -> Result<Vec<crate::format::inode::Run>> {
         Ok(self.inode(ino)?.runs.clone())
+    }
+
+    /// The byte ranges `[start, end)` of a file lost to metadata damage, within its
+    /// size; empty for an intact file (and for directories and symlinks).
+    pub fn lost_ranges(&self, ino: Ino) -> Result<Vec<(u64, u64)>> {
+        let i = self.inode(ino)?;
+        let (bs, size) = (self.sb.data_block_bytes, i.attr.size_bytes);
+        Ok(i.lost_ranges()
+            .map(|(f, n)| ((f * bs).min(size), ((f + n) * bs).min(size)))
+            .filter(|(s, e)| s < e)
+            .collect())
     }
 
     pub(super) fn dirty_dir_block(&mut self, dir: Ino, index: u32) -> Result<()> {
