@@ -169,6 +169,8 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         zrr_cursor,
         last_txn: 0,
         created_ns: p.created_ns,
+        // The root inode's block.
+        inode_blocks_used: 1 + 1 / crate::format::inode::INODES_PER_BLOCK as u64,
     };
     sb.validate()
         .map_err(|e| Error::InvalidArgument(format!("internal layout error: {e}")))?;

@@ -85,6 +85,12 @@ pub struct Superblock {
     /// The last transaction checkpointed into this region.
     pub last_txn: u64,
     pub created_ns: i64,
+    /// How many leading inode-table blocks may hold a live inode: every inode in use
+    /// lies below `inode_blocks_used * INODES_PER_BLOCK`. Raised (in the same
+    /// transaction) when an inode past it is allocated, never lowered.
+    /// A loader reads only these blocks of the inode table (and a margin past them);
+    /// 0 in a volume made before the field existed: read the whole table.
+    pub inode_blocks_used: u64,
 }
 
 // Payload layout.
@@ -110,9 +116,10 @@ const S_ZRR_CURSOR: usize = S_COMMIT_MS + 4;
 const S_PAD: usize = S_ZRR_CURSOR + 4; // u32 zero
 const S_LAST_TXN: usize = S_PAD + 4;
 const S_CREATED: usize = S_LAST_TXN + 8;
+const S_INODE_BLOCKS_USED: usize = S_CREATED + 8;
 /// Bytes of the superblock payload in use; the rest is zero (reserved).
-pub const SUPERBLOCK_USED_BYTES: usize = S_CREATED + 8;
-const _: () = assert!(SUPERBLOCK_USED_BYTES == 184);
+pub const SUPERBLOCK_USED_BYTES: usize = S_INODE_BLOCKS_USED + 8;
+const _: () = assert!(SUPERBLOCK_USED_BYTES == 192);
 
 impl Superblock {
     /// The backup region holds every primary metadata block except the journal.
@@ -178,6 +185,7 @@ impl Superblock {
         put_u32(p, S_ZRR_CURSOR, self.zrr_cursor);
         put_u64(p, S_LAST_TXN, self.last_txn);
         put_i64(p, S_CREATED, self.created_ns);
+        put_u64(p, S_INODE_BLOCKS_USED, self.inode_blocks_used);
         seal_block(
             &mut b[..],
             &Header {
@@ -234,6 +242,7 @@ impl Superblock {
             zrr_cursor: get_u32(p, S_ZRR_CURSOR),
             last_txn: get_u64(p, S_LAST_TXN),
             created_ns: get_i64(p, S_CREATED),
+            inode_blocks_used: get_u64(p, S_INODE_BLOCKS_USED),
         };
         sb.validate()?;
         Ok(sb)
@@ -299,6 +308,7 @@ impl Superblock {
                 < self.inode_count as u64
             || self.root_ino == 0
             || self.root_ino >= self.inode_count
+            || self.inode_blocks_used > self.inode_table_blocks
         {
             return m("inode table");
         }

@@ -228,7 +228,10 @@ impl Volume {
     fn blocks_in_use(&self) -> Vec<u64> {
         let sb = &self.sb;
         let mut v = vec![0];
-        v.extend(sb.data_bitmap_start..sb.dynamic_start);
+        // The inode table as far as the loader read it (the superblock's mark and a
+        // margin): past it no block may hold a live inode, and none is read.
+        let itable_end = sb.inode_table_start + self.report.inode_blocks_read;
+        v.extend(sb.data_bitmap_start..itable_end);
         // An indirect extent's blocks past the file's last run were never written.
         let holds_runs = |o: &Owner| match *o {
             Owner::Indirect { ino, slot, within } => {

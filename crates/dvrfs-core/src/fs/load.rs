@@ -51,7 +51,15 @@ pub struct LoadReport {
     /// used, a lost inode-table block loses its inodes, a lost directory block its
     /// entries (fsck moves the children it finds no name for to `/lost+found`).
     pub lost_blocks: Vec<(u64, String)>,
+    /// Leading inode-table blocks read: the superblock's `inode_blocks_used` and a
+    /// margin of [`INODE_MARK_MARGIN`] blocks past it (the whole table for a volume
+    /// made before the mark existed).
+    pub inode_blocks_read: u64,
 }
+
+/// Inode-table blocks a loader reads past the superblock's mark (1 MiB, one bulk
+/// read): a live inode there means the mark was stale (reported; fsck raises it).
+pub const INODE_MARK_MARGIN: u64 = 256;
 
 const BULK_READ_BYTES: usize = 1 << 20;
 
@@ -403,6 +411,17 @@ impl Volume {
             sb,
         };
         v.load_all(dev, &overlay, &mut report)?;
+        // The inode-table mark: set on a volume made before it existed, raised where
+        // it was stale (reported above), stored with the next commit.
+        let need = v
+            .inodes
+            .keys()
+            .next_back()
+            .map_or(1, |&i| i as u64 / INODES_PER_BLOCK as u64 + 1);
+        if opts.writable && v.sb.inode_blocks_used < need {
+            v.sb.inode_blocks_used = need;
+            v.dirty.insert(0);
+        }
         if opts.writable && !opts.repair && !report.lost_blocks.is_empty() {
             let (n, why) = &report.lost_blocks[0];
             return Err(Error::Corrupt(format!(
@@ -495,9 +514,14 @@ impl Volume {
         )?;
         let mut records = Vec::new();
         let mut lost_inodes = vec![];
+        let read = match sb.inode_blocks_used {
+            0 => sb.inode_table_blocks,
+            mark => (mark + INODE_MARK_MARGIN).min(sb.inode_table_blocks),
+        };
+        r.report.inode_blocks_read = read;
         r.area(
             sb.inode_table_start,
-            sb.inode_table_blocks,
+            read,
             BlockType::InodeTable,
             |k, img| {
                 let Some(img) = img else {
@@ -531,6 +555,17 @@ impl Volume {
         self.data.set_used_bitmap(used);
         self.meta.set_used_bitmap(mused);
 
+        let mark = sb.inode_blocks_used;
+        if let Some((ino, _)) = records
+            .iter()
+            .rev()
+            .find(|(ino, _)| mark != 0 && *ino / INODES_PER_BLOCK as u64 >= mark)
+        {
+            r.report.problems.push((
+                None,
+                format!("inode {ino} lies past the superblock's inode-table mark ({mark} blocks): the mark is stale"),
+            ));
+        }
         for (ino, rec) in records {
             if ino == 0 || ino >= sb.inode_count as u64 {
                 r.report.problems.push((

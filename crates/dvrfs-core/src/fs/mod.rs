@@ -30,7 +30,7 @@ mod ops;
 pub use blocking::{Clock, Fs, ManualClock, Now};
 pub use commit::Transaction;
 pub use data::{max_file_bytes, Fill, PlannedIo, ReadPlan, WritePlan};
-pub use load::{LoadReport, Replay};
+pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
 pub use mkfs::mkfs;
 pub use ops::SetAttr;
 
@@ -293,9 +293,15 @@ impl Volume {
     // ---- dirty tracking: which metadata blocks a change touches ----
 
     fn dirty_inode(&mut self, ino: Ino) {
-        let b =
-            self.sb.inode_table_start + ino as u64 / crate::format::inode::INODES_PER_BLOCK as u64;
-        self.dirty.insert(b);
+        let k = ino as u64 / crate::format::inode::INODES_PER_BLOCK as u64;
+        self.dirty.insert(self.sb.inode_table_start + k);
+        // The superblock's mark covers every block that may hold a live inode; it
+        // goes to disk in the same transaction as the inode (0: not kept yet, only
+        // in a read-only open of an older volume).
+        if self.sb.inode_blocks_used != 0 && k >= self.sb.inode_blocks_used {
+            self.sb.inode_blocks_used = k + 1;
+            self.dirty.insert(0);
+        }
     }
 
     fn dirty_data_bitmap(&mut self, block: u64) {
