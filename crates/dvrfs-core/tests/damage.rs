@@ -570,7 +570,8 @@ fn a_repair_cut_at_any_write_is_finished_by_one_more_repair() {
         .unwrap()[0]
         .start;
     let runs_block = inode_u32(&base, big, I_INDIRECT) as u64;
-    let damage: [(&str, Box<dyn Fn(&mut MemDevice)>); 4] = [
+    type Hurt<'a> = Box<dyn Fn(&mut MemDevice) + 'a>;
+    let damage: [(&str, Hurt); 4] = [
         (
             "data bitmap",
             Box::new(|d| lose_block(d, &sb, sb.data_bitmap_start)),
