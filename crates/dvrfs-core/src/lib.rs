@@ -10,6 +10,7 @@ pub mod engine;
 pub mod error;
 pub mod format;
 pub mod fs;
+pub mod fuzzing;
 pub mod layout;
 pub mod meta;
 pub mod qos;

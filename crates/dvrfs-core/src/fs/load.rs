@@ -636,12 +636,19 @@ impl Volume {
         }
         self.parents.insert(sb.root_ino, sb.root_ino);
         if !self.dirs.contains_key(&sb.root_ino) {
-            if r.report.lost_blocks.is_empty() {
-                return Err(Error::Corrupt("the root directory is missing".into()));
-            }
-            // Its inode went with a lost block: an empty root stands in, so what is
-            // intact stays reachable to fsck, which links it into /lost+found.
+            // Its inode went with a lost block, or its record is not a directory any
+            // more: an empty root stands in, so what is intact stays reachable to
+            // fsck, which links it into /lost+found (a record that was there is
+            // dropped: the blocks it named are no longer in use).
             let root = sb.root_ino;
+            if self.inodes.remove(&root).is_some() {
+                self.symlinks.remove(&root);
+                self.owners.retain(|_, o| match *o {
+                    Owner::DirBlock { ino, .. }
+                    | Owner::Indirect { ino, .. }
+                    | Owner::Symlink { ino } => ino != root,
+                });
+            }
             self.inodes.insert(
                 root,
                 Inode {
@@ -657,7 +664,8 @@ impl Volume {
             self.parents.insert(root, root);
             r.report.problems.push((
                 Some(root),
-                "the root directory's inode is lost: an empty root stands in".into(),
+                "the root directory's inode is lost or not a directory: an empty root stands in"
+                    .into(),
             ));
         }
         Ok(())
