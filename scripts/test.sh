@@ -44,3 +44,29 @@ echo "== cargo clippy"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== cargo test"
 cargo test --workspace
+
+# The coverage-guided fuzzer of damaged metadata, bounded (docs/fuzzing.md): two
+# minutes from the corpus kept in fuzz/corpus/image (read-only here; new inputs go to
+# a scratch directory). libFuzzer needs the nightly toolchain and cargo-fuzz.
+echo "== cargo fuzz (bounded run)"
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  rustup toolchain install nightly --profile minimal >/dev/null 2>&1 || true
+fi
+if ! rustup run nightly rustc --version >/dev/null 2>&1; then
+  echo "SKIP: cargo fuzz: no nightly Rust toolchain here and none could be installed (libFuzzer needs it); the corpus was still replayed by tests/fuzz_corpus.rs"
+else
+  if ! cargo fuzz --version >/dev/null 2>&1; then
+    echo "== cargo install cargo-fuzz"
+    cargo install --quiet --locked cargo-fuzz
+  fi
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  if ! (cd fuzz && cargo +nightly fuzz run -s none image "$scratch" corpus/image -- \
+      -max_total_time="${FUZZ_SECONDS:-120}" -print_final_stats=1 \
+      -artifact_prefix="$scratch/" >"$scratch/fuzz.log" 2>&1); then
+    tail -n 60 "$scratch/fuzz.log"
+    echo "cargo fuzz: the oracle failed (the message above names the damage); keep the input as fuzz/corpus/image/regress-* once fixed"
+    exit 1
+  fi
+  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)|DONE' "$scratch/fuzz.log"
+fi

@@ -67,18 +67,20 @@ fn check_range(len_bytes: u64, offset_bytes: u64, n: usize) -> io::Result<()> {
     }
 }
 
-/// A device held in memory. Sparse: untouched 1 MiB chunks take no memory.
+/// A device held in memory. Sparse: untouched 64 KiB chunks take no memory.
 #[derive(Clone, Debug)]
 pub struct MemDevice {
     size_bytes: u64,
     sector_bytes: u32,
-    chunks: std::collections::BTreeMap<u64, Vec<u8>>,
+    /// Shared between clones until one of them writes the chunk (copy on write), so
+    /// cloning an image to damage or replay it costs what the copy changes.
+    chunks: std::collections::BTreeMap<u64, std::sync::Arc<Vec<u8>>>,
     /// Counts of calls, for tests that measure metadata traffic.
     pub writes: u64,
     pub flushes: u64,
 }
 
-const MEM_CHUNK_BYTES: u64 = 1 << 20;
+const MEM_CHUNK_BYTES: u64 = 64 << 10;
 
 impl MemDevice {
     pub fn new(size_bytes: u64) -> Self {
@@ -122,8 +124,8 @@ impl MemDevice {
             let c = self
                 .chunks
                 .entry(chunk)
-                .or_insert_with(|| vec![0; MEM_CHUNK_BYTES as usize]);
-            c[within..within + n].copy_from_slice(&data[done..done + n]);
+                .or_insert_with(|| std::sync::Arc::new(vec![0; MEM_CHUNK_BYTES as usize]));
+            std::sync::Arc::make_mut(c)[within..within + n].copy_from_slice(&data[done..done + n]);
             done += n;
         }
     }

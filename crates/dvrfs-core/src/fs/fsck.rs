@@ -166,8 +166,8 @@ pub fn fsck<D: Device>(
                     vol.dirty_runs_from(*ino, 0)?;
                 }
             }
-            // Volume-level problems (stray bitmap bits, inode slots past the inode
-            // count): rewriting the bitmaps and the last inode-table block clears them.
+            // Volume-level problems (stray bitmap bits, a stale inode-table mark):
+            // rewriting the bitmaps and the last inode-table block clears them.
             None => {
                 let sb = &vol.sb;
                 let blocks: Vec<u64> = (sb.data_bitmap_start..sb.inode_table_start)

@@ -568,8 +568,9 @@ impl Volume {
         }
         for (ino, rec) in records {
             if ino == 0 || ino >= sb.inode_count as u64 {
+                // Named by its slot, so fsck rewrites the block holding it (free).
                 r.report.problems.push((
-                    None,
+                    Some(ino as Ino),
                     format!("inode slot {ino} is outside the usable inode range"),
                 ));
                 continue;
