@@ -849,8 +849,10 @@ fn valid_file_runs(
     out
 }
 
-/// Keeps the runs up to the first one that is empty, out of order, overlapping the
-/// previous one or outside `[lo, hi)`.
+/// A directory's or symlink's runs: kept up to the first one that is empty, not
+/// continuing the previous one in file space (their block indexes are dense from 0:
+/// a directory only ever appends blocks), or outside `[lo, hi)`. Density also bounds
+/// the block count by the dynamic area, so nothing sized from it can be huge.
 fn valid_prefix(
     runs: Vec<Option<Run>>,
     (lo, hi): (u64, u64),
@@ -863,9 +865,7 @@ fn valid_prefix(
         let ok = r.count > 0
             && r.start >= lo
             && r.start.checked_add(r.count as u64).is_some_and(|e| e <= hi)
-            && out
-                .last()
-                .is_none_or(|p| p.file_end() <= r.file_block as u64);
+            && r.file_block as u64 == out.last().map_or(0, |p| p.file_end());
         if !ok {
             problems.push((
                 Some(ino),
