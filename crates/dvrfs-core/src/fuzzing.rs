@@ -73,16 +73,17 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-/// The metadata blocks in use of `dev`: every sealed block outside the journal, but
-/// of the inode table only the blocks below the superblock's mark (the rest hold
-/// free records only).
+/// The metadata blocks in use of `dev`: every sealed block outside the journal (the
+/// superblock included: its primary and backup-region copies are damaged alike, the
+/// end-of-device copy is left), but of the inode table only the blocks below the
+/// superblock's mark (the rest hold free records only).
 pub fn metadata_blocks(dev: &MemDevice) -> (Superblock, Vec<u64>) {
     let mut b = vec![0u8; META_BLOCK_BYTES];
     dev.peek(0, &mut b);
     let sb = Superblock::decode(&b).expect("the sample's superblock");
     let unused = sb.inode_table_start + sb.inode_blocks_used..sb.dynamic_start;
     let mut blocks = vec![];
-    for n in 1..sb.dynamic_start + sb.dynamic_blocks {
+    for n in 0..sb.dynamic_start + sb.dynamic_blocks {
         dev.peek(n * MB, &mut b);
         if parse_header(&b).is_ok() && !sb.in_journal(n) && !unused.contains(&n) {
             blocks.push(n);

@@ -419,15 +419,34 @@ impl Volume {
                 }
             }
         }
-        let orphans: Vec<Ino> = self
+        // What is not reachable goes to /lost+found, a subtree at a time: first the
+        // inodes no directory names (the tops of what a lost block or a lost root cut
+        // off), then, for a directory cycle, any one of it. Moving a directory makes
+        // its whole subtree reachable with it, so its children keep their names (and a
+        // directory is never given a second one).
+        let unreachable: Vec<Ino> = self
             .inodes
             .keys()
             .copied()
             .filter(|i| !reach.contains(i))
             .collect();
-        for ino in orphans {
+        let mut named_by: HashMap<Ino, (Ino, Vec<u8>)> = HashMap::new();
+        for &d in &unreachable {
+            if let Some(dir) = self.dirs.get(&d) {
+                for (name, e) in &dir.entries {
+                    named_by.entry(e.ino).or_insert((d, name.clone()));
+                }
+            }
+        }
+        let tops = unreachable.iter().filter(|i| !named_by.contains_key(i));
+        let rest = unreachable.iter().filter(|i| named_by.contains_key(i));
+        let order: Vec<Ino> = tops.chain(rest).copied().collect();
+        for ino in order {
+            if reach.contains(&ino) {
+                continue;
+            }
             let i = &self.inodes[&ino];
-            if i.kind() == Some(Kind::File) && i.attr.nlink == 0 {
+            if i.kind() == Some(Kind::File) && i.attr.nlink == 0 && !named_by.contains_key(&ino) {
                 // Unlinked while open, and the volume's user ended before closing it
                 // (a writable open frees these too).
                 f.err(
@@ -437,12 +456,35 @@ impl Volume {
                 self.free_inode(ino)?;
                 continue;
             }
+            if i.kind() == Some(Kind::Dir) {
+                // A directory in a cycle of unreachable ones: its old name goes.
+                if let Some((d, name)) = named_by.get(&ino) {
+                    if let Some(e) = self.dirs.get_mut(d).and_then(|dir| dir.remove(name)) {
+                        self.dirty_dir_block(*d, e.block)?;
+                        *refs.entry(ino).or_default() -= 1;
+                        if let Some(n) = subdirs.get_mut(d) {
+                            *n -= 1;
+                        }
+                    }
+                }
+            }
             f.err(
                 true,
                 format!("inode {ino} is not reachable from the root; moved to /lost+found"),
             );
             self.adopt(ino)?;
             *refs.entry(ino).or_default() += 1;
+            let mut stack = vec![ino];
+            reach.insert(ino);
+            while let Some(d) = stack.pop() {
+                if let Some(dir) = self.dirs.get(&d) {
+                    for e in dir.entries.values() {
+                        if reach.insert(e.ino) && e.kind == Kind::Dir {
+                            stack.push(e.ino);
+                        }
+                    }
+                }
+            }
         }
         // Link counts.
         let inos: Vec<Ino> = self.inodes.keys().copied().collect();

@@ -254,9 +254,13 @@ fn read_superblock<D: Device>(dev: &D) -> Result<(Superblock, &'static str, Opti
         "end-of-device copy" => 1,
         _ => 0,
     };
+    // A copy that describes a file system larger than the device cannot be this
+    // device's (unless every copy does: a truncated image, reported by the caller),
+    // however many copies agree on it.
+    let fits = |sb: &Superblock| sb.device_bytes <= size;
     let best = copies
         .iter()
-        .max_by_key(|c| (votes(&c.sb), c.seq, rank(c.name)))
+        .max_by_key(|c| (fits(&c.sb), votes(&c.sb), c.seq, rank(c.name)))
         .expect("non-empty");
     let mut notes: Vec<String> = bad.iter().map(|(n, e)| format!("{n}: {e}")).collect();
     for c in &copies {
