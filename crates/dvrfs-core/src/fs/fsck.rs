@@ -101,6 +101,7 @@ pub fn fsck<D: Device>(
     };
     let report = fs.load_report().clone();
     let (vol, dev) = fs.parts_mut();
+    vol.in_fsck = true;
     let sb_fine = matches!(report.superblock_from, "primary" | "journal");
     if !sb_fine || report.superblock_note.is_some() {
         // Rewriting block 0 writes every copy (primary, backup region, end of device)

@@ -412,6 +412,7 @@ impl Volume {
             open_refs: HashMap::new(),
             orphans: BTreeSet::new(),
             report: LoadReport::default(),
+            in_fsck: false,
             sb,
         };
         v.load_all(dev, &overlay, &mut report)?;

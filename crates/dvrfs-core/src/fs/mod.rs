@@ -165,6 +165,9 @@ pub struct Volume {
     /// any that a crash left behind.
     orphans: BTreeSet<Ino>,
     report: LoadReport,
+    /// Set by fsck: the stored bitmaps may disagree with the files (fsck rebuilds
+    /// them afterwards), so freeing a block already marked free is not a double free.
+    in_fsck: bool,
 }
 
 impl Volume {
@@ -350,7 +353,11 @@ impl Volume {
     }
 
     fn free_meta_block(&mut self, block: u64, count: u64) {
-        self.meta.free(block, count);
+        for b in block..block + count {
+            if !self.in_fsck || self.meta.is_used(b) {
+                self.meta.free(b, 1);
+            }
+        }
         for m in block..block + count {
             self.owners.remove(&m);
             self.dirty_meta_bitmap(m);
@@ -410,7 +417,9 @@ impl Volume {
         for r in &inode.runs {
             for b in r.blocks() {
                 if is_file {
-                    self.data.free(b);
+                    if !self.in_fsck || self.data.used().get(b) {
+                        self.data.free(b);
+                    }
                     self.dirty_data_bitmap(b);
                 } else {
                     self.free_meta_block(b, 1);
