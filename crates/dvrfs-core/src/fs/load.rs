@@ -809,6 +809,9 @@ fn valid_file_runs(
             _ => out.push(Run::lost(from, to - from)),
         }
     }
+    // File block numbers are u32 in a run: a lost range ends there whatever size a
+    // damaged inode claims.
+    let end_fb = end_fb.min(u32::MAX as u64);
     let mut out: Vec<Run> = Vec::with_capacity(runs.len());
     let mut gap = false;
     for r in runs {
