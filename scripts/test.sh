@@ -11,6 +11,7 @@ missing=()
 command -v losetup >/dev/null 2>&1 || missing+=(mount)
 command -v sha256sum >/dev/null 2>&1 || missing+=(coreutils)
 command -v cc >/dev/null 2>&1 || missing+=(gcc libc6-dev)  # the C API's examples
+command -v c++ >/dev/null 2>&1 || missing+=(g++)          # libFuzzer (cargo fuzz)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)   # the mount's tests
 command -v setfattr >/dev/null 2>&1 || missing+=(attr)
