@@ -145,7 +145,8 @@ impl Superblock {
 
     /// Byte offset of the third superblock copy: the last metadata block of the device.
     pub fn last_copy_offset(&self) -> u64 {
-        self.device_bytes - META_BLOCK_BYTES as u64
+        // `validate` keeps device_bytes at two blocks or more.
+        self.device_bytes.saturating_sub(META_BLOCK_BYTES as u64)
     }
 
     pub fn in_journal(&self, n: u64) -> bool {
@@ -258,7 +259,9 @@ impl Superblock {
         {
             return m("data block size");
         }
-        if !self.device_bytes.is_multiple_of(META_BLOCK_BYTES as u64) {
+        if !self.device_bytes.is_multiple_of(META_BLOCK_BYTES as u64)
+            || self.device_bytes < 2 * META_BLOCK_BYTES as u64
+        {
             return m("device size");
         }
         // The metadata areas follow each other in this order, starting after block 0.
