@@ -128,7 +128,7 @@ impl<D: Device> Reader<'_, D> {
         mut f: impl FnMut(u64, Option<&[u8]>) -> Result<()>,
     ) -> Result<()> {
         let per = (BULK_READ_BYTES / META_BLOCK_BYTES) as u64;
-        let mut buf = crate::device::AlignedBuf::zeroed(BULK_READ_BYTES);
+        let mut buf = crate::device::AlignedBuf::zeroed(per.min(count) as usize * META_BLOCK_BYTES);
         let mut k = 0;
         while k < count {
             let n = per.min(count - k);
@@ -537,7 +537,12 @@ impl Volume {
                 let p = payload(img);
                 for j in 0..INODES_PER_BLOCK {
                     let ino = k * INODES_PER_BLOCK as u64 + j as u64;
-                    let rec = InodeRecord::decode(&p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
+                    let raw = &p[j * INODE_BYTES..(j + 1) * INODE_BYTES];
+                    // A free record has mode 0 (its first field): skip decoding it.
+                    if raw[..4] == [0; 4] {
+                        continue;
+                    }
+                    let rec = InodeRecord::decode(raw);
                     if !rec.is_free() {
                         records.push((ino, rec));
                     }
