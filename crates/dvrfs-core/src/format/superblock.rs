@@ -301,13 +301,17 @@ impl Superblock {
                     && b <= self.last_copy_offset() => {}
             _ => return m("region bounds"),
         }
-        if self.data_bitmap_blocks * crate::alloc::BITS_PER_BITMAP_BLOCK < self.data_blocks
-            || self.meta_bitmap_blocks * crate::alloc::BITS_PER_BITMAP_BLOCK < self.dynamic_blocks
+        // Products saturate: every field is read from disk and may be anything.
+        let bits = crate::alloc::BITS_PER_BITMAP_BLOCK;
+        if self.data_bitmap_blocks.saturating_mul(bits) < self.data_blocks
+            || self.meta_bitmap_blocks.saturating_mul(bits) < self.dynamic_blocks
         {
             return m("bitmap size");
         }
         if self.inode_count < 2
-            || self.inode_table_blocks * (super::inode::INODES_PER_BLOCK as u64)
+            || self
+                .inode_table_blocks
+                .saturating_mul(super::inode::INODES_PER_BLOCK as u64)
                 < self.inode_count as u64
             || self.root_ino == 0
             || self.root_ino >= self.inode_count
@@ -318,7 +322,7 @@ impl Superblock {
         if self.zone_count == 0
             || self.zone_count > crate::layout::MAX_ZONES
             || self.zone_blocks == 0
-            || self.zone_blocks * (self.zone_count as u64) < self.data_blocks
+            || self.zone_blocks.saturating_mul(self.zone_count as u64) < self.data_blocks
             || self.zrr_cursor >= self.zone_count
         {
             return m("zones");
