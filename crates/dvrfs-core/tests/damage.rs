@@ -171,6 +171,7 @@ fn a_wrong_primary_superblock_is_outvoted_by_the_two_intact_copies() {
     };
     let mut bad = sb.clone();
     bad.data_blocks /= 4;
+    bad.zone_blocks = bad.data_blocks.div_ceil(bad.zone_count as u64);
     let mut b = vec![0u8; META_BLOCK_BYTES];
     dev.peek(0, &mut b);
     let seq = parse_header(&b).unwrap().seq;

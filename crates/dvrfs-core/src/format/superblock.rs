@@ -321,8 +321,7 @@ impl Superblock {
         }
         if self.zone_count == 0
             || self.zone_count > crate::layout::MAX_ZONES
-            || self.zone_blocks == 0
-            || self.zone_blocks.saturating_mul(self.zone_count as u64) < self.data_blocks
+            || self.zone_blocks != self.data_blocks.div_ceil(self.zone_count as u64)
             || self.zrr_cursor >= self.zone_count
         {
             return m("zones");
