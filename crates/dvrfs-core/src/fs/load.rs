@@ -611,23 +611,32 @@ impl Volume {
                 }
                 Kind::Symlink => match inode.runs.first() {
                     Some(run) => {
-                        let target = r
-                            .one_or_lose(run.start, BlockType::Symlink)?
-                            .ok_or_else(|| "its target block is lost".to_string())
-                            .and_then(|img| {
-                                crate::format::dir::decode_symlink(payload(&img))
-                                    .map_err(|e| e.to_string())
-                            });
+                        // The block is the link's only if nothing else claims it and it
+                        // holds a target; otherwise the link has none (fsck removes it)
+                        // and the block stays with whoever owns it.
+                        let target = if self.owners.contains_key(&run.start) {
+                            Err(format!(
+                                "its target block {} belongs to another file",
+                                run.start
+                            ))
+                        } else {
+                            r.one_or_lose(run.start, BlockType::Symlink)?
+                                .ok_or_else(|| "its target block is lost".to_string())
+                                .and_then(|img| {
+                                    crate::format::dir::decode_symlink(payload(&img))
+                                        .map_err(|e| e.to_string())
+                                })
+                        };
                         match target {
                             Ok(t) => {
                                 self.symlinks.insert(ino, t);
+                                self.owners.insert(run.start, Owner::Symlink { ino });
                             }
                             Err(e) => r
                                 .report
                                 .problems
                                 .push((Some(ino), format!("symlink inode {ino}: {e}"))),
                         }
-                        self.owners.insert(run.start, Owner::Symlink { ino });
                     }
                     None => r.report.problems.push((
                         Some(ino),

@@ -414,6 +414,14 @@ impl Volume {
             .remove(&ino)
             .ok_or_else(|| Error::Corrupt(format!("inode {ino} freed twice")))?;
         let is_file = inode.kind() == Some(Kind::File);
+        // A metadata block goes only if it is this inode's (a damaged map may name a
+        // block another structure owns: fsck frees the damaged inode, not the block).
+        let mine = |owners: &HashMap<u64, Owner>, b: u64| match owners.get(&b) {
+            None => true,
+            Some(Owner::DirBlock { ino: i, .. })
+            | Some(Owner::Indirect { ino: i, .. })
+            | Some(Owner::Symlink { ino: i }) => *i == ino,
+        };
         for r in &inode.runs {
             for b in r.blocks() {
                 if is_file {
@@ -421,14 +429,19 @@ impl Volume {
                         self.data.free(b);
                     }
                     self.dirty_data_bitmap(b);
-                } else {
+                } else if mine(&self.owners, b) {
                     self.free_meta_block(b, 1);
                 }
             }
         }
-        for (slot, start) in inode.attr.indirect.iter().enumerate() {
-            if *start != 0 {
-                self.free_meta_block(*start as u64, 1 << slot);
+        for (slot, &start) in inode.attr.indirect.iter().enumerate() {
+            if start == 0 {
+                continue;
+            }
+            for b in start as u64..start as u64 + (1 << slot) {
+                if mine(&self.owners, b) {
+                    self.free_meta_block(b, 1);
+                }
             }
         }
         if is_file {
