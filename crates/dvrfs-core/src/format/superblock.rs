@@ -264,6 +264,16 @@ impl Superblock {
         {
             return m("device size");
         }
+        // Every device access is 4 KiB-aligned: so are the regions given in bytes.
+        if !self
+            .data_start_bytes
+            .is_multiple_of(META_BLOCK_BYTES as u64)
+            || !self
+                .backup_start_bytes
+                .is_multiple_of(META_BLOCK_BYTES as u64)
+        {
+            return m("region alignment");
+        }
         // The metadata areas follow each other in this order, starting after block 0.
         let areas = [
             (self.journal_start, self.journal_blocks),
