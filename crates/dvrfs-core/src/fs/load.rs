@@ -412,7 +412,8 @@ impl Volume {
             open_refs: HashMap::new(),
             orphans: BTreeSet::new(),
             report: LoadReport::default(),
-            in_fsck: false,
+            // A repair open frees orphans before fsck proper starts: tolerantly too.
+            in_fsck: opts.repair,
             sb,
         };
         v.load_all(dev, &overlay, &mut report)?;
