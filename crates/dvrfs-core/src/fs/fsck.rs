@@ -614,7 +614,8 @@ impl Volume {
                 let lf = r?;
                 self.dirs.insert(lf, Dir::default());
                 self.parents.insert(lf, root);
-                self.inode_mut(root)?.attr.nlink += 1;
+                let n = &mut self.inode_mut(root)?.attr.nlink;
+                *n = n.saturating_add(1); // damaged counts are recomputed after
                 lf
             }
         };
@@ -623,7 +624,8 @@ impl Volume {
         self.dir_add(lf, name.as_bytes(), ino, kind)?;
         if kind == Kind::Dir {
             self.parents.insert(ino, lf);
-            self.inode_mut(lf)?.attr.nlink += 1;
+            let n = &mut self.inode_mut(lf)?.attr.nlink;
+            *n = n.saturating_add(1);
         }
         Ok(())
     }
