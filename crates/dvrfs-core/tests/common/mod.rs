@@ -68,18 +68,9 @@ pub fn open_rw<D: Device>(dev: D) -> Fs<D> {
     Fs::open(dev, OpenOptions::writable()).expect("open")
 }
 
-/// Deterministic bytes for test data.
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
+/// Deterministic bytes for test data (the same generator the fuzzing sample uses).
+#[allow(unused_imports)] // not every test binary uses it
+pub use dvrfs_core::fuzzing::pattern;
 
 pub fn short(m: &Model) -> Vec<(String, usize)> {
     m.iter()
