@@ -91,6 +91,10 @@ pub struct RunArgs {
     /// Class of the journal and checkpoint writes: metadata, real-time or best-effort
     #[arg(long, default_value = "metadata")]
     pub journal_class: String,
+    /// Make the volume with data checksums (as mkfs does by default) and keep them
+    /// up to date: their metadata traffic is part of the run
+    #[arg(long)]
+    pub checksums: bool,
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -376,6 +380,7 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
         ));
     }
     cfg.seed = a.seed;
+    cfg.checksums = a.checksums;
     cfg.keep_series = a.plot.is_some();
     let merge_bytes = parse_size("--merge", &a.merge)?;
     let be_latency_ms = positive_ms("--be-latency", &a.be_latency)?;

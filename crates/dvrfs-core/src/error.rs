@@ -66,6 +66,11 @@ pub enum Error {
     /// the map naming them was damaged (see `Run::LOST_START`). Never served as zeros.
     #[error("inode {ino}: bytes {offset} to {end} were lost to metadata damage (which blocks held them is unknown)")]
     DataLost { ino: u32, offset: u64, end: u64 },
+    /// File bytes read back do not match the checksum stored when they were written:
+    /// damaged on the medium, a misdirected write, or an in-place rewrite cut by a
+    /// power loss. Never served.
+    #[error("inode {ino}: bytes {offset} to {end} fail their data checksum (damaged on the disk, or a rewrite cut by a power loss)")]
+    Checksum { ino: u32, offset: u64, end: u64 },
 }
 
 impl Error {
@@ -97,7 +102,7 @@ impl Error {
             Error::CannotCancel(_) => 16,       // EBUSY
             Error::QueueFull { .. } => 11,      // EAGAIN
             Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
-            Error::DataLost { .. } => 5,        // EIO
+            Error::DataLost { .. } | Error::Checksum { .. } => 5, // EIO
         }
     }
 }

@@ -4,6 +4,7 @@
 use crate::alloc::BITS_PER_BITMAP_BLOCK;
 use crate::error::{Error, Result};
 use crate::format::inode::{INODES_PER_BLOCK, RUNS_PER_BLOCK};
+use crate::format::sums::SUMS_PER_BLOCK;
 use crate::format::superblock::{AllocPolicy, Superblock};
 use crate::format::{Uuid, META_BLOCK_BYTES};
 
@@ -32,6 +33,9 @@ pub const MAX_INODES: u64 = 1 << 28;
 pub const DATA_ALIGN_BYTES: u64 = 1 << 20;
 /// Journal floor, in metadata blocks.
 pub const MIN_JOURNAL_BLOCKS: u64 = 256;
+/// Bytes one data checksum covers by default (or the block size, if smaller): the
+/// default stream request, so a stream's reads are checked without reading more.
+pub const DEFAULT_SUM_GRANULE_BYTES: u64 = 512 << 10;
 
 /// Everything mkfs needs to know.
 #[derive(Clone, Debug)]
@@ -47,6 +51,9 @@ pub struct MkfsParams {
     /// Seeds the random first zone of ZRR.
     pub seed: u64,
     pub created_ns: i64,
+    /// Bytes per data checksum (a power of two from 64 KiB; more than the block size
+    /// means one per block); `None`: no checksums.
+    pub sum_granule_bytes: Option<u64>,
 }
 
 impl MkfsParams {
@@ -62,6 +69,7 @@ impl MkfsParams {
             uuid,
             seed,
             created_ns: 0,
+            sum_granule_bytes: Some(DEFAULT_SUM_GRANULE_BYTES.min(DEFAULT_DATA_BLOCK_BYTES)),
         }
     }
 }
@@ -104,6 +112,20 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         256 + div_ceil(inodes, 8) + div_ceil(2 * upper_blocks, RUNS_PER_BLOCK as u64);
     let data_bitmap_blocks = div_ceil(upper_blocks.max(1), BITS_PER_BITMAP_BLOCK);
     let meta_bitmap_blocks = div_ceil(dynamic_blocks, BITS_PER_BITMAP_BLOCK);
+    let sum_granule_bytes = match p.sum_granule_bytes {
+        None => 0,
+        Some(g) if !g.is_power_of_two() || g < MIN_DATA_BLOCK_BYTES => {
+            return Err(Error::InvalidArgument(format!(
+                "checksum granule {g} bytes: must be a power of two from 64K up"
+            )))
+        }
+        // A granule larger than the block covers the whole block.
+        Some(g) => g.min(bs),
+    };
+    let sum_blocks = match sum_granule_bytes {
+        0 => 0,
+        g => div_ceil(upper_blocks * (bs / g), SUMS_PER_BLOCK as u64),
+    };
     let journal_blocks =
         (2 * (data_bitmap_blocks + meta_bitmap_blocks) + 1024).max(MIN_JOURNAL_BLOCKS);
     let journal_start = 1;
@@ -111,7 +133,12 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
     let meta_bitmap_start = data_bitmap_start + data_bitmap_blocks;
     let inode_table_start = meta_bitmap_start + meta_bitmap_blocks;
     let dynamic_start = inode_table_start + inode_table_blocks;
-    let meta_blocks = dynamic_start + dynamic_blocks;
+    let sum_start = if sum_blocks == 0 {
+        0
+    } else {
+        dynamic_start + dynamic_blocks
+    };
+    let meta_blocks = dynamic_start + dynamic_blocks + sum_blocks;
     let backup_blocks = meta_blocks - journal_blocks;
 
     let align = bs.min(DATA_ALIGN_BYTES);
@@ -171,6 +198,9 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         created_ns: p.created_ns,
         // The root inode's block.
         inode_blocks_used: 1 + 1 / crate::format::inode::INODES_PER_BLOCK as u64,
+        sum_start,
+        sum_blocks,
+        sum_granule_bytes,
     };
     sb.validate()
         .map_err(|e| Error::InvalidArgument(format!("internal layout error: {e}")))?;

@@ -61,7 +61,7 @@ pub use stream::{
 use crate::alloc::Ino;
 use crate::disk::Admission;
 use crate::error::{Error, Result};
-use crate::fs::{Fill, PlannedIo, Replay, Volume, WritePlan};
+use crate::fs::{Check, Fill, PlannedIo, Replay, Sum, Volume, WritePlan};
 use crate::qos::{Recorder, RtOutcome};
 use crate::sched::{self, Class, Command, Event, ReqId, Request, SchedSettings, Scheduler};
 use commit::{CommitJob, CommitState};
@@ -161,17 +161,22 @@ enum PieceBuf {
 /// What to do when a request completes.
 enum Then {
     Nothing,
-    /// Copy `[skip, skip + len)` of the own buffer to the operation's buffer at `dst`.
+    /// Check the data checksums on the own buffer, then copy `[skip, skip + len)` of
+    /// it to the operation's buffer at `dst`.
     CopyOut {
         skip: usize,
         dst: usize,
         len: usize,
+        checks: Vec<Check>,
     },
-    /// A sector read for read-modify-write of access `access`, at `at` within it.
-    RmwSector {
+    /// A range read for read-modify-write of access `access`, at `at` within it.
+    RmwRange {
         access: usize,
         at: usize,
     },
+    /// Check these data checksums on the bytes read into the operation's buffer at
+    /// the piece's offset there.
+    Check { buf_offset: usize, checks: Vec<Check> },
 }
 
 /// One request the engine gave the scheduler.
@@ -190,6 +195,9 @@ struct Access {
     io: PlannedIo,
     bounce: Option<IoBuf>,
     rmw_left: u32,
+    /// CRC32C of each of `io.sums`, once the access's bytes are final (`None` for
+    /// a virtual buffer).
+    crcs: Vec<Option<u32>>,
 }
 
 enum Body {
@@ -307,8 +315,12 @@ struct FileIo {
     data_ops: u32,
     /// Running writes in the order they must be applied.
     writes: VecDeque<OpId>,
-    /// 4 KiB-rounded file ranges of the running writes.
-    spans: Vec<(OpId, (u64, u64))>,
+    /// 4 KiB-rounded file ranges of the running writes, and whether each rewrites
+    /// bytes the file had (changing their checksums).
+    spans: Vec<(OpId, (u64, u64), bool)>,
+    /// File ranges (whole checksum granules) of the running reads: a rewrite of
+    /// bytes they check waits for them.
+    reads: Vec<(OpId, (u64, u64))>,
     /// A write failed: it and every later write of the file fail, and new writes wait
     /// until those are gone (they were planned on top of it).
     poisoned_from: Option<(OpId, String)>,
@@ -637,7 +649,7 @@ impl Engine {
                 }
                 let f = self.files.get_mut(&ino).expect("running write has a file");
                 f.writes.pop_back();
-                f.spans.retain(|(o, _)| *o != id);
+                f.spans.retain(|(o, _, _)| *o != id);
                 f.data_ops -= 1;
                 self.finish(id, Err(Error::Cancelled), now);
             }
@@ -800,6 +812,15 @@ impl Engine {
             } => (*ino, *offset, buf.len()),
             _ => unreachable!("start_read of a read"),
         };
+        // A read checks whole checksum granules: none may be rewritten meanwhile.
+        let range = self.granule_range(offset, len as u64);
+        if self.files.get(&ino).is_some_and(|f| {
+            f.spans
+                .iter()
+                .any(|(_, s, rw)| *rw && overlap(*s, range))
+        }) {
+            return false;
+        }
         let plan = match self.vol.plan_read(ino, offset, len) {
             Ok(p) => p,
             Err(e) => {
@@ -840,17 +861,30 @@ impl Engine {
         }
         let proto = buf.sibling(0);
         st.stage = Stage::Running;
-        self.file_io(ino).data_ops += 1;
+        let f = self.file_io(ino);
+        f.data_ops += 1;
+        f.reads.push((id, range));
         if plan.io.is_empty() {
             self.op_data_done(id, now);
             return true;
         }
         for io in plan.io {
+            let checks = io.checks;
             let (pb, then) = match io.fill {
-                Fill::Direct { buf_offset } => (PieceBuf::Op(buf_offset), Then::Nothing),
+                Fill::Direct { buf_offset } if checks.is_empty() => {
+                    (PieceBuf::Op(buf_offset), Then::Nothing)
+                }
+                Fill::Direct { buf_offset } => {
+                    (PieceBuf::Op(buf_offset), Then::Check { buf_offset, checks })
+                }
                 Fill::ReadBounce { skip, dst, len } => (
                     PieceBuf::Own(proto.sibling(io.len_bytes as usize)),
-                    Then::CopyOut { skip, dst, len },
+                    Then::CopyOut {
+                        skip,
+                        dst,
+                        len,
+                        checks,
+                    },
                 ),
                 Fill::Compose { .. } => unreachable!("reads are not composed"),
             };
@@ -881,15 +915,20 @@ impl Engine {
                 return true;
             }
         };
-        let span = (
-            align_down(offset.min(planned)),
-            align_up(offset.saturating_add(len as u64)),
-        );
-        if self
-            .files
-            .get(&ino)
-            .is_some_and(|f| f.spans.iter().any(|(_, s)| s.0 < span.1 && span.0 < s.1))
-        {
+        let end = offset.saturating_add(len as u64);
+        let rewrites = offset < planned;
+        // A rewrite of checked bytes rewrites their whole granules, and waits for the
+        // reads checking them.
+        let span = if rewrites {
+            let g = self.granule_range(offset, len as u64);
+            (g.0.min(align_down(offset)), g.1.max(align_up(end)))
+        } else {
+            (align_down(offset.min(planned)), align_up(end))
+        };
+        if self.files.get(&ino).is_some_and(|f| {
+            f.spans.iter().any(|(_, s, _)| overlap(*s, span))
+                || (rewrites && f.reads.iter().any(|(_, r)| overlap(*r, span)))
+        }) {
             return false;
         }
         let plan = match self.vol.plan_write(ino, offset, len, now.wall_ns) {
@@ -914,7 +953,7 @@ impl Engine {
         let ino = plan.ino;
         let f = self.file_io(ino);
         f.writes.push_back(id);
-        f.spans.push((id, plan.span));
+        f.spans.push((id, plan.span, plan.rewrites));
         f.data_ops += 1;
         let st = self.ops.get_mut(&id).expect("op exists");
         st.stage = Stage::Running;
@@ -930,6 +969,12 @@ impl Engine {
         for (k, io) in io_list.into_iter().enumerate() {
             match io.fill.clone() {
                 Fill::Direct { buf_offset } => {
+                    let crcs = match &self.ops[&id].body {
+                        Body::Write { data, .. } => {
+                            sum_crcs(&io.sums, data.bytes().map(|b| &b[buf_offset..]))
+                        }
+                        _ => sum_crcs(&io.sums, None),
+                    };
                     self.add_op_piece(
                         id,
                         io.offset_bytes,
@@ -939,12 +984,13 @@ impl Engine {
                         Then::Nothing,
                         now,
                     );
-                    self.push_access(id, io, None, 0);
+                    self.push_access(id, io, None, 0, crcs);
                 }
                 Fill::Compose { pieces, rmw } => {
                     let mut bounce = proto.sibling(io.len_bytes as usize);
                     if rmw.is_empty() {
                         self.compose(id, &pieces, &mut bounce);
+                        let crcs = sum_crcs(&io.sums, bounce.bytes());
                         self.add_op_piece(
                             id,
                             io.offset_bytes,
@@ -954,19 +1000,19 @@ impl Engine {
                             Then::Nothing,
                             now,
                         );
-                        self.push_access(id, io, None, 0);
+                        self.push_access(id, io, None, 0, crcs);
                     } else {
                         let n = rmw.len() as u32;
                         let base = io.offset_bytes;
-                        self.push_access(id, io, Some(bounce), n);
-                        for at in rmw {
+                        self.push_access(id, io, Some(bounce), n, vec![]);
+                        for (at, len) in rmw {
                             self.add_op_piece(
                                 id,
                                 base + at,
-                                4096,
+                                len,
                                 false,
-                                PieceBuf::Own(proto.sibling(4096)),
-                                Then::RmwSector {
+                                PieceBuf::Own(proto.sibling(len as usize)),
+                                Then::RmwRange {
                                     access: k,
                                     at: at as usize,
                                 },
@@ -983,14 +1029,30 @@ impl Engine {
         }
     }
 
-    fn push_access(&mut self, id: OpId, io: PlannedIo, bounce: Option<IoBuf>, rmw_left: u32) {
+    fn push_access(
+        &mut self,
+        id: OpId,
+        io: PlannedIo,
+        bounce: Option<IoBuf>,
+        rmw_left: u32,
+        crcs: Vec<Option<u32>>,
+    ) {
         if let Some(a) = self.ops.get_mut(&id).and_then(|s| s.body.accesses_mut()) {
             a.push(Access {
                 io,
                 bounce,
                 rmw_left,
+                crcs,
             });
         }
+    }
+
+    /// File range `[offset, offset + len)` rounded out to whole checksum granules (to
+    /// 4 KiB without checksums).
+    fn granule_range(&self, offset: u64, len: u64) -> (u64, u64) {
+        let g = self.vol.sum_granule_bytes().unwrap_or(4096);
+        let end = offset.saturating_add(len);
+        (offset / g * g, end.div_ceil(g).saturating_mul(g))
     }
 
     /// Fills a composed write buffer: the operation's bytes, and zeros.
@@ -1558,16 +1620,38 @@ impl Engine {
                 }
                 match piece.then {
                     Then::Nothing => {}
-                    Then::CopyOut { skip, dst, len } => {
+                    Then::CopyOut {
+                        skip,
+                        dst,
+                        len,
+                        ref checks,
+                    } => {
                         let st = self.ops.get_mut(&id).expect("op of a held request");
-                        if let (PieceBuf::Own(b), Body::Read { buf, .. }) =
+                        if let (PieceBuf::Own(b), Body::Read { buf, ino, .. }) =
                             (&piece.buf, &mut st.body)
                         {
-                            buf::copy(b, skip, buf, dst, len);
+                            match failed_check(*ino, checks, b.bytes()) {
+                                None => buf::copy(b, skip, buf, dst, len),
+                                Some(e) => {
+                                    st.error.get_or_insert(e);
+                                }
+                            }
                         }
                     }
-                    Then::RmwSector { access, at } => {
-                        self.rmw_sector_done(id, access, at, &piece, now)
+                    Then::Check {
+                        buf_offset,
+                        ref checks,
+                    } => {
+                        let st = self.ops.get_mut(&id).expect("op of a held request");
+                        if let Body::Read { buf, ino, .. } = &st.body {
+                            let bytes = buf.bytes().map(|b| &b[buf_offset..]);
+                            if let Some(e) = failed_check(*ino, checks, bytes) {
+                                st.error.get_or_insert(e);
+                            }
+                        }
+                    }
+                    Then::RmwRange { access, at } => {
+                        self.rmw_range_done(id, access, at, &piece, now)
                     }
                 }
             }
@@ -1579,14 +1663,14 @@ impl Engine {
         }
     }
 
-    fn rmw_sector_done(&mut self, id: OpId, access: usize, at: usize, piece: &Piece, now: Now) {
+    fn rmw_range_done(&mut self, id: OpId, access: usize, at: usize, piece: &Piece, now: Now) {
         let ready = {
             let st = self.ops.get_mut(&id).expect("op of a held request");
             let Some(acc) = st.body.accesses_mut().and_then(|a| a.get_mut(access)) else {
                 return;
             };
             if let (PieceBuf::Own(src), Some(b)) = (&piece.buf, acc.bounce.as_mut()) {
-                buf::copy(src, 0, b, at, 4096);
+                buf::copy(src, 0, b, at, src.len());
             }
             acc.rmw_left -= 1;
             (acc.rmw_left == 0).then(|| (acc.io.clone(), acc.bounce.take()))
@@ -1597,8 +1681,28 @@ impl Engine {
         if self.ops[&id].error.is_some() {
             return;
         }
+        // The bytes a rewrite keeps must be the ones their checksum vouches for: a
+        // rewrite never blesses damaged data with a new checksum.
+        let ino = self.ops[&id].body.file().unwrap_or(0);
+        if let Some(e) = failed_check(ino, &io.checks, bounce.bytes()) {
+            self.ops
+                .get_mut(&id)
+                .expect("op of a held request")
+                .error
+                .get_or_insert(e);
+            return;
+        }
         if let Fill::Compose { pieces, .. } = &io.fill {
             self.compose(id, pieces, &mut bounce);
+        }
+        let crcs = sum_crcs(&io.sums, bounce.bytes());
+        if let Some(acc) = self
+            .ops
+            .get_mut(&id)
+            .and_then(|s| s.body.accesses_mut())
+            .and_then(|a| a.get_mut(access))
+        {
+            acc.crcs = crcs;
         }
         self.add_op_piece(
             id,
@@ -1619,6 +1723,7 @@ impl Engine {
                 let ino = *ino;
                 if let Some(f) = self.files.get_mut(&ino) {
                     f.data_ops -= 1;
+                    f.reads.retain(|(o, _)| *o != id);
                     if f.idle() && f.poisoned_from.is_none() {
                         self.files.remove(&ino);
                     }
@@ -1656,7 +1761,7 @@ impl Engine {
             }
             let f = self.files.get_mut(&ino).expect("file with writes");
             f.writes.pop_front();
-            f.spans.retain(|(o, _)| *o != front);
+            f.spans.retain(|(o, _, _)| *o != front);
             f.data_ops -= 1;
             let poison = f
                 .poisoned_from
@@ -1678,7 +1783,7 @@ impl Engine {
                         std::io::Error::other(msg),
                     ))
                 }
-                (None, None) => match self.vol.apply_write(&plan) {
+                (None, None) => match self.vol.apply_write(&plan, &access_crcs(&mut st.body)) {
                     Ok(()) => {
                         let st = self.ops.get_mut(&front).expect("op exists");
                         match std::mem::replace(&mut st.body, Body::Other(Op::Fsync)) {
@@ -1748,4 +1853,36 @@ impl Engine {
             done_ns: now.mono_ns,
         });
     }
+}
+
+fn overlap(a: (u64, u64), b: (u64, u64)) -> bool {
+    a.0 < b.1 && b.0 < a.1
+}
+
+/// CRC32C of each checksummed range of an access's bytes (`None`: a virtual buffer).
+fn sum_crcs(sums: &[Sum], bytes: Option<&[u8]>) -> Vec<Option<u32>> {
+    sums.iter()
+        .map(|s| bytes.map(|b| crc32c::crc32c(&b[s.at..s.at + s.len])))
+        .collect()
+}
+
+/// The first of `checks` the bytes fail, as the error a reader gets (`None` when all
+/// hold, or for a virtual buffer, which holds no bytes to check).
+fn failed_check(ino: Ino, checks: &[Check], bytes: Option<&[u8]>) -> Option<Error> {
+    let b = bytes?;
+    let c = checks
+        .iter()
+        .find(|c| crc32c::crc32c(&b[c.at..c.at + c.len]) != c.crc)?;
+    Some(Error::Checksum {
+        ino,
+        offset: c.file_offset,
+        end: c.file_offset + c.len as u64,
+    })
+}
+
+/// The checksums a write's accesses computed, in plan order.
+fn access_crcs(body: &mut Body) -> Vec<Option<u32>> {
+    body.accesses_mut()
+        .map(|a| a.iter().flat_map(|a| a.crcs.iter().copied()).collect())
+        .unwrap_or_default()
 }

@@ -13,6 +13,7 @@
 pub mod dir;
 pub mod inode;
 pub mod journal;
+pub mod sums;
 pub mod superblock;
 
 /// Size of every metadata block.
@@ -57,6 +58,8 @@ pub enum BlockType {
     JournalCommit = 9,
     /// Reserved for the frame index (a later format revision fills it).
     FrameIndex = 10,
+    /// Data checksums (`sums.rs`).
+    Sums = 11,
 }
 
 impl BlockType {
@@ -73,6 +76,7 @@ impl BlockType {
             8 => JournalDescriptor,
             9 => JournalCommit,
             10 => FrameIndex,
+            11 => Sums,
             _ => return None,
         })
     }
@@ -90,6 +94,7 @@ impl BlockType {
             JournalDescriptor => "journal descriptor",
             JournalCommit => "journal commit",
             FrameIndex => "frame index",
+            Sums => "data checksum",
         }
     }
 }

@@ -91,6 +91,14 @@ pub struct Superblock {
     /// A loader reads only these blocks of the inode table (and a margin past them);
     /// 0 in a volume made before the field existed: read the whole table.
     pub inode_blocks_used: u64,
+    /// The data checksum area (`format/sums.rs`): it follows the dynamic area and
+    /// ends the primary region. 0 blocks (a volume made before 2026-11-25, or with
+    /// checksums turned off): no data checksums, and `sum_start` and
+    /// `sum_granule_bytes` are 0 too.
+    pub sum_start: u64,
+    pub sum_blocks: u64,
+    /// Bytes of data one checksum covers: a power of two from 64 KiB to the block size.
+    pub sum_granule_bytes: u64,
 }
 
 // Payload layout.
@@ -117,9 +125,11 @@ const S_PAD: usize = S_ZRR_CURSOR + 4; // u32 zero
 const S_LAST_TXN: usize = S_PAD + 4;
 const S_CREATED: usize = S_LAST_TXN + 8;
 const S_INODE_BLOCKS_USED: usize = S_CREATED + 8;
+const S_SUMS: usize = S_INODE_BLOCKS_USED + 8; // start u64, blocks u64
+const S_SUM_GRANULE: usize = S_SUMS + 16;
 /// Bytes of the superblock payload in use; the rest is zero (reserved).
-pub const SUPERBLOCK_USED_BYTES: usize = S_INODE_BLOCKS_USED + 8;
-const _: () = assert!(SUPERBLOCK_USED_BYTES == 192);
+pub const SUPERBLOCK_USED_BYTES: usize = S_SUM_GRANULE + 8;
+const _: () = assert!(SUPERBLOCK_USED_BYTES == 216);
 
 impl Superblock {
     /// The backup region holds every primary metadata block except the journal.
@@ -187,6 +197,9 @@ impl Superblock {
         put_u64(p, S_LAST_TXN, self.last_txn);
         put_i64(p, S_CREATED, self.created_ns);
         put_u64(p, S_INODE_BLOCKS_USED, self.inode_blocks_used);
+        put_u64(p, S_SUMS, self.sum_start);
+        put_u64(p, S_SUMS + 8, self.sum_blocks);
+        put_u64(p, S_SUM_GRANULE, self.sum_granule_bytes);
         seal_block(
             &mut b[..],
             &Header {
@@ -244,6 +257,9 @@ impl Superblock {
             last_txn: get_u64(p, S_LAST_TXN),
             created_ns: get_i64(p, S_CREATED),
             inode_blocks_used: get_u64(p, S_INODE_BLOCKS_USED),
+            sum_start: get_u64(p, S_SUMS),
+            sum_blocks: get_u64(p, S_SUMS + 8),
+            sum_granule_bytes: get_u64(p, S_SUM_GRANULE),
         };
         sb.validate()?;
         Ok(sb)
@@ -290,6 +306,27 @@ impl Superblock {
             next = match start.checked_add(len) {
                 Some(n) => n,
                 None => return m("metadata region layout"),
+            };
+        }
+        // The checksum area, when there is one, follows the dynamic area.
+        if self.sum_blocks == 0 {
+            if self.sum_start != 0 || self.sum_granule_bytes != 0 {
+                return m("checksum area");
+            }
+        } else {
+            let g = self.sum_granule_bytes;
+            let entries = (bs / g.max(1)).saturating_mul(self.data_blocks);
+            if self.sum_start != next
+                || !g.is_power_of_two()
+                || g < crate::layout::MIN_DATA_BLOCK_BYTES
+                || g > bs
+                || self.sum_blocks < entries.div_ceil(super::sums::SUMS_PER_BLOCK as u64)
+            {
+                return m("checksum area");
+            }
+            next = match next.checked_add(self.sum_blocks) {
+                Some(n) => n,
+                None => return m("checksum area"),
             };
         }
         if next != self.meta_blocks || self.meta_blocks >= u32::MAX as u64 {

@@ -147,6 +147,11 @@ impl Volume {
                 }
             }
             seal_block(&mut b[..], &header(BlockType::InodeTable));
+        } else if in_area(sb.sum_start, sb.sum_blocks) {
+            // Checksum blocks are only dirtied with the table loaded.
+            let sums = self.sums.as_ref()?;
+            sums.encode_block(n - sb.sum_start, payload_mut(&mut b[..]));
+            seal_block(&mut b[..], &header(BlockType::Sums));
         } else {
             match *self.owners.get(&n)? {
                 Owner::DirBlock { ino, index } => {

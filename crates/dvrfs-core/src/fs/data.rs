@@ -61,6 +61,45 @@ pub struct PlannedIo {
     pub offset_bytes: u64,
     pub len_bytes: u64,
     pub fill: Fill,
+    /// Data checksums to check: on the bytes read (a read), or on the bytes a
+    /// read-modify-write read before composing (a write).
+    pub checks: Vec<Check>,
+    /// Data checksums a write sets, computed on the bytes it writes.
+    pub sums: Vec<Sum>,
+}
+
+impl PlannedIo {
+    fn new(offset_bytes: u64, len_bytes: u64, fill: Fill) -> PlannedIo {
+        PlannedIo {
+            offset_bytes,
+            len_bytes,
+            fill,
+            checks: vec![],
+            sums: vec![],
+        }
+    }
+}
+
+/// Bytes `[at, at + len)` of an access must have CRC32C `crc`; they are the file's
+/// bytes from `file_offset` (named in the error when they do not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Check {
+    pub at: usize,
+    pub len: usize,
+    pub crc: u32,
+    pub file_offset: u64,
+}
+
+/// A checksum a write sets: of bytes `[at, at + len)` of its access, for checksum
+/// entry `entry`. `append`: the bytes continue the granule's checked bytes (the new
+/// checksum is the entry's combined with theirs, or none if the entry has none);
+/// otherwise they are the granule's checked bytes from its start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sum {
+    pub at: usize,
+    pub len: usize,
+    pub entry: u64,
+    pub append: bool,
 }
 
 /// Where the bytes of a [`PlannedIo`] come from or go to.
@@ -72,13 +111,14 @@ pub enum Fill {
     /// operation's buffer at `dst`.
     ReadBounce { skip: usize, dst: usize, len: usize },
     /// A write composed in a zeroed bounce buffer of the access's length. First, the
-    /// 4 KiB sectors at the offsets in `rmw` (within the access) are read from the disk
-    /// into the bounce buffer: bytes of partly rewritten sectors that must be kept.
+    /// 4 KiB-aligned ranges `(at, len)` in `rmw` (within the access) are read from the
+    /// disk into the bounce buffer: bytes of partly rewritten sectors that must be
+    /// kept, and the checked bytes of granules whose checksum the write recomputes.
     /// Then for each `(at, src, len)`: the operation's bytes `[src, src + len)` at `at`,
     /// or zeros where `src` is `None`.
     Compose {
         pieces: Vec<(usize, Option<usize>, usize)>,
-        rmw: Vec<u64>,
+        rmw: Vec<(u64, u64)>,
     },
 }
 
@@ -107,6 +147,28 @@ pub struct WritePlan {
     pub span: (u64, u64),
     /// A zero-length write: nothing to do, nothing to apply.
     pub noop: bool,
+    /// The write changes bytes the file already had (not only appends): reads of
+    /// those bytes must not run beside it (their checksums change).
+    pub rewrites: bool,
+}
+
+impl WritePlan {
+    /// Checksums the plan sets, in the order [`Volume::apply_write`] takes their values.
+    pub fn sum_count(&self) -> usize {
+        self.io.iter().map(|io| io.sums.len()).sum()
+    }
+}
+
+/// What a write does to the checksums of one block (offsets within the block).
+#[derive(Default)]
+struct GranulePlan {
+    /// `(start, old_end, new_end)` of granules rewritten inside their checked bytes:
+    /// the access covers `[start, new_end)` and reads `[start, old_end)` first.
+    widen: Vec<(u64, u64, u64)>,
+    /// `(start, len, entry, append)`, see [`Sum`].
+    sums: Vec<(u64, u64, u64, bool)>,
+    /// `(start, len, crc, file_offset)` checked on the bytes read before rewriting.
+    checks: Vec<(u64, u64, u32, u64)>,
 }
 
 /// Bytes `[s, e)` of a block to set: from the operation's buffer at `src`, or zeros.
@@ -224,29 +286,125 @@ impl Volume {
                 None => plan.zero.push((done, l)),
                 Some(block) => {
                     let base = self.sb.data_offset(block);
-                    if aligned(s) && aligned(l as u64) && aligned(done as u64) {
-                        plan.io.push(PlannedIo {
-                            offset_bytes: base + s,
-                            len_bytes: l as u64,
-                            fill: Fill::Direct { buf_offset: done },
-                        });
+                    // Checked granules are read whole (up to the end of the file).
+                    let covered = bs.min(size - fb * bs);
+                    let checks = self.read_checks(block, fb, s, s + l as u64, covered);
+                    let lo = checks.first().map_or(s, |c| s.min(c.0));
+                    let hi = checks
+                        .last()
+                        .map_or(s + l as u64, |c| (s + l as u64).max(c.0 + c.1));
+                    let (a, b) = (align_down(lo), align_up(hi).min(bs));
+                    let fill = if a == s && b == s + l as u64 && aligned(done as u64) {
+                        Fill::Direct { buf_offset: done }
                     } else {
-                        let (a, b) = (align_down(s), align_up(s + l as u64));
-                        plan.io.push(PlannedIo {
-                            offset_bytes: base + a,
-                            len_bytes: b - a,
-                            fill: Fill::ReadBounce {
-                                skip: (s - a) as usize,
-                                dst: done,
-                                len: l,
-                            },
-                        });
-                    }
+                        Fill::ReadBounce {
+                            skip: (s - a) as usize,
+                            dst: done,
+                            len: l,
+                        }
+                    };
+                    let mut io = PlannedIo::new(base + a, b - a, fill);
+                    io.checks = checks
+                        .into_iter()
+                        .map(|(gs, len, crc, file_offset)| Check {
+                            at: (gs - a) as usize,
+                            len: len as usize,
+                            crc,
+                            file_offset,
+                        })
+                        .collect();
+                    plan.io.push(io);
                 }
             }
             done += l;
         }
         Ok(plan)
+    }
+
+    /// The data checksum granule, if the volume's checksums are loaded.
+    pub fn sum_granule_bytes(&self) -> Option<u64> {
+        self.sums.as_ref().map(|s| s.granule_bytes())
+    }
+
+    /// `(start, len, crc, file_offset)` of the checked granules a read of bytes
+    /// `[s, e)` of block `block` (file block `fb`, `covered` bytes of it in the file)
+    /// touches, in order.
+    fn read_checks(&self, block: u64, fb: u64, s: u64, e: u64, covered: u64) -> Vec<(u64, u64, u32, u64)> {
+        let Some(sums) = &self.sums else {
+            return vec![];
+        };
+        let g = sums.granule_bytes();
+        (s / g..e.div_ceil(g))
+            .filter_map(|k| {
+                let crc = sums.get(sums.entry(block, k))?;
+                let gs = k * g;
+                Some((gs, ((k + 1) * g).min(covered) - gs, crc, fb * self.sb.data_block_bytes + gs))
+            })
+            .collect()
+    }
+
+    /// What a write's `edits` of block `block` (file block `fb`; `fresh`: mapped by
+    /// this write) do to its checksums, the file growing from `old_size` to
+    /// `new_size`. Per granule with checked bytes after the write:
+    /// - a fresh block: every granule is written from its start (the block is written
+    ///   from its start to the end of the file), its checksum set;
+    /// - edits only at or past the granule's old end (appends, zeros after the old end
+    ///   of file): the checksum of the new bytes is combined with the old one;
+    /// - edits inside the checked bytes: the granule is read (and checked) and written
+    ///   whole, its checksum computed again.
+    #[allow(clippy::too_many_arguments)]
+    fn granule_plan(
+        &self,
+        edits: &[Edit],
+        fresh: bool,
+        applied: bool,
+        block: u64,
+        fb: u64,
+        old_size: u64,
+        new_size: u64,
+    ) -> GranulePlan {
+        let mut gp = GranulePlan::default();
+        let Some(sums) = &self.sums else {
+            return gp;
+        };
+        let (g, bs) = (sums.granule_bytes(), self.sb.data_block_bytes);
+        let base = fb * bs;
+        let new_c = new_size.saturating_sub(base).min(bs);
+        let old_c = if fresh {
+            0
+        } else {
+            old_size.saturating_sub(base).min(bs)
+        };
+        for k in 0..new_c.div_ceil(g) {
+            let (gs, ge) = (k * g, ((k + 1) * g).min(new_c));
+            let entry = sums.entry(block, k);
+            if fresh {
+                gp.sums.push((gs, ge - gs, entry, false));
+                continue;
+            }
+            let Some(first) = edits
+                .iter()
+                .filter(|e| e.s < ge && e.e > gs)
+                .map(|e| e.s.max(gs))
+                .min()
+            else {
+                continue;
+            };
+            let old_e = old_c.clamp(gs, ge);
+            if first >= old_e {
+                match old_e == gs {
+                    true => gp.sums.push((gs, ge - gs, entry, false)),
+                    false => gp.sums.push((old_e, ge - old_e, entry, true)),
+                }
+            } else {
+                gp.widen.push((gs, old_e, ge));
+                if let Some(crc) = sums.get(entry).filter(|_| applied) {
+                    gp.checks.push((gs, old_e - gs, crc, base + gs));
+                }
+                gp.sums.push((gs, ge - gs, entry, false));
+            }
+        }
+        gp
     }
 
     /// Plans a write of `len` bytes at `offset`. `Ok(None)`: it can only go ahead after
@@ -278,6 +436,7 @@ impl Volume {
                 mtime_ns: now_ns,
                 span: (0, 0),
                 noop: true,
+                rewrites: false,
             }));
         }
         // Everything that can fail for lack of space is checked first.
@@ -359,6 +518,7 @@ impl Volume {
             mtime_ns: now_ns,
             span: (u64::MAX, 0),
             noop: false,
+            rewrites: offset < old_size,
         };
         for (&fb, edits) in &edits {
             let existing = {
@@ -387,7 +547,9 @@ impl Volume {
             };
             let base = self.sb.data_offset(block);
             let fresh = existing.is_none();
-            for (s, e, io) in block_accesses(edits, fresh, new_size, fb, bs) {
+            let applied = self.file(ino)?.lookup(fb).is_some();
+            let gp = self.granule_plan(edits, fresh, applied, block, fb, old_size, new_size);
+            for (s, e, io) in block_accesses(edits, fresh, new_size, fb, bs, &gp) {
                 plan.span.0 = plan.span.0.min(fb * bs + s);
                 plan.span.1 = plan.span.1.max(fb * bs + e);
                 plan.io.push(PlannedIo {
@@ -449,11 +611,31 @@ impl Volume {
         Ok(self.dirty.len() as u64 + estimate <= limit)
     }
 
-    /// The write's data is on the disk: map its blocks, set the size and times. Writes
-    /// of a file are applied in the order they were planned.
-    pub fn apply_write(&mut self, plan: &WritePlan) -> Result<()> {
+    /// The write's data is on the disk: map its blocks, set the size, times and data
+    /// checksums. `crcs` holds the CRC32C of each of the plan's [`Sum`]s, in plan
+    /// order (`None` where the bytes were not there to compute it: the simulator's).
+    /// Writes of a file are applied in the order they were planned.
+    pub fn apply_write(&mut self, plan: &WritePlan, crcs: &[Option<u32>]) -> Result<()> {
         if plan.noop {
             return Ok(());
+        }
+        assert_eq!(
+            crcs.len(),
+            plan.sum_count(),
+            "inode {}: a write applied with {} checksums for {} planned",
+            plan.ino,
+            crcs.len(),
+            plan.sum_count()
+        );
+        let sums: Vec<&Sum> = plan.io.iter().flat_map(|io| &io.sums).collect();
+        for (sum, &crc) in sums.into_iter().zip(crcs) {
+            let old = self.sums.as_ref().and_then(|s| s.get(sum.entry));
+            let new = match (sum.append, old, crc) {
+                (false, _, c) => c,
+                (true, Some(o), Some(c)) => Some(crc32c::crc32c_combine(o, c, sum.len)),
+                (true, _, _) => None,
+            };
+            self.set_sum(sum.entry, new);
         }
         let ino = plan.ino;
         let size_now = self.inode(ino)?.attr.size_bytes;
@@ -547,6 +729,7 @@ impl Volume {
                 mtime_ns: now_ns,
                 span: (u64::MAX, 0),
                 noop: false,
+                rewrites: false,
             };
             if !old.is_multiple_of(bs) {
                 let fb = old / bs;
@@ -558,7 +741,8 @@ impl Volume {
                         src: None,
                     }];
                     let base = self.sb.data_offset(block);
-                    for (s, e, io) in block_accesses(&edits, false, size_bytes, fb, bs) {
+                    let gp = self.granule_plan(&edits, false, true, block, fb, old, size_bytes);
+                    for (s, e, io) in block_accesses(&edits, false, size_bytes, fb, bs, &gp) {
                         plan.span = (fb * bs + s, fb * bs + e);
                         plan.io.push(PlannedIo {
                             offset_bytes: base + io.offset_bytes,
@@ -573,6 +757,16 @@ impl Volume {
             return Ok(Some(plan));
         }
         if size_bytes < old {
+            // The granule the new end cuts loses its checksum: its checked bytes
+            // shrink, and computing theirs would need them read.
+            let cut = self.file(ino)?.lookup(size_bytes / bs);
+            if let (Some(block), Some(g)) = (cut, self.sum_granule_bytes()) {
+                let within = size_bytes % bs;
+                if !within.is_multiple_of(g) {
+                    let e = self.sums.as_ref().expect("granule").entry(block, within / g);
+                    self.set_sum(e, None);
+                }
+            }
             let keep = size_bytes.div_ceil(bs);
             let (freed, first) = self.inode_mut(ino)?.truncate_blocks(keep);
             for (start, count) in freed {
@@ -595,15 +789,17 @@ impl Volume {
 }
 
 /// The device accesses (offsets relative to the block) for a block's edits, with the
-/// 4 KiB-rounded block range `(s, e)` each covers. `fresh`: the block was just
-/// allocated, so it is written from its start up to the later of the edits' end and
-/// the file's end, zeros elsewhere, and nothing of it needs reading.
+/// 4 KiB-rounded block range `(s, e)` each covers, and the checksums of `gp` each
+/// sets and checks. `fresh`: the block was just allocated, so it is written from its
+/// start up to the later of the edits' end and the file's end, zeros elsewhere, and
+/// nothing of it needs reading.
 fn block_accesses(
     edits: &[Edit],
     fresh: bool,
     new_size: u64,
     fb: u64,
     bs: u64,
+    gp: &GranulePlan,
 ) -> Vec<(u64, u64, PlannedIo)> {
     let mut out = Vec::new();
     if fresh {
@@ -625,66 +821,107 @@ fn block_accesses(
                 rmw: vec![],
             },
         };
-        out.push((
-            0,
-            fill_end,
-            PlannedIo {
-                offset_bytes: 0,
-                len_bytes: fill_end,
-                fill,
-            },
-        ));
+        let mut io = PlannedIo::new(0, fill_end, fill);
+        attach_sums(&mut io, 0, fill_end, gp);
+        out.push((0, fill_end, io));
         return out;
     }
-    // Existing block: each run of adjacent edits is one access, with the partly
-    // rewritten sectors at its ends read first.
-    let mut sorted: Vec<Edit> = edits.to_vec();
-    sorted.sort_by_key(|e| e.s);
-    let mut i = 0;
-    while i < sorted.len() {
-        let mut j = i + 1;
-        while j < sorted.len() && sorted[j].s == sorted[j - 1].e {
-            j += 1;
+    // Existing block: each run of adjacent edits (and granules rewritten whole) is one
+    // access; the sectors it only partly rewrites, and the checked bytes of granules
+    // it rewrites, are read first.
+    let mut ranges: Vec<(u64, u64)> = edits.iter().map(|e| (e.s, e.e)).collect();
+    ranges.extend(gp.widen.iter().map(|&(s, _, e)| (s, e)));
+    ranges.sort();
+    let mut groups: Vec<(u64, u64)> = vec![];
+    for (a, b) in ranges {
+        match groups.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => groups.push((a, b)),
         }
-        let group = &sorted[i..j];
-        let (a, b) = (group[0].s, group[group.len() - 1].e);
+    }
+    for (a, b) in groups {
         let (lo, hi) = (align_down(a), align_up(b).min(bs));
-        let direct = match group {
+        let group: Vec<Edit> = edits
+            .iter()
+            .filter(|e| e.s >= a && e.e <= b)
+            .copied()
+            .collect();
+        let widened = gp.widen.iter().any(|w| w.0 >= lo && w.0 < hi);
+        let direct = match group.as_slice() {
             [Edit {
                 s,
                 e,
                 src: Some(src),
-            }] if *s == lo && *e == hi && aligned(*src as u64) => Some(*src),
+            }] if !widened && *s == lo && *e == hi && aligned(*src as u64) => Some(*src),
             _ => None,
         };
         let fill = match direct {
             Some(src) => Fill::Direct { buf_offset: src },
-            None => {
-                let mut rmw = vec![];
-                if a != lo {
-                    rmw.push(0);
-                }
-                if b != hi && (hi - lo > IO_ALIGN_BYTES || a == lo) {
-                    rmw.push(hi - lo - IO_ALIGN_BYTES);
-                }
-                Fill::Compose {
-                    pieces: pieces_of(group, lo),
-                    rmw,
-                }
-            }
-        };
-        out.push((
-            lo,
-            hi,
-            PlannedIo {
-                offset_bytes: lo,
-                len_bytes: hi - lo,
-                fill,
+            None => Fill::Compose {
+                pieces: pieces_of(&group, lo),
+                rmw: rmw_ranges(&group, lo, hi, gp),
             },
-        ));
-        i = j;
+        };
+        let mut io = PlannedIo::new(lo, hi - lo, fill);
+        attach_sums(&mut io, lo, hi, gp);
+        out.push((lo, hi, io));
+    }
+    let placed: usize = out.iter().map(|(_, _, io)| io.sums.len()).sum();
+    assert_eq!(
+        placed,
+        gp.sums.len(),
+        "file block {fb}: a checksum the write sets lies outside its accesses"
+    );
+    out
+}
+
+/// The ranges `(at, len)` of access `[lo, hi)` to read before composing it: every
+/// 4 KiB sector the edits do not wholly cover, and the checked bytes of the granules
+/// rewritten whole (read in full, so their old checksum is checked).
+fn rmw_ranges(edits: &[Edit], lo: u64, hi: u64, gp: &GranulePlan) -> Vec<(u64, u64)> {
+    let sector = IO_ALIGN_BYTES;
+    let mut out: Vec<(u64, u64)> = vec![];
+    let mut add = |s: u64, e: u64| match out.last_mut() {
+        Some(last) if last.0 + last.1 >= s => last.1 = last.1.max(e - last.0),
+        _ => out.push((s, e - s)),
+    };
+    let mut x = lo;
+    while x < hi {
+        let whole = edits.iter().any(|e| e.s <= x && e.e >= x + sector);
+        let old = gp
+            .widen
+            .iter()
+            .any(|&(s, old_e, _)| x >= s && x < align_up(old_e));
+        if !whole || old {
+            add(x - lo, x + sector - lo);
+        }
+        x += sector;
     }
     out
+}
+
+/// Moves the checksums of `gp` that lie in access `[lo, hi)` onto it.
+fn attach_sums(io: &mut PlannedIo, lo: u64, hi: u64, gp: &GranulePlan) {
+    for &(s, len, entry, append) in &gp.sums {
+        if s >= lo && s + len <= hi {
+            io.sums.push(Sum {
+                at: (s - lo) as usize,
+                len: len as usize,
+                entry,
+                append,
+            });
+        }
+    }
+    for &(s, len, crc, file_offset) in &gp.checks {
+        if s >= lo && s + len <= hi {
+            io.checks.push(Check {
+                at: (s - lo) as usize,
+                len: len as usize,
+                crc,
+                file_offset,
+            });
+        }
+    }
 }
 
 /// `(at, src, len)` of the edits (zeros where `src` is `None`), `at` relative to `base`.

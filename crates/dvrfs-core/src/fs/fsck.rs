@@ -120,11 +120,15 @@ pub fn fsck<D: Device>(
         vol.dirty.insert(0);
     }
     for (n, why) in &report.lost_blocks {
+        let sums = vol.sb.sum_blocks > 0 && *n >= vol.sb.sum_start;
         f.err(
             true,
-            format!("metadata block {n} is lost in both copies ({why}); rebuilt from what remains"),
+            match sums {
+                false => format!("metadata block {n} is lost in both copies ({why}); rebuilt from what remains"),
+                true => format!("data checksum block {n} is lost in both copies ({why}); the data it covered is no longer checked"),
+            },
         );
-        if *n < vol.sb.dynamic_start {
+        if *n < vol.sb.dynamic_start || sums {
             // Bitmaps and the inode table are rewritten from memory; a lost block of
             // the dynamic area is rewritten by its owner (the directory's problem).
             vol.dirty.insert(*n);
@@ -251,6 +255,9 @@ impl Volume {
             .collect();
         dynamic.sort_unstable();
         v.extend(dynamic);
+        if self.sums.is_some() {
+            v.extend(sb.sum_start..sb.sum_start + sb.sum_blocks);
+        }
         v
     }
 
@@ -336,6 +343,8 @@ impl Volume {
             BlockType::MetaBitmap
         } else if n < sb.dynamic_start {
             BlockType::InodeTable
+        } else if sb.sum_blocks > 0 && n >= sb.sum_start {
+            BlockType::Sums
         } else {
             match self.owners.get(&n) {
                 Some(Owner::DirBlock { .. }) => BlockType::Directory,

@@ -287,10 +287,16 @@ fn standard_backup_places(size: u64) -> Vec<u64> {
     let mut out = vec![];
     let mut bs = crate::layout::MIN_DATA_BLOCK_BYTES;
     while bs <= crate::layout::MAX_DATA_BLOCK_BYTES {
-        let mut p = crate::layout::MkfsParams::new(size, [0; 16], 0);
-        p.data_block_bytes = bs;
-        if let Ok(sb) = crate::layout::plan(&p) {
-            out.push(sb.backup_start_bytes);
+        // With the default checksums, and without (volumes made before them).
+        for sums in [true, false] {
+            let mut p = crate::layout::MkfsParams::new(size, [0; 16], 0);
+            p.data_block_bytes = bs;
+            if !sums {
+                p.sum_granule_bytes = None;
+            }
+            if let Ok(sb) = crate::layout::plan(&p) {
+                out.push(sb.backup_start_bytes);
+            }
         }
         bs *= 2;
     }
@@ -414,9 +420,13 @@ impl Volume {
             report: LoadReport::default(),
             // A repair open frees orphans before fsck proper starts: tolerantly too.
             in_fsck: opts.repair,
+            sums: None,
             sb,
         };
         v.load_all(dev, &overlay, &mut report)?;
+        if opts.writable || opts.verify_data {
+            v.load_sums(dev, &overlay, &mut report)?;
+        }
         // The inode-table mark: set on a volume made before it existed, raised where
         // it was stale (reported above), stored with the next commit.
         let need = v
@@ -468,6 +478,32 @@ impl Volume {
         v.report = report;
         let replay = if opts.writable { journal } else { None };
         Ok((v, replay))
+    }
+
+    /// Reads the data checksum area (a volume without one has no checksums). A block
+    /// lost in both copies leaves its entries unchecked; `fsck --repair` stores that.
+    fn load_sums<D: Device>(
+        &mut self,
+        dev: &D,
+        overlay: &HashMap<u64, Vec<u8>>,
+        report: &mut LoadReport,
+    ) -> Result<()> {
+        let sb = self.sb.clone();
+        let Some(mut sums) = Sums::new(&sb) else {
+            return Ok(());
+        };
+        let mut r = Reader {
+            dev,
+            sb: &sb,
+            overlay,
+            report,
+        };
+        r.area(sb.sum_start, sb.sum_blocks, BlockType::Sums, |k, img| {
+            sums.decode_block(k, img.map(payload));
+            Ok(())
+        })?;
+        self.sums = Some(sums);
+        Ok(())
     }
 
     fn load_all<D: Device>(

@@ -1,4 +1,5 @@
-//! Creating a file system: every metadata area written in both regions, the journal
+//! Creating a file system: every metadata area written in both regions (bitmaps, inode
+//! table, data checksums; the dynamic area is unused until allocated), the journal
 //! head invalidated, the superblock in its three places.
 
 use super::commit::inode_record;
@@ -47,6 +48,8 @@ pub fn mkfs<D: Device>(
             sb.inode_table_blocks,
             BlockType::InodeTable,
         ),
+        // Every data checksum unset (sum_blocks is 0 without checksums).
+        (sb.sum_start, sb.sum_blocks, BlockType::Sums),
     ];
     let total: u64 = 2 * areas.iter().map(|a| a.1).sum::<u64>();
     let mut done = 0;

@@ -29,7 +29,7 @@ mod ops;
 
 pub use blocking::{Clock, Fs, ManualClock, Now};
 pub use commit::Transaction;
-pub use data::{max_file_bytes, Fill, PlannedIo, ReadPlan, WritePlan};
+pub use data::{max_file_bytes, Check, Fill, PlannedIo, ReadPlan, Sum, WritePlan};
 pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
 pub use mkfs::mkfs;
 pub use ops::SetAttr;
@@ -40,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::format::dir::Kind;
 use crate::format::inode::{run_location, S_IFMT};
 use crate::format::superblock::Superblock;
+use crate::meta::sums::Sums;
 use crate::meta::{Dir, Inode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -72,6 +73,10 @@ pub struct OpenOptions {
     /// allowed: `fsck --repair`. Other writable opens are refused until it ran; a
     /// read-only open serves what is intact.
     pub repair: bool,
+    /// Load the data checksums and check every read against them. A read-only open
+    /// that reads no file data (`info`, `ls`, `stat`) may skip them: on a large volume
+    /// they are most of the metadata. A writable open always loads them.
+    pub verify_data: bool,
 }
 
 impl OpenOptions {
@@ -80,6 +85,7 @@ impl OpenOptions {
             writable: false,
             commit_interval_ms: None,
             repair: false,
+            verify_data: true,
         }
     }
     pub fn writable() -> Self {
@@ -87,6 +93,14 @@ impl OpenOptions {
             writable: true,
             commit_interval_ms: None,
             repair: false,
+            verify_data: true,
+        }
+    }
+    /// Read-only, without the data checksums: for commands that read no file data.
+    pub fn metadata_only() -> Self {
+        OpenOptions {
+            verify_data: false,
+            ..OpenOptions::read_only()
         }
     }
 }
@@ -168,6 +182,8 @@ pub struct Volume {
     /// Set by fsck: the stored bitmaps may disagree with the files (fsck rebuilds
     /// them afterwards), so freeing a block already marked free is not a double free.
     in_fsck: bool,
+    /// The data checksums (`None`: the volume has none, or they were not loaded).
+    sums: Option<Sums>,
 }
 
 impl Volume {
@@ -310,6 +326,14 @@ impl Volume {
     fn dirty_data_bitmap(&mut self, block: u64) {
         self.dirty
             .insert(self.sb.data_bitmap_start + block / BITS_PER_BITMAP_BLOCK);
+    }
+
+    /// Sets checksum entry `e` and marks its checksum block.
+    fn set_sum(&mut self, e: u64, v: Option<u32>) {
+        if let Some(s) = self.sums.as_mut() {
+            s.set(e, v);
+            self.dirty.insert(self.sb.sum_start + Sums::block_of(e));
+        }
     }
 
     fn dirty_meta_bitmap(&mut self, meta_block: u64) {

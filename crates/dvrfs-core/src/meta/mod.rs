@@ -4,6 +4,8 @@
 //! small: see `ARCHITECTURE.md` for the bound). These types know nothing of blocks on
 //! disk beyond the numbers stored in them; `fs` decides what to write.
 
+pub mod sums;
+
 use crate::alloc::Ino;
 use crate::format::dir::{entry_bytes, Kind, DIR_SPACE_BYTES};
 use crate::format::inode::{InodeRecord, Run};
