@@ -49,6 +49,8 @@ pub enum Command {
     Put(PutArgs),
     /// Copy a file out of the file system (LOCAL_FILE `-` writes to stdout)
     Get(GetArgs),
+    /// Read every file and check it against its data checksums; exit 0 clean, 3 damage found
+    Scrub(ScrubArgs),
     /// Simulate streams and best-effort traffic on a disk model in virtual time
     Sim(Box<crate::cmd_sim::SimArgs>),
     /// The admission bound: how many streams a disk model can carry
@@ -92,6 +94,11 @@ pub struct MkfsArgs {
     /// Metadata commit interval
     #[arg(long, default_value = "1s")]
     pub commit_interval: String,
+    /// Bytes each data checksum covers (a power of two from 64K to the block size),
+    /// or `off` for a volume without data checksums [default: 512K, or the block size
+    /// if smaller]
+    #[arg(long)]
+    pub checksum_granule: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -167,6 +174,14 @@ pub struct PutArgs {
     pub local_file: PathBuf,
     /// Destination path; an existing directory receives the file under its local name
     pub path: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ScrubArgs {
+    pub target: PathBuf,
+    /// Print one JSON object on stdout
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

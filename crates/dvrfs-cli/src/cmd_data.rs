@@ -547,6 +547,12 @@ fn salvage(
                         let n = STEP.min(e - o);
                         match read(o, n) {
                             Ok(part) => b.extend_from_slice(&part),
+                            Err(dvrfs_runtime::RuntimeError::Engine(CoreError::Checksum {
+                                ..
+                            })) => {
+                                hole(o, o + n, "data checksum mismatch".into());
+                                b.resize(b.len() + n as usize, 0);
+                            }
                             Err(err) => {
                                 hole(o, o + n, err.to_string());
                                 b.resize(b.len() + n as usize, 0);

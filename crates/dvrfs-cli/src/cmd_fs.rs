@@ -28,6 +28,7 @@ pub const FSCK_EXIT_OPERATIONAL: u8 = 8;
 
 struct MkfsPlan {
     block_bytes: u64,
+    sum_granule_bytes: Option<u64>,
     alloc: AllocPolicy,
     commit_interval_ms: u32,
 }
@@ -40,6 +41,7 @@ fn mkfs_params(a: &MkfsArgs, plan: &MkfsPlan, base: MkfsParams) -> MkfsParams {
         inodes: a.inodes,
         zones: a.zones,
         commit_interval_ms: plan.commit_interval_ms,
+        sum_granule_bytes: plan.sum_granule_bytes,
         ..base
     }
 }
@@ -73,8 +75,26 @@ fn check_mkfs_args(a: &MkfsArgs) -> CliResult<MkfsPlan> {
             "use zrr, contig or seq",
         )
     })?;
+    let sum_granule_bytes = match a.checksum_granule.as_deref() {
+        None => Some(dvrfs_core::layout::DEFAULT_SUM_GRANULE_BYTES.min(block_bytes)),
+        Some("off" | "none") => None,
+        Some(g) => {
+            let bytes = parse_size("--checksum-granule", g)?;
+            if !bytes.is_power_of_two() || bytes < MIN_DATA_BLOCK_BYTES || bytes > block_bytes {
+                return Err(CliError::usage(
+                    format!(
+                        "invalid --checksum-granule {g:?}: {bytes} bytes is not a power of two from 64K to the block size ({})",
+                        human_bytes(block_bytes)
+                    ),
+                    "use 512K (the default, the stream request size), the block size, or off",
+                ));
+            }
+            Some(bytes)
+        }
+    };
     Ok(MkfsPlan {
         block_bytes,
+        sum_granule_bytes,
         alloc,
         commit_interval_ms,
     })
@@ -451,12 +471,14 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         "prealloc_blocks": sb.prealloc_blocks,
         "created_ns": sb.created_ns,
         "last_txn": sb.last_txn,
+        "checksum_granule": sb.sum_granule_bytes,
         "superblock_from": load.superblock_from,
         "io_backend": backend.name(),
         "regions": {
             "primary": region(0, sb.meta_blocks * mb),
             "journal": region(sb.journal_start * mb, sb.journal_blocks * mb),
             "inode_table": region(sb.inode_table_start * mb, sb.inode_table_blocks * mb),
+            "checksums": region(sb.sum_start * mb, sb.sum_blocks * mb),
             "data": region(sb.data_start_bytes, sb.data_blocks * bs),
             "backup": region(sb.backup_start_bytes, sb.backup_blocks() * mb),
         },
@@ -504,6 +526,10 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         info.dirs
     );
     outln!("  commit interval  {} ms", sb.commit_interval_ms);
+    match sb.sum_granule_bytes {
+        0 => outln!("  data checksums   none (made before them, or with --checksum-granule off)"),
+        g => outln!("  data checksums   CRC32C per {} granule", human_bytes(g)),
+    }
     match &no_uring {
         None => outln!("  I/O back end     {} (put, get)", backend.name()),
         Some(why) => outln!(

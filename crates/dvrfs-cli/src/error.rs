@@ -158,6 +158,12 @@ impl From<CoreError> for CliError {
             .hint(format!(
                 "copy every readable byte with `dvrfs get --salvage {t} PATH LOCAL`; `dvrfs fsck {t}` lists the damaged files"
             )),
+            CoreError::Checksum { ino, offset, end } => CliError::new(format!(
+                "{FILE_PLACEHOLDER}: bytes {offset} to {end} do not match their data checksum (inode {ino}): damaged on the disk, or rewritten in place when the power failed"
+            ))
+            .hint(format!(
+                "copy every readable byte with `dvrfs get --salvage {t} PATH LOCAL`; `dvrfs scrub {t}` checks the whole volume"
+            )),
             CoreError::ReadOnly => CliError::new(format!("{t} was opened read-only for a change (a dvrfs bug)")),
             // The rest (exists, not a directory, invalid name, loop, ...) already say
             // all there is to say. A catch-all rather than a list, so that a variant the

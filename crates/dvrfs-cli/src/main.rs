@@ -12,6 +12,7 @@ mod cmd_data;
 mod cmd_files;
 mod cmd_fs;
 mod cmd_mount;
+mod cmd_scrub;
 mod cmd_sim;
 mod cmd_stream;
 mod error;
@@ -70,6 +71,7 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Calibrate(a) => cmd_calibrate::calibrate(a),
         Command::Play(a) => cmd_stream::play(a),
         Command::Mount(a) => cmd_mount::mount(a),
+        Command::Scrub(a) => cmd_scrub::scrub(a),
     }
 }
 

@@ -31,10 +31,12 @@ pub fn open_device(path: &Path, access: Access) -> CliResult<FileDevice> {
     Ok(dev)
 }
 
+/// Opens the file system for the namespace commands (`ls`, `stat`, `info` read no file
+/// data, so a read-only open skips the data checksums).
 pub fn open_fs(path: &Path, access: Access) -> CliResult<DevFs> {
     let dev = open_device(path, access)?;
     let opts = match access {
-        Access::Read => OpenOptions::read_only(),
+        Access::Read => OpenOptions::metadata_only(),
         Access::Write => OpenOptions::writable(),
     };
     Ok(Fs::open_with(

@@ -176,7 +176,10 @@ enum Then {
     },
     /// Check these data checksums on the bytes read into the operation's buffer at
     /// the piece's offset there.
-    Check { buf_offset: usize, checks: Vec<Check> },
+    Check {
+        buf_offset: usize,
+        checks: Vec<Check>,
+    },
 }
 
 /// One request the engine gave the scheduler.
@@ -814,11 +817,11 @@ impl Engine {
         };
         // A read checks whole checksum granules: none may be rewritten meanwhile.
         let range = self.granule_range(offset, len as u64);
-        if self.files.get(&ino).is_some_and(|f| {
-            f.spans
-                .iter()
-                .any(|(_, s, rw)| *rw && overlap(*s, range))
-        }) {
+        if self
+            .files
+            .get(&ino)
+            .is_some_and(|f| f.spans.iter().any(|(_, s, rw)| *rw && overlap(*s, range)))
+        {
             return false;
         }
         let plan = match self.vol.plan_read(ino, offset, len) {

@@ -321,6 +321,35 @@ impl Volume {
         Ok(plan)
     }
 
+    /// Bytes of file `ino` whose granules carry a checksum, and bytes stored without
+    /// one (written before the volume had checksums, cut by a truncation, or whose
+    /// checksum block was lost); holes and lost ranges count in neither.
+    pub fn checked_bytes(&self, ino: Ino) -> Result<(u64, u64)> {
+        let inode = self.file(ino)?;
+        let bs = self.sb.data_block_bytes;
+        let size = inode.attr.size_bytes;
+        let (mut checked, mut unchecked) = (0, 0);
+        for r in inode.runs.iter().filter(|r| !r.is_lost()) {
+            for i in 0..r.count as u64 {
+                let fb = r.file_block as u64 + i;
+                let covered = size.saturating_sub(fb * bs).min(bs);
+                let Some(sums) = &self.sums else {
+                    unchecked += covered;
+                    continue;
+                };
+                let g = sums.granule_bytes();
+                for k in 0..covered.div_ceil(g) {
+                    let len = ((k + 1) * g).min(covered) - k * g;
+                    match sums.get(sums.entry(r.start + i, k)) {
+                        Some(_) => checked += len,
+                        None => unchecked += len,
+                    }
+                }
+            }
+        }
+        Ok((checked, unchecked))
+    }
+
     /// The data checksum granule, if the volume's checksums are loaded.
     pub fn sum_granule_bytes(&self) -> Option<u64> {
         self.sums.as_ref().map(|s| s.granule_bytes())
@@ -329,7 +358,14 @@ impl Volume {
     /// `(start, len, crc, file_offset)` of the checked granules a read of bytes
     /// `[s, e)` of block `block` (file block `fb`, `covered` bytes of it in the file)
     /// touches, in order.
-    fn read_checks(&self, block: u64, fb: u64, s: u64, e: u64, covered: u64) -> Vec<(u64, u64, u32, u64)> {
+    fn read_checks(
+        &self,
+        block: u64,
+        fb: u64,
+        s: u64,
+        e: u64,
+        covered: u64,
+    ) -> Vec<(u64, u64, u32, u64)> {
         let Some(sums) = &self.sums else {
             return vec![];
         };
@@ -338,7 +374,12 @@ impl Volume {
             .filter_map(|k| {
                 let crc = sums.get(sums.entry(block, k))?;
                 let gs = k * g;
-                Some((gs, ((k + 1) * g).min(covered) - gs, crc, fb * self.sb.data_block_bytes + gs))
+                Some((
+                    gs,
+                    ((k + 1) * g).min(covered) - gs,
+                    crc,
+                    fb * self.sb.data_block_bytes + gs,
+                ))
             })
             .collect()
     }
@@ -350,6 +391,7 @@ impl Volume {
     ///   from its start to the end of the file), its checksum set;
     /// - edits only at or past the granule's old end (appends, zeros after the old end
     ///   of file): the checksum of the new bytes is combined with the old one;
+    /// - edits that cover the granule's bytes: its checksum is theirs;
     /// - edits inside the checked bytes: the granule is read (and checked) and written
     ///   whole, its checksum computed again.
     #[allow(clippy::too_many_arguments)]
@@ -391,7 +433,10 @@ impl Volume {
                 continue;
             };
             let old_e = old_c.clamp(gs, ge);
-            if first >= old_e {
+            if covers(edits, gs, ge) {
+                // Written whole: nothing of the old bytes is kept.
+                gp.sums.push((gs, ge - gs, entry, false));
+            } else if first >= old_e {
                 match old_e == gs {
                     true => gp.sums.push((gs, ge - gs, entry, false)),
                     false => gp.sums.push((old_e, ge - old_e, entry, true)),
@@ -763,7 +808,11 @@ impl Volume {
             if let (Some(block), Some(g)) = (cut, self.sum_granule_bytes()) {
                 let within = size_bytes % bs;
                 if !within.is_multiple_of(g) {
-                    let e = self.sums.as_ref().expect("granule").entry(block, within / g);
+                    let e = self
+                        .sums
+                        .as_ref()
+                        .expect("granule")
+                        .entry(block, within / g);
                     self.set_sum(e, None);
                 }
             }
@@ -898,6 +947,19 @@ fn rmw_ranges(edits: &[Edit], lo: u64, hi: u64, gp: &GranulePlan) -> Vec<(u64, u
         x += sector;
     }
     out
+}
+
+/// Whether the edits together cover `[s, e)`.
+fn covers(edits: &[Edit], s: u64, e: u64) -> bool {
+    let mut r: Vec<(u64, u64)> = edits.iter().map(|x| (x.s, x.e)).collect();
+    r.sort_unstable();
+    let mut at = s;
+    for (a, b) in r {
+        if a <= at && b > at {
+            at = b;
+        }
+    }
+    at >= e
 }
 
 /// Moves the checksums of `gp` that lie in access `[lo, hi)` onto it.
