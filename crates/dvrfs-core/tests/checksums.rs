@@ -251,3 +251,50 @@ fn a_volume_without_checksums_reads_and_writes_as_before() {
     );
     assert_fsck_clean(&dev);
 }
+
+/// Points inline run `k` of inode `ino` at data block `start`, in both metadata copies,
+/// resealed: damage only the data checksums can see.
+fn redirect_run(dev: &mut MemDevice, ino: u32, k: usize, start: u64) {
+    use dvrfs_core::format::superblock::Superblock;
+    use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    dev.peek(0, &mut b);
+    let sb = Superblock::decode(&b).unwrap();
+    let n = sb.inode_table_start + ino as u64 / 15;
+    // Record base 48 in the block, 256 bytes per record, inline runs at 152, `start`
+    // 8 bytes into a 16-byte run (FORMAT.md sections 7 and 8).
+    let at = 48 + 256 * (ino as usize % 15) + 152 + 16 * k + 8;
+    for off in [n * META_BLOCK_BYTES as u64, sb.backup_offset(n)] {
+        dev.peek(off, &mut b);
+        let h = parse_header(&b).unwrap();
+        b[at..at + 8].copy_from_slice(&start.to_le_bytes());
+        seal_block(&mut b, &h);
+        dev.poke(off, &b);
+    }
+}
+
+#[test]
+fn a_run_redirected_to_another_block_fails_by_the_place_in_its_checksum() {
+    let dev = volume();
+    let mut fs = open_rw(dev);
+    let root = fs.root();
+    let a = fs.create(root, b"a.ts", 0o644, 0, 0, 1).unwrap();
+    let b = fs.create(root, b"b.ts", 0o644, 0, 0, 1).unwrap();
+    fs.write(a, 0, &pattern(1, (2 * BS) as usize), 2).unwrap();
+    fs.write(b, 0, &pattern(2, (2 * BS) as usize), 2).unwrap();
+    let (ra, rb) = (fs.runs(a).unwrap(), fs.runs(b).unwrap());
+    let mut dev = fs.close().unwrap();
+    // a's first block now names b's first block: intact bytes, checksummed as b's.
+    let mut other = dev.clone();
+    redirect_run(&mut other, a, 0, rb[0].start);
+    let mut fs = Fs::open(other, OpenOptions::read_only()).unwrap();
+    expect_checksum_error(read_all(&mut fs, a), a, 0, G);
+    // a's first block now names its own second block: the right file, wrong offset.
+    assert!(ra.len() >= 2, "one run per block (zrr)");
+    redirect_run(&mut dev, a, 0, ra[1].start);
+    let mut fs = Fs::open(dev, OpenOptions::read_only()).unwrap();
+    expect_checksum_error(read_all(&mut fs, a), a, 0, G);
+    let mut second = vec![0u8; BS as usize];
+    fs.read(a, BS, &mut second).unwrap();
+    assert_eq!(second, pattern(1, (2 * BS) as usize)[BS as usize..]);
+}

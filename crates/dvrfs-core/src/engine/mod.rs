@@ -1875,7 +1875,7 @@ fn failed_check(ino: Ino, checks: &[Check], bytes: Option<&[u8]>) -> Option<Erro
     let b = bytes?;
     let c = checks
         .iter()
-        .find(|c| crc32c::crc32c(&b[c.at..c.at + c.len]) != c.crc)?;
+        .find(|c| crc32c::crc32c_append(c.seed, &b[c.at..c.at + c.len]) != c.crc)?;
     Some(Error::Checksum {
         ino,
         offset: c.file_offset,

@@ -80,26 +80,39 @@ impl PlannedIo {
     }
 }
 
-/// Bytes `[at, at + len)` of an access must have CRC32C `crc`; they are the file's
-/// bytes from `file_offset` (named in the error when they do not).
+/// Bytes `[at, at + len)` of an access, the file's bytes from `file_offset`, must
+/// have checksum `crc`: the CRC32C of their place ([`place_seed`]) followed by them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Check {
     pub at: usize,
     pub len: usize,
     pub crc: u32,
     pub file_offset: u64,
+    pub seed: u32,
+}
+
+/// The CRC32C of a granule's place, `ino` and the file offset of its first byte (16
+/// bytes, little-endian u64s): every checksum starts from it, so bytes that are
+/// intact but at the wrong place (a run pointing at another file's block, or at
+/// another offset of the same file) fail their check too.
+pub fn place_seed(ino: Ino, file_offset: u64) -> u32 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&(ino as u64).to_le_bytes());
+    b[8..].copy_from_slice(&file_offset.to_le_bytes());
+    crc32c::crc32c(&b)
 }
 
 /// A checksum a write sets: of bytes `[at, at + len)` of its access, for checksum
-/// entry `entry`. `append`: the bytes continue the granule's checked bytes (the new
-/// checksum is the entry's combined with theirs, or none if the entry has none);
-/// otherwise they are the granule's checked bytes from its start.
+/// entry `entry`. `seed: None`: the bytes continue the granule's checked bytes (the
+/// new checksum is the entry's continued with theirs, or none if the entry has
+/// none); `Some(seed)`: they are the granule's checked bytes from its start, and the
+/// checksum starts from their place's seed ([`place_seed`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Sum {
     pub at: usize,
     pub len: usize,
     pub entry: u64,
-    pub append: bool,
+    pub seed: Option<u32>,
 }
 
 /// Where the bytes of a [`PlannedIo`] come from or go to.
@@ -165,8 +178,8 @@ struct GranulePlan {
     /// `(start, old_end, new_end)` of granules rewritten inside their checked bytes:
     /// the access covers `[start, new_end)` and reads `[start, old_end)` first.
     widen: Vec<(u64, u64, u64)>,
-    /// `(start, len, entry, append)`, see [`Sum`].
-    sums: Vec<(u64, u64, u64, bool)>,
+    /// `(start, len, entry, seed)`, see [`Sum`].
+    sums: Vec<(u64, u64, u64, Option<u32>)>,
     /// `(start, len, crc, file_offset)` checked on the bytes read before rewriting.
     checks: Vec<(u64, u64, u32, u64)>,
 }
@@ -311,6 +324,7 @@ impl Volume {
                             len: len as usize,
                             crc,
                             file_offset,
+                            seed: place_seed(ino, file_offset),
                         })
                         .collect();
                     plan.io.push(io);
@@ -397,6 +411,7 @@ impl Volume {
     #[allow(clippy::too_many_arguments)]
     fn granule_plan(
         &self,
+        ino: Ino,
         edits: &[Edit],
         fresh: bool,
         applied: bool,
@@ -420,8 +435,9 @@ impl Volume {
         for k in 0..new_c.div_ceil(g) {
             let (gs, ge) = (k * g, ((k + 1) * g).min(new_c));
             let entry = sums.entry(block, k);
+            let seed = Some(place_seed(ino, base + gs));
             if fresh {
-                gp.sums.push((gs, ge - gs, entry, false));
+                gp.sums.push((gs, ge - gs, entry, seed));
                 continue;
             }
             let Some(first) = edits
@@ -435,18 +451,18 @@ impl Volume {
             let old_e = old_c.clamp(gs, ge);
             if covers(edits, gs, ge) {
                 // Written whole: nothing of the old bytes is kept.
-                gp.sums.push((gs, ge - gs, entry, false));
+                gp.sums.push((gs, ge - gs, entry, seed));
             } else if first >= old_e {
                 match old_e == gs {
-                    true => gp.sums.push((gs, ge - gs, entry, false)),
-                    false => gp.sums.push((old_e, ge - old_e, entry, true)),
+                    true => gp.sums.push((gs, ge - gs, entry, seed)),
+                    false => gp.sums.push((old_e, ge - old_e, entry, None)),
                 }
             } else {
                 gp.widen.push((gs, old_e, ge));
                 if let Some(crc) = sums.get(entry).filter(|_| applied) {
                     gp.checks.push((gs, old_e - gs, crc, base + gs));
                 }
-                gp.sums.push((gs, ge - gs, entry, false));
+                gp.sums.push((gs, ge - gs, entry, seed));
             }
         }
         gp
@@ -593,8 +609,8 @@ impl Volume {
             let base = self.sb.data_offset(block);
             let fresh = existing.is_none();
             let applied = self.file(ino)?.lookup(fb).is_some();
-            let gp = self.granule_plan(edits, fresh, applied, block, fb, old_size, new_size);
-            for (s, e, io) in block_accesses(edits, fresh, new_size, fb, bs, &gp) {
+            let gp = self.granule_plan(ino, edits, fresh, applied, block, fb, old_size, new_size);
+            for (s, e, io) in block_accesses(ino, edits, fresh, new_size, fb, bs, &gp) {
                 plan.span.0 = plan.span.0.min(fb * bs + s);
                 plan.span.1 = plan.span.1.max(fb * bs + e);
                 plan.io.push(PlannedIo {
@@ -675,10 +691,10 @@ impl Volume {
         let sums: Vec<&Sum> = plan.io.iter().flat_map(|io| &io.sums).collect();
         for (sum, &crc) in sums.into_iter().zip(crcs) {
             let old = self.sums.as_ref().and_then(|s| s.get(sum.entry));
-            let new = match (sum.append, old, crc) {
-                (false, _, c) => c,
-                (true, Some(o), Some(c)) => Some(crc32c::crc32c_combine(o, c, sum.len)),
-                (true, _, _) => None,
+            let new = match (sum.seed, old, crc) {
+                (Some(seed), _, Some(c)) => Some(crc32c::crc32c_combine(seed, c, sum.len)),
+                (None, Some(o), Some(c)) => Some(crc32c::crc32c_combine(o, c, sum.len)),
+                _ => None,
             };
             self.set_sum(sum.entry, new);
         }
@@ -786,8 +802,9 @@ impl Volume {
                         src: None,
                     }];
                     let base = self.sb.data_offset(block);
-                    let gp = self.granule_plan(&edits, false, true, block, fb, old, size_bytes);
-                    for (s, e, io) in block_accesses(&edits, false, size_bytes, fb, bs, &gp) {
+                    let gp =
+                        self.granule_plan(ino, &edits, false, true, block, fb, old, size_bytes);
+                    for (s, e, io) in block_accesses(ino, &edits, false, size_bytes, fb, bs, &gp) {
                         plan.span = (fb * bs + s, fb * bs + e);
                         plan.io.push(PlannedIo {
                             offset_bytes: base + io.offset_bytes,
@@ -843,6 +860,7 @@ impl Volume {
 /// start up to the later of the edits' end and the file's end, zeros elsewhere, and
 /// nothing of it needs reading.
 fn block_accesses(
+    ino: Ino,
     edits: &[Edit],
     fresh: bool,
     new_size: u64,
@@ -871,7 +889,7 @@ fn block_accesses(
             },
         };
         let mut io = PlannedIo::new(0, fill_end, fill);
-        attach_sums(&mut io, 0, fill_end, gp);
+        attach_sums(&mut io, ino, 0, fill_end, gp);
         out.push((0, fill_end, io));
         return out;
     }
@@ -912,7 +930,7 @@ fn block_accesses(
             },
         };
         let mut io = PlannedIo::new(lo, hi - lo, fill);
-        attach_sums(&mut io, lo, hi, gp);
+        attach_sums(&mut io, ino, lo, hi, gp);
         out.push((lo, hi, io));
     }
     let placed: usize = out.iter().map(|(_, _, io)| io.sums.len()).sum();
@@ -963,14 +981,14 @@ fn covers(edits: &[Edit], s: u64, e: u64) -> bool {
 }
 
 /// Moves the checksums of `gp` that lie in access `[lo, hi)` onto it.
-fn attach_sums(io: &mut PlannedIo, lo: u64, hi: u64, gp: &GranulePlan) {
-    for &(s, len, entry, append) in &gp.sums {
+fn attach_sums(io: &mut PlannedIo, ino: Ino, lo: u64, hi: u64, gp: &GranulePlan) {
+    for &(s, len, entry, seed) in &gp.sums {
         if s >= lo && s + len <= hi {
             io.sums.push(Sum {
                 at: (s - lo) as usize,
                 len: len as usize,
                 entry,
-                append,
+                seed,
             });
         }
     }
@@ -981,6 +999,7 @@ fn attach_sums(io: &mut PlannedIo, lo: u64, hi: u64, gp: &GranulePlan) {
                 len: len as usize,
                 crc,
                 file_offset,
+                seed: place_seed(ino, file_offset),
             });
         }
     }

@@ -29,7 +29,7 @@ mod ops;
 
 pub use blocking::{Clock, Fs, ManualClock, Now};
 pub use commit::Transaction;
-pub use data::{max_file_bytes, Check, Fill, PlannedIo, ReadPlan, Sum, WritePlan};
+pub use data::{max_file_bytes, place_seed, Check, Fill, PlannedIo, ReadPlan, Sum, WritePlan};
 pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
 pub use mkfs::mkfs;
 pub use ops::SetAttr;
