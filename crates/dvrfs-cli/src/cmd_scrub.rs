@@ -73,20 +73,33 @@ fn files(v: &Volume) -> Result<Vec<FileToScrub>, CoreError> {
     Ok(out)
 }
 
-fn start_read(rt: &Runtime, ino: Ino, offset: u64, len: u64) -> Result<Ticket, RuntimeError> {
-    let op = Op::Read {
-        ino,
-        offset,
-        buf: IoBuf::zeroed(len as usize),
+/// Read buffers, reused (a fresh 16 MiB buffer per read costs its page faults).
+type Pool = Vec<IoBuf>;
+
+fn start_read(
+    rt: &Runtime,
+    pool: &mut Pool,
+    ino: Ino,
+    offset: u64,
+    len: u64,
+) -> Result<Ticket, RuntimeError> {
+    let buf = match pool.iter().position(|b| b.len() == len as usize) {
+        Some(i) => pool.swap_remove(i),
+        None => IoBuf::zeroed(len as usize),
     };
-    rt.start(op, None, OWNER)
+    rt.start(Op::Read { ino, offset, buf }, None, OWNER)
 }
 
 /// Waits for a read: `Ok` when every byte came back checked.
-fn finish_read(rt: &Runtime, t: Ticket, len: u64) -> Result<(), String> {
+fn finish_read(rt: &Runtime, pool: &mut Pool, t: Ticket, len: u64) -> Result<(), String> {
     match rt.check(t, true) {
         Ok(Some(d)) => match d.output {
-            Output::Read { bytes, .. } if bytes as u64 >= len => Ok(()),
+            Output::Read { bytes, buf } if bytes as u64 >= len => {
+                if pool.len() < 2 * IO_IN_FLIGHT {
+                    pool.push(buf);
+                }
+                Ok(())
+            }
             _ => Err(format!("short read ({len} bytes wanted)")),
         },
         Ok(None) => Err("the read never finished".into()),
@@ -109,6 +122,7 @@ pub fn scrub(a: &ScrubArgs) -> CliResult<u8> {
     let mut done = 0u64;
     // The granule-by-granule retry of a failed piece (64 KiB without checksums).
     let step = granule.unwrap_or(64 << 10);
+    let mut pool = Pool::new();
     for f in &list {
         // Pieces: chunk boundaries and the edges of lost ranges.
         let mut cuts: Vec<u64> = (0..f.size).step_by(CHUNK_BYTES).collect();
@@ -137,18 +151,18 @@ pub fn scrub(a: &ScrubArgs) -> CliResult<u8> {
                 let Some((s, e)) = pieces.pop_front() else {
                     break;
                 };
-                in_flight.push_back((start_read(&rt, f.ino, s, e - s)?, s, e));
+                in_flight.push_back((start_read(&rt, &mut pool, f.ino, s, e - s)?, s, e));
             }
             let Some((t, s, e)) = in_flight.pop_front() else {
                 break;
             };
-            if finish_read(&rt, t, e - s).is_err() {
+            if finish_read(&rt, &mut pool, t, e - s).is_err() {
                 // Again, one granule at a time: name exactly what fails.
                 let mut o = s;
                 while o < e {
                     let n = (step - o % step).min(e - o);
-                    let t = start_read(&rt, f.ino, o, n)?;
-                    if let Err(why) = finish_read(&rt, t, n) {
+                    let t = start_read(&rt, &mut pool, f.ino, o, n)?;
+                    if let Err(why) = finish_read(&rt, &mut pool, t, n) {
                         match bad.last_mut() {
                             Some(b) if b.path == f.path && b.end == o && b.why == why => {
                                 b.end = o + n
