@@ -271,6 +271,12 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
             "give 1 or more; an emulated hard disk (--device-model) takes one command at a time",
         ));
     }
+    if a.run.checksums {
+        return Err(CliError::usage(
+            "--checksums is for sim: bench fills its volume with metadata only (no bytes to checksum)",
+            "run `dvrfs sim --checksums` to see what checksums cost in disk time; `dvrfs scrub` and docs/checksums.md measure the rest",
+        ));
+    }
     // Without a model the settings and the mixer's estimate are the default disk's.
     let plan_model = match &model {
         Some(m) => m.clone(),

@@ -11,7 +11,10 @@
 //! it: only range checks and cross-checks can.
 //!
 //! The oracle ([`check`]): no panic; a read-only open either refuses with an error or
-//! serves a walk that lists every directory and reads every file; `fsck --repair`
+//! serves a walk that lists every directory and reads every file, and every read that
+//! succeeds returns the bytes written to that file (a prefix of them when a damaged
+//! size is smaller; zeros past them, holes, when it is larger): wrong bytes are only
+//! ever an error, which the data checksums make possible; `fsck --repair`
 //! either gives up naming blocks two files claim (the one thing repair leaves alone,
 //! by design) or leaves a volume a second `fsck` finds clean: one pass.
 
@@ -214,7 +217,9 @@ pub enum Outcome {
 pub fn check(dev: &MemDevice) -> Outcome {
     if let Ok(mut fs) = Fs::open(dev.clone(), OpenOptions::read_only()) {
         let root = fs.root();
-        walk(&mut fs, root, 0);
+        if let Err(wrong) = walk(&mut fs, root, 0) {
+            return Outcome::Failed(wrong);
+        }
     }
     let (r, fixed) = match fsck(dev.clone(), true, &mut |_, _| {}) {
         Ok(x) => x,
@@ -243,18 +248,69 @@ pub fn check(dev: &MemDevice) -> Outcome {
     }
 }
 
-/// Lists every directory and reads every file (up to 4 MiB each) of `fs`.
-fn walk(fs: &mut Fs<MemDevice>, ino: u32, depth: u32) {
+/// What each file of the undamaged [`sample_volume`] holds, by inode.
+fn sample_contents() -> &'static std::collections::HashMap<u32, Vec<u8>> {
+    static CONTENTS: std::sync::OnceLock<std::collections::HashMap<u32, Vec<u8>>> =
+        std::sync::OnceLock::new();
+    CONTENTS.get_or_init(|| {
+        let mut fs =
+            Fs::open(sample_volume(), OpenOptions::read_only()).expect("open of the sample volume");
+        let mut out = std::collections::HashMap::new();
+        let mut stack = vec![fs.root()];
+        while let Some(d) = stack.pop() {
+            for (_, child, kind) in fs.readdir(d).expect("readdir of the sample") {
+                match kind {
+                    Kind::Dir => stack.push(child),
+                    Kind::File => {
+                        let size = fs.stat(child).expect("stat").size_bytes as usize;
+                        let mut buf = vec![0u8; size];
+                        fs.read(child, 0, &mut buf).expect("read of the sample");
+                        out.insert(child, buf);
+                    }
+                    Kind::Symlink => {}
+                }
+            }
+        }
+        out
+    })
+}
+
+/// Lists every directory and reads every file (up to 4 MiB each) of `fs`; `Err` names
+/// a read that succeeded with bytes other than the ones written.
+fn walk(fs: &mut Fs<MemDevice>, ino: u32, depth: u32) -> Result<(), String> {
     if depth > 10 {
-        return;
+        return Ok(());
     }
-    let Ok(list) = fs.readdir(ino) else { return };
+    let Ok(list) = fs.readdir(ino) else {
+        return Ok(());
+    };
     for (_, child, kind) in list {
         if kind == Kind::Dir {
-            walk(fs, child, depth + 1);
+            walk(fs, child, depth + 1)?;
         } else if let Ok(st) = fs.stat(child) {
             let mut buf = vec![0u8; (st.size_bytes.min(4 << 20)) as usize + 1];
-            let _ = fs.read(child, 0, &mut buf);
+            let Ok(n) = fs.read(child, 0, &mut buf) else {
+                continue;
+            };
+            let (Some(want), Kind::File) = (sample_contents().get(&child), st.kind) else {
+                continue;
+            };
+            let got = &buf[..n];
+            let same = n.min(want.len());
+            if got[..same] != want[..same] {
+                let at = (0..same).find(|&i| got[i] != want[i]).unwrap_or(0);
+                return Err(format!(
+                    "inode {child}: a read returned wrong bytes without an error (first at byte {at} of {n})"
+                ));
+            }
+            if let Some(at) = got[same..].iter().position(|&b| b != 0) {
+                return Err(format!(
+                    "inode {child}: a read returned non-zero bytes past the {} written, at byte {}",
+                    want.len(),
+                    same + at
+                ));
+            }
         }
     }
+    Ok(())
 }

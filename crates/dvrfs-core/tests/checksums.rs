@@ -180,7 +180,7 @@ fn a_rewrite_recomputes_the_whole_granule_and_never_blesses_damaged_bytes() {
 }
 
 #[test]
-fn a_truncation_inside_a_granule_leaves_it_readable_and_growth_goes_on() {
+fn a_truncation_inside_a_granule_checksums_what_is_left_and_growth_goes_on() {
     let dev = volume();
     let mut fs = open_rw(dev);
     let root = fs.root();
@@ -201,6 +201,12 @@ fn a_truncation_inside_a_granule_leaves_it_readable_and_growth_goes_on() {
     let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
     assert_eq!(read_all(&mut fs, f).unwrap(), data);
     assert_fsck_clean(&dev);
+    // The cut granule was checksummed again on its remaining bytes: damage there is
+    // found.
+    let mut d = dev.clone();
+    flip(&mut d, device_offset(&fs, f, BS + 100));
+    let mut fs = Fs::open(d, OpenOptions::read_only()).unwrap();
+    expect_checksum_error(read_all(&mut fs, f), f, BS, BS + G);
 }
 
 #[test]
@@ -297,4 +303,60 @@ fn a_run_redirected_to_another_block_fails_by_the_place_in_its_checksum() {
     let mut second = vec![0u8; BS as usize];
     fs.read(a, BS, &mut second).unwrap();
     assert_eq!(second, pattern(1, (2 * BS) as usize)[BS as usize..]);
+}
+
+#[test]
+fn a_run_redirected_to_a_block_no_write_filled_is_an_error_not_its_bytes() {
+    let dev = volume();
+    let mut fs = open_rw(dev);
+    let root = fs.root();
+    let a = fs.create(root, b"a.ts", 0o644, 0, 0, 1).unwrap();
+    fs.write(a, 0, &pattern(1, BS as usize), 2).unwrap();
+    let used: Vec<u64> = fs.runs(a).unwrap().iter().map(|r| r.start).collect();
+    let mut dev = fs.close().unwrap();
+    // A data block never written since mkfs: its checksums were never set.
+    let free = (0..40).find(|b| !used.contains(b)).unwrap();
+    redirect_run(&mut dev, a, 0, free);
+    let mut fs = Fs::open(dev, OpenOptions::read_only()).unwrap();
+    expect_checksum_error(read_all(&mut fs, a), a, 0, G);
+}
+
+#[test]
+fn a_lost_checksum_block_leaves_data_readable_and_repair_checksums_it_again() {
+    use dvrfs_core::format::META_BLOCK_BYTES;
+    let dev = volume();
+    let mut fs = open_rw(dev);
+    let root = fs.root();
+    let f = fs.create(root, b"rec.ts", 0o644, 0, 0, 1).unwrap();
+    let data = pattern(4, (2 * BS + 5000) as usize);
+    fs.write(f, 0, &data, 2).unwrap();
+    let sb = fs.superblock().clone();
+    let at = device_offset(&fs, f, 10);
+    let mut dev = fs.close().unwrap();
+    // Every checksum block, both copies, destroyed.
+    for k in 0..sb.sum_blocks {
+        let n = sb.sum_start + k;
+        let junk = vec![0xA5u8; META_BLOCK_BYTES];
+        dev.poke(n * META_BLOCK_BYTES as u64, &junk);
+        dev.poke(sb.backup_offset(n), &junk);
+    }
+    // Read-only: served unchecked; writable opens wait for the repair.
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert_eq!(read_all(&mut fs, f).unwrap(), data);
+    assert!(Fs::open(dev.clone(), OpenOptions::writable()).is_err());
+    let (r, fixed) = dvrfs_core::fs::fsck::fsck(dev, true, &mut |_, _| {}).unwrap();
+    assert!(
+        r.errors.iter().any(|e| e.contains("data checksum block")),
+        "{:?}",
+        r.errors
+    );
+    let dev = fixed.expect("repaired");
+    assert_fsck_clean(&dev);
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert_eq!(read_all(&mut fs, f).unwrap(), data);
+    // Checked again: damage is found.
+    let mut d = dev;
+    flip(&mut d, at);
+    let mut fs = Fs::open(d, OpenOptions::read_only()).unwrap();
+    expect_checksum_error(read_all(&mut fs, f), f, 0, G);
 }

@@ -402,8 +402,11 @@ fn streams_admitted_on_a_disk_model_meet_every_deadline_on_that_disk() {
     let model = DiskModel::builtin("avfs-250g").unwrap();
     let cap = model.capacity_bytes();
     let mut dev = MemDevice::with_sector(cap, model.sector_bytes);
-    mkfs(&mut dev, &MkfsParams::new(cap, [4; 16], 9), &mut |_, _| {}).unwrap();
-    // Recordings to play: virtual data (the blocks are allocated; no bytes move).
+    // Recordings to play: virtual data (the blocks are allocated; no bytes move), so
+    // the volume has no data checksums (there are no bytes to checksum).
+    let mut p = MkfsParams::new(cap, [4; 16], 9);
+    p.sum_granule_bytes = None;
+    mkfs(&mut dev, &p, &mut |_, _| {}).unwrap();
     const FILES: usize = 24;
     const FILE_BYTES: u64 = 128 << 20;
     let mut fs = Fs::open_with(

@@ -16,6 +16,8 @@ pub enum IoBuf {
     External(Box<dyn ExternalBuf>),
     /// A length without memory: the simulator's buffers. Reads fill nothing, writes
     /// carry nothing; everything else (planning, scheduling, metadata) is the same.
+    /// On a volume with data checksums a virtual write stores a placeholder checksum
+    /// that no real read matches: data-less volumes are made without checksums.
     Virtual(usize),
 }
 

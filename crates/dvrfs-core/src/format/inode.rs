@@ -13,6 +13,40 @@ use super::*;
 
 pub const INODE_BYTES: usize = 256;
 pub const INODES_PER_BLOCK: usize = PAYLOAD_BYTES / INODE_BYTES;
+/// After the 15 records of an inode-table block: one `u32` per record, the checksum
+/// of its file's map ([`map_sum`]; 0: not kept, a volume written before 2026-11-25,
+/// or not a regular file). A loader checks it against the size and runs it read: a
+/// run moved, cut or dropped by damage (checksums resealed) would leave a hole that
+/// reads as zeros, and the map checksum tells.
+pub const MAP_SUM_OFFSET: usize = INODES_PER_BLOCK * INODE_BYTES;
+const _: () = assert!(MAP_SUM_OFFSET == 3840);
+const _: () = assert!(MAP_SUM_OFFSET + INODES_PER_BLOCK * 4 <= PAYLOAD_BYTES);
+
+/// CRC32C of a file's size (u64) and its runs as stored (16 bytes each, lost runs
+/// included); never 0, which means "not kept".
+pub fn map_sum<'a>(size_bytes: u64, runs: impl Iterator<Item = &'a Run>) -> u32 {
+    let mut crc = crc32c::crc32c(&size_bytes.to_le_bytes());
+    let mut b = [0u8; RUN_BYTES];
+    for r in runs {
+        r.encode(&mut b);
+        crc = crc32c::crc32c_append(crc, &b);
+    }
+    crc.max(1)
+}
+
+/// Stores record `j`'s map checksum in an inode-table payload (0: none).
+pub fn put_map_sum(payload: &mut [u8], j: usize, sum: u32) {
+    put_u32(payload, MAP_SUM_OFFSET + 4 * j, sum);
+}
+
+/// Record `j`'s map checksum, if kept.
+pub fn get_map_sum(payload: &[u8], j: usize) -> Option<u32> {
+    match get_u32(payload, MAP_SUM_OFFSET + 4 * j) {
+        0 => None,
+        v => Some(v),
+    }
+}
+
 pub const RUN_BYTES: usize = 16;
 pub const RUNS_PER_BLOCK: usize = PAYLOAD_BYTES / RUN_BYTES;
 /// Indirect extents per inode; extent `k` is `1 << k` metadata blocks long.

@@ -5,7 +5,8 @@ use super::*;
 use crate::device::AlignedBuf;
 use crate::format::dir::{encode_dir, encode_symlink};
 use crate::format::inode::{
-    encode_runs, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES, RUNS_PER_BLOCK,
+    encode_runs, map_sum, put_map_sum, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES,
+    RUNS_PER_BLOCK,
 };
 use crate::format::journal::{encode_transaction, transaction_blocks};
 use crate::format::{new_block, payload_mut, seal_block, BlockType, Header, META_BLOCK_BYTES};
@@ -144,6 +145,9 @@ impl Volume {
                 let ino = k * INODES_PER_BLOCK as u64 + j as u64;
                 if let Some(inode) = u32::try_from(ino).ok().and_then(|i| self.inodes.get(&i)) {
                     inode_record(inode).encode(&mut p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
+                    if inode.kind() == Some(Kind::File) {
+                        put_map_sum(p, j, map_sum(inode.attr.size_bytes, inode.runs.iter()));
+                    }
                 }
             }
             seal_block(&mut b[..], &header(BlockType::InodeTable));

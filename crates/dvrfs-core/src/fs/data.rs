@@ -301,7 +301,7 @@ impl Volume {
                     let base = self.sb.data_offset(block);
                     // Checked granules are read whole (up to the end of the file).
                     let covered = bs.min(size - fb * bs);
-                    let checks = self.read_checks(block, fb, s, s + l as u64, covered);
+                    let checks = self.read_checks(ino, block, fb, s, s + l as u64, covered)?;
                     let lo = checks.first().map_or(s, |c| s.min(c.0));
                     let hi = checks
                         .last()
@@ -371,31 +371,42 @@ impl Volume {
 
     /// `(start, len, crc, file_offset)` of the checked granules a read of bytes
     /// `[s, e)` of block `block` (file block `fb`, `covered` bytes of it in the file)
-    /// touches, in order.
+    /// touches, in order. A granule the file covers always has a checksum (a write
+    /// sets it with the bytes); one without is an error like a mismatch (the bytes
+    /// cannot be vouched for: a run pointing at a block no write of this file
+    /// filled), unless its checksum block was lost, then it is served unchecked.
     fn read_checks(
         &self,
+        ino: Ino,
         block: u64,
         fb: u64,
         s: u64,
         e: u64,
         covered: u64,
-    ) -> Vec<(u64, u64, u32, u64)> {
+    ) -> Result<Vec<(u64, u64, u32, u64)>> {
         let Some(sums) = &self.sums else {
-            return vec![];
+            return Ok(vec![]);
         };
         let g = sums.granule_bytes();
-        (s / g..e.div_ceil(g))
-            .filter_map(|k| {
-                let crc = sums.get(sums.entry(block, k))?;
-                let gs = k * g;
-                Some((
-                    gs,
-                    ((k + 1) * g).min(covered) - gs,
-                    crc,
-                    fb * self.sb.data_block_bytes + gs,
-                ))
-            })
-            .collect()
+        let mut out = vec![];
+        for k in s / g..e.div_ceil(g) {
+            let gs = k * g;
+            let len = ((k + 1) * g).min(covered) - gs;
+            let file_offset = fb * self.sb.data_block_bytes + gs;
+            let entry = sums.entry(block, k);
+            match sums.get(entry) {
+                Some(crc) => out.push((gs, len, crc, file_offset)),
+                None if sums.in_lost_block(entry) => {}
+                None => {
+                    return Err(Error::Checksum {
+                        ino,
+                        offset: file_offset,
+                        end: file_offset + len,
+                    })
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// What a write's `edits` of block `block` (file block `fb`; `fresh`: mapped by
@@ -694,7 +705,11 @@ impl Volume {
             let new = match (sum.seed, old, crc) {
                 (Some(seed), _, Some(c)) => Some(crc32c::crc32c_combine(seed, c, sum.len)),
                 (None, Some(o), Some(c)) => Some(crc32c::crc32c_combine(o, c, sum.len)),
-                _ => None,
+                // An append to a granule without a checksum (its block was lost).
+                (None, None, Some(_)) => None,
+                // The simulator's bytes are virtual: a placeholder no read checks
+                // (the simulator's reads carry no bytes either).
+                (_, _, None) => Some(0),
             };
             self.set_sum(sum.entry, new);
         }
@@ -717,11 +732,16 @@ impl Volume {
         if lowest_changed != usize::MAX {
             self.dirty_runs_from(ino, lowest_changed)?;
         }
-        let a = &mut self.inode_mut(ino)?.attr;
-        a.size_bytes = plan.new_size;
-        a.mtime_ns = plan.mtime_ns;
-        a.ctime_ns = plan.mtime_ns;
-        self.dirty_inode(ino);
+        if plan.new_size < plan.size_before {
+            // A truncation whose cut granule was checksummed again.
+            self.shrink(ino, plan.new_size, plan.mtime_ns)?;
+        } else {
+            let a = &mut self.inode_mut(ino)?.attr;
+            a.size_bytes = plan.new_size;
+            a.mtime_ns = plan.mtime_ns;
+            a.ctime_ns = plan.mtime_ns;
+            self.dirty_inode(ino);
+        }
         self.finish_pending(ino);
         Ok(())
     }
@@ -819,20 +839,86 @@ impl Volume {
             return Ok(Some(plan));
         }
         if size_bytes < old {
-            // The granule the new end cuts loses its checksum: its checked bytes
-            // shrink, and computing theirs would need them read.
-            let cut = self.file(ino)?.lookup(size_bytes / bs);
-            if let (Some(block), Some(g)) = (cut, self.sum_granule_bytes()) {
-                let within = size_bytes % bs;
-                if !within.is_multiple_of(g) {
-                    let e = self
-                        .sums
-                        .as_ref()
-                        .expect("granule")
-                        .entry(block, within / g);
-                    self.set_sum(e, None);
-                }
+            if let Some(plan) = self.cut_granule_plan(ino, old, size_bytes, now_ns)? {
+                let p = self.pending.entry(ino).or_default();
+                p.writes += 1;
+                p.size_bytes = size_bytes;
+                return Ok(Some(plan));
             }
+        }
+        self.shrink(ino, size_bytes, now_ns)?;
+        Ok(None)
+    }
+
+    /// A truncation from `old` to `size` that ends inside a checksummed granule: the
+    /// granule's covered bytes shrink, so its checksum is computed again on them. The
+    /// plan reads the granule's old bytes (checked against the old checksum), writes
+    /// them back unchanged and sets the new checksum; applying it does the truncation,
+    /// in the same transaction. `None`: nothing to checksum again.
+    fn cut_granule_plan(
+        &mut self,
+        ino: Ino,
+        old: u64,
+        size: u64,
+        now_ns: i64,
+    ) -> Result<Option<WritePlan>> {
+        let bs = self.sb.data_block_bytes;
+        let (Some(sums), Some(block)) = (&self.sums, self.file(ino)?.lookup(size / bs)) else {
+            return Ok(None);
+        };
+        let (g, fb, within) = (sums.granule_bytes(), size / bs, size % bs);
+        if within.is_multiple_of(g) {
+            return Ok(None);
+        }
+        let gs = within / g * g;
+        let entry = sums.entry(block, within / g);
+        let Some(crc) = sums.get(entry) else {
+            // No checksum to keep (its block was lost): nothing to vouch for.
+            return Ok(None);
+        };
+        let old_e = (old - fb * bs).min(bs).min(gs + g);
+        let end = align_up(old_e).min(bs);
+        let seed = place_seed(ino, fb * bs + gs);
+        let mut io = PlannedIo::new(
+            self.sb.data_offset(block) + gs,
+            end - gs,
+            Fill::Compose {
+                pieces: vec![],
+                rmw: vec![(0, end - gs)],
+            },
+        );
+        io.checks.push(Check {
+            at: 0,
+            len: (old_e - gs) as usize,
+            crc,
+            file_offset: fb * bs + gs,
+            seed,
+        });
+        io.sums.push(Sum {
+            at: 0,
+            len: (within - gs) as usize,
+            entry,
+            seed: Some(seed),
+        });
+        Ok(Some(WritePlan {
+            ino,
+            io: vec![io],
+            new_blocks: vec![],
+            size_before: old,
+            new_size: size,
+            mtime_ns: now_ns,
+            span: (fb * bs + gs, fb * bs + end),
+            noop: false,
+            rewrites: true,
+        }))
+    }
+
+    /// Cuts file `ino` to `size_bytes` (not more than its size) at once: the blocks
+    /// past the new end are freed; sets the times.
+    fn shrink(&mut self, ino: Ino, size_bytes: u64, now_ns: i64) -> Result<()> {
+        let bs = self.sb.data_block_bytes;
+        let old = self.file(ino)?.attr.size_bytes;
+        if size_bytes < old {
             let keep = size_bytes.div_ceil(bs);
             let (freed, first) = self.inode_mut(ino)?.truncate_blocks(keep);
             for (start, count) in freed {
@@ -850,7 +936,7 @@ impl Volume {
         a.mtime_ns = now_ns;
         a.ctime_ns = now_ns;
         self.dirty_inode(ino);
-        Ok(None)
+        Ok(())
     }
 }
 

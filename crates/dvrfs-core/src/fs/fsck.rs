@@ -125,7 +125,7 @@ pub fn fsck<D: Device>(
             true,
             match sums {
                 false => format!("metadata block {n} is lost in both copies ({why}); rebuilt from what remains"),
-                true => format!("data checksum block {n} is lost in both copies ({why}); the data it covered is no longer checked"),
+                true => format!("data checksum block {n} is lost in both copies ({why}); its checksums are computed again from the data as it is now"),
             },
         );
         if *n < vol.sb.dynamic_start || sums {
@@ -181,6 +181,9 @@ pub fn fsck<D: Device>(
                 vol.dirty.extend(blocks);
             }
         }
+    }
+    if repair {
+        vol.rebuild_lost_sums(dev)?;
     }
     vol.check_copies(dev, &mut f, &report, progress)?;
     vol.check_structure(&mut f)?;
@@ -259,6 +262,69 @@ impl Volume {
             v.extend(sb.sum_start..sb.sum_start + sb.sum_blocks);
         }
         v
+    }
+
+    /// Checksum blocks lost in both copies: their entries are computed again from the
+    /// data as it is now (the most a repair can vouch for: those bytes were never
+    /// checked since the loss). Returns the granules set.
+    fn rebuild_lost_sums<D: Device>(&mut self, dev: &D) -> Result<u64> {
+        let Some(sums) = self.sums.as_ref() else {
+            return Ok(0);
+        };
+        let lost: Vec<u64> = sums.lost_blocks().collect();
+        if lost.is_empty() {
+            return Ok(0);
+        }
+        let (per, g, bs) = (
+            sums.per_block(),
+            sums.granule_bytes(),
+            self.sb.data_block_bytes,
+        );
+        let wanted: BTreeSet<u64> = lost
+            .iter()
+            .flat_map(|&k| sums.entries_of(k))
+            .map(|e| e / per)
+            .collect();
+        // (ino, file block, data block, bytes of it the file covers)
+        let mut jobs = vec![];
+        for (&ino, inode) in &self.inodes {
+            if inode.kind() != Some(Kind::File) {
+                continue;
+            }
+            let size = inode.attr.size_bytes;
+            for r in inode.runs.iter().filter(|r| !r.is_lost()) {
+                for i in 0..r.count as u64 {
+                    let (fb, b) = (r.file_block as u64 + i, r.start + i);
+                    if wanted.contains(&b) {
+                        jobs.push((ino, fb, b, size.saturating_sub(fb * bs).min(bs)));
+                    }
+                }
+            }
+        }
+        let mut buf = crate::device::AlignedBuf::zeroed(g as usize);
+        let mut n = 0;
+        for (ino, fb, b, covered) in jobs {
+            for k in 0..covered.div_ceil(g) {
+                let e = b * per + k;
+                if !self.sums.as_ref().is_some_and(|s| s.in_lost_block(e)) {
+                    continue;
+                }
+                let len = (((k + 1) * g).min(covered) - k * g) as usize;
+                let read = len.div_ceil(META_BLOCK_BYTES) * META_BLOCK_BYTES;
+                dev.read_at(self.sb.data_offset(b) + k * g, &mut buf[..read])
+                    .map_err(|e| Error::io("reading file data to checksum it again", e))?;
+                let seed = super::data::place_seed(ino, fb * bs + k * g);
+                self.set_sum(e, Some(crc32c::crc32c_append(seed, &buf[..len])));
+                n += 1;
+            }
+        }
+        for k in lost {
+            if let Some(s) = self.sums.as_mut() {
+                s.found(k);
+            }
+            self.dirty.insert(self.sb.sum_start + k);
+        }
+        Ok(n)
     }
 
     fn check_copies<D: Device>(

@@ -20,8 +20,8 @@ use crate::alloc::Bitmap;
 use crate::device::Device;
 use crate::format::dir::decode_dir;
 use crate::format::inode::{
-    decode_runs, InodeRecord, Run, INDIRECT_SLOTS, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES,
-    MAX_RUNS, RUNS_PER_BLOCK,
+    decode_runs, get_map_sum, map_sum, InodeRecord, Run, INDIRECT_SLOTS, INLINE_RUNS,
+    INODES_PER_BLOCK, INODE_BYTES, MAX_RUNS, RUNS_PER_BLOCK,
 };
 use crate::format::journal::{decode_transaction, parse_head, transaction_blocks};
 use crate::format::{payload, verify_block, BlockType, META_BLOCK_BYTES};
@@ -581,7 +581,7 @@ impl Volume {
                     }
                     let rec = InodeRecord::decode(raw);
                     if !rec.is_free() {
-                        records.push((ino, rec));
+                        records.push((ino, rec, get_map_sum(p, j)));
                     }
                 }
                 Ok(())
@@ -603,17 +603,17 @@ impl Volume {
         self.meta.set_used_bitmap(mused);
 
         let mark = sb.inode_blocks_used;
-        if let Some((ino, _)) = records
+        if let Some((ino, _, _)) = records
             .iter()
             .rev()
-            .find(|(ino, _)| mark != 0 && *ino / INODES_PER_BLOCK as u64 >= mark)
+            .find(|(ino, _, _)| mark != 0 && *ino / INODES_PER_BLOCK as u64 >= mark)
         {
             r.report.problems.push((
                 None,
                 format!("inode {ino} lies past the superblock's inode-table mark ({mark} blocks): the mark is stale"),
             ));
         }
-        for (ino, rec) in records {
+        for (ino, rec, stored_sum) in records {
             if ino == 0 || ino >= sb.inode_count as u64 {
                 // Named by its slot, so fsck rewrites the block holding it (free).
                 r.report.problems.push((
@@ -633,7 +633,11 @@ impl Volume {
             let (runs, usable_slots) = load_runs(&mut r, ino, &rec)?;
             let runs = if kind == Kind::File {
                 let end = rec.size_bytes.div_ceil(sb.data_block_bytes);
-                valid_file_runs(runs, sb.data_blocks, end, ino, &mut r.report.problems)
+                let map_ok = runs.iter().all(Option::is_some)
+                    && stored_sum
+                        .is_none_or(|m| m == map_sum(rec.size_bytes, runs.iter().flatten()));
+                let runs = valid_file_runs(runs, sb.data_blocks, end, ino, &mut r.report.problems);
+                lose_holes_of_a_damaged_map(runs, map_ok, end, ino, &mut r.report.problems)
             } else {
                 let limit = (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks);
                 valid_prefix(runs, limit, ino, &mut r.report.problems)
@@ -906,6 +910,57 @@ fn valid_file_runs(
         push_lost(&mut out, prev_end, end_fb);
     }
     out
+}
+
+/// A file whose size and runs do not match the map checksum stored with its record,
+/// or that maps a block past its end (which never happens: blocks past the end are
+/// freed), had its map damaged: a run moved, cut or dropped, or the size changed. Its
+/// holes inside the file may then have been data, so they become lost (reads there
+/// fail) instead of reading as zeros; the runs left are checked by the data checksums
+/// when read.
+fn lose_holes_of_a_damaged_map(
+    runs: Vec<Run>,
+    map_ok: bool,
+    end_fb: u64,
+    ino: Ino,
+    problems: &mut Vec<(Option<Ino>, String)>,
+) -> Vec<Run> {
+    let past_end = runs.iter().any(|r| !r.is_lost() && r.file_end() > end_fb);
+    if map_ok && !past_end {
+        return runs;
+    }
+    problems.push((
+        Some(ino),
+        match map_ok {
+            false => format!("inode {ino}: its size and runs do not match their checksum: the block map was damaged, its holes are lost"),
+            true => format!("inode {ino}: a run maps blocks past the end of the file: the block map was damaged, its holes are lost"),
+        },
+    ));
+    let end_fb = end_fb.min(u32::MAX as u64);
+    let mut out: Vec<Run> = Vec::with_capacity(runs.len() + 1);
+    let mut at = 0u64;
+    for r in runs {
+        let s = r.file_block as u64;
+        if s > at && at < end_fb {
+            out.push(Run::lost(at, s.min(end_fb) - at));
+        }
+        at = at.max(r.file_end());
+        out.push(r);
+    }
+    if at < end_fb {
+        out.push(Run::lost(at, end_fb - at));
+    }
+    // Adjacent lost runs join (a lost run next to a new one).
+    let mut joined: Vec<Run> = Vec::with_capacity(out.len());
+    for r in out {
+        match joined.last_mut() {
+            Some(l) if l.is_lost() && r.is_lost() && l.file_end() == r.file_block as u64 => {
+                l.count += r.count;
+            }
+            _ => joined.push(r),
+        }
+    }
+    joined
 }
 
 /// A directory's or symlink's runs: kept up to the first one that is empty, not

@@ -12,6 +12,10 @@ pub struct Sums {
     crc: Vec<u32>,
     /// One bit per entry: the CRC is set.
     valid: Vec<u64>,
+    /// Checksum blocks lost in both copies: their entries are unknown, so granules
+    /// without a checksum there are served unchecked (until `fsck --repair` computes
+    /// them again from the data). Anywhere else a granule a file covers has one.
+    lost: std::collections::BTreeSet<u64>,
 }
 
 impl Sums {
@@ -28,6 +32,7 @@ impl Sums {
             per_block,
             crc: vec![0; entries],
             valid: vec![0; entries.div_ceil(64)],
+            lost: Default::default(),
         })
     }
 
@@ -84,6 +89,30 @@ impl Sums {
         for (i, e) in self.range(k).enumerate() {
             self.set(e as u64, payload.and_then(|p| decode_sum(p, i)));
         }
+        if payload.is_none() {
+            self.lost.insert(k);
+        }
+    }
+
+    /// Whether entry `e` lies in a checksum block lost in both copies.
+    pub fn in_lost_block(&self, e: u64) -> bool {
+        self.lost.contains(&Self::block_of(e))
+    }
+
+    /// Checksum blocks lost in both copies.
+    pub fn lost_blocks(&self) -> impl Iterator<Item = u64> + '_ {
+        self.lost.iter().copied()
+    }
+
+    /// Entries of checksum block `k`.
+    pub fn entries_of(&self, k: u64) -> std::ops::Range<u64> {
+        let r = self.range(k);
+        r.start as u64..r.end as u64
+    }
+
+    /// Checksum block `k` was rebuilt (from the data, by fsck).
+    pub fn found(&mut self, k: u64) {
+        self.lost.remove(&k);
     }
 
     pub fn encode_block(&self, k: u64, payload: &mut [u8]) {
