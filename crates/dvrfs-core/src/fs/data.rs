@@ -780,9 +780,11 @@ impl Volume {
     }
 
     /// Sets the size of a file. Shrinking (or keeping the size) is done at once: blocks
-    /// past the new end are freed. Growing needs the rest of the old last block zeroed
-    /// on disk first: that is returned as a plan, applied like a write. The file must
-    /// have no pending writes (the engine waits for them).
+    /// past the new end are freed; unless the new end cuts a checksummed granule, whose
+    /// checksum must be computed again on what is left: then, as when growing, a plan is
+    /// returned and the truncation happens when it is applied (like a write). Growing
+    /// needs the rest of the old last block zeroed on disk first. The file must have no
+    /// pending writes (the engine waits for them).
     pub fn truncate(
         &mut self,
         ino: Ino,
