@@ -647,8 +647,15 @@ impl Volume {
             let inode = Inode { attr: rec, runs };
             match kind {
                 Kind::Dir => {
-                    let dir = load_dir(&mut r, &mut self.owners, ino, &inode)?;
+                    let (dir, cut) = load_dir(&mut r, &mut self.owners, ino, &inode)?;
                     self.dirs.insert(ino, dir);
+                    if let Some(cut) = cut {
+                        // The directory ends before a block that is another's.
+                        let mut inode = inode;
+                        inode.truncate_blocks(cut as u64);
+                        self.inodes.insert(ino, inode);
+                        continue;
+                    }
                 }
                 Kind::Symlink => match inode.runs.first() {
                     Some(run) => {
@@ -992,12 +999,33 @@ fn valid_prefix(
     out
 }
 
+/// Whether metadata block `n` holds, in both copies, a valid block of another kind
+/// than `ty` (another structure's block, which a damaged map names).
+fn foreign<D: Device>(r: &mut Reader<'_, D>, n: u64, ty: BlockType) -> Result<bool> {
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    for off in [r.sb.primary_offset(n), r.sb.backup_offset(n)] {
+        r.dev
+            .read_at(off, &mut b)
+            .map_err(|e| Error::io(format!("reading metadata block {n}"), e))?;
+        if !matches!(
+            verify_block(&b, ty, &r.sb.uuid, n),
+            Err(crate::format::BlockError::WrongType { .. })
+        ) {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// A directory's entries. `Some(cut)`: its block `cut` belongs to another structure
+/// (another owner claims it, or it holds another kind of block in both copies): the
+/// directory ends before it, and the caller cuts its runs there.
 fn load_dir<D: Device>(
     r: &mut Reader<'_, D>,
     owners: &mut HashMap<u64, Owner>,
     ino: Ino,
     inode: &Inode,
-) -> Result<Dir> {
+) -> Result<(Dir, Option<u32>)> {
     let mut dir = Dir::default();
     let nblocks = inode.runs.last().map_or(0, |r| r.file_end());
     dir.blocks = vec![Default::default(); nblocks as usize];
@@ -1005,8 +1033,28 @@ fn load_dir<D: Device>(
         for k in 0..run.count as u64 {
             let index = (run.file_block as u64 + k) as u32;
             let n = run.start + k;
+            let taken = owners
+                .get(&n)
+                .is_some_and(|o| *o != Owner::DirBlock { ino, index });
+            let img = if taken {
+                None
+            } else {
+                r.one_or_lose(n, BlockType::Directory)?
+            };
+            // Not a directory block: lost, or another structure's (checked only then).
+            if taken || (img.is_none() && foreign(r, n, BlockType::Directory)?) {
+                if !taken {
+                    r.report.lost_blocks.retain(|(b, _)| *b != n);
+                }
+                r.report.problems.push((
+                    Some(ino),
+                    format!("directory {ino}: its block {index} (metadata block {n}) belongs to another structure; the directory ends before it"),
+                ));
+                dir.blocks.truncate(index as usize);
+                return Ok((dir, Some(index)));
+            }
             owners.insert(n, Owner::DirBlock { ino, index });
-            let Some(img) = r.one_or_lose(n, BlockType::Directory)? else {
+            let Some(img) = img else {
                 r.report.problems.push((
                     Some(ino),
                     format!("directory {ino} block {index} is lost: its entries are gone"),
@@ -1043,5 +1091,5 @@ fn load_dir<D: Device>(
             }
         }
     }
-    Ok(dir)
+    Ok((dir, None))
 }
