@@ -58,8 +58,8 @@ pub const PIPELINE_CHUNKS: usize = 2 + IO_IN_FLIGHT;
 /// Buffers `get` circulates: [`IO_IN_FLIGHT`] being read, one queued, one being
 /// written out.
 const GET_BUFFERS: usize = 2 + IO_IN_FLIGHT;
-/// Owner id of the data commands' operations.
-const OWNER: u32 = 0;
+/// Owner id of the data commands' operations (put, get, scrub).
+pub const OWNER: u32 = 0;
 /// Full chunks that may wait in the channel.
 const CHANNEL_DEPTH: usize = 1;
 

@@ -16,15 +16,13 @@ use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 use serde_json::json;
 
 use crate::args::ScrubArgs;
-use crate::cmd_data::{CHUNK_BYTES, IO_IN_FLIGHT};
+use crate::cmd_data::{CHUNK_BYTES, IO_IN_FLIGHT, OWNER};
 use crate::error::{CliError, CliResult};
 use crate::output::{human_bytes, mb_per_s, print_json, progress};
 use crate::target::{open_runtime, Access};
 
-/// Exit status when scrub found damage.
+/// Exit status when scrub found damage (as `get --salvage` when it wrote holes).
 const DAMAGE_FOUND: u8 = 3;
-/// Owner id of scrub's reads.
-const OWNER: u32 = 0;
 
 /// One regular file to read.
 struct FileToScrub {
