@@ -354,3 +354,53 @@ fn recovery_decision_table_covers_every_combination() {
     );
     assert!(!rows_hit.contains(&format!("{:?}", Outcome::Refused)));
 }
+
+/// fsck compares the two copies of the metadata in 1 MiB stretches of consecutive
+/// blocks: a damaged backup copy is found wherever it falls in a stretch (first block,
+/// last block, the first of the next stretch, the last block of an area).
+#[test]
+fn a_damaged_backup_copy_is_found_anywhere_in_a_bulk_comparison() {
+    // 4 MiB blocks with 512 KiB checksum granules: 120 data blocks per checksum block,
+    // so 128 GiB (sparse in memory) gives a checksum area of more than 256 blocks.
+    let dev = formatted(128 << 30, 4 << 20, AllocPolicy::Zrr, 3);
+    let sb = superblock(&dev);
+    assert!(sb.sum_blocks > 258, "{} checksum blocks", sb.sum_blocks);
+    let (s, e) = (sb.sum_start, sb.sum_start + sb.sum_blocks - 1);
+    for n in [
+        sb.data_bitmap_start,
+        sb.inode_table_start,
+        s,
+        s + 255,
+        s + 256,
+        s + 257,
+        e,
+    ] {
+        let mut bad = dev.clone();
+        bad.poke(sb.backup_offset(n) + 200, &[0xA5; 4]);
+        let (code, _, errors) = fsck_code(&bad, false);
+        assert_eq!(code, 4, "block {n}: {errors:?}");
+        assert_eq!(errors.len(), 1, "block {n}: {errors:?}");
+        assert!(
+            errors[0].contains(&format!("backup copy of metadata block {n} ")),
+            "block {n}: {errors:?}"
+        );
+    }
+    // A primary that verifies but differs from its backup (an interrupted checkpoint
+    // would leave one): found in the middle of the checksum area too.
+    let n = s + 256;
+    let mut bad = dev.clone();
+    let mut img = vec![0u8; META_BLOCK_BYTES];
+    bad.peek(sb.primary_offset(n), &mut img);
+    let mut h = parse_header(&img).unwrap();
+    h.seq += 1;
+    seal_block(&mut img, &h);
+    bad.poke(sb.primary_offset(n), &img);
+    let (code, _, errors) = fsck_code(&bad, false);
+    assert_eq!(code, 4, "{errors:?}");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains(&format!("metadata block {n} (")) && e.contains("differs")),
+        "{errors:?}"
+    );
+}

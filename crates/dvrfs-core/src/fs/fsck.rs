@@ -13,6 +13,7 @@
 //! (recordings are not thrown away). Blocks referenced by two files cannot be fixed
 //! automatically and stay reported.
 
+use super::load::BULK_READ_BYTES;
 use super::*;
 use crate::alloc::Bitmap;
 use crate::device::Device;
@@ -336,56 +337,48 @@ impl Volume {
     ) -> Result<()> {
         let blocks = self.blocks_in_use();
         let total = blocks.len() as u64;
-        let mut p = vec![0u8; META_BLOCK_BYTES];
-        let mut b = vec![0u8; META_BLOCK_BYTES];
         let pending: BTreeSet<u64> = if self.writable {
             BTreeSet::new()
         } else {
             report.replayed_blocks.iter().copied().collect()
         };
         let bad_primary: BTreeSet<u64> = report.from_backup.iter().map(|(n, _)| *n).collect();
-        for (k, &n) in blocks.iter().enumerate() {
-            if k % 1024 == 0 {
+        // Both copies of a stretch of consecutive blocks are read in one request each
+        // (1 MiB): an 8 TiB volume's checksum area alone is 15,898 blocks.
+        let per = BULK_READ_BYTES / META_BLOCK_BYTES;
+        let mut p = crate::device::AlignedBuf::zeroed(BULK_READ_BYTES);
+        let mut b = crate::device::AlignedBuf::zeroed(BULK_READ_BYTES);
+        let mut k = 0;
+        while k < blocks.len() {
+            let first = blocks[k];
+            let mut len = 1;
+            while len < per && k + len < blocks.len() && blocks[k + len] == first + len as u64 {
+                len += 1;
+            }
+            if k == 0 || k / 1024 != (k + len) / 1024 {
                 progress(k as u64, total);
             }
-            if pending.contains(&n) {
-                continue; // Not checkpointed yet: the journal holds the current image.
-            }
-            let ty = self.block_type_of(n);
-            dev.read_at(self.sb.backup_offset(n), &mut b)
+            let bytes = len * META_BLOCK_BYTES;
+            dev.read_at(self.sb.backup_offset(first), &mut b[..bytes])
                 .map_err(|e| Error::io("reading the backup region", e))?;
-            if let Err(why) = verify_block(&b, ty, &self.sb.uuid, n) {
-                f.err(
-                    true,
-                    format!("backup copy of metadata block {n} ({}): {why}", ty.name()),
-                );
-                self.dirty.insert(n);
-                continue;
-            }
-            if bad_primary.contains(&n) {
-                continue;
-            }
-            dev.read_at(self.sb.primary_offset(n), &mut p)
+            dev.read_at(self.sb.primary_offset(first), &mut p[..bytes])
                 .map_err(|e| Error::io("reading the primary region", e))?;
-            if p != b && (n != 0 || report.superblock_from == "primary") {
-                f.err(
-                    true,
-                    format!(
-                        "metadata block {n} ({}): the backup copy differs from the primary",
-                        ty.name()
-                    ),
-                );
-                self.dirty.insert(n);
+            for j in 0..len {
+                let n = first + j as u64;
+                let at = j * META_BLOCK_BYTES..(j + 1) * META_BLOCK_BYTES;
+                self.compare_copies(n, &p[at.clone()], &b[at], f, report, &pending, &bad_primary);
             }
+            k += len;
         }
         progress(total, total);
         // The superblock copy at the end of the device.
-        dev.read_at(self.sb.last_copy_offset(), &mut b)
+        let (p, b) = (&mut p[..META_BLOCK_BYTES], &mut b[..META_BLOCK_BYTES]);
+        dev.read_at(self.sb.last_copy_offset(), b)
             .map_err(|e| Error::io("reading the end-of-device superblock", e))?;
         if !pending.contains(&0) {
-            dev.read_at(0, &mut p)
+            dev.read_at(0, p)
                 .map_err(|e| Error::io("reading the superblock", e))?;
-            let ok = crate::format::superblock::Superblock::decode(&b).is_ok_and(|s| s == self.sb)
+            let ok = crate::format::superblock::Superblock::decode(b).is_ok_and(|s| s == self.sb)
                 && (b == p || report.superblock_from != "primary");
             if !ok {
                 f.err(
@@ -397,6 +390,47 @@ impl Volume {
             }
         }
         Ok(())
+    }
+
+    /// One metadata block's two copies: the backup must verify, and (unless the
+    /// primary was already found bad on load, or the journal holds the current image)
+    /// equal the primary.
+    #[allow(clippy::too_many_arguments)]
+    fn compare_copies(
+        &mut self,
+        n: u64,
+        p: &[u8],
+        b: &[u8],
+        f: &mut Found,
+        report: &LoadReport,
+        pending: &BTreeSet<u64>,
+        bad_primary: &BTreeSet<u64>,
+    ) {
+        if pending.contains(&n) {
+            return; // Not checkpointed yet: the journal holds the current image.
+        }
+        let ty = self.block_type_of(n);
+        if let Err(why) = verify_block(b, ty, &self.sb.uuid, n) {
+            f.err(
+                true,
+                format!("backup copy of metadata block {n} ({}): {why}", ty.name()),
+            );
+            self.dirty.insert(n);
+            return;
+        }
+        if bad_primary.contains(&n) {
+            return;
+        }
+        if p != b && (n != 0 || report.superblock_from == "primary") {
+            f.err(
+                true,
+                format!(
+                    "metadata block {n} ({}): the backup copy differs from the primary",
+                    ty.name()
+                ),
+            );
+            self.dirty.insert(n);
+        }
     }
 
     fn block_type_of(&self, n: u64) -> BlockType {

@@ -61,7 +61,8 @@ pub struct LoadReport {
 /// read): a live inode there means the mark was stale (reported; fsck raises it).
 pub const INODE_MARK_MARGIN: u64 = 256;
 
-const BULK_READ_BYTES: usize = 1 << 20;
+/// The size of one bulk metadata read (the loader's areas, fsck's copy comparison).
+pub(super) const BULK_READ_BYTES: usize = 1 << 20;
 
 struct Reader<'a, D: Device> {
     dev: &'a D,
