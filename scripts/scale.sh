@@ -2,8 +2,8 @@
 # What opening a volume costs as it grows (issue 9, scale): `info`, `stat` of one
 # file and `fsck` on an empty 8 TiB volume (without and with data checksums), on
 # an 8 TiB volume half full of recordings, and on 100 GiB volumes (131,072 inodes)
-# holding 10,000 and 100,000 files (made through `dvrfs mount`, 1,000 files per directory). Prints the
-# median wall time of 5 runs of each command, page cache warm (the figure is the
+# holding 10,000 and 100,000 files (made through `dvrfs mount`, 1,000 files per
+# directory). Prints the median wall time of 5 runs of each command, page cache warm (the figure is the
 # metadata work, not the disk). Needs root and FUSE for the populated volumes.
 #
 #   scripts/scale.sh            # all three volumes
