@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::args::{LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
 use crate::error::{CliError, CliResult};
 use crate::output::{kind_name, mode_string, print_json, time_string};
-use crate::target::{now_ns, open_fs, process_owner, Access, DevFs};
+use crate::target::{now_ns, open_fs, open_fs_for_paths, process_owner, Access, DevFs};
 
 /// Permissions of directories that mkdir creates.
 const DIR_PERM: u32 = 0o755;
@@ -140,7 +140,7 @@ fn stat_json(fs: &DevFs, path: &str, st: &Stat) -> CliResult<Value> {
 }
 
 pub fn stat(a: &StatArgs) -> CliResult<u8> {
-    let fs = open_fs(&a.target, Access::Read)?;
+    let fs = open_fs_for_paths(&a.target, &a.paths)?;
     let mut all = vec![];
     // Every path is reported; a missing one is an error on stderr, and the exit
     // status says whether any failed.

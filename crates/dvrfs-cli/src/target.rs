@@ -34,11 +34,21 @@ pub fn open_device(path: &Path, access: Access) -> CliResult<FileDevice> {
 /// Opens the file system for the namespace commands (`ls`, `stat`, `info` read no file
 /// data, so a read-only open skips the data checksums).
 pub fn open_fs(path: &Path, access: Access) -> CliResult<DevFs> {
-    let dev = open_device(path, access)?;
     let opts = match access {
         Access::Read => OpenOptions::metadata_only(),
         Access::Write => OpenOptions::writable(),
     };
+    open_fs_with(path, access, opts)
+}
+
+/// Opens the file system read-only with only the metadata that resolving `paths`
+/// reads (`stat`: its cost does not grow with the volume's contents).
+pub fn open_fs_for_paths(path: &Path, paths: &[String]) -> CliResult<DevFs> {
+    open_fs_with(path, Access::Read, OpenOptions::paths_only(paths))
+}
+
+fn open_fs_with(path: &Path, access: Access, opts: OpenOptions) -> CliResult<DevFs> {
+    let dev = open_device(path, access)?;
     Ok(Fs::open_with(
         dev,
         opts,

@@ -220,6 +220,19 @@ pub fn check(dev: &MemDevice) -> Outcome {
         if let Err(wrong) = walk(&mut fs, root, 0) {
             return Outcome::Failed(wrong);
         }
+        // `stat`'s open, which loads only the paths it resolves, answers as the
+        // full open does.
+        let paths = sample_paths();
+        if let Ok(part) = Fs::open(dev.clone(), OpenOptions::paths_only(paths)) {
+            for p in paths {
+                let (a, b) = (stat_of(&part, p), stat_of(&fs, p));
+                if a != b {
+                    return Outcome::Failed(format!(
+                        "stat {p}: the path-only open says {a}, the full open {b}"
+                    ));
+                }
+            }
+        }
     }
     let (r, fixed) = match fsck(dev.clone(), true, &mut |_, _| {}) {
         Ok(x) => x,
@@ -246,6 +259,35 @@ pub fn check(dev: &MemDevice) -> Outcome {
         }
         _ => Outcome::Failed(format!("repair gave up: {:?}", r.errors)),
     }
+}
+
+/// What `stat PATH` answers, as text (the error's message when it fails).
+fn stat_of<D: crate::device::Device>(fs: &Fs<D>, path: &str) -> String {
+    match fs.resolve(path).and_then(|ino| fs.stat(ino)) {
+        Ok(st) => format!("{st:?}"),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// Every path of the undamaged [`sample_volume`], and one that names nothing.
+fn sample_paths() -> &'static [String] {
+    static PATHS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    PATHS.get_or_init(|| {
+        let fs =
+            Fs::open(sample_volume(), OpenOptions::read_only()).expect("open of the sample volume");
+        let mut out = vec!["/".to_string(), "/no/such/name".to_string()];
+        let mut stack = vec![(String::new(), fs.root())];
+        while let Some((path, d)) = stack.pop() {
+            for (name, child, kind) in fs.readdir(d).expect("readdir of the sample") {
+                let p = format!("{path}/{}", String::from_utf8_lossy(&name));
+                out.push(p.clone());
+                if kind == Kind::Dir {
+                    stack.push((p, child));
+                }
+            }
+        }
+        out
+    })
 }
 
 /// What each file of the undamaged [`sample_volume`] holds, by inode.

@@ -172,3 +172,118 @@ fn a_stale_mark_is_found_and_raised_by_one_repair() {
         101 / INODES_PER_BLOCK as u64 + 1
     );
 }
+
+/// Bytes a path-only open of `dev` for `paths` reads, and the open itself.
+fn paths_open(dev: &MemDevice, paths: &[&str]) -> (Fs<Counting>, u64) {
+    let c = Counting {
+        dev: dev.clone(),
+        read: AtomicU64::new(0),
+    };
+    let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+    let fs = Fs::open(c, OpenOptions::paths_only(&paths)).expect("open");
+    let n = fs.device().read.load(Ordering::Relaxed);
+    (fs, n)
+}
+
+/// What `stat PATH` answers, as text (the error's message when it fails).
+fn stat_of<D: Device>(fs: &Fs<D>, path: &str) -> String {
+    match fs.resolve(path).and_then(|ino| fs.stat(ino)) {
+        Ok(st) => format!("{st:?}"),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// `stat` opens with only the metadata its paths need: the answers are the full
+/// open's, for files, directories, `..`, missing names, a file used as a directory
+/// and a symlink, and the bytes read do not grow with the files elsewhere.
+/// Three directories; `cam1` holds 2,000 files (one with data, named by a symlink),
+/// `cam0` and `cam2` hold `others` each.
+fn cameras(others: usize) -> MemDevice {
+    let mut fs = open_rw(big_volume());
+    let root = fs.root();
+    for d in 0..3 {
+        let dir = fs
+            .mkdir(root, format!("cam{d}").as_bytes(), 0o755, 0, 0, 1)
+            .unwrap();
+        for i in 0..if d == 1 { 2000 } else { others } {
+            fs.create(dir, format!("{i:05}.ts").as_bytes(), 0o644, 0, 0, 2)
+                .unwrap();
+        }
+    }
+    let cam1 = fs.lookup(root, b"cam1").unwrap();
+    let f = fs.lookup(cam1, b"01234.ts").unwrap();
+    fs.write(f, 0, &pattern(7, 3 << 20), 3).unwrap();
+    fs.symlink(root, b"latest", b"/cam1/01234.ts", 0, 0, 4)
+        .unwrap();
+    fs.close().unwrap()
+}
+
+/// `stat` opens with only the metadata its paths need: the answers are the full
+/// open's, for files, directories, `..`, missing names, a file used as a directory
+/// and a symlink, and the bytes read do not grow with the files elsewhere.
+#[test]
+fn a_path_only_open_answers_stat_as_the_full_open_does_and_reads_only_the_path() {
+    let dev = cameras(2000);
+    let paths = [
+        "/",
+        "/cam1",
+        "/cam1/01234.ts",
+        "cam2/00000.ts",
+        "/cam0/../cam2/01999.ts",
+        "/cam1/./01234.ts/",
+        "/../cam0",
+        "/cam1/nope.ts",
+        "/cam1/01234.ts/x",
+        "/nope/x",
+        "/latest",
+        "/latest/x",
+    ];
+    let full = Fs::open(dev.clone(), OpenOptions::metadata_only()).unwrap();
+    for p in paths {
+        let (part, _) = paths_open(&dev, &[p]);
+        assert_eq!(stat_of(&part, p), stat_of(&full, p), "{p}");
+    }
+    // All at once, as `stat A B C` opens.
+    let (part, _) = paths_open(&dev, &paths);
+    for p in paths {
+        assert_eq!(stat_of(&part, p), stat_of(&full, p), "{p}");
+    }
+    drop(full);
+
+    // What it reads: the path's directories and three inode records, the same
+    // with 4,000 files elsewhere as without them (a full open reads them all).
+    let (_, one) = paths_open(&dev, &["/cam1/01234.ts"]);
+    let (_, alone) = paths_open(&cameras(0), &["/cam1/01234.ts"]);
+    assert_eq!(
+        one, alone,
+        "path-only bytes read with and without other files"
+    );
+    let all = open_reads(&dev);
+    assert!(one < all / 10, "path-only {one} bytes, full open {all}");
+}
+
+/// Damage on the path is met as the full open meets it: a lost inode-table block
+/// (both copies) makes the file it held unreachable in both opens alike.
+#[test]
+fn a_path_only_open_meets_a_lost_inode_block_as_the_full_open_does() {
+    let mut fs = open_rw(big_volume());
+    let root = fs.root();
+    let d = fs.mkdir(root, b"cam", 0o755, 0, 0, 1).unwrap();
+    for i in 0..100 {
+        fs.create(d, format!("{i:03}.ts").as_bytes(), 0o644, 0, 0, 2)
+            .unwrap();
+    }
+    let victim = fs.lookup(d, b"050.ts").unwrap();
+    let mut dev = fs.close().unwrap();
+    let sb = superblock(&dev);
+    let n = sb.inode_table_start + victim as u64 / INODES_PER_BLOCK as u64;
+    for off in [sb.primary_offset(n), sb.backup_offset(n)] {
+        dev.poke(off + 100, &[0xEE; 8]);
+    }
+    let full = Fs::open(dev.clone(), OpenOptions::metadata_only()).unwrap();
+    for p in ["/cam/050.ts", "/cam/000.ts", "/cam/099.ts", "/cam"] {
+        let (part, _) = paths_open(&dev, &[p]);
+        assert_eq!(stat_of(&part, p), stat_of(&full, p), "{p}");
+    }
+    assert!(stat_of(&full, "/cam/050.ts").starts_with("error"));
+}

@@ -424,7 +424,15 @@ impl Volume {
             sums: None,
             sb,
         };
-        v.load_all(dev, &overlay, &mut report)?;
+        match &opts.only_paths {
+            Some(paths) => {
+                // An invariant of the options, not of the disk: a partial volume must
+                // never be written back.
+                assert!(!opts.writable, "a path-only open is read-only");
+                v.load_paths(dev, &overlay, &mut report, paths)?;
+            }
+            None => v.load_all(dev, &overlay, &mut report)?,
+        }
         if opts.writable || opts.verify_data {
             v.load_sums(dev, &overlay, &mut report)?;
         }
@@ -615,86 +623,7 @@ impl Volume {
             ));
         }
         for (ino, rec, stored_sum) in records {
-            if ino == 0 || ino >= sb.inode_count as u64 {
-                // Named by its slot, so fsck rewrites the block holding it (free).
-                r.report.problems.push((
-                    Some(ino as Ino),
-                    format!("inode slot {ino} is outside the usable inode range"),
-                ));
-                continue;
-            }
-            let ino = ino as Ino;
-            let Some(kind) = Kind::from_mode(rec.mode) else {
-                r.report.problems.push((
-                    Some(ino),
-                    format!("inode {ino} has an unknown file type (mode {:o})", rec.mode),
-                ));
-                continue;
-            };
-            let (runs, usable_slots) = load_runs(&mut r, ino, &rec)?;
-            let runs = if kind == Kind::File {
-                let end = rec.size_bytes.div_ceil(sb.data_block_bytes);
-                let map_ok = runs.iter().all(Option::is_some)
-                    && stored_sum
-                        .is_none_or(|m| m == map_sum(rec.size_bytes, runs.iter().flatten()));
-                let runs = valid_file_runs(runs, sb.data_blocks, end, ino, &mut r.report.problems);
-                lose_holes_of_a_damaged_map(runs, map_ok, end, ino, &mut r.report.problems)
-            } else {
-                let limit = (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks);
-                valid_prefix(runs, limit, ino, &mut r.report.problems)
-            };
-            let mut rec = rec;
-            keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len(), usable_slots);
-            let inode = Inode { attr: rec, runs };
-            match kind {
-                Kind::Dir => {
-                    let (dir, cut) = load_dir(&mut r, &mut self.owners, ino, &inode)?;
-                    self.dirs.insert(ino, dir);
-                    if let Some(cut) = cut {
-                        // The directory ends before a block that is another's.
-                        let mut inode = inode;
-                        inode.truncate_blocks(cut as u64);
-                        self.inodes.insert(ino, inode);
-                        continue;
-                    }
-                }
-                Kind::Symlink => match inode.runs.first() {
-                    Some(run) => {
-                        // The block is the link's only if nothing else claims it and it
-                        // holds a target; otherwise the link has none (fsck removes it)
-                        // and the block stays with whoever owns it.
-                        let target = if self.owners.contains_key(&run.start) {
-                            Err(format!(
-                                "its target block {} belongs to another file",
-                                run.start
-                            ))
-                        } else {
-                            r.one_or_lose(run.start, BlockType::Symlink)?
-                                .ok_or_else(|| "its target block is lost".to_string())
-                                .and_then(|img| {
-                                    crate::format::dir::decode_symlink(payload(&img))
-                                        .map_err(|e| e.to_string())
-                                })
-                        };
-                        match target {
-                            Ok(t) => {
-                                self.symlinks.insert(ino, t);
-                                self.owners.insert(run.start, Owner::Symlink { ino });
-                            }
-                            Err(e) => r
-                                .report
-                                .problems
-                                .push((Some(ino), format!("symlink inode {ino}: {e}"))),
-                        }
-                    }
-                    None => r.report.problems.push((
-                        Some(ino),
-                        format!("symlink inode {ino} has no target block"),
-                    )),
-                },
-                Kind::File => {}
-            }
-            self.inodes.insert(ino, inode);
+            self.load_inode(&mut r, ino, rec, stored_sum)?;
         }
         for (&parent, dir) in &self.dirs {
             for e in dir.entries.values() {
@@ -704,39 +633,210 @@ impl Volume {
             }
         }
         self.parents.insert(sb.root_ino, sb.root_ino);
-        if !self.dirs.contains_key(&sb.root_ino) {
-            // Its inode went with a lost block, or its record is not a directory any
-            // more: an empty root stands in, so what is intact stays reachable to
-            // fsck, which links it into /lost+found (a record that was there is
-            // dropped: the blocks it named are no longer in use).
-            let root = sb.root_ino;
-            if self.inodes.remove(&root).is_some() {
-                self.symlinks.remove(&root);
-                self.owners.retain(|_, o| match *o {
-                    Owner::DirBlock { ino, .. }
-                    | Owner::Indirect { ino, .. }
-                    | Owner::Symlink { ino } => ino != root,
-                });
-            }
-            self.inodes.insert(
-                root,
-                Inode {
-                    attr: InodeRecord {
-                        mode: crate::format::inode::S_IFDIR | 0o755,
-                        nlink: 2,
-                        ..Default::default()
-                    },
-                    runs: vec![],
-                },
-            );
-            self.dirs.insert(root, Dir::default());
-            self.parents.insert(root, root);
-            r.report.problems.push((
-                Some(root),
-                "the root directory's inode is lost or not a directory: an empty root stands in"
-                    .into(),
-            ));
+        self.stand_in_root(&mut r.report.problems);
+        Ok(())
+    }
+
+    /// A root whose inode went with a lost block, or whose record is not a directory
+    /// any more: an empty root stands in, so what is intact stays reachable to fsck,
+    /// which links it into /lost+found (a record that was there is dropped: the blocks
+    /// it named are no longer in use).
+    fn stand_in_root(&mut self, problems: &mut Vec<(Option<Ino>, String)>) {
+        if self.dirs.contains_key(&self.sb.root_ino) {
+            return;
         }
+        let root = self.sb.root_ino;
+        if self.inodes.remove(&root).is_some() {
+            self.symlinks.remove(&root);
+            self.owners.retain(|_, o| match *o {
+                Owner::DirBlock { ino, .. }
+                | Owner::Indirect { ino, .. }
+                | Owner::Symlink { ino } => ino != root,
+            });
+        }
+        self.inodes.insert(
+            root,
+            Inode {
+                attr: InodeRecord {
+                    mode: crate::format::inode::S_IFDIR | 0o755,
+                    nlink: 2,
+                    ..Default::default()
+                },
+                runs: vec![],
+            },
+        );
+        self.dirs.insert(root, Dir::default());
+        self.parents.insert(root, root);
+        problems.push((
+            Some(root),
+            "the root directory's inode is lost or not a directory: an empty root stands in".into(),
+        ));
+    }
+
+    /// Loads only what resolving `paths` reads (a read-only open for `stat`): the root,
+    /// then for each component the directory's blocks and the named inode with its
+    /// runs. Names outside those directories, the bitmaps and the inode table's other
+    /// records are not read, so nothing is reported about them (fsck reads them all).
+    fn load_paths<D: Device>(
+        &mut self,
+        dev: &D,
+        overlay: &HashMap<u64, Vec<u8>>,
+        report: &mut LoadReport,
+        paths: &[String],
+    ) -> Result<()> {
+        let sb = self.sb.clone();
+        let mut r = Reader {
+            dev,
+            sb: &sb,
+            overlay,
+            report,
+        };
+        let root = sb.root_ino;
+        self.load_one(&mut r, root as u64)?;
+        self.stand_in_root(&mut r.report.problems);
+        self.parents.insert(root, root);
+        for path in paths {
+            let mut ino = root;
+            for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
+                if comp == ".." {
+                    ino = *self.parents.get(&ino).unwrap_or(&root);
+                    continue;
+                }
+                let Some(e) = self
+                    .dirs
+                    .get(&ino)
+                    .and_then(|d| d.entries.get(comp.as_bytes()))
+                else {
+                    break; // Resolving it says what is wrong.
+                };
+                let (child, kind) = (e.ino, e.kind);
+                self.load_one(&mut r, child as u64)?;
+                if kind == Kind::Dir {
+                    self.parents.entry(child).or_insert(ino);
+                }
+                ino = child;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads inode `ino`'s inode-table block and loads the record if it is in use
+    /// (once; a free, lost or out-of-range record is left out, and resolving a name
+    /// that leads to it fails as a name without a file does).
+    fn load_one<D: Device>(&mut self, r: &mut Reader<'_, D>, ino: u64) -> Result<()> {
+        let sb = r.sb;
+        if self.inodes.contains_key(&(ino as Ino)) || ino >= sb.inode_count as u64 {
+            return Ok(());
+        }
+        let k = ino / INODES_PER_BLOCK as u64;
+        let Some(img) = r.one_or_lose(sb.inode_table_start + k, BlockType::InodeTable)? else {
+            let first = k * INODES_PER_BLOCK as u64;
+            r.report.problems.push((
+                None,
+                format!(
+                    "inodes {first} to {} are lost with their inode-table block",
+                    first + INODES_PER_BLOCK as u64 - 1
+                ),
+            ));
+            return Ok(());
+        };
+        let (p, j) = (payload(&img), (ino % INODES_PER_BLOCK as u64) as usize);
+        let rec = InodeRecord::decode(&p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
+        if rec.is_free() {
+            return Ok(());
+        }
+        self.load_inode(r, ino, rec, get_map_sum(p, j))
+    }
+
+    /// Decodes and checks one inode record in use (its runs, and a directory's entries
+    /// or a symlink's target), and adds it to the volume; what is wrong is reported.
+    fn load_inode<D: Device>(
+        &mut self,
+        r: &mut Reader<'_, D>,
+        ino: u64,
+        rec: InodeRecord,
+        stored_sum: Option<u32>,
+    ) -> Result<()> {
+        let sb = r.sb;
+        if ino == 0 || ino >= sb.inode_count as u64 {
+            // Named by its slot, so fsck rewrites the block holding it (free).
+            r.report.problems.push((
+                Some(ino as Ino),
+                format!("inode slot {ino} is outside the usable inode range"),
+            ));
+            return Ok(());
+        }
+        let ino = ino as Ino;
+        let Some(kind) = Kind::from_mode(rec.mode) else {
+            r.report.problems.push((
+                Some(ino),
+                format!("inode {ino} has an unknown file type (mode {:o})", rec.mode),
+            ));
+            return Ok(());
+        };
+        let (runs, usable_slots) = load_runs(r, ino, &rec)?;
+        let runs = if kind == Kind::File {
+            let end = rec.size_bytes.div_ceil(sb.data_block_bytes);
+            let map_ok = runs.iter().all(Option::is_some)
+                && stored_sum.is_none_or(|m| m == map_sum(rec.size_bytes, runs.iter().flatten()));
+            let runs = valid_file_runs(runs, sb.data_blocks, end, ino, &mut r.report.problems);
+            lose_holes_of_a_damaged_map(runs, map_ok, end, ino, &mut r.report.problems)
+        } else {
+            let limit = (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks);
+            valid_prefix(runs, limit, ino, &mut r.report.problems)
+        };
+        let mut rec = rec;
+        keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len(), usable_slots);
+        let inode = Inode { attr: rec, runs };
+        match kind {
+            Kind::Dir => {
+                let (dir, cut) = load_dir(r, &mut self.owners, ino, &inode)?;
+                self.dirs.insert(ino, dir);
+                if let Some(cut) = cut {
+                    // The directory ends before a block that is another's.
+                    let mut inode = inode;
+                    inode.truncate_blocks(cut as u64);
+                    self.inodes.insert(ino, inode);
+                    return Ok(());
+                }
+            }
+            Kind::Symlink => match inode.runs.first() {
+                Some(run) => {
+                    // The block is the link's only if nothing else claims it and it
+                    // holds a target; otherwise the link has none (fsck removes it)
+                    // and the block stays with whoever owns it.
+                    let target = if self.owners.contains_key(&run.start) {
+                        Err(format!(
+                            "its target block {} belongs to another file",
+                            run.start
+                        ))
+                    } else {
+                        r.one_or_lose(run.start, BlockType::Symlink)?
+                            .ok_or_else(|| "its target block is lost".to_string())
+                            .and_then(|img| {
+                                crate::format::dir::decode_symlink(payload(&img))
+                                    .map_err(|e| e.to_string())
+                            })
+                    };
+                    match target {
+                        Ok(t) => {
+                            self.symlinks.insert(ino, t);
+                            self.owners.insert(run.start, Owner::Symlink { ino });
+                        }
+                        Err(e) => r
+                            .report
+                            .problems
+                            .push((Some(ino), format!("symlink inode {ino}: {e}"))),
+                    }
+                }
+                None => r.report.problems.push((
+                    Some(ino),
+                    format!("symlink inode {ino} has no target block"),
+                )),
+            },
+            Kind::File => {}
+        }
+        self.inodes.insert(ino, inode);
         Ok(())
     }
 }
