@@ -38,11 +38,11 @@ use dvrfs_core::alloc::Ino;
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output, Volume};
 use dvrfs_io::HugeBuf;
-use dvrfs_runtime::{Runtime, Ticket};
+use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 
 use crate::args::{GetArgs, PutArgs};
 use crate::cmd_files::basename;
-use crate::error::{local_io, CliError, CliResult};
+use crate::error::{local_io, CliError, CliResult, FILE_PLACEHOLDER};
 use crate::output::{human_bytes, mb_per_s, progress};
 use crate::target::{open_runtime, Access};
 
@@ -572,6 +572,28 @@ fn salvage(
     Ok(copied)
 }
 
+/// A read of the file's bytes `offset..offset + len` failed: a device error says
+/// which bytes of the file it cost and that `--salvage` copies the rest (other errors
+/// already say what they concern).
+fn read_failed(e: RuntimeError, offset: u64, len: u64) -> CliError {
+    let device = matches!(
+        e,
+        RuntimeError::Io(_) | RuntimeError::Engine(CoreError::Io { .. })
+    );
+    let err = CliError::from(e);
+    if !device {
+        return err;
+    }
+    CliError::new(format!(
+        "{FILE_PLACEHOLDER}: bytes {offset} to {} could not be read: {}",
+        offset + len,
+        err.message
+    ))
+    .hint(
+        "`dvrfs get --salvage` copies every byte that can be read and lists the rest; check the device and the kernel log (dmesg)",
+    )
+}
+
 fn sink_io(sink: &Sink, e: io::Error) -> CliError {
     match sink {
         // `dvrfs get ... - | head`: the reader has what it wanted. Stop quietly and
@@ -682,7 +704,7 @@ fn get_pipeline(
                     break;
                 }
                 Err(e) => {
-                    read_err = Some(e.into());
+                    read_err = Some(read_failed(e, offset_bytes, want as u64));
                     break;
                 }
             }

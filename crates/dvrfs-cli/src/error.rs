@@ -94,7 +94,7 @@ fn one_line(s: &str) -> String {
 
 /// Stands for the file in a message the core gave by inode number, until
 /// [`CliError::named`] puts the path in.
-const FILE_PLACEHOLDER: &str = "a file";
+pub const FILE_PLACEHOLDER: &str = "a file";
 
 /// The TARGET of the running command, for hints that name it.
 static TARGET: OnceLock<String> = OnceLock::new();

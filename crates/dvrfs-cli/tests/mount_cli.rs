@@ -12,27 +12,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Why mounting cannot be tested here, if it cannot.
-fn fuse_missing() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("mounting needs root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("/dev/fuse is missing (no FUSE in this kernel or container)".into());
-    }
-    None
-}
-
-macro_rules! need_fuse {
-    () => {
-        if let Some(why) = fuse_missing() {
-            println!("SKIP: {why}");
-            return;
-        }
-    };
-}
-
 fn mounted(mnt: &Path) -> bool {
     let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
     let m = mnt.to_str().unwrap();

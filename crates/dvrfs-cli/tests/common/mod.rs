@@ -186,3 +186,26 @@ pub fn put_get_check(img: &Path, local: &Path, path: &str, scratch: &Path) {
     );
     std::fs::remove_file(back).expect("remove");
 }
+
+/// Why mounting cannot be tested here, if it cannot.
+pub fn fuse_missing() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("mounting needs root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("/dev/fuse is missing (no FUSE in this kernel or container)".into());
+    }
+    None
+}
+
+/// Returns from the test, saying SKIP and why, when FUSE mounts cannot be made here.
+#[macro_export]
+macro_rules! need_fuse {
+    () => {
+        if let Some(why) = fuse_missing() {
+            println!("SKIP: {why}");
+            return;
+        }
+    };
+}
