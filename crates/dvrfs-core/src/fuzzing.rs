@@ -79,7 +79,8 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// The metadata blocks in use of `dev`: every sealed block outside the journal (the
 /// superblock included: its primary and backup-region copies are damaged alike, the
 /// end-of-device copy is left), but of the inode table only the blocks below the
-/// superblock's mark (the rest hold free records only).
+/// superblock's mark (the rest hold free records only); then the data checksum
+/// area's blocks.
 pub fn metadata_blocks(dev: &MemDevice) -> (Superblock, Vec<u64>) {
     let mut b = vec![0u8; META_BLOCK_BYTES];
     dev.peek(0, &mut b);
@@ -89,6 +90,14 @@ pub fn metadata_blocks(dev: &MemDevice) -> (Superblock, Vec<u64>) {
     for n in 0..sb.dynamic_start + sb.dynamic_blocks {
         dev.peek(n * MB, &mut b);
         if parse_header(&b).is_ok() && !sb.in_journal(n) && !unused.contains(&n) {
+            blocks.push(n);
+        }
+    }
+    // The data checksum area last, so that an input keeps the block it names when
+    // the list grows (kept inputs name an index below the old length).
+    for n in sb.sum_start..sb.sum_start + sb.sum_blocks {
+        dev.peek(n * MB, &mut b);
+        if parse_header(&b).is_ok() {
             blocks.push(n);
         }
     }
