@@ -5,33 +5,14 @@
 //! Run: `cargo +nightly fuzz run image fuzz/corpus/image` (see docs/fuzzing.md).
 #![no_main]
 
-use std::sync::OnceLock;
-
-use dvrfs_core::device::MemDevice;
-use dvrfs_core::format::superblock::Superblock;
-use dvrfs_core::fuzzing::{check, metadata_blocks, sample_volume, Damage, Outcome};
+use dvrfs_core::fuzzing::{Damage, Outcome, Samples};
 use libfuzzer_sys::fuzz_target;
 
-struct Base {
-    dev: MemDevice,
-    sb: Superblock,
-    blocks: Vec<u64>,
-}
-
-fn base() -> &'static Base {
-    static BASE: OnceLock<Base> = OnceLock::new();
-    BASE.get_or_init(|| {
-        let dev = sample_volume();
-        let (sb, blocks) = metadata_blocks(&dev);
-        Base { dev, sb, blocks }
-    })
-}
-
 fuzz_target!(|data: &[u8]| {
-    let b = base();
+    let samples = Samples::get();
     let damage = Damage::from_bytes(data);
-    let (dev, n) = damage.apply(&b.dev, &b.sb, &b.blocks);
-    if let Outcome::Failed(why) = check(&dev) {
+    let (dev, n) = damage.apply(samples);
+    if let Outcome::Failed(why) = samples.check(&dev) {
         panic!("block {n}, {damage:?}: {why}");
     }
 });

@@ -63,6 +63,133 @@ pub fn sample_volume() -> MemDevice {
     fs.close().expect("close of the sample volume")
 }
 
+/// A device that loses every write after the first flush that follows a journal
+/// write: the power cut right after a commit's journal is durable, before any of its
+/// checkpoint reaches the regions.
+struct CutAfterJournal {
+    dev: MemDevice,
+    journal: std::ops::Range<u64>,
+    journal_written: bool,
+    cut: bool,
+}
+
+impl crate::device::Device for CutAfterJournal {
+    fn size_bytes(&self) -> u64 {
+        self.dev.size_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.dev.sector_bytes()
+    }
+    fn read_at(&self, offset_bytes: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.dev.read_at(offset_bytes, buf)
+    }
+    fn write_at(&mut self, offset_bytes: u64, buf: &[u8]) -> std::io::Result<()> {
+        if self.cut {
+            return Ok(());
+        }
+        self.journal_written |= self.journal.contains(&offset_bytes);
+        self.dev.write_at(offset_bytes, buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.cut |= self.journal_written;
+        self.dev.flush()
+    }
+}
+
+/// [`sample_volume`] after one more commit that reached the journal and nothing
+/// else (the power went before its checkpoint): a new recording, a directory, a
+/// rename into it, a deletion and an append, all in one transaction that an open
+/// replays.
+pub fn crash_sample() -> MemDevice {
+    let clean = sample_volume();
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    clean.peek(0, &mut b);
+    let sb = Superblock::decode(&b).expect("the sample's superblock");
+    let dev = CutAfterJournal {
+        dev: clean,
+        journal: sb.journal_start * MB..(sb.journal_start + sb.journal_blocks) * MB,
+        journal_written: false,
+        cut: false,
+    };
+    let mut fs = Fs::open_with(
+        dev,
+        OpenOptions::writable(),
+        Box::new(ManualClock::new()),
+        None,
+    )
+    .expect("open of the sample volume");
+    let build = |fs: &mut Fs<CutAfterJournal>| -> crate::Result<()> {
+        let root = fs.root();
+        let (cam1, cam2) = (fs.lookup(root, b"cam1")?, fs.lookup(root, b"cam2")?);
+        let f = fs.create(cam2, b"seg100.ts", 0o644, 0, 0, 6)?;
+        fs.write(f, 0, &pattern(100, 150_000), 6)?;
+        let cam3 = fs.mkdir(root, b"cam3", 0o755, 0, 0, 6)?;
+        fs.rename(cam1, b"seg000.ts", cam3, b"moved.ts", 6)?;
+        fs.unlink(cam2, b"seg005.ts", 6)?;
+        let g = fs.lookup(cam1, b"seg004.ts")?;
+        let size = fs.stat(g)?.size_bytes;
+        fs.write(g, size, &pattern(104, 70_000), 6)?;
+        Ok(())
+    };
+    build(&mut fs).expect("changing the sample volume");
+    let dev = fs.close().expect("close of the crash sample");
+    assert!(dev.cut, "the crash sample's commit reached the journal");
+    dev.dev
+}
+
+/// What each file of a volume holds, by inode.
+type Contents = std::collections::HashMap<u32, Vec<u8>>;
+
+/// The images every case starts from (the clean [`sample_volume`], and its
+/// [`crash_sample`] for damage to the journal), the blocks a case may damage, and
+/// what the files hold in each.
+pub struct Samples {
+    pub clean: MemDevice,
+    pub crash: MemDevice,
+    pub sb: Superblock,
+    /// The metadata blocks in use ([`metadata_blocks`]), then the journal blocks of
+    /// the crash sample's transaction.
+    pub blocks: Vec<u64>,
+    /// The crash sample's transaction, in blocks from the journal's start.
+    txn_blocks: u64,
+    files: [Contents; 2],
+    paths: Vec<String>,
+}
+
+impl Samples {
+    /// Built once per process.
+    pub fn get() -> &'static Samples {
+        static SAMPLES: std::sync::OnceLock<Samples> = std::sync::OnceLock::new();
+        SAMPLES.get_or_init(|| {
+            let (clean, crash) = (sample_volume(), crash_sample());
+            let (sb, mut blocks) = metadata_blocks(&clean);
+            let mut b = vec![0u8; META_BLOCK_BYTES];
+            crash.peek(sb.journal_start * MB, &mut b);
+            let head = crate::format::journal::parse_head(&b, &sb.uuid, sb.journal_start)
+                .expect("the crash sample's journal holds a transaction");
+            let txn_blocks = crate::format::journal::transaction_blocks(head.images) as u64;
+            blocks.extend(sb.journal_start..sb.journal_start + txn_blocks);
+            let files = [contents(&clean), contents(&crash)];
+            let paths = paths(&clean);
+            Samples {
+                clean,
+                crash,
+                sb,
+                blocks,
+                txn_blocks,
+                files,
+                paths,
+            }
+        })
+    }
+
+    /// Runs the oracle on a damaged image (see the module docs). Panics inside are
+    /// the caller's to catch (libFuzzer reports them as crashes).
+    pub fn check(&self, dev: &MemDevice) -> Outcome {
+        check_with(dev, &self.files, &self.paths)
+    }
+}
+
 /// Deterministic file contents.
 pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -180,10 +307,17 @@ impl Damage {
         }
     }
 
-    /// `base` with this damage applied; also returns the block damaged.
-    pub fn apply(&self, base: &MemDevice, sb: &Superblock, blocks: &[u64]) -> (MemDevice, u64) {
-        let mut dev = base.clone();
+    /// A sample with this damage applied (the crash sample for a journal block);
+    /// also returns the block damaged.
+    pub fn apply(&self, samples: &Samples) -> (MemDevice, u64) {
+        let (sb, blocks) = (&samples.sb, &samples.blocks);
         let n = blocks[self.block as usize % blocks.len()];
+        let journal = sb.in_journal(n);
+        let mut dev = if journal {
+            samples.crash.clone()
+        } else {
+            samples.clean.clone()
+        };
         let mut img = vec![0u8; META_BLOCK_BYTES];
         dev.peek(n * MB, &mut img);
         let h = parse_header(&img).expect("a block in use has a header");
@@ -197,7 +331,15 @@ impl Damage {
                 _ => img[at..at + 8].copy_from_slice(&(e.value % 100_000).to_le_bytes()),
             }
         }
-        if self.reseal {
+        if self.reseal && journal {
+            // The journal has one copy; the commit record's CRC is made to match.
+            seal_block(&mut img, &h);
+            dev.poke(n * MB, &img);
+            let mut txn = vec![0u8; samples.txn_blocks as usize * META_BLOCK_BYTES];
+            dev.peek(sb.journal_start * MB, &mut txn);
+            crate::format::journal::reseal_transaction(&mut txn);
+            dev.poke(sb.journal_start * MB, &txn);
+        } else if self.reseal {
             seal_block(&mut img, &h);
             dev.poke(n * MB, &img);
             dev.poke(sb.backup_offset(n), &img);
@@ -221,17 +363,17 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// Runs the oracle on a damaged image (see the module docs). Panics inside are the
-/// caller's to catch (libFuzzer reports them as crashes).
-pub fn check(dev: &MemDevice) -> Outcome {
+/// The oracle: `files` are what the files may hold (a damaged journal is replayed
+/// or ignored whole, so either sample's contents are right), `paths` the ones `stat`
+/// is tried on.
+fn check_with(dev: &MemDevice, files: &[Contents], paths: &[String]) -> Outcome {
     if let Ok(mut fs) = Fs::open(dev.clone(), OpenOptions::read_only()) {
         let root = fs.root();
-        if let Err(wrong) = walk(&mut fs, root, 0) {
+        if let Err(wrong) = walk(&mut fs, root, 0, files) {
             return Outcome::Failed(wrong);
         }
         // `stat`'s open, which loads only the paths it resolves, answers as the
         // full open does.
-        let paths = sample_paths();
         if let Ok(part) = Fs::open(dev.clone(), OpenOptions::paths_only(paths)) {
             for p in paths {
                 let (a, b) = (stat_of(&part, p), stat_of(&fs, p));
@@ -278,57 +420,69 @@ fn stat_of<D: crate::device::Device>(fs: &Fs<D>, path: &str) -> String {
     }
 }
 
-/// Every path of the undamaged [`sample_volume`], and one that names nothing.
-fn sample_paths() -> &'static [String] {
-    static PATHS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    PATHS.get_or_init(|| {
-        let fs =
-            Fs::open(sample_volume(), OpenOptions::read_only()).expect("open of the sample volume");
-        let mut out = vec!["/".to_string(), "/no/such/name".to_string()];
-        let mut stack = vec![(String::new(), fs.root())];
-        while let Some((path, d)) = stack.pop() {
-            for (name, child, kind) in fs.readdir(d).expect("readdir of the sample") {
-                let p = format!("{path}/{}", String::from_utf8_lossy(&name));
-                out.push(p.clone());
-                if kind == Kind::Dir {
-                    stack.push((p, child));
-                }
+/// Every path of `dev` (undamaged), and one that names nothing.
+fn paths(dev: &MemDevice) -> Vec<String> {
+    let fs = Fs::open(dev.clone(), OpenOptions::read_only()).expect("open of a sample");
+    let mut out = vec!["/".to_string(), "/no/such/name".to_string()];
+    let mut stack = vec![(String::new(), fs.root())];
+    while let Some((path, d)) = stack.pop() {
+        for (name, child, kind) in fs.readdir(d).expect("readdir of a sample") {
+            let p = format!("{path}/{}", String::from_utf8_lossy(&name));
+            out.push(p.clone());
+            if kind == Kind::Dir {
+                stack.push((p, child));
             }
         }
-        out
-    })
+    }
+    out
 }
 
-/// What each file of the undamaged [`sample_volume`] holds, by inode.
-fn sample_contents() -> &'static std::collections::HashMap<u32, Vec<u8>> {
-    static CONTENTS: std::sync::OnceLock<std::collections::HashMap<u32, Vec<u8>>> =
-        std::sync::OnceLock::new();
-    CONTENTS.get_or_init(|| {
-        let mut fs =
-            Fs::open(sample_volume(), OpenOptions::read_only()).expect("open of the sample volume");
-        let mut out = std::collections::HashMap::new();
-        let mut stack = vec![fs.root()];
-        while let Some(d) = stack.pop() {
-            for (_, child, kind) in fs.readdir(d).expect("readdir of the sample") {
-                match kind {
-                    Kind::Dir => stack.push(child),
-                    Kind::File => {
-                        let size = fs.stat(child).expect("stat").size_bytes as usize;
-                        let mut buf = vec![0u8; size];
-                        fs.read(child, 0, &mut buf).expect("read of the sample");
-                        out.insert(child, buf);
-                    }
-                    Kind::Symlink => {}
+/// What each file of `dev` (undamaged) holds, by inode.
+fn contents(dev: &MemDevice) -> Contents {
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).expect("open of a sample");
+    let mut out = Contents::new();
+    let mut stack = vec![fs.root()];
+    while let Some(d) = stack.pop() {
+        for (_, child, kind) in fs.readdir(d).expect("readdir of a sample") {
+            match kind {
+                Kind::Dir => stack.push(child),
+                Kind::File => {
+                    let size = fs.stat(child).expect("stat").size_bytes as usize;
+                    let mut buf = vec![0u8; size];
+                    fs.read(child, 0, &mut buf).expect("read of a sample");
+                    out.insert(child, buf);
                 }
+                Kind::Symlink => {}
             }
         }
-        out
-    })
+    }
+    out
+}
+
+/// Whether `got` (a read from the start of a file) is what `want` allows: its bytes
+/// as far as both go, zeros past them (holes of a damaged, larger size).
+fn same_bytes(got: &[u8], want: &[u8]) -> Result<(), String> {
+    let same = got.len().min(want.len());
+    if got[..same] != want[..same] {
+        let at = (0..same).find(|&i| got[i] != want[i]).unwrap_or(0);
+        return Err(format!(
+            "a read returned wrong bytes without an error (first at byte {at} of {})",
+            got.len()
+        ));
+    }
+    if let Some(at) = got[same..].iter().position(|&b| b != 0) {
+        return Err(format!(
+            "a read returned non-zero bytes past the {} written, at byte {}",
+            want.len(),
+            same + at
+        ));
+    }
+    Ok(())
 }
 
 /// Lists every directory and reads every file (up to 4 MiB each) of `fs`; `Err` names
 /// a read that succeeded with bytes other than the ones written.
-fn walk(fs: &mut Fs<MemDevice>, ino: u32, depth: u32) -> Result<(), String> {
+fn walk(fs: &mut Fs<MemDevice>, ino: u32, depth: u32, files: &[Contents]) -> Result<(), String> {
     if depth > 10 {
         return Ok(());
     }
@@ -337,29 +491,23 @@ fn walk(fs: &mut Fs<MemDevice>, ino: u32, depth: u32) -> Result<(), String> {
     };
     for (_, child, kind) in list {
         if kind == Kind::Dir {
-            walk(fs, child, depth + 1)?;
+            walk(fs, child, depth + 1, files)?;
         } else if let Ok(st) = fs.stat(child) {
             let mut buf = vec![0u8; (st.size_bytes.min(4 << 20)) as usize + 1];
             let Ok(n) = fs.read(child, 0, &mut buf) else {
                 continue;
             };
-            let (Some(want), Kind::File) = (sample_contents().get(&child), st.kind) else {
+            if st.kind != Kind::File {
                 continue;
-            };
-            let got = &buf[..n];
-            let same = n.min(want.len());
-            if got[..same] != want[..same] {
-                let at = (0..same).find(|&i| got[i] != want[i]).unwrap_or(0);
-                return Err(format!(
-                    "inode {child}: a read returned wrong bytes without an error (first at byte {at} of {n})"
-                ));
             }
-            if let Some(at) = got[same..].iter().position(|&b| b != 0) {
-                return Err(format!(
-                    "inode {child}: a read returned non-zero bytes past the {} written, at byte {}",
-                    want.len(),
-                    same + at
-                ));
+            let wants: Vec<&Vec<u8>> = files.iter().filter_map(|f| f.get(&child)).collect();
+            let results: Vec<_> = wants.iter().map(|w| same_bytes(&buf[..n], w)).collect();
+            if !results.is_empty() && results.iter().all(Result::is_err) {
+                let why = results
+                    .into_iter()
+                    .find_map(Result::err)
+                    .unwrap_or_default();
+                return Err(format!("inode {child}: {why}"));
             }
         }
     }

@@ -3,7 +3,7 @@
 //! target explored (or a crash it found, kept as `regress-*` once fixed), and each
 //! must pass the oracle (`dvrfs_core::fuzzing::check`): no panic, one-pass repair.
 
-use dvrfs_core::fuzzing::{check, metadata_blocks, sample_volume, Damage, Outcome};
+use dvrfs_core::fuzzing::{Damage, Outcome, Samples};
 use std::path::Path;
 
 #[test]
@@ -21,13 +21,12 @@ fn every_corpus_input_passes_the_oracle() {
             .is_some_and(|n| n.to_string_lossy().starts_with("regress-"))),
         "the regression inputs are there"
     );
-    let base = sample_volume();
-    let (sb, blocks) = metadata_blocks(&base);
+    let samples = Samples::get();
     let mut failed = vec![];
     for p in &inputs {
         let damage = Damage::from_bytes(&std::fs::read(p).expect("read a corpus input"));
-        let (dev, n) = damage.apply(&base, &sb, &blocks);
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check(&dev))) {
+        let (dev, n) = damage.apply(samples);
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| samples.check(&dev))) {
             Err(_) => failed.push(format!("{}: block {n}: PANIC", p.display())),
             Ok(Outcome::Failed(why)) => failed.push(format!("{}: block {n}: {why}", p.display())),
             Ok(_) => {}

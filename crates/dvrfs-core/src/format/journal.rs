@@ -95,6 +95,20 @@ pub fn encode_transaction(
     out
 }
 
+/// Recomputes the commit record's CRC over a whole transaction (`bytes`, exactly its
+/// blocks) and reseals the commit block: for the fuzzer, which edits descriptors and
+/// images of a committed transaction so that no checksum sees the damage.
+pub fn reseal_transaction(bytes: &mut [u8]) {
+    let body = bytes.len() - META_BLOCK_BYTES;
+    let crc = crc32c::crc32c(&bytes[..body]);
+    let commit = &mut bytes[body..];
+    let header = parse_header(commit);
+    put_u32(payload_mut(commit), C_CRC, crc);
+    if let Ok(h) = header {
+        seal_block(commit, &h);
+    }
+}
+
 /// What the first journal block says about the transaction that starts there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransactionHead {

@@ -120,6 +120,11 @@ pub fn fsck<D: Device>(
         );
         vol.dirty.insert(0);
     }
+    if let Some(note) = &report.journal_note {
+        // Any repair commit starts a new transaction where this one lies.
+        f.err(true, format!("journal: {note}; the journal is cleared"));
+        vol.dirty.insert(0);
+    }
     for (n, why) in &report.lost_blocks {
         let sums = vol.sb.sum_blocks > 0 && *n >= vol.sb.sum_start;
         f.err(

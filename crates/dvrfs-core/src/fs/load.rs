@@ -37,6 +37,10 @@ pub struct LoadReport {
     /// The transaction replayed from the journal, if any, and the blocks it held.
     pub replayed_txn: Option<u64>,
     pub replayed_blocks: Vec<u64>,
+    /// A transaction found whole in the journal but not replayed (its superblock
+    /// image does not fit the volume), and why. `fsck` reports it; the repair's
+    /// commit overwrites it.
+    pub journal_note: Option<String>,
     /// Primary metadata blocks that failed verification and were read from the backup
     /// region: (block number, what was wrong).
     pub from_backup: Vec<(u64, String)>,
@@ -363,6 +367,27 @@ fn read_journal<D: Device>(dev: &D, sb: &Superblock) -> Result<Option<Replay>> {
     }))
 }
 
+/// The superblock image a transaction holds, if any: it must decode, and agree with
+/// the volume's superblock in everything but what a commit changes (the ZRR cursor,
+/// the last transaction, the inode-table mark).
+fn journal_superblock(
+    r: &Replay,
+    sb: &Superblock,
+) -> std::result::Result<Option<Superblock>, String> {
+    let Some((_, img)) = r.images.iter().find(|(n, _)| *n == 0) else {
+        return Ok(None);
+    };
+    let new = Superblock::decode(img).map_err(|e| format!("is malformed: {e}"))?;
+    let mut same = new.clone();
+    same.zrr_cursor = sb.zrr_cursor;
+    same.last_txn = sb.last_txn;
+    same.inode_blocks_used = sb.inode_blocks_used;
+    if same != *sb {
+        return Err("describes another volume layout than the superblock's".into());
+    }
+    Ok(Some(new))
+}
+
 impl Volume {
     /// Loads and verifies the whole metadata of the file system on `dev` (reads only),
     /// with the journal's complete transaction applied over what the regions hold.
@@ -382,12 +407,20 @@ impl Volume {
                 dev.size_bytes()
             )));
         }
-        let journal = read_journal(dev, &sb)?;
+        let mut journal = read_journal(dev, &sb)?;
+        if let Some(Err(why)) = journal.as_ref().map(|r| journal_superblock(r, &sb)) {
+            // Written whole (its commit checksum holds) but not by dvrfs as it is:
+            // the volume stays as its last checkpoint left it.
+            let txn = journal.as_ref().map_or(0, |r| r.txn);
+            report.journal_note = Some(format!(
+                "transaction {txn} was not replayed: its superblock image {why}"
+            ));
+            journal = None;
+        }
         let mut overlay = HashMap::new();
         if let Some(r) = &journal {
-            if let Some((_, img)) = r.images.iter().find(|(n, _)| *n == 0) {
-                sb = Superblock::decode(img)
-                    .map_err(|e| Error::Corrupt(format!("journal superblock image: {e}")))?;
+            if let Ok(Some(img)) = journal_superblock(r, &sb) {
+                sb = img;
                 // The journal's image is the current one; copies that differ were
                 // being checkpointed when the power went, and the replay rewrites
                 // them all.
