@@ -549,14 +549,14 @@ impl Volume {
             return Ok(None);
         }
         // Each block mapped inside a lost run may split it: one run more (pending ones
-        // too, when the file has lost runs).
-        let pending = self.pending.get(&ino).map_or(0, |p| p.blocks.len());
+        // too). Only the blocks in question are looked up: scanning the runs for a lost
+        // one made every write cost the file's run count (a 1 TiB ZRR file has 262,144).
         let inode = self.inode(ino)?;
-        let splits = if inode.lost_ranges().next().is_some() {
-            pending + relost
-        } else {
-            0
-        };
+        let (pending, pending_in_lost) = self.pending.get(&ino).map_or((0, 0), |p| {
+            let in_lost = p.blocks.keys().filter(|&&fb| inode.is_lost(fb)).count();
+            (p.blocks.len(), in_lost)
+        });
+        let splits = pending_in_lost + relost;
         let runs = inode.runs.len() + pending + needed as usize + splits;
         self.ensure_run_capacity(ino, runs)?;
 
