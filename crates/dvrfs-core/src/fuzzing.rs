@@ -500,13 +500,20 @@ fn walk(fs: &mut Fs<MemDevice>, ino: u32, depth: u32, files: &[Contents]) -> Res
             if st.kind != Kind::File {
                 continue;
             }
-            let wants: Vec<&Vec<u8>> = files.iter().filter_map(|f| f.get(&child)).collect();
-            let results: Vec<_> = wants.iter().map(|w| same_bytes(&buf[..n], w)).collect();
-            if !results.is_empty() && results.iter().all(Result::is_err) {
-                let why = results
-                    .into_iter()
-                    .find_map(Result::err)
-                    .unwrap_or_default();
+            // Wrong only if it matches none of the samples that have this file.
+            let mut wrong = None;
+            for want in files.iter().filter_map(|f| f.get(&child)) {
+                match same_bytes(&buf[..n], want) {
+                    Ok(()) => {
+                        wrong = None;
+                        break;
+                    }
+                    Err(why) => {
+                        wrong.get_or_insert(why);
+                    }
+                }
+            }
+            if let Some(why) = wrong {
                 return Err(format!("inode {child}: {why}"));
             }
         }

@@ -351,8 +351,9 @@ impl Volume {
         // Both copies of a stretch of consecutive blocks are read in one request each
         // (1 MiB): an 8 TiB volume's checksum area alone is 15,898 blocks.
         let per = BULK_READ_BYTES / META_BLOCK_BYTES;
-        let mut p = crate::device::AlignedBuf::zeroed(BULK_READ_BYTES);
-        let mut b = crate::device::AlignedBuf::zeroed(BULK_READ_BYTES);
+        let room = per.min(blocks.len()).max(1) * META_BLOCK_BYTES;
+        let mut p = crate::device::AlignedBuf::zeroed(room);
+        let mut b = crate::device::AlignedBuf::zeroed(room);
         let mut k = 0;
         while k < blocks.len() {
             let first = blocks[k];
