@@ -76,12 +76,12 @@ fn long_line(fs: &DevFs, st: &Stat, name: &str) -> CliResult<String> {
 }
 
 pub fn ls(a: &LsArgs) -> CliResult<u8> {
-    let fs = open_fs(&a.target, Access::Read)?;
     let paths = if a.paths.is_empty() {
         vec!["/".to_string()]
     } else {
         a.paths.clone()
     };
+    let fs = open_fs_for_paths(&a.target, &paths, true)?;
     for (k, path) in paths.iter().enumerate() {
         let ino = fs.resolve(path)?;
         let st = fs.stat(ino)?;
@@ -140,7 +140,7 @@ fn stat_json(fs: &DevFs, path: &str, st: &Stat) -> CliResult<Value> {
 }
 
 pub fn stat(a: &StatArgs) -> CliResult<u8> {
-    let fs = open_fs_for_paths(&a.target, &a.paths)?;
+    let fs = open_fs_for_paths(&a.target, &a.paths, false)?;
     let mut all = vec![];
     // Every path is reported; a missing one is an error on stderr, and the exit
     // status says whether any failed.

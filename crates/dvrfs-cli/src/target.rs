@@ -42,9 +42,14 @@ pub fn open_fs(path: &Path, access: Access) -> CliResult<DevFs> {
 }
 
 /// Opens the file system read-only with only the metadata that resolving `paths`
-/// reads (`stat`: its cost does not grow with the volume's contents).
-pub fn open_fs_for_paths(path: &Path, paths: &[String]) -> CliResult<DevFs> {
-    open_fs_with(path, Access::Read, OpenOptions::paths_only(paths))
+/// reads, and with `list` the entries of those that are directories (`stat`, `ls`:
+/// their cost does not grow with the rest of the volume).
+pub fn open_fs_for_paths(path: &Path, paths: &[String], list: bool) -> CliResult<DevFs> {
+    let opts = match list {
+        true => OpenOptions::listing(paths),
+        false => OpenOptions::paths_only(paths),
+    };
+    open_fs_with(path, Access::Read, opts)
 }
 
 fn open_fs_with(path: &Path, access: Access, opts: OpenOptions) -> CliResult<DevFs> {

@@ -154,6 +154,7 @@ pub struct Samples {
     txn_blocks: u64,
     files: [Contents; 2],
     paths: Vec<String>,
+    dirs: Vec<String>,
 }
 
 impl Samples {
@@ -170,7 +171,7 @@ impl Samples {
             let txn_blocks = crate::format::journal::transaction_blocks(head.images) as u64;
             blocks.extend(sb.journal_start..sb.journal_start + txn_blocks);
             let files = [contents(&clean), contents(&crash)];
-            let paths = paths(&clean);
+            let (paths, dirs) = paths(&clean);
             Samples {
                 clean,
                 crash,
@@ -179,6 +180,7 @@ impl Samples {
                 txn_blocks,
                 files,
                 paths,
+                dirs,
             }
         })
     }
@@ -186,7 +188,7 @@ impl Samples {
     /// Runs the oracle on a damaged image (see the module docs). Panics inside are
     /// the caller's to catch (libFuzzer reports them as crashes).
     pub fn check(&self, dev: &MemDevice) -> Outcome {
-        check_with(dev, &self.files, &self.paths)
+        check_with(dev, &self.files, &self.paths, &self.dirs)
     }
 }
 
@@ -366,7 +368,7 @@ pub enum Outcome {
 /// The oracle: `files` are what the files may hold (a damaged journal is replayed
 /// or ignored whole, so either sample's contents are right), `paths` the ones `stat`
 /// is tried on.
-fn check_with(dev: &MemDevice, files: &[Contents], paths: &[String]) -> Outcome {
+fn check_with(dev: &MemDevice, files: &[Contents], paths: &[String], dirs: &[String]) -> Outcome {
     if let Ok(mut fs) = Fs::open(dev.clone(), OpenOptions::read_only()) {
         let root = fs.root();
         if let Err(wrong) = walk(&mut fs, root, 0, files) {
@@ -380,6 +382,17 @@ fn check_with(dev: &MemDevice, files: &[Contents], paths: &[String]) -> Outcome 
                 if a != b {
                     return Outcome::Failed(format!(
                         "stat {p}: the path-only open says {a}, the full open {b}"
+                    ));
+                }
+            }
+        }
+        // `ls`'s open of every directory of the sample lists them as the full open.
+        if let Ok(part) = Fs::open(dev.clone(), OpenOptions::listing(dirs)) {
+            for p in dirs {
+                let (a, b) = (listing_of(&part, p), listing_of(&fs, p));
+                if a != b {
+                    return Outcome::Failed(format!(
+                        "ls -l {p}: the listing open says {a}, the full open {b}"
                     ));
                 }
             }
@@ -413,28 +426,58 @@ fn check_with(dev: &MemDevice, files: &[Contents], paths: &[String]) -> Outcome 
 }
 
 /// What `stat PATH` answers, as text (the error's message when it fails).
-fn stat_of<D: crate::device::Device>(fs: &Fs<D>, path: &str) -> String {
+pub fn stat_of<D: crate::device::Device>(fs: &Fs<D>, path: &str) -> String {
     match fs.resolve(path).and_then(|ino| fs.stat(ino)) {
         Ok(st) => format!("{st:?}"),
         Err(e) => format!("error: {e}"),
     }
 }
 
-/// Every path of `dev` (undamaged), and one that names nothing.
-fn paths(dev: &MemDevice) -> Vec<String> {
+/// What `ls -l PATH` shows of a directory, as text: each entry's name, inode and
+/// kind, and the attributes the long form prints (a symlink's target too).
+pub fn listing_of<D: crate::device::Device>(fs: &Fs<D>, path: &str) -> String {
+    let list = match fs.resolve(path).and_then(|ino| fs.readdir(ino)) {
+        Ok(list) => list,
+        Err(e) => return format!("error: {e}"),
+    };
+    let mut out = String::new();
+    for (name, ino, kind) in list {
+        let shown = match fs.stat(ino) {
+            Ok(st) => format!(
+                "{:?} {:o} {} {} {} {} {}",
+                st.kind, st.mode, st.nlink, st.uid, st.gid, st.size_bytes, st.mtime_ns
+            ),
+            Err(e) => format!("error: {e}"),
+        };
+        let target = match kind {
+            Kind::Symlink => format!(" -> {:?}", fs.readlink(ino)),
+            _ => String::new(),
+        };
+        out += &format!(
+            "{:?} {ino} {kind:?}: {shown}{target}\n",
+            String::from_utf8_lossy(&name)
+        );
+    }
+    out
+}
+
+/// Every path of `dev` (undamaged) and one that names nothing; and its directories.
+fn paths(dev: &MemDevice) -> (Vec<String>, Vec<String>) {
     let fs = Fs::open(dev.clone(), OpenOptions::read_only()).expect("open of a sample");
     let mut out = vec!["/".to_string(), "/no/such/name".to_string()];
+    let mut dirs = vec!["/".to_string()];
     let mut stack = vec![(String::new(), fs.root())];
     while let Some((path, d)) = stack.pop() {
         for (name, child, kind) in fs.readdir(d).expect("readdir of a sample") {
             let p = format!("{path}/{}", String::from_utf8_lossy(&name));
             out.push(p.clone());
             if kind == Kind::Dir {
+                dirs.push(p.clone());
                 stack.push((p, child));
             }
         }
     }
-    out
+    (out, dirs)
 }
 
 /// What each file of `dev` (undamaged) holds, by inode.

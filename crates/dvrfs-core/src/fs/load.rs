@@ -462,7 +462,7 @@ impl Volume {
                 // An invariant of the options, not of the disk: a partial volume must
                 // never be written back.
                 assert!(!opts.writable, "a path-only open is read-only");
-                v.load_paths(dev, &overlay, &mut report, paths)?;
+                v.load_paths(dev, &overlay, &mut report, paths, opts.path_children)?;
             }
             None => v.load_all(dev, &overlay, &mut report)?,
         }
@@ -656,7 +656,7 @@ impl Volume {
             ));
         }
         for (ino, rec, stored_sum) in records {
-            self.load_inode(&mut r, ino, rec, stored_sum)?;
+            self.load_inode(&mut r, ino, rec, stored_sum, true)?;
         }
         for (&parent, dir) in &self.dirs {
             for e in dir.entries.values() {
@@ -716,6 +716,7 @@ impl Volume {
         overlay: &HashMap<u64, Vec<u8>>,
         report: &mut LoadReport,
         paths: &[String],
+        children: bool,
     ) -> Result<()> {
         let sb = self.sb.clone();
         let mut r = Reader {
@@ -724,8 +725,10 @@ impl Volume {
             overlay,
             report,
         };
+        // Inode-table blocks read so far (a directory's children share them).
+        let mut table = HashMap::new();
         let root = sb.root_ino;
-        self.load_one(&mut r, root as u64)?;
+        self.load_one(&mut r, &mut table, root as u64, true)?;
         self.stand_in_root(&mut r.report.problems);
         self.parents.insert(root, root);
         for path in paths {
@@ -743,11 +746,25 @@ impl Volume {
                     break; // Resolving it says what is wrong.
                 };
                 let (child, kind) = (e.ino, e.kind);
-                self.load_one(&mut r, child as u64)?;
+                self.load_one(&mut r, &mut table, child as u64, true)?;
                 if kind == Kind::Dir {
                     self.parents.entry(child).or_insert(ino);
                 }
                 ino = child;
+            }
+            if !children {
+                continue;
+            }
+            let entries: Vec<(Ino, Kind)> = self
+                .dirs
+                .get(&ino)
+                .map(|d| d.entries.values().map(|e| (e.ino, e.kind)).collect())
+                .unwrap_or_default();
+            for (child, kind) in entries {
+                self.load_one(&mut r, &mut table, child as u64, false)?;
+                if kind == Kind::Dir {
+                    self.parents.entry(child).or_insert(ino);
+                }
             }
         }
         Ok(())
@@ -755,14 +772,42 @@ impl Volume {
 
     /// Reads inode `ino`'s inode-table block and loads the record if it is in use
     /// (once; a free, lost or out-of-range record is left out, and resolving a name
-    /// that leads to it fails as a name without a file does).
-    fn load_one<D: Device>(&mut self, r: &mut Reader<'_, D>, ino: u64) -> Result<()> {
+    /// that leads to it fails as a name without a file does). `entries`: a directory's
+    /// entries too (one loaded without them earlier is loaded again with them).
+    fn load_one<D: Device>(
+        &mut self,
+        r: &mut Reader<'_, D>,
+        table: &mut HashMap<u64, Option<Vec<u8>>>,
+        ino: u64,
+        entries: bool,
+    ) -> Result<()> {
         let sb = r.sb;
-        if self.inodes.contains_key(&(ino as Ino)) || ino >= sb.inode_count as u64 {
+        if ino >= sb.inode_count as u64 {
             return Ok(());
         }
+        if let Some(i) = self.inodes.get(&(ino as Ino)) {
+            let shallow = i.kind() == Some(Kind::Dir) && !self.dirs.contains_key(&(ino as Ino));
+            if !(entries && shallow) {
+                return Ok(());
+            }
+            let ino = ino as Ino;
+            self.inodes.remove(&ino);
+            self.owners.retain(|_, o| match *o {
+                Owner::DirBlock { ino: i, .. }
+                | Owner::Indirect { ino: i, .. }
+                | Owner::Symlink { ino: i } => i != ino,
+            });
+        }
         let k = ino / INODES_PER_BLOCK as u64;
-        let Some(img) = r.one_or_lose(sb.inode_table_start + k, BlockType::InodeTable)? else {
+        let img = match table.get(&k) {
+            Some(img) => img.clone(),
+            None => {
+                let img = r.one_or_lose(sb.inode_table_start + k, BlockType::InodeTable)?;
+                table.insert(k, img.clone());
+                img
+            }
+        };
+        let Some(img) = img else {
             let first = k * INODES_PER_BLOCK as u64;
             r.report.problems.push((
                 None,
@@ -778,7 +823,7 @@ impl Volume {
         if rec.is_free() {
             return Ok(());
         }
-        self.load_inode(r, ino, rec, get_map_sum(p, j))
+        self.load_inode(r, ino, rec, get_map_sum(p, j), entries)
     }
 
     /// Decodes and checks one inode record in use (its runs, and a directory's entries
@@ -789,6 +834,7 @@ impl Volume {
         ino: u64,
         rec: InodeRecord,
         stored_sum: Option<u32>,
+        entries: bool,
     ) -> Result<()> {
         let sb = r.sb;
         if ino == 0 || ino >= sb.inode_count as u64 {
@@ -822,6 +868,8 @@ impl Volume {
         keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len(), usable_slots);
         let inode = Inode { attr: rec, runs };
         match kind {
+            // A directory listed but not opened (a path-only load): its record only.
+            Kind::Dir if !entries => {}
             Kind::Dir => {
                 let (dir, cut) = load_dir(r, &mut self.owners, ino, &inode)?;
                 self.dirs.insert(ino, dir);

@@ -83,6 +83,9 @@ pub struct OpenOptions {
     /// then knows nothing else (listing another directory finds it empty, `info`'s
     /// counts are wrong), and damage elsewhere is not reported.
     pub only_paths: Option<Vec<String>>,
+    /// With `only_paths`: also the entries of each path that is a directory, with
+    /// their inodes (`ls`, `ls -l`).
+    pub path_children: bool,
 }
 
 impl OpenOptions {
@@ -93,6 +96,7 @@ impl OpenOptions {
             repair: false,
             verify_data: true,
             only_paths: None,
+            path_children: false,
         }
     }
     pub fn writable() -> Self {
@@ -102,6 +106,7 @@ impl OpenOptions {
             repair: false,
             verify_data: true,
             only_paths: None,
+            path_children: false,
         }
     }
     /// Read-only, without the data checksums: for commands that read no file data.
@@ -116,6 +121,14 @@ impl OpenOptions {
         OpenOptions {
             only_paths: Some(paths.to_vec()),
             ..OpenOptions::metadata_only()
+        }
+    }
+    /// [`OpenOptions::paths_only`], and the entries of the paths that are
+    /// directories with their inodes: what listing them reads.
+    pub fn listing(paths: &[String]) -> Self {
+        OpenOptions {
+            path_children: true,
+            ..OpenOptions::paths_only(paths)
         }
     }
 }
