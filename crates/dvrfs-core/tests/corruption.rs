@@ -404,3 +404,61 @@ fn a_damaged_backup_copy_is_found_anywhere_in_a_bulk_comparison() {
         "{errors:?}"
     );
 }
+
+/// Rewrites bit `bit` of the data bitmap to `on` in both copies, resealed (damage no
+/// checksum sees).
+fn set_data_bitmap_bit(dev: &mut MemDevice, sb: &Superblock, block: u64, on: bool) {
+    let per = dvrfs_core::alloc::BITS_PER_BITMAP_BLOCK;
+    let n = sb.data_bitmap_start + block / per;
+    for off in [sb.primary_offset(n), sb.backup_offset(n)] {
+        let mut b = vec![0u8; META_BLOCK_BYTES];
+        dev.peek(off, &mut b);
+        let h = parse_header(&b).unwrap();
+        let bit = block % per;
+        let byte = &mut payload_mut(&mut b)[(bit / 8) as usize];
+        match on {
+            true => *byte |= 1 << (bit % 8),
+            false => *byte &= !(1 << (bit % 8)),
+        }
+        seal_block(&mut b, &h);
+        dev.write_at(off, &b).unwrap();
+    }
+}
+
+/// A data block a file uses but the bitmap marks free would be handed out again (and
+/// deleting the file would free it twice): the load finds it, every file still reads,
+/// a writable open waits for the repair, which rebuilds the bitmap in one pass.
+#[test]
+fn a_used_block_the_bitmap_marks_free_is_found_before_it_is_handed_out() {
+    let (dev, model) = populated();
+    let sb = superblock(&dev);
+    let fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    let big = fs.resolve("/big.ts").unwrap();
+    let b = fs.runs(big).unwrap()[3].start;
+    drop(fs);
+    let mut bad = dev.clone();
+    set_data_bitmap_bit(&mut bad, &sb, b, false);
+
+    let fs = Fs::open(bad.clone(), OpenOptions::read_only()).unwrap();
+    let problems = &fs.load_report().problems;
+    assert!(
+        problems.iter().any(|(i, why)| *i == Some(big)
+            && why.contains(&format!("data block {b}, which its bitmap marks free"))),
+        "{problems:?}"
+    );
+    drop(fs);
+    let mut ro = Fs::open(bad.clone(), OpenOptions::read_only()).unwrap();
+    assert_eq!(snapshot(&mut ro), model);
+    drop(ro);
+    let err = Fs::open(bad.clone(), OpenOptions::writable())
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("fsck --repair"), "{err}");
+    let (code, _, errors) = fsck_code(&bad, false);
+    assert_eq!(code, 4, "{errors:?}");
+    let (code, fixed, errors) = fsck_code(&bad, true);
+    assert_eq!(code, 1, "{errors:?}");
+    let fixed = fixed.unwrap();
+    assert_eq!(fsck_code(&fixed, false).0, 0);
+    assert_eq!(snapshot(&mut open_rw(fixed)), model);
+}

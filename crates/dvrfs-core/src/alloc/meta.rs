@@ -72,7 +72,12 @@ impl MetaAlloc {
     pub fn free(&mut self, block: u64, count: u64) {
         for b in block..block + count {
             let i = b - self.start;
-            debug_assert!(self.used.get(i), "double free of metadata block {b}");
+            // As for data blocks: the loader checks the bitmap covers every owned
+            // block, so a double free is a bug of the code.
+            assert!(
+                self.used.get(i),
+                "double free of metadata block {b} (a dvrfs bug)"
+            );
             self.used.set(i, false);
             self.hint = self.hint.min(i);
         }

@@ -238,7 +238,13 @@ impl DataAlloc {
 
     /// Releases a block of a file. It stays busy until [`DataAlloc::commit_done`].
     pub fn free(&mut self, block: u64) {
-        debug_assert!(self.used.get(block), "double free of data block {block}");
+        // The loader refuses writable opens of a volume whose bitmap misses a file's
+        // block or whose files share one (fsck frees tolerantly): a double free here
+        // is a bug of the code.
+        assert!(
+            self.used.get(block),
+            "double free of data block {block} (a dvrfs bug)"
+        );
         self.used.set(block, false);
         self.pending_free.push(block);
     }

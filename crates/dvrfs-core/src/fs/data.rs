@@ -925,7 +925,10 @@ impl Volume {
             let (freed, first) = self.inode_mut(ino)?.truncate_blocks(keep);
             for (start, count) in freed {
                 for b in start..start + count {
-                    self.data.free(b);
+                    // fsck frees tolerantly: it rebuilds the bitmaps afterwards.
+                    if !self.in_fsck || self.data.used().get(b) {
+                        self.data.free(b);
+                    }
                     self.dirty_data_bitmap(b);
                 }
             }
