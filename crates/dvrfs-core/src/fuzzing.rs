@@ -38,13 +38,7 @@ pub fn sample_volume() -> MemDevice {
     p.data_block_bytes = 64 << 10;
     p.alloc = AllocPolicy::Zrr;
     mkfs(&mut dev, &p, &mut |_, _| {}).expect("mkfs of the sample volume");
-    let mut fs = Fs::open_with(
-        dev,
-        OpenOptions::writable(),
-        Box::new(ManualClock::new()),
-        None,
-    )
-    .expect("open of the sample volume");
+    let mut fs = open_writable(dev);
     let root = fs.root();
     let build = |fs: &mut Fs<MemDevice>| -> crate::Result<()> {
         for (d, n) in [(&b"cam1"[..], 12u64), (&b"cam2"[..], 12)] {
@@ -111,13 +105,7 @@ pub fn crash_sample() -> MemDevice {
         journal_written: false,
         cut: false,
     };
-    let mut fs = Fs::open_with(
-        dev,
-        OpenOptions::writable(),
-        Box::new(ManualClock::new()),
-        None,
-    )
-    .expect("open of the sample volume");
+    let mut fs = open_writable(dev);
     let build = |fs: &mut Fs<CutAfterJournal>| -> crate::Result<()> {
         let root = fs.root();
         let (cam1, cam2) = (fs.lookup(root, b"cam1")?, fs.lookup(root, b"cam2")?);
@@ -190,6 +178,17 @@ impl Samples {
     pub fn check(&self, dev: &MemDevice) -> Outcome {
         check_with(dev, &self.files, &self.paths, &self.dirs)
     }
+}
+
+/// A writable open on a clock that never moves (no commit but the close's).
+fn open_writable<D: crate::device::Device>(dev: D) -> Fs<D> {
+    Fs::open_with(
+        dev,
+        OpenOptions::writable(),
+        Box::new(ManualClock::new()),
+        None,
+    )
+    .expect("open of the sample volume")
 }
 
 /// Deterministic file contents.

@@ -42,12 +42,17 @@ impl Device for Counting {
     }
 }
 
-/// Bytes a read-only open of `dev` reads.
-fn open_reads(dev: &MemDevice) -> u64 {
-    let c = Counting {
+/// A copy of `dev` that counts what is read from it.
+fn counting(dev: &MemDevice) -> Counting {
+    Counting {
         dev: dev.clone(),
         read: AtomicU64::new(0),
-    };
+    }
+}
+
+/// Bytes a read-only open of `dev` reads.
+fn open_reads(dev: &MemDevice) -> u64 {
+    let c = counting(dev);
     let fs = Fs::open(c, OpenOptions::read_only()).expect("open");
     let dev = fs.crash();
     dev.read.load(Ordering::Relaxed)
@@ -176,10 +181,7 @@ fn a_stale_mark_is_found_and_raised_by_one_repair() {
 
 /// Bytes a path-only open of `dev` for `paths` reads, and the open itself.
 fn paths_open(dev: &MemDevice, paths: &[&str]) -> (Fs<Counting>, u64) {
-    let c = Counting {
-        dev: dev.clone(),
-        read: AtomicU64::new(0),
-    };
+    let c = counting(dev);
     let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
     let fs = Fs::open(c, OpenOptions::paths_only(&paths)).expect("open");
     let n = fs.device().read.load(Ordering::Relaxed);
@@ -255,18 +257,12 @@ fn a_path_only_open_answers_stat_as_the_full_open_does_and_reads_only_the_path()
     ];
     let full = Fs::open(dev.clone(), OpenOptions::metadata_only()).unwrap();
     for p in dirs {
-        let c = Counting {
-            dev: dev.clone(),
-            read: AtomicU64::new(0),
-        };
+        let c = counting(&dev);
         let part = Fs::open(c, OpenOptions::listing(&[p.to_string()])).unwrap();
         assert_eq!(listing_of(&part, p), listing_of(&full, p), "{p}");
     }
     let paths: Vec<String> = dirs.iter().map(|p| p.to_string()).collect();
-    let c = Counting {
-        dev: dev.clone(),
-        read: AtomicU64::new(0),
-    };
+    let c = counting(&dev);
     let part = Fs::open(c, OpenOptions::listing(&paths)).unwrap();
     for p in dirs {
         assert_eq!(listing_of(&part, p), listing_of(&full, p), "{p}");
@@ -287,10 +283,7 @@ fn a_path_only_open_answers_stat_as_the_full_open_does_and_reads_only_the_path()
     assert!(one < all / 10, "path-only {one} bytes, full open {all}");
     // Listing `/` reads its three directories' records, not their entries.
     let list_root = |dev: &MemDevice| {
-        let c = Counting {
-            dev: dev.clone(),
-            read: AtomicU64::new(0),
-        };
+        let c = counting(dev);
         let fs = Fs::open(c, OpenOptions::listing(&["/".to_string()])).unwrap();
         fs.device().read.load(Ordering::Relaxed)
     };

@@ -75,7 +75,21 @@ struct Reader<'a, D: Device> {
     report: &'a mut LoadReport,
 }
 
-impl<D: Device> Reader<'_, D> {
+impl<'a, D: Device> Reader<'a, D> {
+    fn new(
+        dev: &'a D,
+        sb: &'a Superblock,
+        overlay: &'a HashMap<u64, Vec<u8>>,
+        report: &'a mut LoadReport,
+    ) -> Self {
+        Reader {
+            dev,
+            sb,
+            overlay,
+            report,
+        }
+    }
+
     fn pick(&mut self, n: u64, ty: BlockType, primary: &[u8]) -> Result<Vec<u8>> {
         if let Some(img) = self.overlay.get(&n) {
             if verify_block(img, ty, &self.sb.uuid, n).is_ok() {
@@ -534,12 +548,7 @@ impl Volume {
         let Some(mut sums) = Sums::new(&sb) else {
             return Ok(());
         };
-        let mut r = Reader {
-            dev,
-            sb: &sb,
-            overlay,
-            report,
-        };
+        let mut r = Reader::new(dev, &sb, overlay, report);
         r.area(sb.sum_start, sb.sum_blocks, BlockType::Sums, |k, img| {
             sums.decode_block(k, img.map(payload));
             Ok(())
@@ -555,12 +564,7 @@ impl Volume {
         report: &mut LoadReport,
     ) -> Result<()> {
         let sb = self.sb.clone();
-        let mut r = Reader {
-            dev,
-            sb: &sb,
-            overlay,
-            report,
-        };
+        let mut r = Reader::new(dev, &sb, overlay, report);
         let mut used = Bitmap::new(sb.data_blocks);
         let mut stray = false;
         r.area(
@@ -766,12 +770,7 @@ impl Volume {
         children: bool,
     ) -> Result<()> {
         let sb = self.sb.clone();
-        let mut r = Reader {
-            dev,
-            sb: &sb,
-            overlay,
-            report,
-        };
+        let mut r = Reader::new(dev, &sb, overlay, report);
         // Inode-table blocks read so far (a directory's children share them).
         let mut table = HashMap::new();
         let root = sb.root_ino;
