@@ -8,7 +8,7 @@ mod common;
 use common::*;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -357,6 +357,56 @@ fn small_writes_reach_the_disk_as_whole_chunks() {
         "{commands} device commands for 64 MiB in 4 KiB writes"
     );
     assert_clean(&img);
+}
+
+/// A granule whose bytes no longer match their checksum fails only the reads that
+/// touch it: the mount reads 4 MiB chunks, and a chunk holding the bad granule used
+/// to fail every read inside it (EIO for bytes that were intact).
+#[test]
+fn a_bad_granule_fails_only_the_reads_that_touch_it() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "256M", &[]);
+    // Random bytes: a needle of them is stored once in the image.
+    let local = random_file(&dir.path().join("v.ts"), 8 << 20, 21);
+    let data = fs::read(&local).unwrap();
+    ok(dvrfs([
+        "put",
+        img.to_str().unwrap(),
+        local.to_str().unwrap(),
+        "/v.ts",
+    ]));
+    // Flip a byte 100 bytes into the file's second 512 KiB granule.
+    let mut image = fs::read(&img).unwrap();
+    let needle = &data[512 << 10..(512 << 10) + 4096];
+    let at = image
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the file's bytes are in the image");
+    image[at + 100] ^= 0x40;
+    fs::write(&img, &image).unwrap();
+
+    let m = Mount::new(dir.path(), &img, &[]);
+    let f = File::open(m.path("v.ts")).unwrap();
+    let read = |off: u64| -> std::io::Result<Vec<u8>> {
+        let mut b = vec![0u8; 128 << 10];
+        f.read_exact_at(&mut b, off).map(|()| b)
+    };
+    // The first chunk (0 to 4 MiB) holds the bad granule: reads outside it succeed.
+    for off in [0u64, 384 << 10, 1 << 20, 3 << 20, 5 << 20] {
+        let got = read(off).unwrap_or_else(|e| panic!("read at {off}: {e}"));
+        assert!(
+            got == data[off as usize..off as usize + (128 << 10)],
+            "bytes at {off}"
+        );
+    }
+    for off in [512u64 << 10, (512 << 10) + (256 << 10)] {
+        let e = read(off).expect_err("a read of the bad granule succeeded");
+        assert_eq!(e.raw_os_error(), Some(libc::EIO), "read at {off}: {e}");
+    }
+    drop(f);
+    m.unmount();
 }
 
 #[test]

@@ -430,19 +430,34 @@ impl FileState {
                 Some(i) => i,
                 None => {
                     let start = pos - pos % self.chunk;
-                    let (buf, len) = match self.ahead.iter().position(|(s, _)| *s == start) {
+                    let fetched = match self.ahead.iter().position(|(s, _)| *s == start) {
                         Some(k) => {
                             let (_, t) = self.ahead.remove(k).expect("found");
                             match rt.check(t, true) {
                                 Ok(Some(done)) => match done.output {
-                                    Output::Read { buf, bytes } => (buf, bytes),
+                                    Output::Read { buf, bytes } => Ok((buf, bytes)),
                                     other => panic!("a read completed as {other:?}"),
                                 },
                                 Ok(None) => unreachable!("a waited check has a result"),
-                                Err(e) => return Err(errno_of(&e)),
+                                Err(e) => Err(errno_of(&e)),
                             }
                         }
-                        None => self.chunk_read(rt, start, owner)?,
+                        None => self.chunk_read(rt, start, owner),
+                    };
+                    let Ok((buf, len)) = fetched else {
+                        // Part of the chunk cannot be read (a checksum mismatch, a
+                        // device error): only the bytes asked for are read, so a read
+                        // clear of the bad part still succeeds; one that touches it
+                        // gets the error.
+                        let want = IoBuf::zeroed((end - pos) as usize);
+                        let (buf, n) = self.engine_read(rt, pos, want, owner)?;
+                        let bytes = &buf.bytes().expect("real memory")[..n];
+                        if out.is_none() && pos == offset {
+                            return Ok(reply(bytes));
+                        }
+                        out.get_or_insert_with(|| Vec::with_capacity((end - offset) as usize))
+                            .extend_from_slice(bytes);
+                        break;
                     };
                     if len == 0 || start + (len as u64) <= pos {
                         self.pool.give(buf);
