@@ -370,7 +370,8 @@ pub enum Outcome {
 fn check_with(dev: &MemDevice, files: &[Contents], paths: &[String], dirs: &[String]) -> Outcome {
     if let Ok(mut fs) = Fs::open(dev.clone(), OpenOptions::read_only()) {
         let root = fs.root();
-        if let Err(wrong) = walk(&mut fs, root, 0, files) {
+        let mut seen = std::collections::HashSet::new();
+        if let Err(wrong) = walk(&mut fs, root, 0, files, &mut seen) {
             return Outcome::Failed(wrong);
         }
         // `stat`'s open, which loads only the paths it resolves, answers as the
@@ -522,10 +523,18 @@ fn same_bytes(got: &[u8], want: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Lists every directory and reads every file (up to 4 MiB each) of `fs`; `Err` names
-/// a read that succeeded with bytes other than the ones written.
-fn walk(fs: &mut Fs<MemDevice>, ino: u32, depth: u32, files: &[Contents]) -> Result<(), String> {
-    if depth > 10 {
+/// Lists every directory and reads every file (up to 4 MiB each) of `fs`, each inode
+/// once (`seen`: a damaged directory that names itself or an ancestor twice made the
+/// walk exponential); `Err` names a read that succeeded with bytes other than the ones
+/// written.
+fn walk(
+    fs: &mut Fs<MemDevice>,
+    ino: u32,
+    depth: u32,
+    files: &[Contents],
+    seen: &mut std::collections::HashSet<u32>,
+) -> Result<(), String> {
+    if depth > 10 || !seen.insert(ino) {
         return Ok(());
     }
     let Ok(list) = fs.readdir(ino) else {
@@ -533,7 +542,9 @@ fn walk(fs: &mut Fs<MemDevice>, ino: u32, depth: u32, files: &[Contents]) -> Res
     };
     for (_, child, kind) in list {
         if kind == Kind::Dir {
-            walk(fs, child, depth + 1, files)?;
+            walk(fs, child, depth + 1, files, seen)?;
+        } else if !seen.insert(child) {
+            continue;
         } else if let Ok(st) = fs.stat(child) {
             let mut buf = vec![0u8; (st.size_bytes.min(4 << 20)) as usize + 1];
             let Ok(n) = fs.read(child, 0, &mut buf) else {
