@@ -90,31 +90,50 @@ impl Bitmap {
     }
 
     /// Serialises bits `k * BITS_PER_BITMAP_BLOCK ..` into a bitmap block payload
-    /// (bit i of the payload is byte i / 8, bit i % 8, least significant first).
+    /// (bit i of the payload is byte i / 8, bit i % 8, least significant first: a
+    /// word's little-endian bytes, since a block starts on a word).
     pub fn encode_block(&self, k: u64, payload: &mut [u8]) {
         payload.fill(0);
-        let base = k * BITS_PER_BITMAP_BLOCK;
-        for j in 0..BITS_PER_BITMAP_BLOCK.min(self.len.saturating_sub(base)) {
-            if self.get(base + j) {
-                payload[(j / 8) as usize] |= 1 << (j % 8);
-            }
+        for (w, bytes) in self.block_words(k).zip(payload.chunks_exact_mut(8)) {
+            bytes.copy_from_slice(&self.words[w].to_le_bytes());
         }
     }
 
     pub fn decode_block(&mut self, k: u64, payload: &[u8]) {
-        let base = k * BITS_PER_BITMAP_BLOCK;
-        for j in 0..BITS_PER_BITMAP_BLOCK.min(self.len.saturating_sub(base)) {
-            self.set(base + j, payload[(j / 8) as usize] >> (j % 8) & 1 == 1);
+        let tail = self.len % 64;
+        let last = self.words.len().wrapping_sub(1);
+        for (w, bytes) in self.block_words(k).zip(payload.chunks_exact(8)) {
+            let mut v = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+            if w == last && tail != 0 {
+                v &= (1 << tail) - 1;
+            }
+            self.words[w] = v;
         }
+    }
+
+    /// The indices of the words that bitmap block `k` holds (fewer in the last).
+    fn block_words(&self, k: u64) -> std::ops::Range<usize> {
+        const WORDS: u64 = BITS_PER_BITMAP_BLOCK / 64;
+        let first = (k * WORDS).min(self.words.len() as u64);
+        first as usize..(first + WORDS).min(self.words.len() as u64) as usize
     }
 
     /// Set bits beyond `len` in a stored block, which must be zero.
     pub fn block_has_stray_bits(&self, k: u64, payload: &[u8]) -> bool {
         let base = k * BITS_PER_BITMAP_BLOCK;
-        (self.len.saturating_sub(base).min(BITS_PER_BITMAP_BLOCK)..BITS_PER_BITMAP_BLOCK)
-            .any(|j| payload[(j / 8) as usize] >> (j % 8) & 1 == 1)
+        let valid = self.len.saturating_sub(base).min(BITS_PER_BITMAP_BLOCK);
+        let (whole, part) = ((valid / 8) as usize, valid % 8);
+        let partial = part != 0 && payload[whole] >> part != 0;
+        let rest = whole + (part != 0) as usize;
+        partial
+            || payload[rest..BITS_PER_BITMAP_BLOCK as usize / 8]
+                .iter()
+                .any(|&b| b != 0)
     }
 }
+
+// Bitmap blocks hold whole words, so a block's bits start on a word.
+const _: () = assert!(BITS_PER_BITMAP_BLOCK.is_multiple_of(64));
 
 #[cfg(test)]
 mod tests {
@@ -143,5 +162,42 @@ mod tests {
         assert!(!c.block_has_stray_bits(0, &p));
         p[200 / 8 + 1] = 1;
         assert!(c.block_has_stray_bits(0, &p));
+    }
+
+    /// The word-wise block codec against its definition, bit by bit: bit i of the
+    /// volume is payload byte (i - base) / 8, bit (i - base) % 8 of block i / bits.
+    #[test]
+    fn blocks_hold_bits_in_payload_order_and_stray_bits_are_any_beyond_len() {
+        let bits = BITS_PER_BITMAP_BLOCK;
+        for len in [1, 63, 64, 65, 200, bits - 1, bits, bits + 1, 2 * bits + 77] {
+            let mut b = Bitmap::new(len);
+            let mut x = len | 1;
+            for i in 0..len {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b.set(i, x & 1 == 1);
+            }
+            let mut back = Bitmap::new(len);
+            for k in 0..len.div_ceil(bits) {
+                let mut p = vec![0xffu8; crate::format::PAYLOAD_BYTES];
+                b.encode_block(k, &mut p);
+                for j in 0..bits {
+                    let i = k * bits + j;
+                    let stored = p[(j / 8) as usize] >> (j % 8) & 1 == 1;
+                    assert_eq!(stored, i < len && b.get(i), "len {len}, bit {i}");
+                }
+                assert!(!b.block_has_stray_bits(k, &p));
+                // Noise beyond `len` is dropped on decode and reported as stray.
+                let mut noisy = p.clone();
+                let first_stray = (len - k * bits).min(bits);
+                for j in (first_stray..bits).step_by(61) {
+                    noisy[(j / 8) as usize] |= 1 << (j % 8);
+                    assert!(b.block_has_stray_bits(k, &noisy), "len {len}, bit {j}");
+                }
+                back.decode_block(k, &noisy);
+            }
+            assert_eq!(back, b, "len {len}");
+        }
     }
 }

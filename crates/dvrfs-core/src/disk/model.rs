@@ -21,6 +21,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::sync::OnceLock;
 
 use super::geometry::Geometry;
 use super::seek::SeekCurve;
@@ -189,17 +190,23 @@ impl DiskModel {
         Ok(model)
     }
 
-    /// A built-in model by name (see [`BUILTIN_NAMES`]).
+    /// A built-in model by name (see [`BUILTIN_NAMES`]), parsed once per process
+    /// (every engine's default estimator starts from one: each open used to parse
+    /// the JSON again).
     pub fn builtin(name: &str) -> Option<DiskModel> {
-        let text = match name {
-            "avfs-250g" => AVFS_250G_JSON,
-            "nvr-8t" => NVR_8T_JSON,
-            "laptop-5400" => LAPTOP_5400_JSON,
+        static PARSED: [OnceLock<Option<DiskModel>>; 3] =
+            [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        let (slot, text) = match name {
+            "avfs-250g" => (0, AVFS_250G_JSON),
+            "nvr-8t" => (1, NVR_8T_JSON),
+            "laptop-5400" => (2, LAPTOP_5400_JSON),
             _ => return None,
         };
         // The built-in files are checked by this crate's tests; a failure here would
         // be a build defect, reported as "no such model" rather than a panic.
-        DiskModel::from_json(text).ok()
+        PARSED[slot]
+            .get_or_init(|| DiskModel::from_json(text).ok())
+            .clone()
     }
 
     /// Capacity in bytes.
