@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
-use dvrfs_core::device::MemDevice;
+use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
 use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
-use dvrfs_core::fs::fsck::fsck;
+use dvrfs_core::fs::fsck::{fsck, FsckReport};
 use dvrfs_core::{Fs, OpenOptions};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -18,6 +18,23 @@ const MB: u64 = META_BLOCK_BYTES as u64;
 const RECORD_BASE: usize = 48;
 const INODE_BYTES: usize = 256;
 const I_INDIRECT: usize = 84;
+
+/// `fsck --repair`, which must finish in one pass: it returns a repaired volume on
+/// which a second fsck finds nothing. Gives the repair's report, the second fsck's
+/// and the repaired volume; `what` names the case in a failure.
+fn repair_once<D: Device + Clone>(dev: D, what: &str) -> (FsckReport, FsckReport, D) {
+    let (r, fixed) = fsck(dev, true, &mut |_, _| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let fixed = fixed.unwrap_or_else(|| panic!("{what}: repair gave up: {:?}", r.errors));
+    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
+    assert_eq!(
+        again.exit_code(),
+        0,
+        "{what}: first repair {:?}; second fsck {:?}",
+        r.errors,
+        again.errors
+    );
+    (r, again, fixed)
+}
 
 fn superblock(dev: &MemDevice) -> Superblock {
     let mut b = vec![0u8; META_BLOCK_BYTES];
@@ -109,16 +126,7 @@ fn an_indirect_pointer_out_of_range_is_reported_and_repaired_without_a_panic() {
             "pointer {bad:#x}: {:?}",
             report.errors
         );
-        let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
-        let fixed =
-            fixed.unwrap_or_else(|| panic!("pointer {bad:#x}: repair gave up: {:?}", r.errors));
-        let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-        assert_eq!(
-            again.exit_code(),
-            0,
-            "pointer {bad:#x}: a second fsck found {:?}",
-            again.errors
-        );
+        let (_, _, fixed) = repair_once(dev.clone(), &format!("pointer {bad:#x}"));
         let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
         let root = fs.root();
         let d = fs.lookup(root, b"cam1").unwrap();
@@ -147,11 +155,8 @@ fn the_backup_region_superblock_serves_when_the_other_two_are_gone() {
     assert_eq!(snapshot(&mut fs), want);
     assert!(fs.stat(big).is_ok());
     drop(fs);
-    let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
+    let (r, _, fixed) = repair_once(dev.clone(), "");
     assert_eq!(r.exit_code(), 1, "{:?}", r.errors);
-    let fixed = fixed.unwrap();
-    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-    assert_eq!(again.exit_code(), 0, "{:?}", again.errors);
     let fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
     assert_eq!(fs.load_report().superblock_from, "primary");
     assert_eq!(fs.load_report().superblock_note, None);
@@ -188,12 +193,9 @@ fn a_wrong_primary_superblock_is_outvoted_by_the_two_intact_copies() {
     assert_eq!(fs.superblock().data_blocks, sb.data_blocks);
     assert_eq!(snapshot(&mut fs), want);
     drop(fs);
-    let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
+    let (r, _, fixed) = repair_once(dev.clone(), "");
     assert_eq!(r.exit_code(), 1, "{:?}", r.errors);
-    let fixed = fixed.unwrap();
     assert_eq!(superblock(&fixed).data_blocks, sb.data_blocks);
-    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-    assert_eq!(again.exit_code(), 0, "{:?}", again.errors);
     let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
     assert_eq!(snapshot(&mut fs), want);
 }
@@ -213,17 +215,8 @@ fn a_root_directory_block_with_no_entries_is_repaired_in_one_pass() {
     edit_block(&mut dev, &sb, root_block, |b| {
         b[48..50].copy_from_slice(&0u16.to_le_bytes());
     });
-    let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
+    let (r, _, _) = repair_once(dev.clone(), "");
     assert!(r.exit_code() != 0);
-    let fixed = fixed.unwrap_or_else(|| panic!("repair gave up: {:?}", r.errors));
-    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-    assert_eq!(
-        again.exit_code(),
-        0,
-        "first repair: {:?}\nsecond fsck: {:?}",
-        r.errors,
-        again.errors
-    );
 }
 
 /// Zeroes metadata block `n` in both copies: lost.
@@ -298,17 +291,8 @@ fn a_lost_bitmap_inode_table_or_directory_block_leaves_the_rest_readable() {
             Err(e) => panic!("{what}: {e}"),
             Ok(_) => panic!("{what}: a writable open of a damaged volume was allowed"),
         }
-        let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
-        let fixed = fixed.unwrap_or_else(|| panic!("{what}: repair gave up: {:?}", r.errors));
+        let (r, _, fixed) = repair_once(dev.clone(), what);
         assert_eq!(r.exit_code(), 1, "{what}: {:?}", r.errors);
-        let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-        assert_eq!(
-            again.exit_code(),
-            0,
-            "{what}: first repair {:?}; second fsck {:?}",
-            r.errors,
-            again.errors
-        );
         let mut fs = Fs::open(fixed, OpenOptions::writable()).unwrap();
         match what {
             "inode table with the root" => {
@@ -448,16 +432,8 @@ fn a_run_out_of_range_fails_its_reads_and_repair_keeps_every_intact_run() {
 
     let (report, _) = fsck(dev.clone(), false, &mut |_, _| {}).unwrap();
     assert_eq!(report.exit_code(), 4, "{:?}", report.errors);
-    let (r, fixed) = fsck(dev.clone(), true, &mut |_, _| {}).unwrap();
-    let fixed = fixed.unwrap_or_else(|| panic!("repair gave up: {:?}", r.errors));
+    let (r, again, fixed) = repair_once(dev.clone(), "");
     assert_eq!(r.exit_code(), 1, "{:?}", r.errors);
-    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-    assert_eq!(
-        again.exit_code(),
-        0,
-        "a second fsck found {:?}",
-        again.errors
-    );
     assert_eq!(again.damaged, vec![("/big.ts".to_string(), vec![lost])]);
 
     // The lost range is stored: a writable open keeps it, reads there still fail.
@@ -508,15 +484,7 @@ fn a_lost_run_block_or_symlink_block_loses_only_what_it_held() {
     check_lost_range(&mut fs, big, &want, lost);
     assert!(fs.readlink(link).is_err(), "the link's target is gone");
     drop(fs);
-    let (r, fixed) = fsck(dev, true, &mut |_, _| {}).unwrap();
-    let fixed = fixed.unwrap_or_else(|| panic!("repair gave up: {:?}", r.errors));
-    let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-    assert_eq!(
-        again.exit_code(),
-        0,
-        "a second fsck found {:?}",
-        again.errors
-    );
+    let (_, again, fixed) = repair_once(dev, "");
     assert_eq!(again.damaged, vec![("/big.ts".to_string(), vec![lost])]);
     let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
     check_lost_range(&mut fs, big, &want, lost);
@@ -627,18 +595,8 @@ fn a_repair_cut_at_any_write_is_finished_by_one_more_repair() {
                 let Some(img) = c.0.borrow().crash_image() else {
                     panic!("{what}, cut {cut}: the repair finished before the cut")
                 };
-                let (r, fixed) = fsck(img, true, &mut |_, _| {})
-                    .unwrap_or_else(|e| panic!("{what}, cut {cut} {mode:?}: {e}"));
-                let fixed = fixed.unwrap_or_else(|| {
-                    panic!("{what}, cut {cut} {mode:?}: repair gave up: {:?}", r.errors)
-                });
-                let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-                assert_eq!(
-                    again.exit_code(),
-                    0,
-                    "{what}, cut {cut} {mode:?}: after the interrupted repair and one more, fsck found {:?}",
-                    again.errors
-                );
+                // After the interrupted repair, one more finishes it.
+                let (_, _, fixed) = repair_once(img, &format!("{what}, cut {cut} {mode:?}"));
                 let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
                 assert_eq!(
                     seg(&mut fs).unwrap_or_else(|e| panic!("{what}, cut {cut}: {e}")),
@@ -663,11 +621,7 @@ fn a_root_inode_that_is_not_a_directory_is_replaced_in_one_repair() {
         let fs = Fs::open(dev.clone(), OpenOptions::read_only())
             .unwrap_or_else(|e| panic!("mode {mode:o}: a read-only open failed: {e}"));
         drop(fs);
-        let (r, fixed) = fsck(dev, true, &mut |_, _| {}).unwrap();
-        let fixed =
-            fixed.unwrap_or_else(|| panic!("mode {mode:o}: repair gave up: {:?}", r.errors));
-        let (again, _) = fsck(fixed.clone(), false, &mut |_, _| {}).unwrap();
-        assert_eq!(again.exit_code(), 0, "mode {mode:o}: {:?}", again.errors);
+        let (_, _, fixed) = repair_once(dev, &format!("mode {mode:o}"));
         let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
         let len = 30 * (64 << 10) + 123;
         let back = read_file(&mut fs, &format!("/lost+found/#{big}"), len);
