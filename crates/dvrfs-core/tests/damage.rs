@@ -18,6 +18,7 @@ const MB: u64 = META_BLOCK_BYTES as u64;
 const RECORD_BASE: usize = 48;
 const INODE_BYTES: usize = 256;
 const I_INDIRECT: usize = 84;
+const I_INLINE: usize = I_INDIRECT + 4 * 17;
 
 /// `fsck --repair`, which must finish in one pass: it returns a repaired volume on
 /// which a second fsck finds nothing. Gives the repair's report, the second fsck's
@@ -453,6 +454,42 @@ fn a_run_out_of_range_fails_its_reads_and_repair_keeps_every_intact_run() {
     let (last, _) = fsck(dev, false, &mut |_, _| {}).unwrap();
     assert_eq!(last.exit_code(), 0, "{:?}", last.errors);
     assert!(last.damaged.is_empty());
+}
+
+/// Found by the fuzzer: a file's only run with its `file_block` and `count` rewritten
+/// (resealed), on a record without a map checksum (as volumes written before map
+/// checksums have). The run lies past the file's end and outside the data region, so
+/// the loader dropped it, and the file's bytes then read as zeros (a hole) with no
+/// error. A damaged run means the map cannot be trusted: the file's holes are lost,
+/// the read fails naming the bytes, and one repair stores that.
+#[test]
+fn a_run_moved_past_the_end_of_its_file_makes_the_file_lost_not_zeros() {
+    let (mut dev, _) = populated();
+    let sb = superblock(&dev);
+    let ino = {
+        let fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+        fs.resolve("/cam1/seg003.ts").unwrap()
+    };
+    let j = ino as usize % 15;
+    edit_block(&mut dev, &sb, sb.inode_table_start + ino as u64 / 15, |b| {
+        let run = RECORD_BASE + INODE_BYTES * j + I_INLINE;
+        b[run..run + 8].copy_from_slice(&[0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00]);
+        let sum = RECORD_BASE + dvrfs_core::format::inode::MAP_SUM_OFFSET + 4 * j;
+        b[sum..sum + 4].copy_from_slice(&[0; 4]);
+    });
+    let want = pattern(3, 5000);
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    check_lost_range(&mut fs, ino, &want, (0, 5000));
+    drop(fs);
+    let (r, again, fixed) = repair_once(dev, "");
+    assert_eq!(r.exit_code(), 1, "{:?}", r.errors);
+    assert_eq!(again.damaged.len(), 1, "{:?}", again.damaged);
+    let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    check_lost_range(&mut fs, ino, &want, (0, 5000));
+    assert_eq!(
+        read_file(&mut fs, "/cam1/seg004.ts", 5000),
+        pattern(4, 5000)
+    );
 }
 
 /// A run block and a symlink block lost in both copies used to fail the open. Now

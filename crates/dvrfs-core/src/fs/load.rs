@@ -904,8 +904,14 @@ impl Volume {
             let end = rec.size_bytes.div_ceil(sb.data_block_bytes);
             let map_ok = runs.iter().all(Option::is_some)
                 && stored_sum.is_none_or(|m| m == map_sum(rec.size_bytes, runs.iter().flatten()));
+            let found = r.report.problems.len();
             let runs = valid_file_runs(runs, sb.data_blocks, end, ino, &mut r.report.problems);
-            lose_holes_of_a_damaged_map(runs, map_ok, end, ino, &mut r.report.problems)
+            let run_damaged = r.report.problems.len() > found;
+            let map = MapState {
+                sum_ok: map_ok,
+                run_damaged,
+            };
+            lose_holes_of_a_damaged_map(runs, map, end, ino, &mut r.report.problems)
         } else {
             let limit = (sb.dynamic_start, sb.dynamic_start + sb.dynamic_blocks);
             valid_prefix(runs, limit, ino, &mut r.report.problems)
@@ -1147,29 +1153,42 @@ fn valid_file_runs(
     out
 }
 
+/// What the loader found of a file's block map before [`lose_holes_of_a_damaged_map`].
+struct MapState {
+    /// The size and runs match the map checksum stored with the record (or the record
+    /// has none, as on volumes made before it) and every run block was read.
+    sum_ok: bool,
+    /// A run was invalid or outside the data region ([`valid_file_runs`] reported it).
+    run_damaged: bool,
+}
+
 /// A file whose size and runs do not match the map checksum stored with its record,
-/// or that maps a block past its end (which never happens: blocks past the end are
-/// freed), had its map damaged: a run moved, cut or dropped, or the size changed. Its
-/// holes inside the file may then have been data, so they become lost (reads there
-/// fail) instead of reading as zeros; the runs left are checked by the data checksums
-/// when read.
+/// that maps a block past its end (which never happens: blocks past the end are
+/// freed), or one of whose runs was damaged, had its map damaged: a run moved, cut or
+/// dropped, or the size changed. A damaged run's own file range cannot be trusted
+/// either (its `file_block` may be what was hit), so the holes inside the file may
+/// have been data: they become lost (reads there fail) instead of reading as zeros;
+/// the runs left are checked by the data checksums when read.
 fn lose_holes_of_a_damaged_map(
     runs: Vec<Run>,
-    map_ok: bool,
+    map: MapState,
     end_fb: u64,
     ino: Ino,
     problems: &mut Vec<(Option<Ino>, String)>,
 ) -> Vec<Run> {
     let past_end = runs.iter().any(|r| !r.is_lost() && r.file_end() > end_fb);
-    if map_ok && !past_end {
+    let why = if !map.sum_ok {
+        "its size and runs do not match their checksum"
+    } else if past_end {
+        "a run maps blocks past the end of the file"
+    } else if map.run_damaged {
+        "a run was damaged"
+    } else {
         return runs;
-    }
+    };
     problems.push((
         Some(ino),
-        match map_ok {
-            false => format!("inode {ino}: its size and runs do not match their checksum: the block map was damaged, its holes are lost"),
-            true => format!("inode {ino}: a run maps blocks past the end of the file: the block map was damaged, its holes are lost"),
-        },
+        format!("inode {ino}: {why}: the block map was damaged, its holes are lost"),
     ));
     let end_fb = end_fb.min(u32::MAX as u64);
     let mut out: Vec<Run> = Vec::with_capacity(runs.len() + 1);
