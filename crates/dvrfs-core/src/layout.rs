@@ -201,6 +201,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         sum_start,
         sum_blocks,
         sum_granule_bytes,
+        features: crate::format::superblock::FEATURE_MAP_SUMS,
     };
     sb.validate()
         .map_err(|e| Error::InvalidArgument(format!("internal layout error: {e}")))?;

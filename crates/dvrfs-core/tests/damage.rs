@@ -6,6 +6,7 @@ mod common;
 
 use common::*;
 use dvrfs_core::device::{Device, MemDevice};
+use dvrfs_core::format::inode::MAP_SUM_OFFSET;
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
 use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
 use dvrfs_core::fs::fsck::{fsck, FsckReport};
@@ -19,6 +20,7 @@ const RECORD_BASE: usize = 48;
 const INODE_BYTES: usize = 256;
 const I_INDIRECT: usize = 84;
 const I_INLINE: usize = I_INDIRECT + 4 * 17;
+const I_RUN_COUNT: usize = 80;
 
 /// `fsck --repair`, which must finish in one pass: it returns a repaired volume on
 /// which a second fsck finds nothing. Gives the repair's report, the second fsck's
@@ -490,6 +492,65 @@ fn a_run_moved_past_the_end_of_its_file_makes_the_file_lost_not_zeros() {
         read_file(&mut fs, "/cam1/seg004.ts", 5000),
         pattern(4, 5000)
     );
+}
+
+/// The same class with the run dropped instead of moved: `run_count` lowered by one
+/// and the record's map checksum zeroed (resealed). A volume made by mkfs keeps a map
+/// checksum for every file (superblock feature bit), so a zero there is damage: the
+/// dropped run's range fails to read instead of reading as zeros, and one repair
+/// stores it. A volume made before the feature bit (zero map checksums, bit clear)
+/// opens and checks clean as before.
+#[test]
+fn a_zeroed_map_checksum_counts_as_damage_where_every_file_keeps_one() {
+    let (mut dev, big) = populated();
+    let sb = superblock(&dev);
+    assert!(sb.map_sums_kept(), "mkfs sets the feature");
+    let bs = sb.data_block_bytes;
+    let want = pattern(99, 30 * (64 << 10) + 123);
+    let runs = inode_u32(&dev, big, I_RUN_COUNT);
+    let last = {
+        let fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+        *fs.runs(big).unwrap().last().unwrap()
+    };
+    let j = big as usize % 15;
+    edit_block(&mut dev, &sb, sb.inode_table_start + big as u64 / 15, |b| {
+        let count = RECORD_BASE + INODE_BYTES * j + I_RUN_COUNT;
+        b[count..count + 4].copy_from_slice(&(runs - 1).to_le_bytes());
+        let sum = RECORD_BASE + MAP_SUM_OFFSET + 4 * j;
+        b[sum..sum + 4].copy_from_slice(&[0; 4]);
+    });
+    let lost = (last.file_block as u64 * bs, want.len() as u64);
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    check_lost_range(&mut fs, big, &want, lost);
+    drop(fs);
+    let (_, again, fixed) = repair_once(dev, "");
+    assert_eq!(again.damaged, vec![("/big.ts".to_string(), vec![lost])]);
+    let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    check_lost_range(&mut fs, big, &want, lost);
+
+    // An older volume: no feature bit, no map checksums anywhere.
+    let (mut old, big) = populated();
+    let mut sb = superblock(&old);
+    sb.features = 0;
+    let image = sb.encode(0);
+    for off in [0, sb.backup_offset(0), sb.device_bytes - MB] {
+        old.poke(off, &image[..]);
+    }
+    for n in sb.inode_table_start..sb.inode_table_start + sb.inode_blocks_used {
+        edit_block(&mut old, &sb, n, |b| {
+            b[RECORD_BASE + MAP_SUM_OFFSET..RECORD_BASE + MAP_SUM_OFFSET + 60].fill(0)
+        });
+    }
+    let mut fs = Fs::open(old.clone(), OpenOptions::read_only()).unwrap();
+    assert!(!fs.superblock().map_sums_kept());
+    assert!(
+        fs.load_report().problems.is_empty(),
+        "{:?}",
+        fs.load_report().problems
+    );
+    assert_eq!(read_at(&mut fs, big, 0, want.len()).unwrap(), want);
+    drop(fs);
+    assert_fsck_clean(&old);
 }
 
 /// A run block and a symlink block lost in both copies used to fail the open. Now

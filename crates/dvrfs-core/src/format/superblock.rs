@@ -99,7 +99,16 @@ pub struct Superblock {
     pub sum_blocks: u64,
     /// Bytes of data one checksum covers: a power of two from 64 KiB to the block size.
     pub sum_granule_bytes: u64,
+    /// Feature bits ([`FEATURE_MAP_SUMS`]); 0 in a volume made before they existed.
+    pub features: u32,
 }
+
+/// Every regular file's inode record carries its map checksum (FORMAT.md section 7):
+/// set by mkfs. On such a volume a file record whose checksum reads 0 ("not kept")
+/// was damaged; on an older volume 0 may be a record written before map checksums.
+pub const FEATURE_MAP_SUMS: u32 = 1;
+/// The feature bits this build knows; a superblock with another is malformed.
+pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS;
 
 // Payload layout.
 const S_DEVICE: usize = 0;
@@ -128,10 +137,16 @@ const S_INODE_BLOCKS_USED: usize = S_CREATED + 8;
 const S_SUMS: usize = S_INODE_BLOCKS_USED + 8; // start u64, blocks u64
 const S_SUM_GRANULE: usize = S_SUMS + 16;
 /// Bytes of the superblock payload in use; the rest is zero (reserved).
-pub const SUPERBLOCK_USED_BYTES: usize = S_SUM_GRANULE + 8;
-const _: () = assert!(SUPERBLOCK_USED_BYTES == 216);
+const S_FEATURES: usize = S_SUM_GRANULE + 8; // u32 + 4 zero bytes
+pub const SUPERBLOCK_USED_BYTES: usize = S_FEATURES + 8;
+const _: () = assert!(SUPERBLOCK_USED_BYTES == 224);
 
 impl Superblock {
+    /// Every regular file's record carries its map checksum ([`FEATURE_MAP_SUMS`]).
+    pub fn map_sums_kept(&self) -> bool {
+        self.features & FEATURE_MAP_SUMS != 0
+    }
+
     /// The backup region holds every primary metadata block except the journal.
     pub fn backup_blocks(&self) -> u64 {
         self.meta_blocks - self.journal_blocks
@@ -200,6 +215,7 @@ impl Superblock {
         put_u64(p, S_SUMS, self.sum_start);
         put_u64(p, S_SUMS + 8, self.sum_blocks);
         put_u64(p, S_SUM_GRANULE, self.sum_granule_bytes);
+        put_u32(p, S_FEATURES, self.features);
         seal_block(
             &mut b[..],
             &Header {
@@ -260,6 +276,7 @@ impl Superblock {
             sum_start: get_u64(p, S_SUMS),
             sum_blocks: get_u64(p, S_SUMS + 8),
             sum_granule_bytes: get_u64(p, S_SUM_GRANULE),
+            features: get_u32(p, S_FEATURES),
         };
         sb.validate()?;
         Ok(sb)
@@ -268,6 +285,9 @@ impl Superblock {
     /// The relations every superblock must satisfy.
     pub fn validate(&self) -> Result<(), BlockError> {
         let m = |what| Err(BlockError::Malformed(what));
+        if self.features & !KNOWN_FEATURES != 0 {
+            return m("feature bits");
+        }
         let bs = self.data_block_bytes;
         if !bs.is_power_of_two()
             || !(crate::layout::MIN_DATA_BLOCK_BYTES..=crate::layout::MAX_DATA_BLOCK_BYTES)

@@ -902,8 +902,13 @@ impl Volume {
         let (runs, usable_slots) = load_runs(r, ino, &rec)?;
         let runs = if kind == Kind::File {
             let end = rec.size_bytes.div_ceil(sb.data_block_bytes);
-            let map_ok = runs.iter().all(Option::is_some)
-                && stored_sum.is_none_or(|m| m == map_sum(rec.size_bytes, runs.iter().flatten()));
+            // A record without a map checksum is an old one only on a volume that
+            // does not keep them for every file; otherwise its checksum was damaged.
+            let sum_ok = match stored_sum {
+                Some(m) => m == map_sum(rec.size_bytes, runs.iter().flatten()),
+                None => !sb.map_sums_kept(),
+            };
+            let map_ok = runs.iter().all(Option::is_some) && sum_ok;
             let found = r.report.problems.len();
             let runs = valid_file_runs(runs, sb.data_blocks, end, ino, &mut r.report.problems);
             let run_damaged = r.report.problems.len() > found;
