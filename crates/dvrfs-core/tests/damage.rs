@@ -10,6 +10,7 @@ use dvrfs_core::format::inode::MAP_SUM_OFFSET;
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
 use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
 use dvrfs_core::fs::fsck::{fsck, FsckReport};
+use dvrfs_core::fuzzing::{listing_of, stat_of};
 use dvrfs_core::{Fs, OpenOptions};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -551,6 +552,62 @@ fn a_zeroed_map_checksum_counts_as_damage_where_every_file_keeps_one() {
     assert_eq!(read_at(&mut fs, big, 0, want.len()).unwrap(), want);
     drop(fs);
     assert_fsck_clean(&old);
+}
+
+/// Found by the fuzzer: on a damaged volume where two structures claim one metadata
+/// block, which keeps it depends on which is loaded first (inode order in a full
+/// load). `stat` and `ls` load only their paths, in path order, and answered
+/// differently from the full open. Here `/cam1`'s directory run is pointed at
+/// `/cam2`'s block (resealed): a partial open that meets any damage now gives its
+/// answer up for the full load's, so every path answers as the full open does.
+#[test]
+fn partial_opens_answer_as_the_full_open_when_two_directories_claim_one_block() {
+    let dev = formatted(40 << 20, 64 << 10, AllocPolicy::Zrr, 9);
+    let mut fs = open_rw(dev);
+    let root = fs.root();
+    for d in [&b"cam1"[..], b"cam2"] {
+        let dir = fs.mkdir(root, d, 0o755, 0, 0, 1).unwrap();
+        for i in 0..3 {
+            let f = fs
+                .create(dir, format!("seg{i}.ts").as_bytes(), 0o644, 0, 0, 2)
+                .unwrap();
+            fs.write(f, 0, &pattern(i, 3000), 3).unwrap();
+        }
+    }
+    let (cam1, cam2_block) = (
+        fs.resolve("/cam1").unwrap(),
+        fs.runs(fs.resolve("/cam2").unwrap()).unwrap()[0].start,
+    );
+    let mut dev = fs.close().unwrap();
+    let sb = superblock(&dev);
+    let j = cam1 as usize % 15;
+    edit_block(
+        &mut dev,
+        &sb,
+        sb.inode_table_start + cam1 as u64 / 15,
+        |b| {
+            let start = RECORD_BASE + INODE_BYTES * j + I_INLINE + 8;
+            b[start..start + 8].copy_from_slice(&cam2_block.to_le_bytes());
+        },
+    );
+    let full = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert!(
+        !full.load_report().problems.is_empty(),
+        "the damage is seen"
+    );
+    // Paths in an order that loads /cam2's entries before /cam1's.
+    let paths: Vec<String> = ["/cam2/seg0.ts", "/cam1/seg0.ts", "/cam1", "/cam2", "/"]
+        .map(String::from)
+        .to_vec();
+    let part = Fs::open(dev.clone(), OpenOptions::paths_only(&paths)).unwrap();
+    for p in &paths {
+        assert_eq!(stat_of(&part, p), stat_of(&full, p), "stat {p}");
+    }
+    let dirs: Vec<String> = ["/cam2", "/cam1", "/"].map(String::from).to_vec();
+    let part = Fs::open(dev, OpenOptions::listing(&dirs)).unwrap();
+    for p in &dirs {
+        assert_eq!(listing_of(&part, p), listing_of(&full, p), "ls -l {p}");
+    }
 }
 
 /// A run block and a symlink block lost in both copies used to fail the open. Now

@@ -449,8 +449,8 @@ impl Volume {
             .commit_interval_ms
             .unwrap_or(sb.commit_interval_ms)
             .max(1);
-        let mut v = Volume {
-            data: DataAlloc::new(&sb),
+        let fresh = |sb: &Superblock| Volume {
+            data: DataAlloc::new(sb),
             meta: MetaAlloc::new(sb.dynamic_start, sb.dynamic_blocks),
             writable: opts.writable,
             inodes: BTreeMap::new(),
@@ -469,17 +469,36 @@ impl Volume {
             // A repair open frees orphans before fsck proper starts: tolerantly too.
             in_fsck: opts.repair,
             sums: None,
-            sb,
+            sb: sb.clone(),
         };
-        match &opts.only_paths {
+        let partial = match &opts.only_paths {
             Some(paths) => {
                 // An invariant of the options, not of the disk: a partial volume must
                 // never be written back.
                 assert!(!opts.writable, "a path-only open is read-only");
-                v.load_paths(dev, &overlay, &mut report, paths, opts.path_children)?;
+                let mut v = fresh(&sb);
+                let mut seen = report.clone();
+                v.load_paths(dev, &overlay, &mut seen, paths, opts.path_children)?;
+                // On a damaged volume what a structure keeps can depend on what was
+                // loaded before it (two claims on one block: the first one loaded
+                // wins, in inode order in a full load). A partial load that meets any
+                // damage gives its answer up for the full load's.
+                let clean = seen.problems.is_empty() && seen.lost_blocks.is_empty();
+                clean.then(|| {
+                    report = seen;
+                    v
+                })
             }
-            None => v.load_all(dev, &overlay, &mut report)?,
-        }
+            None => None,
+        };
+        let mut v = match partial {
+            Some(v) => v,
+            None => {
+                let mut v = fresh(&sb);
+                v.load_all(dev, &overlay, &mut report)?;
+                v
+            }
+        };
         if opts.writable || opts.verify_data {
             v.load_sums(dev, &overlay, &mut report)?;
         }
