@@ -89,6 +89,16 @@ fn edit_block(dev: &mut MemDevice, sb: &Superblock, n: u64, edit: impl Fn(&mut [
     }
 }
 
+/// Makes `dev` look like a volume made before the superblock's feature bits.
+fn clear_features(dev: &mut MemDevice) {
+    let mut sb = superblock(dev);
+    sb.features = 0;
+    let image = sb.encode(0);
+    for off in [0, sb.backup_offset(0), sb.device_bytes - MB] {
+        dev.poke(off, &image[..]);
+    }
+}
+
 /// Sets field `at` (u32) of inode `ino`'s record.
 fn edit_inode_u32(dev: &mut MemDevice, ino: u32, at: usize, v: u32) {
     let sb = superblock(dev);
@@ -460,14 +470,16 @@ fn a_run_out_of_range_fails_its_reads_and_repair_keeps_every_intact_run() {
 }
 
 /// Found by the fuzzer: a file's only run with its `file_block` and `count` rewritten
-/// (resealed), on a record without a map checksum (as volumes written before map
-/// checksums have). The run lies past the file's end and outside the data region, so
-/// the loader dropped it, and the file's bytes then read as zeros (a hole) with no
-/// error. A damaged run means the map cannot be trusted: the file's holes are lost,
-/// the read fails naming the bytes, and one repair stores that.
+/// (resealed), on a record without a map checksum, here on a volume made before the
+/// superblock said every file keeps one (so only the run itself tells). The run lies
+/// past the file's end and outside the data region, so the loader dropped it, and the
+/// file's bytes then read as zeros (a hole) with no error. A damaged run means the
+/// map cannot be trusted: the file's holes are lost, the read fails naming the bytes,
+/// and one repair stores that.
 #[test]
 fn a_run_moved_past_the_end_of_its_file_makes_the_file_lost_not_zeros() {
     let (mut dev, _) = populated();
+    clear_features(&mut dev);
     let sb = superblock(&dev);
     let ino = {
         let fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
@@ -531,12 +543,8 @@ fn a_zeroed_map_checksum_counts_as_damage_where_every_file_keeps_one() {
 
     // An older volume: no feature bit, no map checksums anywhere.
     let (mut old, big) = populated();
-    let mut sb = superblock(&old);
-    sb.features = 0;
-    let image = sb.encode(0);
-    for off in [0, sb.backup_offset(0), sb.device_bytes - MB] {
-        old.poke(off, &image[..]);
-    }
+    clear_features(&mut old);
+    let sb = superblock(&old);
     for n in sb.inode_table_start..sb.inode_table_start + sb.inode_blocks_used {
         edit_block(&mut old, &sb, n, |b| {
             b[RECORD_BASE + MAP_SUM_OFFSET..RECORD_BASE + MAP_SUM_OFFSET + 60].fill(0)
