@@ -618,6 +618,31 @@ fn partial_opens_answer_as_the_full_open_when_two_directories_claim_one_block() 
     }
 }
 
+/// Found by the fuzzer: a file that a directory names, with its link count damaged to
+/// 0 (resealed). Link count 0 is how a file unlinked while open is left, so opens
+/// freed it as an orphan: a repair freed the recording's data while its entry stayed
+/// (a second fsck then found the entry naming a free inode). A file a directory names
+/// is not an orphan: the open reports the count, a writable open waits for repair,
+/// and the repair sets the count and keeps every byte.
+#[test]
+fn a_named_file_with_link_count_zero_is_kept_not_freed_as_an_orphan() {
+    let (mut dev, big) = populated();
+    edit_inode_u32(&mut dev, big, 4, 0);
+    let want = pattern(99, 30 * (64 << 10) + 123);
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert_eq!(read_at(&mut fs, big, 0, want.len()).unwrap(), want);
+    drop(fs);
+    assert!(matches!(
+        Fs::open(dev.clone(), OpenOptions::writable()),
+        Err(dvrfs_core::Error::Corrupt(_))
+    ));
+    let (r, _, fixed) = repair_once(dev, "");
+    assert_eq!(r.exit_code(), 1, "{:?}", r.errors);
+    let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    assert_eq!(fs.stat(big).unwrap().nlink, 1);
+    assert_eq!(read_file(&mut fs, "/big.ts", want.len()), want);
+}
+
 /// A run block and a symlink block lost in both copies used to fail the open. Now
 /// the file keeps its other runs (the lost block's range fails to read), the link is
 /// gone, and one repair gives a clean volume that keeps the lost range marked.

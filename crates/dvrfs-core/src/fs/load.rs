@@ -513,6 +513,27 @@ impl Volume {
             v.sb.inode_blocks_used = need;
             v.dirty.insert(0);
         }
+        // Files unlinked while open when the volume was last used (the process ended
+        // before closing them): link count 0 and no directory names them. One that a
+        // directory still names had its link count damaged: it is not freed (that
+        // would lose a recording the directory lists), and fsck sets the count.
+        let named: std::collections::HashSet<Ino> = v
+            .dirs
+            .values()
+            .flat_map(|d| d.entries.values().map(|e| e.ino))
+            .collect();
+        let mut orphans = vec![];
+        for (&ino, i) in &v.inodes {
+            if i.kind() == Some(Kind::File) && i.attr.nlink == 0 {
+                match named.contains(&ino) {
+                    true => report.problems.push((
+                        Some(ino),
+                        format!("inode {ino}: link count 0, but a directory names it"),
+                    )),
+                    false => orphans.push(ino),
+                }
+            }
+        }
         if opts.writable && !opts.repair && !report.lost_blocks.is_empty() {
             let (n, why) = &report.lost_blocks[0];
             return Err(Error::Corrupt(format!(
@@ -536,14 +557,6 @@ impl Volume {
             .max()
             .unwrap_or(0)
             .wrapping_add(1);
-        // Files unlinked while open when the volume was last used (the process ended
-        // before closing them): nothing names them, so their space comes back now.
-        let orphans: Vec<Ino> = v
-            .inodes
-            .iter()
-            .filter(|(_, i)| i.kind() == Some(Kind::File) && i.attr.nlink == 0)
-            .map(|(&ino, _)| ino)
-            .collect();
         if opts.writable {
             for &ino in &orphans {
                 v.free_inode(ino)?;
