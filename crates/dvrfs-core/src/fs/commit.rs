@@ -14,6 +14,14 @@ use crate::format::{new_block, payload_mut, seal_block, BlockType, Header, META_
 /// Largest single device write the checkpoint issues.
 const MAX_CHECKPOINT_WRITE_BYTES: usize = 4 << 20;
 
+/// Clean metadata blocks in a gap of at most this many blocks between two blocks of a
+/// transaction go into it too, so the checkpoint writes the run as one command: on a
+/// hard disk each separate write of a scattered checkpoint waits for the platter to
+/// come round (up to a revolution, 8 ms at 7,200 rpm), while 32 more blocks cost
+/// 128 KiB of transfer (under 1 ms). A commit of 190 recordings dirties every other
+/// inode-table block; its ~60 checkpoint writes became ~10 (`docs/results.md`, 9).
+pub const BRIDGE_GAP_BLOCKS: u64 = 32;
+
 /// Device writes: (byte offset, 4 KiB-aligned bytes).
 pub type Writes = Vec<(u64, AlignedBuf)>;
 
@@ -49,6 +57,7 @@ impl Volume {
         let all: Vec<u64> = self.dirty.iter().copied().filter(|&n| n != 0).collect();
         let partial = all.len() > per_txn;
         let blocks: Vec<u64> = all.into_iter().take(per_txn).collect();
+        let blocks = self.bridge_gaps(blocks, per_txn);
         let txn = self.sb.last_txn + 1;
         self.sb.last_txn = txn;
         let images: Vec<(u64, Vec<u8>)> = std::iter::once(0)
@@ -66,6 +75,7 @@ impl Volume {
         journal.copy_from_slice(&bytes);
         let (primary, backup) = checkpoint_writes(&self.sb, &refs);
         self.dirty.remove(&0);
+        // (Bridged blocks were clean: removing them is a no-op.)
         for n in &blocks {
             self.dirty.remove(n);
         }
@@ -104,6 +114,59 @@ impl Volume {
             self.sb.primary_offset(self.sb.journal_start),
             AlignedBuf::zeroed(META_BLOCK_BYTES),
         )
+    }
+
+    /// `blocks` (ascending) with the clean blocks of every short gap between two of
+    /// them added ([`BRIDGE_GAP_BLOCKS`]), as long as the transaction stays within
+    /// `limit` blocks. Only blocks whose whole content is in memory are added (a
+    /// bitmap, inode-table or loaded checksum block, or a dynamic block with an owner),
+    /// and only on a volume that loaded without a problem: a block the loader could
+    /// not read, or one fsck is rebuilding, is never rewritten from memory unasked.
+    fn bridge_gaps(&self, blocks: Vec<u64>, limit: usize) -> Vec<u64> {
+        let r = &self.report;
+        if self.in_fsck
+            || !r.problems.is_empty()
+            || !r.lost_blocks.is_empty()
+            || !r.from_backup.is_empty()
+        {
+            return blocks;
+        }
+        let mut out: Vec<u64> = Vec::with_capacity(blocks.len());
+        for (i, &n) in blocks.iter().enumerate() {
+            if let Some(&prev) = out.last() {
+                let gap = n - prev - 1;
+                let room = out.len() + gap as usize + (blocks.len() - i) <= limit;
+                if gap > 0
+                    && gap <= BRIDGE_GAP_BLOCKS
+                    && room
+                    && (prev + 1..n).all(|g| self.in_memory_whole(g))
+                {
+                    out.extend(prev + 1..n);
+                }
+            }
+            out.push(n);
+        }
+        out
+    }
+
+    /// Whether metadata block `n` can be written from memory alone (see
+    /// [`Volume::bridge_gaps`]).
+    fn in_memory_whole(&self, n: u64) -> bool {
+        let sb = &self.sb;
+        let in_area = |start: u64, len: u64| n >= start && n < start + len;
+        if n == 0 || sb.in_journal(n) {
+            false
+        } else if in_area(sb.data_bitmap_start, sb.data_bitmap_blocks)
+            || in_area(sb.meta_bitmap_start, sb.meta_bitmap_blocks)
+        {
+            true
+        } else if in_area(sb.inode_table_start, sb.inode_table_blocks) {
+            n - sb.inode_table_start < self.report.inode_blocks_read
+        } else if in_area(sb.sum_start, sb.sum_blocks) {
+            self.sums.is_some()
+        } else {
+            self.owners.contains_key(&n)
+        }
     }
 
     /// The most images one transaction can carry in this journal.

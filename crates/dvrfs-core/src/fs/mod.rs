@@ -28,7 +28,7 @@ mod mkfs;
 mod ops;
 
 pub use blocking::{Clock, Fs, ManualClock, Now};
-pub use commit::Transaction;
+pub use commit::{Transaction, BRIDGE_GAP_BLOCKS};
 pub use data::{max_file_bytes, place_seed, Check, Fill, PlannedIo, ReadPlan, Sum, WritePlan};
 pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
 pub use mkfs::mkfs;
