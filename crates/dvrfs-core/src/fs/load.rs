@@ -525,12 +525,13 @@ impl Volume {
         let mut orphans = vec![];
         for (&ino, i) in &v.inodes {
             if i.kind() == Some(Kind::File) && i.attr.nlink == 0 {
-                match named.contains(&ino) {
-                    true => report.problems.push((
+                if named.contains(&ino) {
+                    report.problems.push((
                         Some(ino),
                         format!("inode {ino}: link count 0, but a directory names it"),
-                    )),
-                    false => orphans.push(ino),
+                    ));
+                } else {
+                    orphans.push(ino);
                 }
             }
         }
