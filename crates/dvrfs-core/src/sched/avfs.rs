@@ -127,6 +127,14 @@ pub(crate) struct Rules {
     /// `mixer` (fix 9): a saturated batch serves a best-effort request its sweep
     /// passes, as C-SCAN over every request would.
     pub be_in_sweep: bool,
+    /// `mixer` (fix 10): no hold (the disk never idles with real-time work queued)
+    /// before the load has been measured for one time constant, nor at or above this
+    /// real-time share of disk time (percent). `None`: hold at any load (the paper).
+    pub work_conserving_load_percent: Option<u64>,
+    /// `mixer` (fix 11): in a saturated batch, a real-time read within e of its
+    /// deadline that the sweep would not complete by then is served first, up to this
+    /// share of the sweep's time (percent); 0 = never (the paper).
+    pub rescue_share_percent: u64,
 }
 
 /// The hold under light load (fix 7 of `mixer`).
@@ -161,6 +169,9 @@ pub struct MixerStats {
     pub to_heavy: u64,
     /// Best-effort requests a saturated batch served as its sweep passed them.
     pub be_in_sweep: u64,
+    /// Real-time reads a saturated batch served out of C-SCAN order so as not to
+    /// fail them (`mixer`, fix 11).
+    pub rescued_reads: u64,
 }
 
 /// The shared engine of `avfs` and `mixer`.
@@ -178,6 +189,9 @@ pub(crate) struct TrafficMixer<E> {
     /// LBA at which the batch's sweep started, and whether the sweep has wrapped.
     sweep_start_lba: u64,
     sweep_wrapped: bool,
+    /// Fix 11: when C-SCAN order last wrapped, and the time rescues took since.
+    sweep_began_ns: u64,
+    rescue_ns: u64,
     /// The disk idled (held) or ran best effort since the last batch ended.
     slack_seen: bool,
     /// When the running (or last) batch started and when the last one ended.
@@ -190,6 +204,8 @@ pub(crate) struct TrafficMixer<E> {
     /// BE requests by (lba, id) and by (submit, id) for aging.
     be_by_lba: BTreeMap<Key, Request>,
     be_by_age: BTreeMap<(u64, ReqId), u64>,
+    /// Real-time reads held (pending or in the batch), by deadline (fix 10).
+    reads_by_deadline: std::collections::BTreeSet<(u64, Key)>,
     /// End LBA of the last dispatched request.
     head_lba: u64,
     /// Whether the last dispatched command was a write.
@@ -224,6 +240,8 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             batch_latest_deadline_ns: 0,
             sweep_start_lba: 0,
             sweep_wrapped: false,
+            sweep_began_ns: 0,
+            rescue_ns: 0,
             slack_seen: true,
             batch_start_ns: 0,
             last_batch_len_ns: 0,
@@ -231,6 +249,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             batch_saturated: false,
             be_by_lba: BTreeMap::new(),
             be_by_age: BTreeMap::new(),
+            reads_by_deadline: std::collections::BTreeSet::new(),
             head_lba: 0,
             head_write: false,
             in_flight: BTreeMap::new(),
@@ -385,6 +404,20 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             })
         });
         let sweep_feasible = self.batch_saturated || order_feasible;
+        if self.batch_saturated && self.rules.rescue_share_percent > 0 {
+            if let Some(key) = self.read_to_rescue(now_ns) {
+                self.stats.rescued_reads += 1;
+                let r = self.batch.remove(key, &self.est).expect("key just found");
+                self.rescue_ns += 2 * self.estimate(&r);
+                self.forget_read(&r);
+                // A detour: C-SCAN order goes on from where the sweep was (as after a
+                // best-effort command the guarantee forced in).
+                let (head, write) = (self.head_lba, self.head_write);
+                let pick = self.send(r, now_ns);
+                (self.head_lba, self.head_write) = (head, write);
+                return Some(pick);
+            }
+        }
         if self.batch_saturated && self.rules.be_in_sweep {
             // A saturated batch is C-SCAN over best effort too: a best-effort request
             // the sweep passes before its next real-time one costs its transfer only.
@@ -404,6 +437,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             self.stats.edf_dispatches += 1;
             let key = key_of(urgent);
             let r = self.batch.remove(key, &self.est).expect("key just found");
+            self.forget_read(&r);
             return Some(self.send(r, now_ns));
         }
         let bound = if !sweep_feasible && earliest <= now_ns.saturating_add(m) {
@@ -427,10 +461,59 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             .batch
             .remove(key_of(&next), &self.est)
             .expect("key just found");
+        self.forget_read(&r);
         if r.lba < self.sweep_lba() {
             self.sweep_wrapped = true;
+            self.sweep_began_ns = now_ns;
+            self.rescue_ns = 0;
         }
         Some(self.send(r, now_ns))
+    }
+
+    /// Fix 11's index entry of a request: real-time reads that fail when late (a
+    /// playback's), by deadline; `None` for anything else or without the fix.
+    fn read_key(&self, r: &Request) -> Option<(u64, Key)> {
+        (self.rules.rescue_share_percent > 0
+            && r.class == Class::RealTime
+            && !r.write
+            && r.drop_if_late)
+            .then(|| (r.deadline_ns.unwrap_or(u64::MAX), key_of(r)))
+    }
+
+    fn forget_read(&mut self, r: &Request) {
+        if let Some(k) = self.read_key(r) {
+            self.reads_by_deadline.remove(&k);
+        }
+    }
+
+    /// Fix 11: the earliest-deadline real-time read of the batch that is urgent (its
+    /// deadline within e) and that the sweep, as it stands, would complete only after
+    /// its deadline: the work C-SCAN order serves before it, the command in flight and
+    /// its own service time. Only the eight earliest reads are looked at (the index
+    /// also holds pending reads, which are skipped), so a dispatch stays O(log n).
+    fn read_to_rescue(&self, now_ns: u64) -> Option<Key> {
+        // Rescues are a detour of two positionings each: capped at a share of the
+        // sweep's time, so that past capacity they cannot turn the sweep into EDF.
+        let share = self.rules.rescue_share_percent;
+        if share == 0 || self.rescue_ns * 100 > now_ns.saturating_sub(self.sweep_began_ns) * share {
+            return None;
+        }
+        let urgent_until = now_ns.saturating_add(self.settings.urgent_ns);
+        let busy = self.in_flight_remaining_ns(now_ns);
+        for &(deadline, key) in self.reads_by_deadline.iter().take(8) {
+            if deadline > urgent_until {
+                return None;
+            }
+            let Some(r) = self.batch.get(key) else {
+                continue;
+            };
+            let own = self.estimate(r) as i64;
+            let before = self.batch.cscan_work_before(self.sweep_lba(), key);
+            if now_ns as i64 + busy + own + before > deadline as i64 {
+                return Some(key);
+            }
+        }
+        None
     }
 
     /// The best-effort request the sweep reaches before its next real-time request, if
@@ -524,6 +607,9 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             self.be_by_lba.insert(key_of(&req), req);
             return;
         }
+        if let Some(k) = self.read_key(&req) {
+            self.reads_by_deadline.insert(k);
+        }
         let req = if self.batch_active {
             match self.try_join(req, now_ns) {
                 Ok(()) => {
@@ -551,7 +637,12 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             self.be_by_age.remove(&(req.submit_ns, req.id));
             return true;
         }
-        self.batch.remove(key, &self.est).is_some() || self.pending.remove(key, &self.est).is_some()
+        let held = self.batch.remove(key, &self.est).is_some()
+            || self.pending.remove(key, &self.est).is_some();
+        if held {
+            self.forget_read(req);
+        }
+        held
     }
 
     /// A queued entry grew by merging: it stays where it was (a batch member stays in
@@ -563,8 +654,16 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             debug_assert!(held, "merged a best-effort entry the mixer does not hold");
             self.insert(new, now_ns);
         } else if self.batch.remove(key, &self.est).is_some() {
+            self.forget_read(old);
+            if let Some(k) = self.read_key(&new) {
+                self.reads_by_deadline.insert(k);
+            }
             self.batch.insert(new, &self.est);
         } else if self.pending.remove(key, &self.est).is_some() {
+            self.forget_read(old);
+            if let Some(k) = self.read_key(&new) {
+                self.reads_by_deadline.insert(k);
+            }
             self.pending.insert(new, &self.est);
         } else {
             debug_assert!(false, "merged a real-time entry the mixer does not hold");
@@ -590,7 +689,15 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 
     pub fn dispatch(&mut self, now_ns: u64) -> Pick {
-        if self.batch_active && self.batch_saturated && self.pending.is_empty() {
+        assert!(
+            self.reads_by_deadline.len() <= self.pending.len() + self.batch.len(),
+            "the mixer's read index names requests it does not hold"
+        );
+        if self.batch_active
+            && self.batch_saturated
+            && self.pending.is_empty()
+            && self.may_hold(now_ns)
+        {
             // A saturated batch that has become light again goes back to holding.
             if let Some((h, work)) = self.batch_hold_and_work(now_ns) {
                 if self.hold_end(h, work, now_ns) > now_ns as i64 {
@@ -614,7 +721,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
                 .hold_end(h, work, now_ns)
                 .saturating_add(self.light_margin_bonus_ns(now_ns));
             let now = now_ns as i64;
-            if hold_end > now {
+            if hold_end > now && self.may_hold(now_ns) {
                 match self.be_next(now_ns) {
                     Some(key) => {
                         let ts = self.estimate(&self.be_by_lba[&key]) as i64;
@@ -681,6 +788,18 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         self.rt_busy_decayed_ns * (-dt / LOAD_TAU_NS).exp() / LOAD_TAU_NS
     }
 
+    /// Fix 10: whether the mixer may idle the disk to hold at all. Not in the load
+    /// estimate's first time constant (it starts at time 0 as if the disk had been fully
+    /// busy: an unmeasured load is taken as saturated), and not while the load is at or
+    /// above `work_conserving_load_percent`: at saturation every moment the disk idles
+    /// is lost for good, since the backlog it leaves never drains.
+    fn may_hold(&self, now_ns: u64) -> bool {
+        let Some(percent) = self.rules.work_conserving_load_percent else {
+            return true;
+        };
+        now_ns as f64 >= LOAD_TAU_NS && self.rt_load(now_ns) * 100.0 < percent as f64
+    }
+
     /// Fix 8: real-time work takes so much of the disk that every batch is a plain
     /// C-SCAN queue, as if no slack had been seen.
     fn near_saturation(&self, now_ns: u64) -> bool {
@@ -744,6 +863,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             ("saturated_batches", s.saturated_batches),
             ("desaturations", s.desaturations),
             ("be_in_sweep", s.be_in_sweep),
+            ("rescued_reads", s.rescued_reads),
         ]
     }
 }
@@ -765,6 +885,8 @@ impl<E: ServiceEstimate> Avfs<E> {
             light_load: None,
             saturated_load_percent: 0,
             be_in_sweep: false,
+            work_conserving_load_percent: None,
+            rescue_share_percent: 0,
         };
         Self(TrafficMixer::new(settings, rules, Eq1(est)))
     }

@@ -554,6 +554,24 @@ impl HoldTree {
         Some((best, offset))
     }
 
+    /// The request with `key`, if it is in the set. O(log n).
+    pub fn get(&self, key: Key) -> Option<&Request> {
+        self.first_ge(key).filter(|r| key_of(r) == key)
+    }
+
+    /// The estimated service time of the requests the C-SCAN order from LBA `head`
+    /// serves before the one with `key` (key-order service times: the seek from the
+    /// head to the first of them is not counted). O(log n).
+    pub fn cscan_work_before(&self, head: u64, key: Key) -> i64 {
+        let prefix = |k: Key| self.split_aggs(self.root, k).0.sum_ts;
+        let split = (head, 0);
+        if key >= split {
+            prefix(key) - prefix(split)
+        } else {
+            (self.total().sum_ts - prefix(split)) + prefix(key)
+        }
+    }
+
     /// All requests in key order (tests; O(n)).
     #[cfg(test)]
     pub fn to_vec(&self) -> Vec<Request> {
@@ -671,11 +689,44 @@ mod tests {
                     c.iter().find(|r| r.lba >= head).or(c.first()).map(|r| key_of(r))
                 };
                 prop_assert_eq!(tree.cscan_next_td_below(head, bound).map(key_of), naive_next);
+                if let Some(r) = model.first() {
+                    prop_assert_eq!(tree.get(key_of(r)), Some(r));
+                    prop_assert_eq!(
+                        tree.cscan_work_before(head, key_of(r)),
+                        naive_work_before(&model, head, key_of(r), &est)
+                    );
+                }
+                prop_assert_eq!(tree.get((u64::MAX, 0)), None);
             }
             let mut sorted = model.clone();
             sorted.sort_by_key(key_of);
             prop_assert_eq!(tree.to_vec(), sorted);
         }
+    }
+
+    /// [`HoldTree::cscan_work_before`] the long way: each request's service time after
+    /// its key-order predecessor, summed over the requests C-SCAN order from `head`
+    /// serves before `key`.
+    fn naive_work_before(reqs: &[Request], head: u64, key: Key, est: &dyn ServiceEstimate) -> i64 {
+        let mut sorted: Vec<&Request> = reqs.iter().collect();
+        sorted.sort_by_key(|r| key_of(r));
+        let ts: Vec<(Key, i64)> = sorted
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let prev = i.checked_sub(1).map(|p| sorted[p].end_lba());
+                (key_of(r), ts_after(est, r, prev))
+            })
+            .collect();
+        let split = (head, 0);
+        let before = |k: Key| {
+            if key >= split {
+                k >= split && k < key
+            } else {
+                k >= split || k < key
+            }
+        };
+        ts.iter().filter(|(k, _)| before(*k)).map(|(_, t)| t).sum()
     }
 
     #[test]
