@@ -84,6 +84,11 @@ w("   few writes instead of one per dirty block (each of which waited up to a re
 w("   the journal commands of every policy (section 10: 33,258 to about 25,000 at 4r2w) and moves")
 w("   most near saturation (section 9: 190 recordings on `nvr-8t` made 5,834 metadata commands")
 w("   in 10 minutes, now about 1,090).")
+w("8. **Mixer fixes 10 and 11** (`sched/mixer.rs`; the mixer only): no hold in the load")
+w("   estimate's first 5 s nor at a real-time load of 99% or more (at saturation the first hold")
+w("   used to idle the disk for about a second, a backlog that never drained), and a saturated")
+w("   batch serves a playback read the sweep would fail first, within 2% of the sweep's time.")
+w("   They move the saturated runs (sections 7 and 9); elsewhere only each run's first 5 s.")
 w()
 
 # 1. Margin CDFs (Fig. 12-13).

@@ -10,7 +10,7 @@
 //! edit and, unless the case asks for torn damage, are resealed, so no checksum sees
 //! it: only range checks and cross-checks can.
 //!
-//! The oracle ([`check`]): no panic; a read-only open either refuses with an error or
+//! The oracle ([`Samples::check`]): no panic; a read-only open either refuses with an error or
 //! serves a walk that lists every directory and reads every file, and every read that
 //! succeeds returns the bytes written to that file (a prefix of them when a damaged
 //! size is smaller; zeros past them, holes, when it is larger): wrong bytes are only

@@ -151,12 +151,11 @@ fn at_8r0w_the_mixer_gives_a_greedy_reader_twice_the_baselines() {
 /// Issue 6: with a greedy best-effort reader and the default guarantee, at 8r0w on zrr
 /// and on seq (10-minute runs, seeds 1-10), best effort meets the guarantee in every
 /// counted run, and on no seed is the mixer's `--find-max` more than one stream below
-/// another policy's. The issue asks for "at least every other policy on every seed";
-/// at the edge a single miss decides between two counts, and the mixer still loses
-/// one zrr seed to C-SCAN by one stream (seed 2: 15 against 16; the sums over the ten
-/// seeds are 152 and 153; the one-hour runs of `docs/results.md` lose seq seed 5
-/// instead). The losses and sums are printed here and listed in
-/// `docs/results.md`; the issue stays open on this point. Also the best
+/// another policy's. The issue asks for "at least every other policy on every seed",
+/// which the one-hour runs of `docs/results.md` (section 7) show; in these 10-minute
+/// runs, where a single miss at the edge decides between two counts, the mixer is one
+/// below C-SCAN on zrr seeds 2 and 9 (15 against 16; sums over the ten seeds 152 and
+/// 153) and ties it on seq (182). The losses and sums are printed here. Also the best
 /// run comes within 80% of the bandwidth bound (less the share).
 #[test]
 fn with_a_greedy_reader_the_mixer_is_within_one_stream_of_every_policy_on_every_seed() {
@@ -222,4 +221,46 @@ fn with_a_greedy_reader_the_mixer_is_within_one_stream_of_every_policy_on_every_
         best as f64 >= 0.8 * bound as f64,
         "mixer's best {best} streams against a bandwidth bound of {bound}"
     );
+}
+
+/// Issue 6, the NVR row the mixer used to lose (`docs/results.md` section 9): 8 Mbit/s
+/// recordings beside two playbacks on the 5,400 rpm laptop model, 10-minute runs. The
+/// mixer's `--find-max` is at least C-SCAN's, and its misses are monotone around its
+/// answer. Before fix 10 its first hold idled the disk for a second that never came
+/// back at this load: 73 against C-SCAN's 74.
+#[test]
+fn on_the_laptop_nvr_row_the_mixer_carries_at_least_cscan_with_monotone_misses() {
+    let model = DiskModel::builtin("laptop-5400").unwrap();
+    let mut cfg = SimConfig::new(Workload::parse("1w@8M,2r@8M").unwrap());
+    cfg.duration_ns = 600_000_000_000;
+    let search = |scheduler: &'static str| {
+        let (model, cfg) = (model.clone(), cfg.clone());
+        thread::spawn(move || {
+            let run = |c: &SimConfig| {
+                let engine = EngineConfig {
+                    scheduler: scheduler.into(),
+                    settings: SchedSettings::default(),
+                    estimator: Box::new(Estimator::from_model(&model)),
+                    ..EngineConfig::new(model.sector_bytes)
+                };
+                run(c, &mut HddDisk::new(&model, c.seed), engine)
+            };
+            find_max(&cfg, run, passes).unwrap()
+        })
+    };
+    let (mixer, cscan) = (search("mixer"), search("cscan"));
+    let (mixer, cscan) = (mixer.join().unwrap(), cscan.join().unwrap());
+    eprintln!(
+        "laptop-5400 1w@8M,2r@8M: mixer {} {:?}, cscan {}",
+        mixer.count, mixer.neighbours, cscan.count
+    );
+    assert!(
+        mixer.count >= cscan.count,
+        "mixer {} cscan {}",
+        mixer.count,
+        cscan.count
+    );
+    for (n, pass) in &mixer.neighbours {
+        assert_eq!(*pass, *n < mixer.count, "{:?}", mixer.neighbours);
+    }
 }

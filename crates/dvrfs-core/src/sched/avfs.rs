@@ -204,7 +204,7 @@ pub(crate) struct TrafficMixer<E> {
     /// BE requests by (lba, id) and by (submit, id) for aging.
     be_by_lba: BTreeMap<Key, Request>,
     be_by_age: BTreeMap<(u64, ReqId), u64>,
-    /// Real-time reads held (pending or in the batch), by deadline (fix 10).
+    /// Real-time reads held (pending or in the batch), by deadline (fix 11).
     reads_by_deadline: std::collections::BTreeSet<(u64, Key)>,
     /// End LBA of the last dispatched request.
     head_lba: u64,

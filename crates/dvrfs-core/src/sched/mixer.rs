@@ -98,27 +98,31 @@
 //!    reader beside 15 streams on zrr (seeds 1-10) best effort got 19.8 Mbit/s instead
 //!    of 18.8, with the same margins.
 //! 10. **No idle disk at saturation.** Holding bets that the disk will have slack
-//!    later to make up for the time it idles now. At saturation it never does: C-SCAN
-//!    starts with the first request and keeps a backlog one sweep long, while a mixer
-//!    that idled for its first hold carries that much more backlog for the rest of
-//!    the run, and the streams have that much less buffer when a slow sweep comes (on
-//!    `laptop-5400`, 72 recordings at 8 Mbit/s beside two playbacks: the first hold
-//!    idled the disk from 0.16 s to 1.0 s; 265 s later a slow sweep tipped the mixer
-//!    into 7,400 late writes where C-SCAN, a second ahead, recovered). So the mixer
-//!    does not hold (a saturated batch stays one, a pending set starts at once) in the
-//!    load estimate's first time constant, when the load is unknown and is taken as
-//!    saturated (fix 7's safe start), nor while the measured real-time load is at or
-//!    above [`WORK_CONSERVING_LOAD_PERCENT`]. The closed loop keeps its light-load
-//!    holds (8 streams: utilization 0.54 against C-SCAN's 0.85).
+//!     later to make up for the time it idles now. At saturation it never does: C-SCAN
+//!     starts with the first request and keeps a backlog one sweep long, while a mixer
+//!     that idled for its first hold carries that much more backlog for the rest of
+//!     the run, and the streams have that much less buffer when a slow sweep comes (on
+//!     `laptop-5400`, 72 recordings at 8 Mbit/s beside two playbacks: the first hold
+//!     idled the disk from 0.16 s to 1.0 s; 265 s later a slow sweep tipped the mixer
+//!     into 7,400 late writes where C-SCAN, a second ahead, recovered). So the mixer
+//!     does not hold (a saturated batch stays one, a pending set starts at once) in the
+//!     load estimate's first time constant, when the load is unknown and is taken as
+//!     saturated (fix 7's safe start), nor while the measured real-time load is at or
+//!     above [`WORK_CONSERVING_LOAD_PERCENT`]. The closed loop keeps its light-load
+//!     holds (8 streams: utilization 0.54 against C-SCAN's 0.85).
 //! 11. **Rescue a read the sweep would fail.** A late write is served late; a late
-//!    read fails and the playback glitches. In a saturated batch a sweep takes about a
-//!    stream's whole buffer, so a playback read that arrives just behind the head can
-//!    wait past its deadline. The mixer keeps the real-time reads it holds ordered by
-//!    deadline; at each dispatch of a saturated batch the earliest of them whose
-//!    deadline is within e and which C-SCAN order (the work ahead of it, the command
-//!    in flight and its own service time) would complete after its deadline is served
-//!    first, at the cost of a seek there and back. The NVR rows with playbacks moved
-//!    from one-off read failures near the maximum to none (`docs/mixer-tuning.md`).
+//!     read fails and the playback glitches. In a saturated batch a sweep takes about a
+//!     stream's whole buffer, so a playback read that arrives just behind the head can
+//!     wait past its deadline. The mixer keeps the real-time reads it holds ordered by
+//!     deadline; at each dispatch of a saturated batch the earliest of them whose
+//!     deadline is within e and which C-SCAN order (the work ahead of it, the command
+//!     in flight and its own service time) would complete after its deadline is served
+//!     first, as a detour: a seek there and back, C-SCAN order going on from where the
+//!     sweep was. Rescues may take [`RESCUE_SHARE_PERCENT`] of the sweep's time at
+//!     most; uncapped, past capacity nearly every read is urgent and the sweep turns
+//!     into EDF (the closed loop at 18 streams: 3,438 misses against C-SCAN's 1,059).
+//!     On the NVR rows with playbacks the one-off read failures near the maximum are
+//!     gone and the misses are monotone (`docs/mixer-tuning.md`).
 //!
 //! Everything else (windows, EDF for urgent requests, failing late reads, best-effort
 //! aging, O(log n) hold time) is `avfs` unchanged.
