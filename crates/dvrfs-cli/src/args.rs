@@ -10,9 +10,6 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::error::{CliError, CliResult};
 
-/// Binary suffixes accepted by [`parse_size`], with their shift.
-const SIZE_SUFFIXES: [(char, u32); 4] = [('K', 10), ('M', 20), ('G', 30), ('T', 40)];
-
 #[derive(Parser, Debug)]
 #[command(
     name = "dvrfs",
@@ -200,72 +197,25 @@ pub struct GetArgs {
     pub salvage: bool,
 }
 
-/// Splits `text` into its leading whole number and the unit after it.
-fn split_number(text: &str) -> Result<(u64, &str), &'static str> {
-    let t = text.trim();
-    let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    if t.starts_with('-') {
-        return Err("it is negative");
-    }
-    if digits_end == 0 {
-        return Err("it does not start with a number");
-    }
-    let number = t[..digits_end]
-        .parse()
-        .map_err(|_| "the number is too large")?;
-    Ok((number, &t[digits_end..]))
-}
-
 /// Parses a size: plain bytes, or a number with a binary K/M/G/T suffix (`64G`, `4M`,
-/// `512K`; `KiB`-style spellings are accepted too).
+/// `512K`; `KiB`-style spellings are accepted too), as `dvrfs_core::units` reads it.
 pub fn parse_size(flag: &str, text: &str) -> CliResult<u64> {
-    let bad = |why: &str| {
+    dvrfs_core::units::size_bytes(text).map_err(|why| {
         CliError::usage(
             format!("invalid {flag} {text:?}: {why}"),
             "give a number of bytes with an optional K, M, G or T suffix (binary: 1K = 1024), e.g. 64G or 4M",
         )
-    };
-    let (number, suffix) = split_number(text).map_err(&bad)?;
-    let shift = match suffix.to_ascii_uppercase().as_str() {
-        "" | "B" => 0,
-        s => {
-            let unit = s.chars().next().unwrap_or(' ');
-            let rest = &s[unit.len_utf8()..];
-            let shift = SIZE_SUFFIXES
-                .iter()
-                .find(|(c, _)| *c == unit)
-                .map(|(_, s)| *s);
-            match (shift, rest) {
-                (Some(shift), "" | "IB" | "B") => shift,
-                _ => return Err(bad(&format!("unknown suffix {suffix:?}"))),
-            }
-        }
-    };
-    number
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| bad("the size does not fit in 64 bits"))
+    })
 }
 
 /// Parses a duration with a unit (`500ms`, `1s`, `2m`, `1h`) into milliseconds.
 pub fn parse_duration_ms(flag: &str, text: &str) -> CliResult<u64> {
-    let bad = |why: &str| {
+    dvrfs_core::units::duration_ms(text).map_err(|why| {
         CliError::usage(
             format!("invalid {flag} {text:?}: {why}"),
             "give a whole number with a unit: ms, s, m or h, e.g. 500ms or 1s",
         )
-    };
-    let (number, unit) = split_number(text).map_err(&bad)?;
-    let per_ms: u64 = match unit {
-        "ms" => 1,
-        "s" => 1000,
-        "m" | "min" => 60_000,
-        "h" => 3_600_000,
-        "" => return Err(bad("the unit is missing")),
-        u => return Err(bad(&format!("unknown unit {u:?}"))),
-    };
-    number
-        .checked_mul(per_ms)
-        .ok_or_else(|| bad("the duration is too long"))
+    })
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod meta;
 pub mod qos;
 pub mod sched;
 pub mod sim;
+pub mod units;
 
 pub use engine::{Engine, EngineConfig, IoBuf, Now, Op, OpId, Output};
 pub use error::{Error, Result};

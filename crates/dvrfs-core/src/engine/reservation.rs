@@ -8,9 +8,10 @@
 //! read:40M,buffer=64M              a playback with a 64 MiB playout buffer
 //! ```
 //!
-//! The rate is bits per second with an optional decimal `K`, `M` or `G`; sizes are
-//! bytes with an optional binary `K`, `M` or `G` (as `dvrfs record`); durations are
-//! whole numbers of `s`, `m` or `h`. A recording states its `duration` or its `size`
+//! The rate is bits per second with an optional decimal `K`, `M` or `G`; sizes and
+//! durations are written as for every flag of the CLI (`crate::units`): bytes with an
+//! optional binary `K`, `M`, `G` or `T`, and a whole number of `ms`, `s`, `m` or `h`
+//! (a recording's duration: whole seconds). A recording states its `duration` or its `size`
 //! (ABISS 2.3: the space is held at admission, so a full disk is reported at open).
 //! Without `request` a stream moves [`DEFAULT_REQUEST_BYTES`] per disk request; without
 //! `buffer` dvrfs chooses the buffer from the device's admission model.
@@ -216,38 +217,19 @@ fn show_size(b: u64) -> String {
 }
 
 fn size(v: &str) -> Result<u64, String> {
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (num, unit) = v.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| "not a size (bytes with an optional K, M or G)".to_string())?;
-    let shift = match unit {
-        "" => 0,
-        "K" | "k" | "KiB" => 10,
-        "M" | "m" | "MiB" => 20,
-        "G" | "g" | "GiB" => 30,
-        _ => return Err(format!("unknown unit {unit:?} (K, M or G)")),
-    };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| "too large".to_string())
+    crate::units::size_bytes(v)
 }
 
+/// A recording's duration in whole seconds, more than 0.
 fn duration_s(v: &str) -> Result<u64, String> {
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (num, unit) = v.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| "not a duration (a whole number of s, m or h)".to_string())?;
-    let per = match unit {
-        "s" => 1,
-        "m" | "min" => 60,
-        "h" => 3600,
-        "" => return Err("the unit is missing (s, m or h)".to_string()),
-        u => return Err(format!("unknown unit {u:?} (s, m or h)")),
-    };
-    n.checked_mul(per)
-        .filter(|&s| s > 0)
-        .ok_or_else(|| "must be more than 0 and fit".to_string())
+    let ms = crate::units::duration_ms(v)?;
+    if ms == 0 {
+        return Err("must be more than 0".into());
+    }
+    if !ms.is_multiple_of(1000) {
+        return Err("must be a whole number of seconds".into());
+    }
+    Ok(ms / 1000)
 }
 
 #[cfg(test)]
