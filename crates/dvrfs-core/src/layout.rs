@@ -250,6 +250,33 @@ mod tests {
             sb.validate().unwrap();
             let round = Superblock::decode(&sb.encode(0)[..]).unwrap();
             assert_eq!(round, sb);
+            // Every block of the primary region has one area, in the planned order.
+            use crate::format::superblock::Area;
+            let areas = [
+                (sb.journal_start, sb.journal_blocks),
+                (sb.data_bitmap_start, sb.data_bitmap_blocks),
+                (sb.meta_bitmap_start, sb.meta_bitmap_blocks),
+                (sb.inode_table_start, sb.inode_table_blocks),
+                (sb.sum_start, sb.sum_blocks),
+            ];
+            assert_eq!(sb.area_of(0), Area::Superblock);
+            for (i, &(start, len)) in areas.iter().enumerate() {
+                for n in [start, start + len - 1].into_iter().filter(|_| len > 0) {
+                    let want = [
+                        Area::Journal,
+                        Area::DataBitmap(n - start),
+                        Area::MetaBitmap(n - start),
+                        Area::InodeTable(n - start),
+                        Area::Sums(n - start),
+                    ][i];
+                    assert_eq!(sb.area_of(n), want, "block {n} of {sb:?}");
+                }
+            }
+            assert_eq!(sb.area_of(sb.dynamic_start), Area::Dynamic);
+            assert_eq!(
+                sb.area_of(sb.dynamic_start + sb.dynamic_blocks - 1),
+                Area::Dynamic
+            );
         }
     }
 

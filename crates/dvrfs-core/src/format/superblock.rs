@@ -141,6 +141,20 @@ const S_FEATURES: usize = S_SUM_GRANULE + 8; // u32 + 4 zero bytes
 pub const SUPERBLOCK_USED_BYTES: usize = S_FEATURES + 8;
 const _: () = assert!(SUPERBLOCK_USED_BYTES == 224);
 
+/// Where a metadata block lies ([`Superblock::area_of`]); the number is the block's
+/// index within its area.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Area {
+    Superblock,
+    Journal,
+    DataBitmap(u64),
+    MetaBitmap(u64),
+    InodeTable(u64),
+    Sums(u64),
+    /// The dynamic area (directories, indirect runs, symlinks), or past it.
+    Dynamic,
+}
+
 impl Superblock {
     /// Every regular file's record carries its map checksum ([`FEATURE_MAP_SUMS`]).
     pub fn map_sums_kept(&self) -> bool {
@@ -176,6 +190,28 @@ impl Superblock {
 
     pub fn in_journal(&self, n: u64) -> bool {
         n >= self.journal_start && n < self.journal_start + self.journal_blocks
+    }
+
+    /// The area of the primary metadata region that block `n` lies in, with its index
+    /// within the area (FORMAT.md, the region's layout). Anything not in a fixed area
+    /// is [`Area::Dynamic`]: the dynamic metadata area, or past it.
+    pub fn area_of(&self, n: u64) -> Area {
+        let within = |start: u64, len: u64| (n >= start && n < start + len).then(|| n - start);
+        if n == 0 {
+            Area::Superblock
+        } else if self.in_journal(n) {
+            Area::Journal
+        } else if let Some(i) = within(self.data_bitmap_start, self.data_bitmap_blocks) {
+            Area::DataBitmap(i)
+        } else if let Some(i) = within(self.meta_bitmap_start, self.meta_bitmap_blocks) {
+            Area::MetaBitmap(i)
+        } else if let Some(i) = within(self.inode_table_start, self.inode_table_blocks) {
+            Area::InodeTable(i)
+        } else if let Some(i) = within(self.sum_start, self.sum_blocks) {
+            Area::Sums(i)
+        } else {
+            Area::Dynamic
+        }
     }
 
     pub fn data_offset(&self, data_block: u64) -> u64 {

@@ -9,6 +9,7 @@ use crate::format::inode::{
     RUNS_PER_BLOCK,
 };
 use crate::format::journal::{encode_transaction, transaction_blocks};
+use crate::format::superblock::Area;
 use crate::format::{new_block, payload_mut, seal_block, BlockType, Header, META_BLOCK_BYTES};
 
 /// Largest single device write the checkpoint issues.
@@ -152,20 +153,12 @@ impl Volume {
     /// Whether metadata block `n` can be written from memory alone (see
     /// [`Volume::bridge_gaps`]).
     fn in_memory_whole(&self, n: u64) -> bool {
-        let sb = &self.sb;
-        let in_area = |start: u64, len: u64| n >= start && n < start + len;
-        if n == 0 || sb.in_journal(n) {
-            false
-        } else if in_area(sb.data_bitmap_start, sb.data_bitmap_blocks)
-            || in_area(sb.meta_bitmap_start, sb.meta_bitmap_blocks)
-        {
-            true
-        } else if in_area(sb.inode_table_start, sb.inode_table_blocks) {
-            n - sb.inode_table_start < self.report.inode_blocks_read
-        } else if in_area(sb.sum_start, sb.sum_blocks) {
-            self.sums.is_some()
-        } else {
-            self.owners.contains_key(&n)
+        match self.sb.area_of(n) {
+            Area::Superblock | Area::Journal => false,
+            Area::DataBitmap(_) | Area::MetaBitmap(_) => true,
+            Area::InodeTable(k) => k < self.report.inode_blocks_read,
+            Area::Sums(_) => self.sums.is_some(),
+            Area::Dynamic => self.owners.contains_key(&n),
         }
     }
 
@@ -188,39 +181,38 @@ impl Volume {
             seq,
         };
         let mut b = new_block();
-        let in_area = |start: u64, len: u64| n >= start && n < start + len;
-        if n == 0 {
-            return Some(sb.encode(seq).to_vec());
-        } else if in_area(sb.data_bitmap_start, sb.data_bitmap_blocks) {
-            self.data
-                .used()
-                .encode_block(n - sb.data_bitmap_start, payload_mut(&mut b[..]));
-            seal_block(&mut b[..], &header(BlockType::DataBitmap));
-        } else if in_area(sb.meta_bitmap_start, sb.meta_bitmap_blocks) {
-            self.meta
-                .used()
-                .encode_block(n - sb.meta_bitmap_start, payload_mut(&mut b[..]));
-            seal_block(&mut b[..], &header(BlockType::MetaBitmap));
-        } else if in_area(sb.inode_table_start, sb.inode_table_blocks) {
-            let k = n - sb.inode_table_start;
-            let p = payload_mut(&mut b[..]);
-            for j in 0..INODES_PER_BLOCK {
-                let ino = k * INODES_PER_BLOCK as u64 + j as u64;
-                if let Some(inode) = u32::try_from(ino).ok().and_then(|i| self.inodes.get(&i)) {
-                    inode_record(inode).encode(&mut p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
-                    if inode.kind() == Some(Kind::File) {
-                        put_map_sum(p, j, map_sum(inode.attr.size_bytes, inode.runs.iter()));
+        match sb.area_of(n) {
+            Area::Superblock => return Some(sb.encode(seq).to_vec()),
+            // The journal is written by the commit, never checkpointed.
+            Area::Journal => return None,
+            Area::DataBitmap(k) => {
+                self.data.used().encode_block(k, payload_mut(&mut b[..]));
+                seal_block(&mut b[..], &header(BlockType::DataBitmap));
+            }
+            Area::MetaBitmap(k) => {
+                self.meta.used().encode_block(k, payload_mut(&mut b[..]));
+                seal_block(&mut b[..], &header(BlockType::MetaBitmap));
+            }
+            Area::InodeTable(k) => {
+                let p = payload_mut(&mut b[..]);
+                for j in 0..INODES_PER_BLOCK {
+                    let ino = k * INODES_PER_BLOCK as u64 + j as u64;
+                    if let Some(inode) = u32::try_from(ino).ok().and_then(|i| self.inodes.get(&i)) {
+                        inode_record(inode).encode(&mut p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
+                        if inode.kind() == Some(Kind::File) {
+                            put_map_sum(p, j, map_sum(inode.attr.size_bytes, inode.runs.iter()));
+                        }
                     }
                 }
+                seal_block(&mut b[..], &header(BlockType::InodeTable));
             }
-            seal_block(&mut b[..], &header(BlockType::InodeTable));
-        } else if in_area(sb.sum_start, sb.sum_blocks) {
-            // Checksum blocks are only dirtied with the table loaded.
-            let sums = self.sums.as_ref()?;
-            sums.encode_block(n - sb.sum_start, payload_mut(&mut b[..]));
-            seal_block(&mut b[..], &header(BlockType::Sums));
-        } else {
-            match *self.owners.get(&n)? {
+            Area::Sums(k) => {
+                // Checksum blocks are only dirtied with the table loaded.
+                let sums = self.sums.as_ref()?;
+                sums.encode_block(k, payload_mut(&mut b[..]));
+                seal_block(&mut b[..], &header(BlockType::Sums));
+            }
+            Area::Dynamic => match *self.owners.get(&n)? {
                 Owner::DirBlock { ino, index } => {
                     let dir = self.dirs.get(&ino)?;
                     encode_dir(&dir.block_entries(index), payload_mut(&mut b[..]));
@@ -239,7 +231,7 @@ impl Volume {
                     encode_symlink(self.symlinks.get(&ino)?, payload_mut(&mut b[..]));
                     seal_block(&mut b[..], &header(BlockType::Symlink));
                 }
-            }
+            },
         }
         Some(b.to_vec())
     }

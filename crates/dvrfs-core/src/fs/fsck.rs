@@ -17,6 +17,7 @@ use super::load::BULK_READ_BYTES;
 use super::*;
 use crate::alloc::Bitmap;
 use crate::device::Device;
+use crate::format::superblock::Area;
 use crate::format::{verify_block, BlockType, META_BLOCK_BYTES};
 
 #[derive(Clone, Debug, Default)]
@@ -440,23 +441,19 @@ impl Volume {
     }
 
     fn block_type_of(&self, n: u64) -> BlockType {
-        let sb = &self.sb;
-        if n == 0 {
-            BlockType::Superblock
-        } else if n < sb.meta_bitmap_start {
-            BlockType::DataBitmap
-        } else if n < sb.inode_table_start {
-            BlockType::MetaBitmap
-        } else if n < sb.dynamic_start {
-            BlockType::InodeTable
-        } else if sb.sum_blocks > 0 && n >= sb.sum_start {
-            BlockType::Sums
-        } else {
-            match self.owners.get(&n) {
+        match self.sb.area_of(n) {
+            Area::Superblock => BlockType::Superblock,
+            // Not compared (one copy), named as what its head block would be.
+            Area::Journal => BlockType::JournalDescriptor,
+            Area::DataBitmap(_) => BlockType::DataBitmap,
+            Area::MetaBitmap(_) => BlockType::MetaBitmap,
+            Area::InodeTable(_) => BlockType::InodeTable,
+            Area::Sums(_) => BlockType::Sums,
+            Area::Dynamic => match self.owners.get(&n) {
                 Some(Owner::DirBlock { .. }) => BlockType::Directory,
                 Some(Owner::Indirect { .. }) => BlockType::Runs,
                 _ => BlockType::Symlink,
-            }
+            },
         }
     }
 
