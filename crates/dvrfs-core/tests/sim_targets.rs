@@ -27,15 +27,18 @@ fn config(workload: &str, alloc: AllocPolicy, seed: u64, be: Option<BestEffort>)
 
 /// One run as `dvrfs sim` does it (its defaults: merging up to 4 MiB, a 10% share).
 fn run_cfg(cfg: &SimConfig, scheduler: &str) -> SimOutcome {
-    let model = DiskModel::builtin("avfs-250g").unwrap();
+    run_on(&DiskModel::builtin("avfs-250g").unwrap(), cfg, scheduler).unwrap()
+}
+
+/// One run on `model`.
+fn run_on(model: &DiskModel, cfg: &SimConfig, scheduler: &str) -> dvrfs_core::Result<SimOutcome> {
     let engine = EngineConfig {
         scheduler: scheduler.into(),
         settings: SchedSettings::default(),
-        estimator: Box::new(Estimator::from_model(&model)),
+        estimator: Box::new(Estimator::from_model(model)),
         ..EngineConfig::new(model.sector_bytes)
     };
-    let mut disk = HddDisk::new(&model, cfg.seed);
-    run(cfg, &mut disk, engine).unwrap()
+    run(cfg, &mut HddDisk::new(model, cfg.seed), engine)
 }
 
 fn sim(
@@ -235,18 +238,7 @@ fn on_the_laptop_nvr_row_the_mixer_carries_at_least_cscan_with_monotone_misses()
     cfg.duration_ns = 600_000_000_000;
     let search = |scheduler: &'static str| {
         let (model, cfg) = (model.clone(), cfg.clone());
-        thread::spawn(move || {
-            let run = |c: &SimConfig| {
-                let engine = EngineConfig {
-                    scheduler: scheduler.into(),
-                    settings: SchedSettings::default(),
-                    estimator: Box::new(Estimator::from_model(&model)),
-                    ..EngineConfig::new(model.sector_bytes)
-                };
-                run(c, &mut HddDisk::new(&model, c.seed), engine)
-            };
-            find_max(&cfg, run, passes).unwrap()
-        })
+        thread::spawn(move || find_max(&cfg, |c| run_on(&model, c, scheduler), passes).unwrap())
     };
     let (mixer, cscan) = (search("mixer"), search("cscan"));
     let (mixer, cscan) = (mixer.join().unwrap(), cscan.join().unwrap());

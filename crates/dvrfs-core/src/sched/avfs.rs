@@ -653,20 +653,20 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             let held = self.remove(old);
             debug_assert!(held, "merged a best-effort entry the mixer does not hold");
             self.insert(new, now_ns);
-        } else if self.batch.remove(key, &self.est).is_some() {
-            self.forget_read(old);
-            if let Some(k) = self.read_key(&new) {
-                self.reads_by_deadline.insert(k);
-            }
-            self.batch.insert(new, &self.est);
-        } else if self.pending.remove(key, &self.est).is_some() {
-            self.forget_read(old);
-            if let Some(k) = self.read_key(&new) {
-                self.reads_by_deadline.insert(k);
-            }
-            self.pending.insert(new, &self.est);
         } else {
-            debug_assert!(false, "merged a real-time entry the mixer does not hold");
+            let set = if self.batch.remove(key, &self.est).is_some() {
+                &mut self.batch
+            } else if self.pending.remove(key, &self.est).is_some() {
+                &mut self.pending
+            } else {
+                debug_assert!(false, "merged a real-time entry the mixer does not hold");
+                return;
+            };
+            set.insert(new, &self.est);
+            self.forget_read(old);
+            if let Some(k) = self.read_key(&new) {
+                self.reads_by_deadline.insert(k);
+            }
         }
     }
 
