@@ -816,3 +816,58 @@ fn a_root_inode_that_is_not_a_directory_is_replaced_in_one_repair() {
         assert_eq!(back, pattern(99, len), "mode {mode:o}");
     }
 }
+
+/// Found by libFuzzer (the eighth run): a small file's record damaged (resealed) so
+/// that it claims 26 runs and its first indirect extent points at the block that holds
+/// a large file's runs, whose own record is damaged too (two inline runs made
+/// invalid, so its run list shrinks by one when the repair stores it). The loader
+/// let the later record take the block over silently, and the repair, trimming the
+/// small file's extents, freed the block the large file's runs live in, so the
+/// large file's new list was never written: a second fsck found its map broken. Now
+/// the claim with evidence keeps the block (a file cannot have more runs than
+/// blocks), the other loses its runs from that extent on, and one repair gives a
+/// clean volume on which the large file keeps every intact run.
+#[test]
+fn an_indirect_extent_two_records_claim_stays_with_the_file_it_belongs_to() {
+    let (mut dev, big) = populated();
+    let sb = superblock(&dev);
+    let bs = sb.data_block_bytes;
+    let want = pattern(99, 30 * (64 << 10) + 123);
+    let (small, runs) = {
+        let fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+        (fs.resolve("/cam1/seg003.ts").unwrap(), fs.runs(big).unwrap())
+    };
+    assert!(small < big, "the small file loads first");
+    assert!(runs.len() > 7 && runs[4].file_end() == runs[5].file_block as u64);
+    let extent = inode_u32(&dev, big, I_INDIRECT);
+    // The small file: 26 runs, 20 of them in the large file's extent (so that its
+    // loaded runs need the extent: the large file's runs are sound file ranges).
+    edit_inode_u32(&mut dev, small, I_RUN_COUNT, 26);
+    edit_inode_u32(&mut dev, small, I_INDIRECT, extent);
+    // The large file: inline run 4 outside the data region, run 5 out of order.
+    let (j, n) = (big as usize % 15, sb.inode_table_start + big as u64 / 15);
+    edit_block(&mut dev, &sb, n, |b| {
+        let run = |k: usize| RECORD_BASE + INODE_BYTES * j + I_INLINE + 16 * k;
+        b[run(4) + 8..run(4) + 16].copy_from_slice(&(sb.data_blocks + 7).to_le_bytes());
+        b[run(5)..run(5) + 4].copy_from_slice(&0u32.to_le_bytes());
+    });
+    let lost = (runs[4].file_block as u64 * bs, runs[5].file_end() * bs);
+
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert!(
+        fs.load_report().problems.iter().any(|(i, p)| *i == Some(small)
+            && p.contains(&format!("inode {big}'s runs"))),
+        "the small file's claim is reported: {:?}",
+        fs.load_report().problems
+    );
+    check_lost_range(&mut fs, big, &want, lost);
+    assert_eq!(read_file(&mut fs, "/cam1/seg003.ts", 5000), pattern(3, 5000));
+    drop(fs);
+
+    let (_, again, fixed) = repair_once(dev, "");
+    assert_eq!(again.damaged, vec![("/big.ts".to_string(), vec![lost])]);
+    let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    check_lost_range(&mut fs, big, &want, lost);
+    assert_eq!(read_file(&mut fs, "/cam1/seg003.ts", 5000), pattern(3, 5000));
+    assert_eq!(read_file(&mut fs, "/cam1/seg009.ts", 5000), pattern(9, 5000));
+}

@@ -692,8 +692,9 @@ impl Volume {
                 format!("inode {ino} lies past the superblock's inode-table mark ({mark} blocks): the mark is stale"),
             ));
         }
+        let contested = contested_extents(&records, &sb);
         for (ino, rec, stored_sum) in records {
-            self.load_inode(&mut r, ino, rec, stored_sum, true)?;
+            self.load_inode(&mut r, ino, rec, stored_sum, true, &contested)?;
         }
         for (&parent, dir) in &self.dirs {
             for e in dir.entries.values() {
@@ -902,7 +903,9 @@ impl Volume {
         if rec.is_free() {
             return Ok(());
         }
-        self.load_inode(r, ino, rec, get_map_sum(p, j), entries)
+        // A path-only load sees too few records to settle contested extents; it gives
+        // its answer up for the full load's on any damage it meets.
+        self.load_inode(r, ino, rec, get_map_sum(p, j), entries, &HashMap::new())
     }
 
     /// Decodes and checks one inode record in use (its runs, and a directory's entries
@@ -914,6 +917,7 @@ impl Volume {
         rec: InodeRecord,
         stored_sum: Option<u32>,
         entries: bool,
+        contested: &HashMap<u64, (Ino, usize)>,
     ) -> Result<()> {
         let sb = r.sb;
         if ino == 0 || ino >= sb.inode_count as u64 {
@@ -932,7 +936,7 @@ impl Volume {
             ));
             return Ok(());
         };
-        let (runs, usable_slots) = load_runs(r, ino, &rec)?;
+        let (runs, usable_slots) = load_runs(r, ino, &rec, contested)?;
         let runs = if kind == Kind::File {
             let end = rec.size_bytes.div_ceil(sb.data_block_bytes);
             // A record without a map checksum is an old one only on a volume that
@@ -1021,6 +1025,7 @@ fn load_runs<D: Device>(
     r: &mut Reader<'_, D>,
     ino: Ino,
     rec: &InodeRecord,
+    contested: &HashMap<u64, (Ino, usize)>,
 ) -> Result<(Vec<Option<Run>>, usize)> {
     let mut total = rec.run_count as usize;
     let mut runs: Vec<Option<Run>> = rec.inline.iter().copied().map(Some).collect();
@@ -1039,10 +1044,14 @@ fn load_runs<D: Device>(
     for slot in 0..needed {
         let start = rec.indirect[slot] as u64;
         let count = 1u64 << slot;
+        let other = (start..start + count)
+            .find_map(|b| contested.get(&b).filter(|&&w| w != (ino, slot)));
         let why = if start == 0 {
-            "is missing"
+            "is missing".to_string()
         } else if !dynamic.contains(&start) || !dynamic.contains(&(start + count - 1)) {
-            "points outside the metadata area"
+            "points outside the metadata area".to_string()
+        } else if let Some(&(owner, _)) = other {
+            format!("holds a block that inode {owner}'s runs hold")
         } else {
             continue;
         };
@@ -1085,6 +1094,60 @@ fn load_runs<D: Device>(
         runs.push(None);
     }
     Ok((runs, usable))
+}
+
+/// Indirect-extent blocks that two records claim (damage gave one record another's
+/// pointer, or one record the same block in two slots), each with the one claimant,
+/// an (inode, slot), that keeps it; the others lose their runs from that extent on
+/// ([`load_runs`]). Without this the later claimant would silently take the block
+/// over, and a repair that trims the damaged record's extents would free the block
+/// the intact record's runs live in (found by libFuzzer: a second `fsck` then found
+/// the intact file's map broken). Evidence decides: a regular file cannot have more
+/// runs than blocks (every run covers at least one block of the file), so a claim
+/// by a record whose run count exceeds its size in blocks is damaged; among the
+/// plausible claimants (or, when none is, among all) the lowest inode and slot keeps
+/// the block, as the full load's inode order settles every other shared block.
+fn contested_extents(
+    records: &[(u64, InodeRecord, Option<u32>)],
+    sb: &Superblock,
+) -> HashMap<u64, (Ino, usize)> {
+    let dynamic = sb.dynamic_start..sb.dynamic_start + sb.dynamic_blocks;
+    // Block -> (plausible, inode, slot) of its claimants, in inode and slot order.
+    let mut claims: HashMap<u64, Vec<(bool, Ino, usize)>> = HashMap::new();
+    for (ino, rec, _) in records {
+        // The records load_inode drops before reading runs claim nothing.
+        let total = rec.run_count as usize;
+        let Some(kind) = Kind::from_mode(rec.mode) else {
+            continue;
+        };
+        if total > MAX_RUNS || *ino == 0 || *ino >= sb.inode_count as u64 {
+            continue;
+        }
+        let plausible =
+            kind != Kind::File || total as u64 <= rec.size_bytes.div_ceil(sb.data_block_bytes);
+        for slot in 0..crate::format::inode::slots_needed(total) {
+            let start = rec.indirect[slot] as u64;
+            let count = 1u64 << slot;
+            if start == 0 || !dynamic.contains(&start) || !dynamic.contains(&(start + count - 1)) {
+                // load_runs cuts the runs here: later slots are never read.
+                break;
+            }
+            for b in start..start + count {
+                claims
+                    .entry(b)
+                    .or_default()
+                    .push((plausible, *ino as Ino, slot));
+            }
+        }
+    }
+    claims
+        .into_iter()
+        .filter(|(_, c)| c.len() > 1)
+        .map(|(b, c)| {
+            let keeper = c.iter().find(|k| k.0).unwrap_or(&c[0]);
+            (b, (keeper.1, keeper.2))
+        })
+        .collect()
 }
 
 /// The inode's indirect extents as its `runs` need them: extents past that (left by
