@@ -835,7 +835,10 @@ fn an_indirect_extent_two_records_claim_stays_with_the_file_it_belongs_to() {
     let want = pattern(99, 30 * (64 << 10) + 123);
     let (small, runs) = {
         let fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
-        (fs.resolve("/cam1/seg003.ts").unwrap(), fs.runs(big).unwrap())
+        (
+            fs.resolve("/cam1/seg003.ts").unwrap(),
+            fs.runs(big).unwrap(),
+        )
     };
     assert!(small < big, "the small file loads first");
     assert!(runs.len() > 7 && runs[4].file_end() == runs[5].file_block as u64);
@@ -855,19 +858,89 @@ fn an_indirect_extent_two_records_claim_stays_with_the_file_it_belongs_to() {
 
     let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
     assert!(
-        fs.load_report().problems.iter().any(|(i, p)| *i == Some(small)
-            && p.contains(&format!("inode {big}'s runs"))),
+        fs.load_report()
+            .problems
+            .iter()
+            .any(|(i, p)| *i == Some(small) && p.contains(&format!("inode {big}'s runs"))),
         "the small file's claim is reported: {:?}",
         fs.load_report().problems
     );
     check_lost_range(&mut fs, big, &want, lost);
-    assert_eq!(read_file(&mut fs, "/cam1/seg003.ts", 5000), pattern(3, 5000));
+    assert_eq!(
+        read_file(&mut fs, "/cam1/seg003.ts", 5000),
+        pattern(3, 5000)
+    );
     drop(fs);
 
     let (_, again, fixed) = repair_once(dev, "");
     assert_eq!(again.damaged, vec![("/big.ts".to_string(), vec![lost])]);
     let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
     check_lost_range(&mut fs, big, &want, lost);
-    assert_eq!(read_file(&mut fs, "/cam1/seg003.ts", 5000), pattern(3, 5000));
-    assert_eq!(read_file(&mut fs, "/cam1/seg009.ts", 5000), pattern(9, 5000));
+    assert_eq!(
+        read_file(&mut fs, "/cam1/seg003.ts", 5000),
+        pattern(3, 5000)
+    );
+    assert_eq!(
+        read_file(&mut fs, "/cam1/seg009.ts", 5000),
+        pattern(9, 5000)
+    );
+}
+
+/// A file's indirect-extent pointer edited (resealed) to a directory's block: the
+/// loader kept the extent as the file's (the block read as lost), so the repair wrote
+/// the file's runs over the directory and its files went to `/lost+found`, and a
+/// second fsck found more. An extent block that holds a valid block of another kind
+/// in both copies, or that a structure loaded before owns, is another's: the file
+/// loses its runs from that extent on, the directory keeps its block, one repair.
+#[test]
+fn an_indirect_extent_on_a_directory_block_leaves_the_directory_whole() {
+    let (dev, big) = populated();
+    let sb = superblock(&dev);
+    let bs = sb.data_block_bytes;
+    let want = pattern(99, 30 * (64 << 10) + 123);
+    let (cam1, cam2, runs) = {
+        let fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+        let dir_block = |p: &str| fs.runs(fs.resolve(p).unwrap()).unwrap()[0].start;
+        (
+            dir_block("/cam1"),
+            dir_block("/cam2"),
+            fs.runs(big).unwrap(),
+        )
+    };
+    // /cam1's inode comes before big.ts's and /cam2's after it: both load orders.
+    for (dir, block) in [("/cam1", cam1), ("/cam2", cam2)] {
+        let mut dev = dev.clone();
+        edit_inode_u32(&mut dev, big, I_INDIRECT, block as u32);
+        // Runs 6.. were in the extent: lost from the end of run 5 to the file's end.
+        let lost = (runs[5].file_end() * bs, want.len() as u64);
+        let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+        check_lost_range(&mut fs, big, &want, lost);
+        assert!(
+            fs.load_report().lost_blocks.is_empty(),
+            "{dir}: a directory's block is not lost"
+        );
+        drop(fs);
+        let (_, again, fixed) = repair_once(dev, dir);
+        assert_eq!(
+            again.damaged,
+            vec![("/big.ts".to_string(), vec![lost])],
+            "{dir}"
+        );
+        let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+        check_lost_range(&mut fs, big, &want, lost);
+        assert_eq!(
+            read_file(&mut fs, "/cam1/seg009.ts", 5000),
+            pattern(9, 5000),
+            "{dir}"
+        );
+        assert_eq!(
+            read_file(&mut fs, "/cam2/clip09.ts", 3000),
+            pattern(109, 3000),
+            "{dir}"
+        );
+        assert!(
+            fs.lookup(fs.root(), b"lost+found").is_err(),
+            "{dir}: nothing was cut off"
+        );
+    }
 }

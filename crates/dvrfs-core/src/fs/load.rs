@@ -936,7 +936,7 @@ impl Volume {
             ));
             return Ok(());
         };
-        let (runs, usable_slots) = load_runs(r, ino, &rec, contested)?;
+        let (runs, usable_slots) = load_runs(r, ino, &rec, contested, &self.owners)?;
         let runs = if kind == Kind::File {
             let end = rec.size_bytes.div_ceil(sb.data_block_bytes);
             // A record without a map checksum is an old one only on a volume that
@@ -1026,6 +1026,7 @@ fn load_runs<D: Device>(
     ino: Ino,
     rec: &InodeRecord,
     contested: &HashMap<u64, (Ino, usize)>,
+    owners: &HashMap<u64, Owner>,
 ) -> Result<(Vec<Option<Run>>, usize)> {
     let mut total = rec.run_count as usize;
     let mut runs: Vec<Option<Run>> = rec.inline.iter().copied().map(Some).collect();
@@ -1044,8 +1045,8 @@ fn load_runs<D: Device>(
     for slot in 0..needed {
         let start = rec.indirect[slot] as u64;
         let count = 1u64 << slot;
-        let other = (start..start + count)
-            .find_map(|b| contested.get(&b).filter(|&&w| w != (ino, slot)));
+        let other =
+            (start..start + count).find_map(|b| contested.get(&b).filter(|&&w| w != (ino, slot)));
         let why = if start == 0 {
             "is missing".to_string()
         } else if !dynamic.contains(&start) || !dynamic.contains(&(start + count - 1)) {
@@ -1069,13 +1070,50 @@ fn load_runs<D: Device>(
         break;
     }
     let mut idx = INLINE_RUNS;
+    // How many entries `runs` had when the current extent began.
+    let mut extent_begins = runs.len();
     while idx < total {
         let Some((slot, within, _)) = run_location(idx) else {
             break;
         };
+        if within == 0 {
+            extent_begins = runs.len();
+        }
         let n = (total - idx).min(RUNS_PER_BLOCK);
         let start = rec.indirect[slot] as u64;
-        match r.one_or_lose(start + within, BlockType::Runs)? {
+        let b = start + within;
+        // Another structure's block (one loaded before, or a valid block of another
+        // kind in both copies, as a directory's): the extent is not this record's, so
+        // its runs are lost from the extent's first run on, as for a bad pointer.
+        // Kept, the extent would be registered as this file's and a repair would
+        // write the file's runs over the other structure's block.
+        let taken = owners.get(&b).is_some_and(|o| match *o {
+            Owner::DirBlock { ino: i, .. }
+            | Owner::Indirect { ino: i, .. }
+            | Owner::Symlink { ino: i } => i != ino,
+        });
+        let img = if taken {
+            None
+        } else {
+            r.one_or_lose(b, BlockType::Runs)?
+        };
+        if taken || (img.is_none() && foreign(r, b, BlockType::Runs)?) {
+            if !taken {
+                r.report.lost_blocks.retain(|(n, _)| *n != b);
+            }
+            let kept = INLINE_RUNS + RUNS_PER_BLOCK * ((1usize << slot) - 1);
+            r.report.problems.push((
+                Some(ino),
+                format!(
+                    "inode {ino}: indirect extent {slot} holds metadata block {b}, which belongs to another structure; its runs from run {kept} on are lost"
+                ),
+            ));
+            runs.truncate(extent_begins);
+            usable = slot;
+            cut = true;
+            break;
+        }
+        match img {
             Some(img) => runs.extend(decode_runs(payload(&img), n).into_iter().map(Some)),
             None => {
                 r.report.problems.push((
