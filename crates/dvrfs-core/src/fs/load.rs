@@ -945,12 +945,13 @@ impl Volume {
                 Some(m) => m == map_sum(rec.size_bytes, runs.iter().flatten()),
                 None => !sb.map_sums_kept(),
             };
-            let map_ok = runs.iter().all(Option::is_some) && sum_ok;
+            let runs_read = runs.iter().all(Option::is_some);
             let found = r.report.problems.len();
             let runs = valid_file_runs(runs, sb.data_blocks, end, ino, &mut r.report.problems);
             let run_damaged = r.report.problems.len() > found;
             let map = MapState {
-                sum_ok: map_ok,
+                sum_ok,
+                runs_read,
                 run_damaged,
             };
             lose_holes_of_a_damaged_map(runs, map, end, ino, &mut r.report.problems)
@@ -1295,8 +1296,10 @@ fn valid_file_runs(
 /// What the loader found of a file's block map before [`lose_holes_of_a_damaged_map`].
 struct MapState {
     /// The size and runs match the map checksum stored with the record (or the record
-    /// has none, as on volumes made before it) and every run block was read.
+    /// has none, as on volumes made before it).
     sum_ok: bool,
+    /// Every block holding runs was read (none lost, no extent cut).
+    runs_read: bool,
     /// A run was invalid or outside the data region ([`valid_file_runs`] reported it).
     run_damaged: bool,
 }
@@ -1316,7 +1319,9 @@ fn lose_holes_of_a_damaged_map(
     problems: &mut Vec<(Option<Ino>, String)>,
 ) -> Vec<Run> {
     let past_end = runs.iter().any(|r| !r.is_lost() && r.file_end() > end_fb);
-    let why = if !map.sum_ok {
+    let why = if !map.runs_read {
+        "some of its runs could not be read"
+    } else if !map.sum_ok {
         "its size and runs do not match their checksum"
     } else if past_end {
         "a run maps blocks past the end of the file"
