@@ -742,9 +742,7 @@ impl Volume {
             }
         }
         for (&b, owner) in &self.owners {
-            let (Owner::DirBlock { ino, .. }
-            | Owner::Indirect { ino, .. }
-            | Owner::Symlink { ino }) = *owner;
+            let ino = owner.ino();
             if !self.meta.is_used(b) {
                 found.entry(ino).or_insert_with(|| {
                     format!("uses metadata block {b}, which its bitmap marks free")
@@ -766,11 +764,7 @@ impl Volume {
         let root = self.sb.root_ino;
         if self.inodes.remove(&root).is_some() {
             self.symlinks.remove(&root);
-            self.owners.retain(|_, o| match *o {
-                Owner::DirBlock { ino, .. }
-                | Owner::Indirect { ino, .. }
-                | Owner::Symlink { ino } => ino != root,
-            });
+            self.owners.retain(|_, o| o.ino() != root);
         }
         self.inodes.insert(
             root,
@@ -872,11 +866,7 @@ impl Volume {
             }
             let ino = ino as Ino;
             self.inodes.remove(&ino);
-            self.owners.retain(|_, o| match *o {
-                Owner::DirBlock { ino: i, .. }
-                | Owner::Indirect { ino: i, .. }
-                | Owner::Symlink { ino: i } => i != ino,
-            });
+            self.owners.retain(|_, o| o.ino() != ino);
         }
         let k = ino / INODES_PER_BLOCK as u64;
         let img = match table.get(&k) {
@@ -1088,20 +1078,8 @@ fn load_runs<D: Device>(
         // its runs are lost from the extent's first run on, as for a bad pointer.
         // Kept, the extent would be registered as this file's and a repair would
         // write the file's runs over the other structure's block.
-        let taken = owners.get(&b).is_some_and(|o| match *o {
-            Owner::DirBlock { ino: i, .. }
-            | Owner::Indirect { ino: i, .. }
-            | Owner::Symlink { ino: i } => i != ino,
-        });
-        let img = if taken {
-            None
-        } else {
-            r.one_or_lose(b, BlockType::Runs)?
-        };
-        if taken || (img.is_none() && foreign(r, b, BlockType::Runs)?) {
-            if !taken {
-                r.report.lost_blocks.retain(|(n, _)| *n != b);
-            }
+        let taken = owners.get(&b).is_some_and(|o| o.ino() != ino);
+        let Claim::Read(img) = claim(r, b, BlockType::Runs, taken)? else {
             let kept = INLINE_RUNS + RUNS_PER_BLOCK * ((1usize << slot) - 1);
             r.report.problems.push((
                 Some(ino),
@@ -1113,7 +1091,7 @@ fn load_runs<D: Device>(
             usable = slot;
             cut = true;
             break;
-        }
+        };
         match img {
             Some(img) => runs.extend(decode_runs(payload(&img), n).into_iter().map(Some)),
             None => {
@@ -1390,6 +1368,31 @@ fn valid_prefix(
     out
 }
 
+/// What a structure's pointer to a metadata block found there.
+enum Claim {
+    /// Another structure's block: one loaded before owns it (`taken`), or it holds a
+    /// valid block of another kind in both copies.
+    Foreign,
+    /// The block as `ty`, or `None` when it is lost in both copies (reported).
+    Read(Option<Vec<u8>>),
+}
+
+/// Reads metadata block `n`, which a structure's pointer names, as a block of type
+/// `ty`, unless it is another structure's ([`Claim::Foreign`]: not lost, so not
+/// reported as lost).
+fn claim<D: Device>(r: &mut Reader<'_, D>, n: u64, ty: BlockType, taken: bool) -> Result<Claim> {
+    if taken {
+        return Ok(Claim::Foreign);
+    }
+    let img = r.one_or_lose(n, ty)?;
+    // Not a block of its type: lost, or another structure's (checked only then).
+    if img.is_none() && foreign(r, n, ty)? {
+        r.report.lost_blocks.retain(|(b, _)| *b != n);
+        return Ok(Claim::Foreign);
+    }
+    Ok(Claim::Read(img))
+}
+
 /// Whether metadata block `n` holds, in both copies, a valid block of another kind
 /// than `ty` (another structure's block, which a damaged map names).
 fn foreign<D: Device>(r: &mut Reader<'_, D>, n: u64, ty: BlockType) -> Result<bool> {
@@ -1427,23 +1430,14 @@ fn load_dir<D: Device>(
             let taken = owners
                 .get(&n)
                 .is_some_and(|o| *o != Owner::DirBlock { ino, index });
-            let img = if taken {
-                None
-            } else {
-                r.one_or_lose(n, BlockType::Directory)?
-            };
-            // Not a directory block: lost, or another structure's (checked only then).
-            if taken || (img.is_none() && foreign(r, n, BlockType::Directory)?) {
-                if !taken {
-                    r.report.lost_blocks.retain(|(b, _)| *b != n);
-                }
+            let Claim::Read(img) = claim(r, n, BlockType::Directory, taken)? else {
                 r.report.problems.push((
                     Some(ino),
                     format!("directory {ino}: its block {index} (metadata block {n}) belongs to another structure; the directory ends before it"),
                 ));
                 dir.blocks.truncate(index as usize);
                 return Ok((dir, Some(index)));
-            }
+            };
             owners.insert(n, Owner::DirBlock { ino, index });
             let Some(img) = img else {
                 r.report.problems.push((

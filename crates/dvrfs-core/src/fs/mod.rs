@@ -63,6 +63,17 @@ pub(crate) enum Owner {
     },
 }
 
+impl Owner {
+    /// The inode whose block it is.
+    pub(crate) fn ino(&self) -> Ino {
+        match *self {
+            Owner::DirBlock { ino, .. } | Owner::Indirect { ino, .. } | Owner::Symlink { ino } => {
+                ino
+            }
+        }
+    }
+}
+
 /// How a file system is opened.
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
@@ -468,12 +479,8 @@ impl Volume {
         let is_file = inode.kind() == Some(Kind::File);
         // A metadata block goes only if it is this inode's (a damaged map may name a
         // block another structure owns: fsck frees the damaged inode, not the block).
-        let mine = |owners: &HashMap<u64, Owner>, b: u64| match owners.get(&b) {
-            None => true,
-            Some(Owner::DirBlock { ino: i, .. })
-            | Some(Owner::Indirect { ino: i, .. })
-            | Some(Owner::Symlink { ino: i }) => *i == ino,
-        };
+        let mine =
+            |owners: &HashMap<u64, Owner>, b: u64| owners.get(&b).is_none_or(|o| o.ino() == ino);
         for r in &inode.runs {
             for b in r.blocks() {
                 if is_file {
