@@ -944,3 +944,45 @@ fn an_indirect_extent_on_a_directory_block_leaves_the_directory_whole() {
         );
     }
 }
+
+/// The same claim where the damaged record is plausible (its size raised with its run
+/// count, so a file of that size could have that many runs) and comes first in inode
+/// order: the intact file's map checksum, which verifies over the runs in the block,
+/// is the stronger evidence, so the intact file keeps its runs, a path-only `stat`
+/// answers as the full open, and one repair gives a clean volume with it whole.
+#[test]
+fn an_indirect_extent_two_records_claim_stays_with_the_record_its_checksum_proves() {
+    let (mut dev, big) = populated();
+    let want = pattern(99, 30 * (64 << 10) + 123);
+    let small = Fs::open(dev.clone(), OpenOptions::read_only())
+        .unwrap()
+        .resolve("/cam1/seg003.ts")
+        .unwrap();
+    assert!(small < big, "the damaged record loads first");
+    let extent = inode_u32(&dev, big, I_INDIRECT);
+    edit_inode_u32(&mut dev, small, I_RUN_COUNT, 26);
+    edit_inode_u32(&mut dev, small, I_INDIRECT, extent);
+    // Size (a u64 at offset 16 of the record; its high half is 0): 30 blocks, room
+    // for 26 runs.
+    edit_inode_u32(&mut dev, small, 16, 30 * (64 << 10));
+
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert_eq!(read_file(&mut fs, "/big.ts", want.len()), want);
+    let paths = vec!["/big.ts".to_string()];
+    let part = Fs::open(dev.clone(), OpenOptions::paths_only(&paths)).unwrap();
+    assert_eq!(stat_of(&part, "/big.ts"), stat_of(&fs, "/big.ts"));
+    drop((fs, part));
+
+    let (_, again, fixed) = repair_once(dev, "");
+    assert!(
+        again.damaged.iter().all(|(p, _)| p != "/big.ts"),
+        "{:?}",
+        again.damaged
+    );
+    let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    assert_eq!(read_file(&mut fs, "/big.ts", want.len()), want);
+    assert_eq!(
+        read_file(&mut fs, "/cam1/seg009.ts", 5000),
+        pattern(9, 5000)
+    );
+}

@@ -129,6 +129,25 @@ impl<'a, D: Device> Reader<'a, D> {
         }
     }
 
+    /// Block `n` as `ty` from the journal's overlay or either copy, or `None`, with
+    /// nothing reported: for evidence gathered before the load proper reads it.
+    fn peek(&self, n: u64, ty: BlockType) -> Result<Option<Vec<u8>>> {
+        let ok = |b: &[u8]| verify_block(b, ty, &self.sb.uuid, n).is_ok();
+        if let Some(img) = self.overlay.get(&n).filter(|img| ok(img)) {
+            return Ok(Some(img.clone()));
+        }
+        let mut b = vec![0u8; META_BLOCK_BYTES];
+        for off in [self.sb.primary_offset(n), self.sb.backup_offset(n)] {
+            self.dev
+                .read_at(off, &mut b)
+                .map_err(|e| Error::io(format!("reading metadata block {n}"), e))?;
+            if ok(&b) {
+                return Ok(Some(b));
+            }
+        }
+        Ok(None)
+    }
+
     fn one_or_lose(&mut self, n: u64, ty: BlockType) -> Result<Option<Vec<u8>>> {
         let mut b = vec![0u8; META_BLOCK_BYTES];
         self.dev
@@ -692,7 +711,7 @@ impl Volume {
                 format!("inode {ino} lies past the superblock's inode-table mark ({mark} blocks): the mark is stale"),
             ));
         }
-        let contested = contested_extents(&records, &sb);
+        let contested = contested_extents(&r, &records)?;
         for (ino, rec, stored_sum) in records {
             self.load_inode(&mut r, ino, rec, stored_sum, true, &contested)?;
         }
@@ -1119,29 +1138,32 @@ fn load_runs<D: Device>(
 /// ([`load_runs`]). Without this the later claimant would silently take the block
 /// over, and a repair that trims the damaged record's extents would free the block
 /// the intact record's runs live in (found by libFuzzer: a second `fsck` then found
-/// the intact file's map broken). Evidence decides: a regular file cannot have more
-/// runs than blocks (every run covers at least one block of the file), so a claim
-/// by a record whose run count exceeds its size in blocks is damaged; among the
-/// plausible claimants (or, when none is, among all) the lowest inode and slot keeps
-/// the block, as the full load's inode order settles every other shared block.
-fn contested_extents(
+/// the intact file's map broken). Evidence decides, strongest first: the record's
+/// map checksum verifies over the runs read through the block (the record and its
+/// runs are as written); the record is plausible (a regular file cannot have more
+/// runs than blocks, since every run covers at least one block of the file); then
+/// the lowest inode and slot, as the full load's inode order settles every other
+/// shared block. A claimant that loses has failed its checksum wherever the winner
+/// passed it, so a path-only open that reaches it sees damage and gives its answer
+/// up for this load's, and one that reaches only the winner answers as this load.
+fn contested_extents<D: Device>(
+    r: &Reader<'_, D>,
     records: &[(u64, InodeRecord, Option<u32>)],
-    sb: &Superblock,
-) -> HashMap<u64, (Ino, usize)> {
+) -> Result<HashMap<u64, (Ino, usize)>> {
+    let sb = r.sb;
     let dynamic = sb.dynamic_start..sb.dynamic_start + sb.dynamic_blocks;
-    // Block -> (plausible, inode, slot) of its claimants, in inode and slot order.
-    let mut claims: HashMap<u64, Vec<(bool, Ino, usize)>> = HashMap::new();
-    for (ino, rec, _) in records {
+    // Block -> the records (index into `records`) and slots that claim it.
+    let mut claims: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+    for (k, (ino, rec, _)) in records.iter().enumerate() {
         // The records load_inode drops before reading runs claim nothing.
         let total = rec.run_count as usize;
-        let Some(kind) = Kind::from_mode(rec.mode) else {
-            continue;
-        };
-        if total > MAX_RUNS || *ino == 0 || *ino >= sb.inode_count as u64 {
+        if Kind::from_mode(rec.mode).is_none()
+            || total > MAX_RUNS
+            || *ino == 0
+            || *ino >= sb.inode_count as u64
+        {
             continue;
         }
-        let plausible =
-            kind != Kind::File || total as u64 <= rec.size_bytes.div_ceil(sb.data_block_bytes);
         for slot in 0..crate::format::inode::slots_needed(total) {
             let start = rec.indirect[slot] as u64;
             let count = 1u64 << slot;
@@ -1150,21 +1172,65 @@ fn contested_extents(
                 break;
             }
             for b in start..start + count {
-                claims
-                    .entry(b)
-                    .or_default()
-                    .push((plausible, *ino as Ino, slot));
+                claims.entry(b).or_default().push((k, slot));
             }
         }
     }
-    claims
-        .into_iter()
-        .filter(|(_, c)| c.len() > 1)
-        .map(|(b, c)| {
-            let keeper = c.iter().find(|k| k.0).unwrap_or(&c[0]);
-            (b, (keeper.1, keeper.2))
-        })
-        .collect()
+    let mut evidence: HashMap<usize, (bool, bool)> = HashMap::new();
+    let mut out = HashMap::new();
+    for (b, c) in claims.into_iter().filter(|(_, c)| c.len() > 1) {
+        let mut best: Option<((bool, bool), usize, usize)> = None;
+        for &(k, slot) in &c {
+            let e = match evidence.get(&k) {
+                Some(&e) => e,
+                None => {
+                    let (_, rec, stored) = &records[k];
+                    let file = Kind::from_mode(rec.mode) == Some(Kind::File);
+                    let plausible = !file
+                        || rec.run_count as u64 <= rec.size_bytes.div_ceil(sb.data_block_bytes);
+                    let e = (file && map_verifies(r, rec, *stored)?, plausible);
+                    evidence.insert(k, e);
+                    e
+                }
+            };
+            // Claims come in record (inode) and slot order: a tie keeps the first.
+            if best.is_none_or(|(be, _, _)| e > be) {
+                best = Some((e, k, slot));
+            }
+        }
+        if let Some((_, k, slot)) = best {
+            out.insert(b, (records[k].0 as Ino, slot));
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a file record's stored map checksum matches its size and its runs as
+/// stored (inline and in its extents, each run block from either copy).
+fn map_verifies<D: Device>(
+    r: &Reader<'_, D>,
+    rec: &InodeRecord,
+    stored: Option<u32>,
+) -> Result<bool> {
+    let Some(stored) = stored else {
+        return Ok(false);
+    };
+    let total = rec.run_count as usize;
+    let mut runs = rec.inline.clone();
+    let mut idx = INLINE_RUNS;
+    while idx < total {
+        let Some((slot, within, _)) = run_location(idx) else {
+            return Ok(false);
+        };
+        let n = (total - idx).min(RUNS_PER_BLOCK);
+        let b = rec.indirect[slot] as u64 + within;
+        let Some(img) = r.peek(b, BlockType::Runs)? else {
+            return Ok(false);
+        };
+        runs.extend(decode_runs(payload(&img), n));
+        idx += n;
+    }
+    Ok(map_sum(rec.size_bytes, runs.iter()) == stored)
 }
 
 /// The inode's indirect extents as its `runs` need them: extents past that (left by
