@@ -105,7 +105,7 @@ pub struct RunArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
-    /// Disk model: a built-in name (avfs-250g, nvr-8t) or a JSON file
+    /// Disk model: a built-in name (avfs-250g, nvr-8t, laptop-5400) or a JSON file
     #[arg(long)]
     pub disk: String,
     #[command(flatten)]
@@ -123,7 +123,7 @@ pub struct SimArgs {
 
 #[derive(clap::Args, Debug)]
 pub struct CapacityArgs {
-    /// Disk model: a built-in name (avfs-250g, nvr-8t) or a JSON file
+    /// Disk model: a built-in name (avfs-250g, nvr-8t, laptop-5400) or a JSON file
     #[arg(long)]
     pub disk: String,
     #[command(flatten)]

@@ -6,7 +6,7 @@
 //! bitmap with one bit per entry, set when the entry holds the checksum of the
 //! granule's bytes. A clear bit means "not checked" (never written, or cut by a
 //! truncation); what a set bit covers is fixed by the file that maps the block, see
-//! `FORMAT.md` section 11.
+//! `FORMAT.md` section 10a.
 
 use super::*;
 
