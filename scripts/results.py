@@ -274,6 +274,20 @@ for (s, a), (r, _) in zip(POLICIES, res):
 w()
 w("Histograms, and each configuration's buffer level of one stream: " + ", ".join(f"[{s}+{a}](results/4r2w-{s}-{a}/seek_distance.svg) ([buffer](results/4r2w-{s}-{a}/buffer_level.svg))" for s, a in POLICIES) + ".")
 w()
+# Section 4 at commit 504af74: within 5 GB (%), mean distance (GB), transfer ms per command.
+OLD4 = {"avfs+zrr": (70.2, 16.0, 7.16), "mixer+zrr": (42.5, 33.0, 13.17), "cscan+zrr": (19.9, 64.8, 6.67),
+        "cfq+seq": (28.6, 83.7, 5.20), "deadline+seq": (30.4, 80.2, 6.96)}
+w("Before (commit 504af74) and now, within 5 GB / mean distance / transfer per command: " + "; ".join(
+    f"{s}+{a} {OLD4[f'{s}+{a}'][0]:.1f}% -> {100 * r['seek_within_5gb']:.1f}%, {OLD4[f'{s}+{a}'][1]:.1f} -> {r['mean_seek_distance_gb']:.1f} GB, {OLD4[f'{s}+{a}'][2]:.2f} -> {r['command_ms']['transfer']:.2f} ms"
+    for (s, a), (r, _) in zip(POLICIES, res) if f"{s}+{a}" in OLD4) + ".")
+w("The published mixer now gets the framework's merging (change 1): a batch's contiguous requests")
+w("go as one command (about 2.5 times the transfer per command), so the zero-distance steps")
+w("between them no longer count as commands, and the same moves between streams are shared by")
+w("fewer commands: fewer of them start within 5 GB, and the mean distance grows. For every policy")
+w("the commit pipeline now runs from the first second of the run (change 5): each commit moves")
+w("the head to the journal and the primary region at the start of the disk and to the backup")
+w("region at its end, long moves that C-SCAN, which otherwise sweeps in short steps, shows most.")
+w()
 
 # 5. Deletion (Fig. 17) and photos (Fig. 18).
 w("## 5. Deleting a 20 GB recording during 2r0w (AVFS Fig. 17)")
@@ -285,6 +299,17 @@ for (s, a), (r, _) in zip(POLICIES, res):
     w(f"| {s}+{a} | {r['deadline_misses']} | {r['margin_ms']['min']:.0f} | {r['journal_requests']} |")
 w()
 w("Command: `dvrfs sim --disk avfs-250g --workload 2r0w --best-effort delete --scheduler S --alloc A`.")
+w()
+# Section 5 at commit 504af74: min margin (ms), journal requests.
+OLD5 = {"avfs+zrr": (479, 9), "mixer+zrr": (535, 9), "cscan+zrr": (1418, 9), "cfq+seq": (1417, 11), "deadline+seq": (1410, 11)}
+w("Before (commit 504af74) and now, min margin / journal requests: " + "; ".join(
+    f"{s}+{a} {OLD5[f'{s}+{a}'][0]} -> {r['margin_ms']['min']:.0f} ms, {OLD5[f'{s}+{a}'][1]} -> {r['journal_requests']}"
+    for (s, a), (r, _) in zip(POLICIES, res) if f"{s}+{a}" in OLD5) + ".")
+w("The journal requests are the commit pipeline's (change 5): commits run from the start of the")
+w("run and each stage is a request of its own, the same for every policy now. The baselines'")
+w("margins grew by the extra period of slack (change 3); `avfs` holds to its target as before;")
+w("`mixer`'s smallest margin fell with fix 7, which holds longer when the real-time load is")
+w("light and no best effort is waiting (here the deletion is one short burst).")
 w()
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
     curves = list(ex.map(lambda sa: cdf_points("2r0w", sa[0], sa[1], False, ("--best-effort", "delete")), POLICIES))
@@ -301,6 +326,24 @@ for (s, a), (r, _) in zip(POLICIES, res):
     w(f"| {s}+{a} | {r['deadline_misses']} | {r['margin_ms']['min']:.0f} | {r['be_active_s']:.1f} | {r['be_active_throughput_mbps']:.1f} | {l['p50']:.1f} / {l['p99']:.1f} |")
 w()
 w("Command: `dvrfs sim --disk avfs-250g --workload 2r2w --best-effort photos --scheduler S --alloc A`.")
+w()
+# Section 6 at commit 504af74: copy time (s), request latency p99 (ms).
+OLD6 = {"avfs+zrr": (7.7, 286.5), "mixer+zrr": (6.9, 241.9), "cscan+zrr": (10.5, 86.4), "cfq+seq": (10.0, 74.4), "deadline+seq": (8.0, 70.1)}
+w("Before (commit 504af74) and now, copy time / p99 latency: " + "; ".join(
+    f"{s}+{a} {OLD6[f'{s}+{a}'][0]:.1f} -> {r['be_active_s']:.1f} s, {OLD6[f'{s}+{a}'][1]:.0f} -> {r['be_latency_ms']['p99']:.0f} ms"
+    for (s, a), (r, _) in zip(POLICIES, res) if f"{s}+{a}" in OLD6) + ".")
+w("Every copy is slower. The copy runs from 5 s to about 20 s of the run; before, no periodic")
+w("commit ran that early (the defect that change 5 fixed), so the copy had the disk to itself")
+w("beside the streams. Now each second's commit sends the copy's new files through the journal")
+w("and both checkpoints: with cscan, 119 journal and checkpoint writes took 1.3 s of disk time")
+w("between 5 and 20 s (`dvrfs sim --disk avfs-250g --workload 2r2w --best-effort photos")
+w("--scheduler cscan --duration 30s --trace t.csv`), at both ends of the disk, each a break in the")
+w("sweep the copy's next write waits behind. Merging (change 1) and the guarantee (change 6) do")
+w("not move cscan's figures here (`--merge 0`, `--be-share 0`: the same copy time within 0.05 s).")
+w("What remains of cscan's 4 s, beyond the 1.3 s of commit writes, is not traced; part of it is")
+w("the copy's own reads: the last write of each photo ends inside a 4 KiB sector of a block already")
+w("written, and the engine reads that sector first (85 such reads, 0.8 s of disk time, though the")
+w("bytes past the file's end need no reading).")
 w()
 with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
     curves = list(ex.map(lambda sa: cdf_points("2r2w", sa[0], sa[1], False, ("--best-effort", "photos")), POLICIES))
@@ -373,6 +416,14 @@ for wl in ["8r0w", "12r0w", "4r4w"]:
         w(f"| {sc} | {r['deadline_misses']} | {r['be_throughput_mbps']:.1f} | {r['be_latency_ms']['p99']:.0f} | {r['be_share_measured']:.3f} |")
     w()
 w("Command: `dvrfs sim --disk avfs-250g --workload W --best-effort greedy-read --scheduler S`.")
+w()
+w("Where the mixer loses: the published `avfs` gives the greedy reader more than the mixer at every")
+w("load here (8r0w 194 against 184 Mbit/s, 12r0w 97 against 80, 4r4w 157 against 142), with no")
+w("misses either. `avfs` holds every batch to the latest safe moment and serves best effort while it")
+w("holds; the mixer ends a hold earlier by a share of the pending work (fix 1), which is what keeps")
+w("it from collapsing near saturation (section 7: `avfs` carries 12 to 15 streams where the mixer")
+w("carries 15). That fix 1 is the whole cause is likely but not isolated. Both stay far above the")
+w("other policies and the 10% guarantee.")
 w()
 
 # 9. NVR on two disks.
