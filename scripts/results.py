@@ -262,6 +262,12 @@ w()
 w("Command: `dvrfs sim --disk avfs-250g --workload 4r2w --alloc A --age N`.")
 w()
 
+def before_now(what, old, res, cell):
+    """One line comparing a section's rows with their figures at commit 504af74."""
+    w(f"Before (commit 504af74) and now, {what}: " + "; ".join(
+        f"{s}+{a} {cell(old[f'{s}+{a}'], r)}" for (s, a), (r, _) in zip(POLICIES, res) if f"{s}+{a}" in old) + ".")
+
+
 # 4. Seek distances (Fig. 15).
 w("## 4. Seek distances (AVFS Fig. 15), 4r2w")
 w()
@@ -277,9 +283,8 @@ w()
 # Section 4 at commit 504af74: within 5 GB (%), mean distance (GB), transfer ms per command.
 OLD4 = {"avfs+zrr": (70.2, 16.0, 7.16), "mixer+zrr": (42.5, 33.0, 13.17), "cscan+zrr": (19.9, 64.8, 6.67),
         "cfq+seq": (28.6, 83.7, 5.20), "deadline+seq": (30.4, 80.2, 6.96)}
-w("Before (commit 504af74) and now, within 5 GB / mean distance / transfer per command: " + "; ".join(
-    f"{s}+{a} {OLD4[f'{s}+{a}'][0]:.1f}% -> {100 * r['seek_within_5gb']:.1f}%, {OLD4[f'{s}+{a}'][1]:.1f} -> {r['mean_seek_distance_gb']:.1f} GB, {OLD4[f'{s}+{a}'][2]:.2f} -> {r['command_ms']['transfer']:.2f} ms"
-    for (s, a), (r, _) in zip(POLICIES, res) if f"{s}+{a}" in OLD4) + ".")
+before_now("within 5 GB / mean distance / transfer per command", OLD4, res, lambda o, r:
+           f"{o[0]:.1f}% -> {100 * r['seek_within_5gb']:.1f}%, {o[1]:.1f} -> {r['mean_seek_distance_gb']:.1f} GB, {o[2]:.2f} -> {r['command_ms']['transfer']:.2f} ms")
 w("The published mixer now gets the framework's merging (change 1): a batch's contiguous requests")
 w("go as one command (about 2.5 times the transfer per command), so the zero-distance steps")
 w("between them no longer count as commands, and the same moves between streams are shared by")
@@ -302,9 +307,8 @@ w("Command: `dvrfs sim --disk avfs-250g --workload 2r0w --best-effort delete --s
 w()
 # Section 5 at commit 504af74: min margin (ms), journal requests.
 OLD5 = {"avfs+zrr": (479, 9), "mixer+zrr": (535, 9), "cscan+zrr": (1418, 9), "cfq+seq": (1417, 11), "deadline+seq": (1410, 11)}
-w("Before (commit 504af74) and now, min margin / journal requests: " + "; ".join(
-    f"{s}+{a} {OLD5[f'{s}+{a}'][0]} -> {r['margin_ms']['min']:.0f} ms, {OLD5[f'{s}+{a}'][1]} -> {r['journal_requests']}"
-    for (s, a), (r, _) in zip(POLICIES, res) if f"{s}+{a}" in OLD5) + ".")
+before_now("min margin / journal requests", OLD5, res, lambda o, r:
+           f"{o[0]} -> {r['margin_ms']['min']:.0f} ms, {o[1]} -> {r['journal_requests']}")
 w("The journal requests are the commit pipeline's (change 5): commits run from the start of the")
 w("run and each stage is a request of its own, the same for every policy now. The baselines'")
 w("margins grew by the extra period of slack (change 3); `avfs` holds to its target as before;")
@@ -329,9 +333,8 @@ w("Command: `dvrfs sim --disk avfs-250g --workload 2r2w --best-effort photos --s
 w()
 # Section 6 at commit 504af74: copy time (s), request latency p99 (ms).
 OLD6 = {"avfs+zrr": (7.7, 286.5), "mixer+zrr": (6.9, 241.9), "cscan+zrr": (10.5, 86.4), "cfq+seq": (10.0, 74.4), "deadline+seq": (8.0, 70.1)}
-w("Before (commit 504af74) and now, copy time / p99 latency: " + "; ".join(
-    f"{s}+{a} {OLD6[f'{s}+{a}'][0]:.1f} -> {r['be_active_s']:.1f} s, {OLD6[f'{s}+{a}'][1]:.0f} -> {r['be_latency_ms']['p99']:.0f} ms"
-    for (s, a), (r, _) in zip(POLICIES, res) if f"{s}+{a}" in OLD6) + ".")
+before_now("copy time / p99 latency", OLD6, res, lambda o, r:
+           f"{o[0]:.1f} -> {r['be_active_s']:.1f} s, {o[1]:.0f} -> {r['be_latency_ms']['p99']:.0f} ms")
 w("Every copy is slower. The copy runs from 5 s to about 20 s of the run; before, no periodic")
 w("commit ran that early (the defect that change 5 fixed), so the copy had the disk to itself")
 w("beside the streams. Now each second's commit sends the copy's new files through the journal")
