@@ -228,30 +228,43 @@ fn with_a_greedy_reader_the_mixer_is_within_one_stream_of_every_policy_on_every_
 
 /// Issue 6, the NVR row the mixer used to lose (`docs/results.md` section 9): 8 Mbit/s
 /// recordings beside two playbacks on the 5,400 rpm laptop model, 10-minute runs. The
-/// mixer's `--find-max` is at least C-SCAN's, and its misses are monotone around its
-/// answer. Before fix 10 its first hold idled the disk for a second that never came
-/// back at this load: 73 against C-SCAN's 74.
+/// mixer's `--find-max` is at least every other policy's (edf and cscan included), and
+/// its misses are monotone around its answer. Before fix 10 its first hold idled the
+/// disk for a second that never came back at this load: 73 against C-SCAN's 74. (The
+/// other NVR rows of section 9, on `nvr-8t` at 50 to 210 streams, cost too much CPU
+/// for every test run; `scripts/results.py` regenerates them.)
 #[test]
-fn on_the_laptop_nvr_row_the_mixer_carries_at_least_cscan_with_monotone_misses() {
+fn on_the_laptop_nvr_row_the_mixer_carries_at_least_every_policy_with_monotone_misses() {
     let model = DiskModel::builtin("laptop-5400").unwrap();
     let mut cfg = SimConfig::new(Workload::parse("1w@8M,2r@8M").unwrap());
     cfg.duration_ns = 600_000_000_000;
-    let search = |scheduler: &'static str| {
-        let (model, cfg) = (model.clone(), cfg.clone());
-        thread::spawn(move || find_max(&cfg, |c| run_on(&model, c, scheduler), passes).unwrap())
-    };
-    let (mixer, cscan) = (search("mixer"), search("cscan"));
-    let (mixer, cscan) = (mixer.join().unwrap(), cscan.join().unwrap());
-    eprintln!(
-        "laptop-5400 1w@8M,2r@8M: mixer {} {:?}, cscan {}",
-        mixer.count, mixer.neighbours, cscan.count
-    );
-    assert!(
-        mixer.count >= cscan.count,
-        "mixer {} cscan {}",
-        mixer.count,
-        cscan.count
-    );
+    let searches: Vec<_> = NAMES
+        .iter()
+        .map(|&scheduler| {
+            let (model, cfg) = (model.clone(), cfg.clone());
+            let search = thread::spawn(move || {
+                find_max(&cfg, |c| run_on(&model, c, scheduler), passes).unwrap()
+            });
+            (scheduler, search)
+        })
+        .collect();
+    let found: Vec<_> = searches
+        .into_iter()
+        .map(|(scheduler, search)| (scheduler, search.join().unwrap()))
+        .collect();
+    let mixer = &found.iter().find(|(s, _)| *s == "mixer").unwrap().1;
+    for (scheduler, other) in &found {
+        eprintln!(
+            "laptop-5400 1w@8M,2r@8M: {scheduler} {} {:?}",
+            other.count, other.neighbours
+        );
+        assert!(
+            mixer.count >= other.count,
+            "mixer {} {scheduler} {}",
+            mixer.count,
+            other.count
+        );
+    }
     for (n, pass) in &mixer.neighbours {
         assert_eq!(*pass, *n < mixer.count, "{:?}", mixer.neighbours);
     }
