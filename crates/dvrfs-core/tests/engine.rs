@@ -555,3 +555,97 @@ fn a_checkpoint_bridges_short_gaps_between_dirty_blocks() {
     apply(&mut dev, &t);
     common::assert_fsck_clean(&dev);
 }
+
+/// A write into a block the file already has reads first only the 4 KiB sectors that
+/// hold bytes of the file it does not overwrite. The last write of a copy (aligned
+/// start, a size that is not a multiple of 4 KiB) reads nothing: the rest of its last
+/// sector lies past the file's end. An append that starts inside a sector holding the
+/// file's bytes reads that sector. Stale bytes on the disk past the end never enter
+/// the file: a later write past a gap reads zeros in the gap.
+#[test]
+fn a_write_reads_only_the_file_bytes_it_does_not_overwrite() {
+    let mut dev = small();
+    let sb = {
+        let (vol, _) = Volume::load(&dev, &OpenOptions::read_only()).unwrap();
+        vol.superblock().clone()
+    };
+    // What an earlier file system left on the data region.
+    dev.poke(sb.data_start_bytes, &vec![0xAB; 8 << 20]);
+    let mut e = engine_on(&dev, 1, 1024);
+    let root = e.volume().root();
+    e.submit(
+        Op::Create {
+            parent: root,
+            name: b"f".to_vec(),
+            perm: 0o644,
+            uid: 0,
+            gid: 0,
+        },
+        None,
+        1,
+        now(0),
+    )
+    .unwrap();
+    let ino = match e.take_completion().unwrap().result.unwrap() {
+        Output::Ino(i) => i,
+        o => panic!("{o:?}"),
+    };
+    let data_reads = |log: &[DevCommand]| {
+        log.iter()
+            .filter(|c| c.kind == DevKind::Read && c.offset_bytes >= sb.data_start_bytes)
+            .count()
+    };
+    let write = |e: &mut Engine, dev: &mut MemDevice, offset: u64, bytes: &[u8], t: u64| {
+        e.submit(
+            Op::Write {
+                ino,
+                offset,
+                data: IoBuf::from_slice(bytes),
+            },
+            None,
+            1,
+            now(t),
+        )
+        .unwrap();
+        let (log, _) = drain(e, dev, t * MS);
+        e.take_completion().unwrap().result.unwrap();
+        data_reads(&log)
+    };
+    // A fresh block: nothing read. The copy's last write: nothing read either.
+    assert_eq!(write(&mut e, &mut dev, 0, &[1; 64 << 10], 1), 0);
+    assert_eq!(write(&mut e, &mut dev, 64 << 10, &[2; 1000], 2), 0);
+    // An append inside the sector holding bytes 64K..64K+1000: that sector is read.
+    assert_eq!(write(&mut e, &mut dev, (64 << 10) + 1000, &[3; 100], 3), 1);
+    // Past a gap in the same block: the gap reads as zeros, not as the stale 0xAB.
+    let far = 200 << 10;
+    write(&mut e, &mut dev, far + 5, &[4; 10], 4);
+    let len = (far + 15) as usize;
+    e.submit(
+        Op::Read {
+            ino,
+            offset: 0,
+            buf: IoBuf::zeroed(len),
+        },
+        None,
+        1,
+        now(5),
+    )
+    .unwrap();
+    drain(&mut e, &mut dev, 5 * MS);
+    let got = match e.take_completion().unwrap().result.unwrap() {
+        Output::Read { buf, bytes } => {
+            assert_eq!(bytes, len);
+            buf.bytes().unwrap().to_vec()
+        }
+        o => panic!("{o:?}"),
+    };
+    let mut want = vec![0u8; len];
+    want[..64 << 10].fill(1);
+    want[64 << 10..(64 << 10) + 1000].fill(2);
+    want[(64 << 10) + 1000..(64 << 10) + 1100].fill(3);
+    want[far as usize + 5..].fill(4);
+    assert!(
+        got == want,
+        "the file reads back as written, zeros in the gap"
+    );
+}

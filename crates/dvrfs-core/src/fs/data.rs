@@ -18,7 +18,9 @@
 //! back.
 //!
 //! Device accesses are 4 KiB aligned. A write that starts or ends inside a 4 KiB sector
-//! of an existing block reads that sector first (read-modify-write); two writes whose
+//! of an existing block holding bytes of the file it does not overwrite reads that
+//! sector first (read-modify-write; past the old end of file there is nothing to keep,
+//! so an append's last sector is not read); two writes whose
 //! 4 KiB-rounded ranges overlap must therefore not be in flight together (the engine
 //! orders them by [`WritePlan::span`]).
 
@@ -621,7 +623,7 @@ impl Volume {
             let fresh = existing.is_none();
             let applied = self.file(ino)?.lookup(fb).is_some();
             let gp = self.granule_plan(ino, edits, fresh, applied, block, fb, old_size, new_size);
-            for (s, e, io) in block_accesses(ino, edits, fresh, new_size, fb, bs, &gp) {
+            for (s, e, io) in block_accesses(ino, edits, fresh, old_size, new_size, fb, bs, &gp) {
                 plan.span.0 = plan.span.0.min(fb * bs + s);
                 plan.span.1 = plan.span.1.max(fb * bs + e);
                 plan.io.push(PlannedIo {
@@ -826,7 +828,9 @@ impl Volume {
                     let base = self.sb.data_offset(block);
                     let gp =
                         self.granule_plan(ino, &edits, false, true, block, fb, old, size_bytes);
-                    for (s, e, io) in block_accesses(ino, &edits, false, size_bytes, fb, bs, &gp) {
+                    for (s, e, io) in
+                        block_accesses(ino, &edits, false, old, size_bytes, fb, bs, &gp)
+                    {
                         plan.span = (fb * bs + s, fb * bs + e);
                         plan.io.push(PlannedIo {
                             offset_bytes: base + io.offset_bytes,
@@ -949,11 +953,16 @@ impl Volume {
 /// 4 KiB-rounded block range `(s, e)` each covers, and the checksums of `gp` each
 /// sets and checks. `fresh`: the block was just allocated, so it is written from its
 /// start up to the later of the edits' end and the file's end, zeros elsewhere, and
-/// nothing of it needs reading.
+/// nothing of it needs reading. Otherwise only the file's bytes (below `old_size`, the
+/// size before the write) that the edits leave need reading: from `old_size` on the
+/// edits cover every byte up to the new end (zeros in a gap), and bytes past the new
+/// end are written as zeros.
+#[allow(clippy::too_many_arguments)]
 fn block_accesses(
     ino: Ino,
     edits: &[Edit],
     fresh: bool,
+    old_size: u64,
     new_size: u64,
     fb: u64,
     bs: u64,
@@ -985,8 +994,9 @@ fn block_accesses(
         return out;
     }
     // Existing block: each run of adjacent edits (and granules rewritten whole) is one
-    // access; the sectors it only partly rewrites, and the checked bytes of granules
-    // it rewrites, are read first.
+    // access; the sectors of the file it only partly rewrites, and the checked bytes of
+    // granules it rewrites, are read first.
+    let keep = old_size.saturating_sub(fb * bs).min(bs);
     let mut ranges: Vec<(u64, u64)> = edits.iter().map(|e| (e.s, e.e)).collect();
     ranges.extend(gp.widen.iter().map(|&(s, _, e)| (s, e)));
     ranges.sort();
@@ -1017,7 +1027,7 @@ fn block_accesses(
             Some(src) => Fill::Direct { buf_offset: src },
             None => Fill::Compose {
                 pieces: pieces_of(&group, lo),
-                rmw: rmw_ranges(&group, lo, hi, gp),
+                rmw: rmw_ranges(&group, lo, hi, gp, keep),
             },
         };
         let mut io = PlannedIo::new(lo, hi - lo, fill);
@@ -1034,9 +1044,13 @@ fn block_accesses(
 }
 
 /// The ranges `(at, len)` of access `[lo, hi)` to read before composing it: every
-/// 4 KiB sector the edits do not wholly cover, and the checked bytes of the granules
-/// rewritten whole (read in full, so their old checksum is checked).
-fn rmw_ranges(edits: &[Edit], lo: u64, hi: u64, gp: &GranulePlan) -> Vec<(u64, u64)> {
+/// 4 KiB sector holding bytes of the file (below `keep`, the old end of file within
+/// the block) that the edits do not cover, and the checked bytes of the granules
+/// rewritten whole (read in full, so their old checksum is checked). A sector the
+/// write only extends the file into is not read: the last write of a copy whose size
+/// is not a multiple of 4 KiB used to cost a read (about a revolution) for bytes past
+/// the file's end.
+fn rmw_ranges(edits: &[Edit], lo: u64, hi: u64, gp: &GranulePlan, keep: u64) -> Vec<(u64, u64)> {
     let sector = IO_ALIGN_BYTES;
     let mut out: Vec<(u64, u64)> = vec![];
     let mut add = |s: u64, e: u64| match out.last_mut() {
@@ -1045,12 +1059,13 @@ fn rmw_ranges(edits: &[Edit], lo: u64, hi: u64, gp: &GranulePlan) -> Vec<(u64, u
     };
     let mut x = lo;
     while x < hi {
-        let whole = edits.iter().any(|e| e.s <= x && e.e >= x + sector);
+        let file_end = (x + sector).min(keep);
+        let covered = file_end <= x || covers(edits, x, file_end);
         let old = gp
             .widen
             .iter()
             .any(|&(s, old_e, _)| x >= s && x < align_up(old_e));
-        if !whole || old {
+        if !covered || old {
             add(x - lo, x + sector - lo);
         }
         x += sector;
