@@ -986,3 +986,30 @@ fn an_indirect_extent_two_records_claim_stays_with_the_record_its_checksum_prove
         pattern(9, 5000)
     );
 }
+
+/// The same claim by a record whose second extent pointer lies far outside the volume:
+/// weighing the claim reads the claimant's runs, and a pointer that cannot hold runs
+/// is no evidence, never a read outside the device (which failed the open and the
+/// repair with an I/O error).
+#[test]
+fn weighing_a_contested_extent_never_reads_outside_the_volume() {
+    let (mut dev, big) = populated();
+    let want = pattern(99, 30 * (64 << 10) + 123);
+    let small = Fs::open(dev.clone(), OpenOptions::read_only())
+        .unwrap()
+        .resolve("/cam1/seg003.ts")
+        .unwrap();
+    let extent = inode_u32(&dev, big, I_INDIRECT);
+    // 300 runs need extents 0 and 1; the file's size (300 blocks) makes it plausible.
+    edit_inode_u32(&mut dev, small, I_RUN_COUNT, 300);
+    edit_inode_u32(&mut dev, small, 16, 300 * (64 << 10));
+    edit_inode_u32(&mut dev, small, I_INDIRECT, extent);
+    edit_inode_u32(&mut dev, small, I_INDIRECT + 4, 0xFFFF_FFF0);
+
+    let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
+    assert_eq!(read_file(&mut fs, "/big.ts", want.len()), want);
+    drop(fs);
+    let (_, _, fixed) = repair_once(dev, "");
+    let mut fs = Fs::open(fixed, OpenOptions::read_only()).unwrap();
+    assert_eq!(read_file(&mut fs, "/big.ts", want.len()), want);
+}

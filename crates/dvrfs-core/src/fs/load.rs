@@ -1188,7 +1188,10 @@ fn contested_extents<D: Device>(
                     let file = Kind::from_mode(rec.mode) == Some(Kind::File);
                     let plausible = !file
                         || rec.run_count as u64 <= rec.size_bytes.div_ceil(sb.data_block_bytes);
-                    let e = (file && map_verifies(r, rec, *stored)?, plausible);
+                    let e = (
+                        file && plausible && map_verifies(r, rec, *stored)?,
+                        plausible,
+                    );
                     evidence.insert(k, e);
                     e
                 }
@@ -1206,7 +1209,9 @@ fn contested_extents<D: Device>(
 }
 
 /// Whether a file record's stored map checksum matches its size and its runs as
-/// stored (inline and in its extents, each run block from either copy).
+/// stored (inline and in its extents, each run block from either copy). A pointer
+/// that could not hold runs (0, or outside the metadata area) is no evidence: `false`,
+/// never a read outside the volume.
 fn map_verifies<D: Device>(
     r: &Reader<'_, D>,
     rec: &InodeRecord,
@@ -1215,6 +1220,7 @@ fn map_verifies<D: Device>(
     let Some(stored) = stored else {
         return Ok(false);
     };
+    let dynamic = r.sb.dynamic_start..r.sb.dynamic_start + r.sb.dynamic_blocks;
     let total = rec.run_count as usize;
     let mut runs = rec.inline.clone();
     let mut idx = INLINE_RUNS;
@@ -1224,6 +1230,9 @@ fn map_verifies<D: Device>(
         };
         let n = (total - idx).min(RUNS_PER_BLOCK);
         let b = rec.indirect[slot] as u64 + within;
+        if rec.indirect[slot] == 0 || !dynamic.contains(&b) {
+            return Ok(false);
+        }
         let Some(img) = r.peek(b, BlockType::Runs)? else {
             return Ok(false);
         };
