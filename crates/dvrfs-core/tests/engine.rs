@@ -56,15 +56,8 @@ fn drain(e: &mut Engine, dev: &mut MemDevice, mut t: u64) -> (Vec<DevCommand>, u
     (log, t)
 }
 
-fn small() -> MemDevice {
-    formatted(256 << 20, 1 << 20, AllocPolicy::Seq, 3)
-}
-
-#[test]
-fn the_commit_pipeline_issues_data_flush_journal_flush_primary_flush_backup_flush() {
-    let mut dev = small();
-    let mut e = engine_on(&dev, 1, 1024);
-    let sb = e.volume().superblock().clone();
+/// Creates `/f` and returns its inode (the create completes at once: metadata only).
+fn create_f(e: &mut Engine) -> dvrfs_core::alloc::Ino {
     let root = e.volume().root();
     e.submit(
         Op::Create {
@@ -79,10 +72,22 @@ fn the_commit_pipeline_issues_data_flush_journal_flush_primary_flush_backup_flus
         now(0),
     )
     .unwrap();
-    let ino = match e.take_completion().unwrap().result.unwrap() {
+    match e.take_completion().unwrap().result.unwrap() {
         Output::Ino(i) => i,
         o => panic!("{o:?}"),
-    };
+    }
+}
+
+fn small() -> MemDevice {
+    formatted(256 << 20, 1 << 20, AllocPolicy::Seq, 3)
+}
+
+#[test]
+fn the_commit_pipeline_issues_data_flush_journal_flush_primary_flush_backup_flush() {
+    let mut dev = small();
+    let mut e = engine_on(&dev, 1, 1024);
+    let sb = e.volume().superblock().clone();
+    let ino = create_f(&mut e);
     // The create's commit first (a clean slate), then a write: its data reaches the
     // disk, and only then does its metadata go into a transaction.
     let f0 = e.submit(Op::Fsync, Some(0), 1, now(0)).unwrap();
@@ -200,26 +205,7 @@ fn a_wall_clock_that_steps_back_does_not_stop_commits() {
 fn a_full_engine_refuses_with_a_distinct_error() {
     let dev = small();
     let mut e = engine_on(&dev, 1, 2);
-    let root = e.volume().root();
-    let ino = {
-        e.submit(
-            Op::Create {
-                parent: root,
-                name: b"f".to_vec(),
-                perm: 0o644,
-                uid: 0,
-                gid: 0,
-            },
-            None,
-            1,
-            now(0),
-        )
-        .unwrap();
-        match e.take_completion().unwrap().result.unwrap() {
-            Output::Ino(i) => i,
-            o => panic!("{o:?}"),
-        }
-    };
+    let ino = create_f(&mut e);
     for i in 0..2u64 {
         e.submit(
             Op::Write {
@@ -253,24 +239,7 @@ fn writes_of_a_file_apply_in_order_even_when_their_data_lands_out_of_order() {
     // Zone round robin puts the two blocks far apart: two commands, not one merged.
     let mut dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3);
     let mut e = engine_on(&dev, 4, 1024);
-    let root = e.volume().root();
-    e.submit(
-        Op::Create {
-            parent: root,
-            name: b"f".to_vec(),
-            perm: 0o644,
-            uid: 0,
-            gid: 0,
-        },
-        None,
-        1,
-        now(0),
-    )
-    .unwrap();
-    let ino = match e.take_completion().unwrap().result.unwrap() {
-        Output::Ino(i) => i,
-        o => panic!("{o:?}"),
-    };
+    let ino = create_f(&mut e);
     // A whole first block, then a write two blocks further (a hole between).
     let a = e
         .submit(
@@ -327,24 +296,7 @@ fn writes_of_a_file_apply_in_order_even_when_their_data_lands_out_of_order() {
 fn a_failed_write_fails_every_later_write_of_the_file_and_frees_their_blocks() {
     let mut dev = small();
     let mut e = engine_on(&dev, 4, 1024);
-    let root = e.volume().root();
-    e.submit(
-        Op::Create {
-            parent: root,
-            name: b"f".to_vec(),
-            perm: 0o644,
-            uid: 0,
-            gid: 0,
-        },
-        None,
-        1,
-        now(0),
-    )
-    .unwrap();
-    let ino = match e.take_completion().unwrap().result.unwrap() {
-        Output::Ino(i) => i,
-        o => panic!("{o:?}"),
-    };
+    let ino = create_f(&mut e);
     let free_before = e.volume().free_bytes();
     for i in 0..3u64 {
         e.submit(
@@ -399,24 +351,7 @@ fn a_failed_write_fails_every_later_write_of_the_file_and_frees_their_blocks() {
 fn reads_can_be_cancelled_and_a_late_read_fails_with_deadline_missed() {
     let mut dev = small();
     let mut e = engine_on(&dev, 1, 1024);
-    let root = e.volume().root();
-    e.submit(
-        Op::Create {
-            parent: root,
-            name: b"f".to_vec(),
-            perm: 0o644,
-            uid: 0,
-            gid: 0,
-        },
-        None,
-        1,
-        now(0),
-    )
-    .unwrap();
-    let ino = match e.take_completion().unwrap().result.unwrap() {
-        Output::Ino(i) => i,
-        o => panic!("{o:?}"),
-    };
+    let ino = create_f(&mut e);
     e.submit(
         Op::Write {
             ino,
@@ -572,24 +507,7 @@ fn a_write_reads_only_the_file_bytes_it_does_not_overwrite() {
     // What an earlier file system left on the data region.
     dev.poke(sb.data_start_bytes, &vec![0xAB; 8 << 20]);
     let mut e = engine_on(&dev, 1, 1024);
-    let root = e.volume().root();
-    e.submit(
-        Op::Create {
-            parent: root,
-            name: b"f".to_vec(),
-            perm: 0o644,
-            uid: 0,
-            gid: 0,
-        },
-        None,
-        1,
-        now(0),
-    )
-    .unwrap();
-    let ino = match e.take_completion().unwrap().result.unwrap() {
-        Output::Ino(i) => i,
-        o => panic!("{o:?}"),
-    };
+    let ino = create_f(&mut e);
     let data_reads = |log: &[DevCommand]| {
         log.iter()
             .filter(|c| c.kind == DevKind::Read && c.offset_bytes >= sb.data_start_bytes)
