@@ -153,15 +153,14 @@ fn at_8r0w_the_mixer_gives_a_greedy_reader_twice_the_baselines() {
 
 /// Issue 6: with a greedy best-effort reader and the default guarantee, at 8r0w on zrr
 /// and on seq (10-minute runs, seeds 1-10), best effort meets the guarantee in every
-/// counted run, and on no seed is the mixer's `--find-max` more than one stream below
-/// another policy's. The issue asks for "at least every other policy on every seed",
-/// which the one-hour runs of `docs/results.md` (section 7) show; in these 10-minute
-/// runs, where a single miss at the edge decides between two counts, the mixer is one
-/// below C-SCAN on zrr seeds 2 and 9 (15 against 16; sums over the ten seeds 152 and
-/// 153) and ties it on seq (182). The losses and sums are printed here. Also the best
-/// run comes within 80% of the bandwidth bound (less the share).
+/// counted run, and on every seed the mixer's `--find-max` is at least every other
+/// policy's. (Before fix 11 weighed long merged reads and the reads a detour delays,
+/// the mixer was one below C-SCAN on zrr seeds 2 and 9, where a single miss at the
+/// edge decided between two counts; sums over the ten seeds 152 against 153.) The
+/// sums are printed here. Also the best run comes within 80% of the bandwidth bound
+/// (less the share).
 #[test]
-fn with_a_greedy_reader_the_mixer_is_within_one_stream_of_every_policy_on_every_seed() {
+fn with_a_greedy_reader_the_mixer_carries_at_least_every_policy_on_every_seed() {
     let model = DiskModel::builtin("avfs-250g").unwrap();
     let bound = capacity(
         &model,
@@ -210,13 +209,10 @@ fn with_a_greedy_reader_the_mixer_is_within_one_stream_of_every_policy_on_every_
         let (alloc, b, losses, totals) = h.join().unwrap();
         let mixer_total = totals[NAMES.iter().position(|n| *n == "mixer").unwrap()];
         eprintln!("{alloc:?} totals over seeds 1-10: {NAMES:?} {totals:?}");
-        for (seed, other, mixer, m) in &losses {
-            eprintln!("{alloc:?} seed {seed}: mixer {mixer}, {other} {m}");
-            assert!(
-                m - mixer <= 1,
-                "{alloc:?} seed {seed}: mixer {mixer}, {other} {m}"
-            );
-        }
+        assert!(
+            losses.is_empty(),
+            "{alloc:?}: (seed, policy, mixer, policy's maximum) where the mixer carries fewer: {losses:?}"
+        );
         eprintln!("{alloc:?}: mixer {mixer_total} streams over the ten seeds");
         best = best.max(b);
     }

@@ -487,10 +487,14 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 
     /// Fix 11: the earliest-deadline real-time read of the batch that is urgent (its
-    /// deadline within e) and that the sweep, as it stands, would complete only after
-    /// its deadline: the work C-SCAN order serves before it, the command in flight and
-    /// its own service time. Only the eight earliest reads are looked at (the index
-    /// also holds pending reads, which are skipped), so a dispatch stays O(log n).
+    /// deadline within e of the moment its own service must start, so a long merged
+    /// read is urgent earlier than a short one) and that the sweep, as it stands, would
+    /// complete only after its deadline: the work C-SCAN order serves before it, the
+    /// command in flight and its own service time. A detour delays every read the
+    /// sweep would serve before it by the rescued read's service time, so a read is
+    /// not rescued at the cost of an earlier-deadline read that would then be late.
+    /// Only the eight earliest reads are looked at (the index also holds pending
+    /// reads, which are skipped), so a dispatch stays O(log n).
     fn read_to_rescue(&self, now_ns: u64) -> Option<Key> {
         // Rescues are a detour of two positionings each: capped at a share of the
         // sweep's time, so that past capacity they cannot turn the sweep into EDF.
@@ -500,16 +504,19 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         }
         let urgent_until = now_ns.saturating_add(self.settings.urgent_ns);
         let busy = self.in_flight_remaining_ns(now_ns);
+        // The least time to spare of the earlier-deadline reads that are on time.
+        let mut spare = i64::MAX;
         for &(deadline, key) in self.reads_by_deadline.iter().take(8) {
-            if deadline > urgent_until {
-                return None;
-            }
             let Some(r) = self.batch.get(key) else {
                 continue;
             };
             let own = self.estimate(r) as i64;
             let before = self.batch.cscan_work_before(self.sweep_lba(), key);
-            if now_ns as i64 + busy + own + before > deadline as i64 {
+            let late_by = now_ns as i64 + busy + own + before - deadline as i64;
+            let urgent = deadline <= urgent_until.saturating_add(own as u64);
+            if late_by <= 0 {
+                spare = spare.min(-late_by);
+            } else if urgent && own <= spare {
                 return Some(key);
             }
         }

@@ -115,10 +115,18 @@
 //!     stream's whole buffer, so a playback read that arrives just behind the head can
 //!     wait past its deadline. The mixer keeps the real-time reads it holds ordered by
 //!     deadline; at each dispatch of a saturated batch the earliest of them whose
-//!     deadline is within e and which C-SCAN order (the work ahead of it, the command
-//!     in flight and its own service time) would complete after its deadline is served
-//!     first, as a detour: a seek there and back, C-SCAN order going on from where the
-//!     sweep was. Rescues may take [`RESCUE_SHARE_PERCENT`] of the sweep's time at
+//!     deadline is within e of the moment its own service must start and which C-SCAN
+//!     order (the work ahead of it, the command in flight and its own service time)
+//!     would complete after its deadline is served first, as a detour: a seek there
+//!     and back, C-SCAN order going on from where the sweep was. The window counts the
+//!     read's own service because merging makes playback reads long (seven members,
+//!     3.5 MiB, 90 ms on the inner zones of `avfs-250g`): with a plain e such a read
+//!     was urgent only when it was already too late to save. A detour delays every read
+//!     the sweep serves before the rescued one by its service time, so no read is
+//!     rescued if an earlier-deadline read that is on time has less than that to
+//!     spare: it would fail in its place. (Both found at `--find-max` on zrr seeds 2
+//!     and 9, where the mixer carried one stream fewer than C-SCAN; now at least as
+//!     many on every seed.) Rescues may take [`RESCUE_SHARE_PERCENT`] of the sweep's time at
 //!     most; uncapped, past capacity nearly every read is urgent and the sweep turns
 //!     into EDF (the closed loop at 18 streams: 3,438 misses against C-SCAN's 1,059).
 //!     On the NVR rows with playbacks the one-off read failures near the maximum are
