@@ -371,6 +371,50 @@ mod tests {
         assert_eq!(s.stats().rescued_reads, 1);
     }
 
+    /// A saturated batch after stream 0's two reads: the head at LBA 2048, C-SCAN
+    /// order next serves stream 1 (LBA 10,000,000); t = 20 ms, nothing in flight.
+    fn swept_past_stream_0() -> Direct<Mixer<LinearEstimate>> {
+        let mut s = Direct::new(Mixer::new(
+            &SchedSettings::default(),
+            LinearEstimate::default(),
+        ));
+        heavy(&mut s);
+        assert_eq!(id_of(s.dispatch(0)), 1);
+        s.complete(1, 10 * MS);
+        assert_eq!(id_of(s.dispatch(10 * MS)), 41);
+        s.complete(41, 20 * MS);
+        s
+    }
+
+    #[test]
+    fn a_long_read_is_urgent_while_a_detour_can_still_save_it() {
+        let mut s = swept_past_stream_0();
+        // A merged playback read of 3.5 MiB behind the head (about 65 ms of service)
+        // with 150 ms to its deadline: beyond e = 100 ms, but within e of the moment
+        // its own service must start, and the sweep reaches it only after the wrap.
+        s.insert(rt(1000, 100, 7168, 170 * MS, false), 20 * MS);
+        assert_eq!(id_of(s.dispatch(20 * MS)), 1000);
+        assert_eq!(s.stats().rescued_reads, 1);
+    }
+
+    #[test]
+    fn no_rescue_makes_an_earlier_deadline_read_late() {
+        // A read next in the sweep, on time with `spare_ms` less its 13 ms of service to
+        // spare, and a read behind the head with a later deadline that the sweep would
+        // fail (13 ms of service, 60 ms to go).
+        let run = |spare_ms: u64| {
+            let mut s = swept_past_stream_0();
+            s.insert(rt(1000, 3_000_000, 8, (20 + spare_ms) * MS, false), 20 * MS);
+            s.insert(rt(1001, 100, 8, 80 * MS, false), 20 * MS);
+            (id_of(s.dispatch(20 * MS)), s.stats().rescued_reads)
+        };
+        // 7 ms to spare: the detour would make the first read late in the second's
+        // place, so the sweep goes on.
+        assert_eq!(run(20), (1000, 0));
+        // 37 ms to spare: the detour costs nobody a deadline.
+        assert_eq!(run(50), (1001, 1));
+    }
+
     fn id_of(d: Pick) -> u64 {
         match d {
             Pick::Dispatch(r) => r.id,
