@@ -26,7 +26,7 @@ struct Rig {
 
 impl Rig {
     fn new(name: &str, n: u64) -> Self {
-        // Random LBAs never merge; no best effort here.
+        // No best effort here.
         let settings = SchedSettings {
             be_share: 0.0,
             ..SchedSettings::default()
@@ -60,7 +60,9 @@ impl Rig {
     }
 
     fn insert(&mut self) {
-        let lba = (self.rand() % (LBAS / 1024)) * 1024;
+        // 1024 sectors at the start of a 2048-sector slot: no two requests are ever
+        // contiguous, so none merge and every step serves exactly one.
+        let lba = (self.rand() % (LBAS / 2048)) * 2048;
         // Deadline: the queue's drain time plus a buffer of 1.7 s, jittered.
         let deadline =
             self.now_ns + self.pending * SERVICE_NS + 1_700 * MS + self.rand() % (200 * MS);

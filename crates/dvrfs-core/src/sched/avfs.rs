@@ -367,6 +367,24 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         self.head_write = cmd.write;
         self.in_flight.insert(cmd.id, end);
         self.be_in_flight += !cmd.is_realtime() as u32;
+        self.check_in_flight();
+    }
+
+    /// Every command sent is completed: the commands counted in flight never exceed
+    /// the queue depth (a leak would lower every hold by phantom work, and make each
+    /// dispatch slower as the map grew).
+    fn check_in_flight(&self) {
+        assert!(
+            self.in_flight.len() <= self.settings.queue_depth as usize,
+            "{} counts {} commands in flight at queue depth {}: a command sent was never completed",
+            if self.rules.join_ahead {
+                "mixer"
+            } else {
+                "avfs"
+            },
+            self.in_flight.len(),
+            self.settings.queue_depth
+        );
     }
 
     fn start_batch(&mut self, now_ns: u64) {
@@ -693,6 +711,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         self.in_flight.insert(cmd.id, end);
         self.sent_ns.insert(cmd.id, now_ns);
         self.be_in_flight += 1;
+        self.check_in_flight();
     }
 
     pub fn dispatch(&mut self, now_ns: u64) -> Pick {

@@ -568,6 +568,11 @@ impl Scheduler {
             .partition(|m| m.drop_if_late && m.deadline_ns.is_some_and(|d| d <= now_ns));
         self.counters.failed += late.len() as u64;
         if keep.is_empty() {
+            // Nothing goes to the device. A policy that chose the entry counts it as
+            // sent: it is over now, as a command that took no time.
+            if !forced {
+                self.policy.complete(&e.req, now_ns);
+            }
             return Event::Fail(late);
         }
         self.failed.extend(late);
@@ -765,6 +770,36 @@ mod tests {
         assert_eq!(take(&mut s, 10 * MS).members[0].id, 2);
         assert_eq!(s.counters().failed, 1);
         s.check().unwrap();
+    }
+
+    /// A policy that chose an entry whose every member was late, and so never reached
+    /// the device, is told it is over: the mixer, which counts its commands in flight
+    /// (and asserts they never exceed the queue depth), used to keep it for good.
+    #[test]
+    fn a_wholly_late_entry_is_over_for_the_policy_that_chose_it() {
+        for policy in ["mixer", "avfs", "cfq"] {
+            let mut s = by_name(
+                policy,
+                no_share(),
+                Box::new(testing::LinearEstimate::default()),
+            )
+            .unwrap();
+            for (id, deadline) in [(1, 5 * MS), (2, 6 * MS)] {
+                let mut r = req(id, 100 * id, 8, false, Class::RealTime);
+                r.deadline_ns = Some(deadline);
+                s.insert(r, 0).unwrap();
+                assert!(
+                    matches!(s.dispatch(10 * MS), Event::Fail(v) if v[0].id == id),
+                    "{policy}"
+                );
+            }
+            // Due within the margin: no policy holds it.
+            let mut r = req(3, 900, 8, false, Class::RealTime);
+            r.deadline_ns = Some(400 * MS);
+            s.insert(r, 10 * MS).unwrap();
+            assert_eq!(take(&mut s, 10 * MS).members[0].id, 3, "{policy}");
+            s.check().unwrap();
+        }
     }
 
     #[test]
