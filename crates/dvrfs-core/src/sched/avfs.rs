@@ -206,6 +206,9 @@ pub(crate) struct TrafficMixer<E> {
     be_by_age: BTreeMap<(u64, ReqId), u64>,
     /// Real-time reads held (pending or in the batch), by deadline (fix 11).
     reads_by_deadline: std::collections::BTreeSet<(u64, Key)>,
+    /// The longest read ever indexed there (sectors): bounds how early a read can be
+    /// urgent, so the rescue check stops at the first deadline beyond that.
+    longest_read_sectors: u32,
     /// End LBA of the last dispatched request.
     head_lba: u64,
     /// Whether the last dispatched command was a write.
@@ -250,6 +253,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             be_by_lba: BTreeMap::new(),
             be_by_age: BTreeMap::new(),
             reads_by_deadline: std::collections::BTreeSet::new(),
+            longest_read_sectors: 0,
             head_lba: 0,
             head_write: false,
             in_flight: BTreeMap::new(),
@@ -388,7 +392,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 
     fn start_batch(&mut self, now_ns: u64) {
-        debug_assert!(self.batch.is_empty());
+        assert!(self.batch.is_empty(), "a batch started while the last one held requests");
         self.batch = self.pending.take_all();
         self.batch_active = true;
         self.stats.batches += 1;
@@ -498,6 +502,13 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             .then(|| (r.deadline_ns.unwrap_or(u64::MAX), key_of(r)))
     }
 
+    fn index_read(&mut self, r: &Request) {
+        if let Some(k) = self.read_key(r) {
+            self.reads_by_deadline.insert(k);
+            self.longest_read_sectors = self.longest_read_sectors.max(r.sectors);
+        }
+    }
+
     fn forget_read(&mut self, r: &Request) {
         if let Some(k) = self.read_key(r) {
             self.reads_by_deadline.remove(&k);
@@ -522,9 +533,22 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         }
         let urgent_until = now_ns.saturating_add(self.settings.urgent_ns);
         let busy = self.in_flight_remaining_ns(now_ns);
+        // No read is urgent earlier than the longest one takes at the slowest rate
+        // with twice the average positioning (a full-stroke seek is about twice the
+        // average one).
+        let (sectors, inner) = (self.longest_read_sectors, u64::MAX);
+        let positioned = self.est.service_ns(inner, sectors, false, false);
+        let longest = 2 * positioned
+            - self
+                .est
+                .service_ns(inner, sectors, false, true)
+                .min(positioned);
         // The least time to spare of the earlier-deadline reads that are on time.
         let mut spare = i64::MAX;
         for &(deadline, key) in self.reads_by_deadline.iter().take(8) {
+            if deadline > urgent_until.saturating_add(longest) {
+                return None;
+            }
             let Some(r) = self.batch.get(key) else {
                 continue;
             };
@@ -632,9 +656,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             self.be_by_lba.insert(key_of(&req), req);
             return;
         }
-        if let Some(k) = self.read_key(&req) {
-            self.reads_by_deadline.insert(k);
-        }
+        self.index_read(&req);
         let req = if self.batch_active {
             match self.try_join(req, now_ns) {
                 Ok(()) => {
@@ -676,7 +698,7 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         let key = key_of(old);
         if !old.is_realtime() {
             let held = self.remove(old);
-            debug_assert!(held, "merged a best-effort entry the mixer does not hold");
+            assert!(held, "merged a best-effort entry the mixer does not hold");
             self.insert(new, now_ns);
         } else {
             let set = if self.batch.remove(key, &self.est).is_some() {
@@ -684,14 +706,11 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             } else if self.pending.remove(key, &self.est).is_some() {
                 &mut self.pending
             } else {
-                debug_assert!(false, "merged a real-time entry the mixer does not hold");
-                return;
+                panic!("merged a real-time entry the mixer does not hold: {old:?}");
             };
             set.insert(new, &self.est);
             self.forget_read(old);
-            if let Some(k) = self.read_key(&new) {
-                self.reads_by_deadline.insert(k);
-            }
+            self.index_read(&new);
         }
     }
 

@@ -60,7 +60,7 @@ impl Policy for Edf {
     fn merged(&mut self, old: &Request, new: Request, _now_ns: u64) {
         let seq = self.seq_of[&old.id];
         let held = self.remove(old);
-        debug_assert!(held);
+        assert!(held, "merged an entry the policy does not hold");
         self.put(new, seq);
     }
     fn dispatch(&mut self, _now_ns: u64, _free_slots: u32) -> Pick {

@@ -341,7 +341,7 @@ impl HoldTree {
     pub fn insert(&mut self, req: Request, est: &dyn ServiceEstimate) {
         let key = key_of(&req);
         let (pred, succ, found) = self.neighbours(key);
-        debug_assert!(!found, "duplicate key {key:?}");
+        assert!(!found, "hold tree: duplicate key {key:?}");
         let ts = ts_after(est, &req, self.end_of(pred));
         let end = req.end_lba();
         let node = Node {

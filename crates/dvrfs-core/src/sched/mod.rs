@@ -160,7 +160,7 @@ pub trait Policy: Send {
     /// `old` was.
     fn merged(&mut self, old: &Request, new: Request, now_ns: u64) {
         let held = self.remove(old);
-        debug_assert!(held, "merged an entry the policy does not hold");
+        assert!(held, "merged an entry the policy does not hold");
         self.insert(new, now_ns);
     }
     /// Called when at least one device slot is free: `free_slots` of them.

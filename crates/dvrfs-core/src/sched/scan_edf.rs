@@ -107,7 +107,7 @@ impl Policy for ScanEdf {
             return;
         }
         let held = self.remove(old);
-        debug_assert!(held);
+        assert!(held, "merged an entry the policy does not hold");
         self.insert(new, now_ns);
     }
     fn dispatch(&mut self, _now_ns: u64, _free_slots: u32) -> Pick {
