@@ -17,7 +17,9 @@
 //! At dispatch, a member whose `drop_if_late` is set and whose deadline has passed is
 //! failed ("deadline missed") instead of being read; the rest of the entry is still
 //! sent (a read may then cover a failed member's sectors: reading them costs less than
-//! a second command). Writes are never dropped.
+//! a second command). Writes are never dropped. An entry whose every member is failed
+//! never reaches the device; the policy that chose it is told it completed at once
+//! ([`Policy::complete`]), so no policy counts it in flight.
 //!
 //! ## The best-effort guarantee
 //! While best-effort traffic has work (a best-effort request queued or in flight), it
