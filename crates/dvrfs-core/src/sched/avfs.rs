@@ -392,7 +392,10 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
     }
 
     fn start_batch(&mut self, now_ns: u64) {
-        assert!(self.batch.is_empty(), "a batch started while the last one held requests");
+        assert!(
+            self.batch.is_empty(),
+            "a batch started while the last one held requests"
+        );
         self.batch = self.pending.take_all();
         self.batch_active = true;
         self.stats.batches += 1;
