@@ -541,11 +541,12 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         // average one).
         let (sectors, inner) = (self.longest_read_sectors, u64::MAX);
         let positioned = self.est.service_ns(inner, sectors, false, false);
-        let longest = 2 * positioned
+        let position = positioned
             - self
                 .est
                 .service_ns(inner, sectors, false, true)
                 .min(positioned);
+        let longest = positioned + position;
         // The least time to spare of the earlier-deadline reads that are on time.
         let mut spare = i64::MAX;
         for &(deadline, key) in self.reads_by_deadline.iter().take(8) {
