@@ -779,6 +779,7 @@ pub unsafe extern "C" fn dvrfs_stream_open(
                 buffer_bytes: (s.buffer_bytes > 0).then_some(s.buffer_bytes),
                 reserve_bytes: s.reserve_bytes,
                 start_bytes: s.start_bytes,
+                durable_ns: None,
             },
         )?;
         // SAFETY: NULL or writable, by contract.

@@ -178,6 +178,7 @@ fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliRes
             buffer_bytes,
             reserve_bytes: 0,
             start_bytes: 0,
+            durable_ns: None,
         },
     })
 }

@@ -1,92 +1,21 @@
 //! Stream reservations in the engine, in virtual time: admission, space held at open,
 //! write-behind and playout with rate control, byte-exact read-back, deadlines met.
-//! The driver below serves device commands one at a time on a `MemDevice`, each
-//! taking 2 ms plus its transfer at 100 MB/s of virtual time.
+//! The driver (`common::drive`) serves device commands one at a time on a
+//! `MemDevice`, each taking 2 ms plus its transfer at 100 MB/s of virtual time.
 
 mod common;
 
+use common::drive::Drive;
 use common::formatted;
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{
-    Completion, DevCommand, DevKind, Engine, EngineConfig, IoBuf, Now, Op, OpId, Output, StreamDir,
-    StreamInfo, StreamSpec,
+    DevCommand, DevKind, Engine, EngineConfig, IoBuf, Now, Op, Output, StreamDir, StreamInfo,
+    StreamSpec,
 };
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::{Error, OpenOptions, Volume};
 use std::collections::HashMap;
-
-const MS: u64 = 1_000_000;
-
-struct Drive {
-    dev: MemDevice,
-    t: u64,
-    busy: Option<(DevCommand, u64)>,
-    others: Vec<Completion>,
-}
-
-impl Drive {
-    fn service_ns(c: &DevCommand) -> u64 {
-        2 * MS + c.len_bytes * 10 // 100 MB/s
-    }
-
-    fn now(&self) -> Now {
-        Now::mono(self.t)
-    }
-
-    /// Runs the engine and the device until operation `id` completes.
-    fn wait(&mut self, e: &mut Engine, id: OpId) -> Completion {
-        for _ in 0..10_000_000 {
-            if self.busy.is_none() {
-                if let Some(c) = e.poll(self.now()) {
-                    let done = self.t + Self::service_ns(&c);
-                    self.busy = Some((c, done));
-                }
-            }
-            // A poll can finish operations too (a stream's credit timer).
-            while let Some(c) = e.take_completion() {
-                if c.op == id {
-                    return c;
-                }
-                self.others.push(c);
-            }
-            let next = [self.busy.as_ref().map(|b| b.1), e.next_wakeup()]
-                .into_iter()
-                .flatten()
-                .min()
-                .unwrap_or_else(|| {
-                    panic!(
-                        "operation {id} pending at {} ns but nothing scheduled: {} ops, idle {}, sched work {}, uncommitted {}, completion {:?}",
-                        self.t,
-                        e.ops_in_flight(),
-                        e.is_idle(),
-                        e.scheduler().has_work(),
-                        e.has_uncommitted(),
-                        e.take_completion(),
-                    )
-                });
-            self.t = self.t.max(next);
-            if let Some((c, done)) = self.busy.take_if(|(_, done)| *done <= self.t) {
-                let dev = &mut self.dev;
-                let r = match c.kind {
-                    DevKind::Flush => dev.flush(),
-                    DevKind::Write => e.io_write(c.id, |o, b| dev.write_at(o, b)),
-                    DevKind::Read => e.io_read(c.id, |o, b| dev.read_at(o, b)),
-                };
-                e.complete(c.id, r, Now::mono(done));
-            } else if e.next_wakeup().is_some_and(|w| w <= self.t) {
-                // A timer due now that the poll at the top did not act on: move time.
-                self.t += 1000;
-            }
-        }
-        panic!("operation {id} never completed");
-    }
-
-    fn run(&mut self, e: &mut Engine, op: Op) -> Result<Output, Error> {
-        let id = e.submit(op, None, 1, self.now()).unwrap();
-        self.wait(e, id).result
-    }
-}
 
 fn setup(admission: Option<Admission>) -> (Engine, Drive) {
     let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 5);
@@ -96,15 +25,7 @@ fn setup(admission: Option<Admission>) -> (Engine, Drive) {
         ..EngineConfig::new(512)
     };
     let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
-    (
-        e,
-        Drive {
-            dev,
-            t: 0,
-            busy: None,
-            others: vec![],
-        },
-    )
+    (e, Drive::new(dev))
 }
 
 fn create(e: &mut Engine, d: &mut Drive, name: &str) -> u32 {
@@ -135,6 +56,7 @@ fn spec(dir: StreamDir, mbit: f64, reserve: u64) -> StreamSpec {
         buffer_bytes: Some(2 << 20),
         reserve_bytes: reserve,
         start_bytes: 0,
+        durable_ns: None,
     }
 }
 
@@ -446,6 +368,7 @@ fn streams_admitted_on_a_disk_model_meet_every_deadline_on_that_disk() {
             buffer_bytes: None,
             reserve_bytes: 0,
             start_bytes: 0,
+            durable_ns: None,
         };
         let id = e
             .submit(Op::StreamOpen { ino, spec }, None, 1, Now::mono(t))

@@ -44,6 +44,7 @@ fn spec(dir: StreamDir, reserve: u64) -> StreamSpec {
         buffer_bytes: None,
         reserve_bytes: reserve,
         start_bytes: 0,
+        durable_ns: None,
     }
 }
 

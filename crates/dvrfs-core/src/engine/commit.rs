@@ -19,7 +19,9 @@
 //! flush is issued only when no request of its stage is outstanding. Journal and
 //! checkpoint writes are requests of their own class ([`Class::Metadata`]) with a
 //! deadline of their own: the job's start plus the commit interval (the whole job
-//! should be done before the next one is due), or sooner when an `fsync` with a
+//! should be done before the next one is due; the journal write, which is the commit
+//! point, by the start plus the gather lead, so bytes are durable soon after the cut,
+//! `stream::GATHER_LEAD_NS`), or sooner when an `fsync` with a
 //! deadline (or the blocking driver's sync, which wants it now) waits for the job. So a commit is never starved (it has a deadline) and never starves a
 //! stream (the mixer plans it like any deadline-bearing request).
 //!
@@ -68,6 +70,12 @@ pub(super) struct CommitJob {
     /// The deadline of every write of the job: its start plus the interval, or what a
     /// waiter asks for.
     deadline_ns: u64,
+    /// The journal write's own, sooner deadline: the start plus the gather lead. The
+    /// journal flush is the commit point, what makes the bytes written before the
+    /// cut durable; held until the interval's end (as the mixer holds any request
+    /// until its latest safe moment) it added up to an interval to every writer's
+    /// exposure to a crash. The checkpoint after it keeps the interval.
+    journal_by_ns: u64,
     outstanding: u32,
     flush_wanted: bool,
     flush_in_flight: bool,
@@ -93,6 +101,7 @@ impl CommitJob {
             started: false,
             urgent_ns: None,
             deadline_ns: 0,
+            journal_by_ns: u64::MAX,
             outstanding: 0,
             flush_wanted: false,
             flush_in_flight: false,
@@ -264,6 +273,20 @@ impl CommitState {
         }
     }
 
+    pub(super) fn interval_ns(&self) -> u64 {
+        self.interval_ns
+    }
+
+    /// When the commit cadence makes the next commit due if something is dirty (the
+    /// last start plus the interval; in the past when the volume stayed clean), and
+    /// the interval.
+    pub(super) fn cadence(&self) -> (u64, u64) {
+        (
+            self.last_start_ns.saturating_add(self.interval_ns),
+            self.interval_ns,
+        )
+    }
+
     /// When the interval next makes a commit due (`dirty`: something to commit).
     pub(super) fn due_ns(&self, dirty: bool) -> Option<u64> {
         (self.job.is_none() && dirty).then(|| self.last_start_ns + self.interval_ns)
@@ -302,10 +325,11 @@ impl Engine {
                         .filter_map(|(_, d)| *d)
                         .chain(job.urgent_ns)
                         .min();
-                    let deadline = job
-                        .deadline_ns
-                        .min(cap.unwrap_or(u64::MAX))
-                        .max(now.mono_ns);
+                    let mut deadline = job.deadline_ns.min(cap.unwrap_or(u64::MAX));
+                    if stage == CommitStage::Journal {
+                        deadline = deadline.min(job.journal_by_ns);
+                    }
+                    let deadline = deadline.max(now.mono_ns);
                     let _ = interval;
                     let job = self.commit.job.as_mut().expect("checked above");
                     if stage.is_flush() {
@@ -423,6 +447,7 @@ impl Engine {
             .min();
         job.waiters = waiters;
         job.deadline_ns = now.mono_ns + self.commit.interval_ns;
+        job.journal_by_ns = now.mono_ns + super::stream::gather_lead_ns(self.commit.interval_ns);
         self.commit.start(job, now.mono_ns);
         true
     }

@@ -54,8 +54,8 @@ pub use buf::{ExternalBuf, IoBuf};
 pub use op::{Completion, Op, OpId, Output};
 pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES};
 pub use stream::{
-    StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, MAX_STREAM_BUFFER_BYTES,
-    MAX_STREAM_REQUEST_BYTES,
+    StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, GATHER_LEAD_NS,
+    MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
 };
 
 use crate::alloc::Ino;

@@ -6,6 +6,7 @@
 //! write:8M,duration=2h             a recording; space for 2 hours held at admission
 //! write:4M,size=3G,request=1M      a recording of at most 3 GiB in 1 MiB requests
 //! read:40M,buffer=64M              a playback with a 64 MiB playout buffer
+//! write:500K,duration=24h,durable=5s   a slow recording durable within 5 s, not 1 s
 //! ```
 //!
 //! The rate is bits per second with an optional decimal `K`, `M` or `G`; sizes and
@@ -14,7 +15,9 @@
 //! (a recording's duration: whole seconds). A recording states its `duration` or its `size`
 //! (ABISS 2.3: the space is held at admission, so a full disk is reported at open).
 //! Without `request` a stream moves [`DEFAULT_REQUEST_BYTES`] per disk request; without
-//! `buffer` dvrfs chooses the buffer from the device's admission model.
+//! `buffer` dvrfs chooses the buffer from the device's admission model. Without
+//! `durable` a recording's accepted bytes are durable within the volume's commit
+//! interval (`StreamSpec::durable_ns`).
 //!
 //! A directory's default is stored in its inode ([`StreamDefault`]): a rate, the
 //! direction, a write default's duration and the request size. A buffer or a size are
@@ -38,6 +41,8 @@ pub struct Reservation {
     pub duration_s: Option<u64>,
     /// ...or how many bytes it will write.
     pub size_bytes: Option<u64>,
+    /// A recording: its durability interval, if not the volume's commit interval.
+    pub durable_ms: Option<u64>,
 }
 
 impl Reservation {
@@ -45,7 +50,7 @@ impl Reservation {
     /// says what is wrong and what is expected.
     pub fn parse(text: &str) -> Result<Reservation, String> {
         let text = text.trim().trim_end_matches('\0');
-        let usage = "expected read:RATE[,request=SIZE][,buffer=SIZE] or write:RATE,duration=TIME|size=SIZE[,request=SIZE][,buffer=SIZE], e.g. read:19.39M or write:8M,duration=2h";
+        let usage = "expected read:RATE[,request=SIZE][,buffer=SIZE] or write:RATE,duration=TIME|size=SIZE[,request=SIZE][,buffer=SIZE][,durable=TIME], e.g. read:19.39M or write:8M,duration=2h";
         let (head, rest) = text.split_once(',').unwrap_or((text, ""));
         let (dir, rate) = head
             .split_once(':')
@@ -67,6 +72,7 @@ impl Reservation {
             buffer_bytes: None,
             duration_s: None,
             size_bytes: None,
+            durable_ms: None,
         };
         for opt in rest.split(',').filter(|o| !o.trim().is_empty()) {
             let (k, v) = opt
@@ -80,6 +86,14 @@ impl Reservation {
                 "duration" => {
                     r.duration_s = Some(duration_s(v).map_err(|e| format!("duration={v}: {e}"))?)
                 }
+                "durable" => {
+                    let ms =
+                        crate::units::duration_ms(v).map_err(|e| format!("durable={v}: {e}"))?;
+                    if ms == 0 {
+                        return Err(format!("{text:?}: durable= must be more than 0"));
+                    }
+                    r.durable_ms = Some(ms);
+                }
                 k => return Err(format!("{text:?}: unknown option {k:?}; {usage}")),
             }
         }
@@ -91,6 +105,11 @@ impl Reservation {
             ));
         }
         match (dir, r.duration_s, r.size_bytes) {
+            (StreamDir::Read, None, None) if r.durable_ms.is_some() => {
+                return Err(format!(
+                    "{text:?}: durable= is for recordings (write:...): a playback writes nothing"
+                ))
+            }
             (StreamDir::Read, None, None) => {}
             (StreamDir::Read, _, _) => {
                 return Err(format!(
@@ -131,14 +150,15 @@ impl Reservation {
             buffer_bytes: self.buffer_bytes,
             reserve_bytes: self.reserve_bytes(),
             start_bytes,
+            durable_ns: self.durable_ms.map(|ms| ms.saturating_mul(1_000_000)),
         }
     }
 
     /// As a directory's default, or why it cannot be one.
     pub fn to_default(&self) -> Result<StreamDefault, String> {
-        if self.buffer_bytes.is_some() || self.size_bytes.is_some() {
+        if self.buffer_bytes.is_some() || self.size_bytes.is_some() || self.durable_ms.is_some() {
             return Err(format!(
-                "{self}: a directory's default gives every file the same rate, direction, duration and request size; a buffer or a size are set per file"
+                "{self}: a directory's default gives every file the same rate, direction, duration and request size; a buffer, a size or a durability interval are set per file"
             ));
         }
         let secs = match self.duration_s {
@@ -172,6 +192,7 @@ impl Reservation {
             buffer_bytes: None,
             duration_s: write.then_some(d.secs as u64),
             size_bytes: None,
+            durable_ms: None,
         }
     }
 }
@@ -189,6 +210,9 @@ impl fmt::Display for Reservation {
         write!(f, ",request={}", show_size(self.request_bytes))?;
         if let Some(b) = self.buffer_bytes {
             write!(f, ",buffer={}", show_size(b))?;
+        }
+        if let Some(ms) = self.durable_ms {
+            write!(f, ",durable={ms}ms")?;
         }
         Ok(())
     }
@@ -252,6 +276,15 @@ mod tests {
         assert_eq!(s.reserve_bytes(), 3 << 30);
         assert_eq!(s.spec(0).buffer_bytes, Some(16 << 20));
         assert_eq!(Reservation::parse(&s.to_string()).unwrap(), s);
+        let slow = Reservation::parse("write:500K,duration=24h,durable=5s").unwrap();
+        assert_eq!(slow.durable_ms, Some(5000));
+        assert_eq!(slow.spec(0).durable_ns, Some(5_000_000_000));
+        assert_eq!(
+            slow.to_string(),
+            "write:500K,duration=86400s,request=512K,durable=5000ms"
+        );
+        assert_eq!(Reservation::parse(&slow.to_string()).unwrap(), slow);
+        assert_eq!(w.spec(0).durable_ns, None);
         // setfattr may pass a trailing NUL.
         assert!(Reservation::parse("read:500K\0").is_ok());
     }
@@ -272,6 +305,9 @@ mod tests {
             ("write:8M,duration=0s", "more than 0"),
             ("read:8M,colour=red", "unknown option"),
             ("read:8M,buffer", "key=value"),
+            ("read:8M,durable=2s", "for recordings"),
+            ("write:8M,duration=1h,durable=0s", "more than 0"),
+            ("write:8M,duration=1h,durable=soon", "durable=soon"),
         ] {
             let e = Reservation::parse(bad).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");
@@ -290,5 +326,10 @@ mod tests {
             .to_default()
             .unwrap_err();
         assert!(e.contains("per file"), "{e}");
+        let e = Reservation::parse("write:8M,duration=1h,durable=5s")
+            .unwrap()
+            .to_default()
+            .unwrap_err();
+        assert!(e.contains("durability"), "{e}");
     }
 }

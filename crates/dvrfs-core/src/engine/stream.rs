@@ -23,12 +23,16 @@
 //!   `now + (o - pp - credit) / r`. At open the credit starts at `-(depth - 1.5) d`, so
 //!   the first byte is due one buffer's slack after the open: the start-up latency is
 //!   the slack every later request gets, the same guarantee from the first byte on.
-//! - **Write-behind** (write). Bytes the application writes are copied into the
-//!   buffer (`depth` requests) and the operation completes at once; each full request
-//!   is written at the end of the file, due when the buffer would overflow if the
-//!   application kept writing at its rate: `now + (free - credit) / r`, `free` being
-//!   the buffer not taken by requests still being written. Close writes the last,
-//!   partial request, waits for all of them and gives back the unused held space.
+//! - **Write-behind** (write, `stream/recording.rs`). Bytes the application writes
+//!   are copied into the buffer (`depth` requests) and the operation completes at
+//!   once; each full request is written at the end of the file, due when the buffer
+//!   would overflow if the application kept writing at its rate: `now + (free -
+//!   credit) / r`, `free` being the buffer not taken by requests still being written.
+//!   A partial request is written before a commit when a byte in it would otherwise
+//!   stay off the disk longer than the stream's durability interval, so a crash costs
+//!   a recording at most that interval (plus a lead and the commit's time) whatever
+//!   its rate. Close writes the last, partial request, waits for all of them and
+//!   gives back the unused held space.
 //!
 //! A request that completes after its deadline is counted late (a miss, in the QoS
 //! recorder and the stream's own figures); its data is still delivered, since a
@@ -36,6 +40,11 @@
 //! not yet there, or a write that finds the buffer full, waits and counts a stall.
 //! The stream's slack (`depth * d - d - b) / r` is what admission plans with
 //! (`disk::admission`).
+
+mod recording;
+
+pub(super) use recording::gather_lead_ns;
+pub use recording::GATHER_LEAD_NS;
 
 use super::{buf, Body, Engine, IoBuf, Now, Op, OpId, OpState, Output, Stage};
 use crate::alloc::Ino;
@@ -88,6 +97,12 @@ pub struct StreamSpec {
     /// A read stream: where in the file playback starts. Write streams append at the
     /// end of the file.
     pub start_bytes: u64,
+    /// A write stream: at most how long after it is accepted a byte is written and
+    /// committed (plus the gather lead and the commit's own time, see the module
+    /// docs); `None`: the volume's commit interval. Shorter than the interval it
+    /// cannot be (commits are what make bytes durable); longer spares the disk
+    /// partial requests of a slow stream. Ignored for reads.
+    pub durable_ns: Option<u64>,
 }
 
 /// What an admitted stream got.
@@ -107,6 +122,9 @@ pub struct StreamInfo {
     pub reserved_bytes: u64,
     /// Load of the device's real-time share with this stream (1.0 = full).
     pub load: f64,
+    /// A write stream's durability interval: accepted bytes are on the disk and
+    /// committed within it (plus the gather lead and the commit's time).
+    pub durable_ns: u64,
 }
 
 /// How a stream has fared.
@@ -165,6 +183,8 @@ pub(super) struct Stream {
     fill: Option<IoBuf>,
     fill_len: usize,
     fill_at: u64,
+    /// When the first byte of the request being filled was accepted.
+    fill_first_ns: u64,
     writes: VecDeque<(OpId, u64)>,
     error: Option<String>,
     virtual_bufs: bool,
@@ -332,6 +352,16 @@ impl Engine {
 
     /// `StreamOpen`: admits the stream or says why not.
     pub(super) fn stream_open(&mut self, ino: Ino, spec: StreamSpec, now: Now) -> Result<Output> {
+        let interval_ns = self.commit.interval_ns();
+        let durable_ns = spec.durable_ns.unwrap_or(interval_ns);
+        if spec.dir == StreamDir::Write && durable_ns < interval_ns {
+            return Err(spec_error(format!(
+                "a recording's durability interval ({} ms) cannot be shorter than the volume's commit interval ({} ms): bytes become durable at commits; ask for at least {} ms, or open the volume with a shorter commit interval",
+                durable_ns / 1_000_000,
+                interval_ns / 1_000_000,
+                interval_ns / 1_000_000
+            )));
+        }
         let (depth, load) = self.admit(ino, &spec)?;
         let d = spec.request_bytes;
         let rate = spec.rate_bps / 8.0;
@@ -367,6 +397,7 @@ impl Engine {
             slack_ns,
             reserved_bytes: reserved,
             load,
+            durable_ns,
         };
         let credit = match spec.dir {
             // The first byte is due one slack after the open.
@@ -386,6 +417,7 @@ impl Engine {
             fill: None,
             fill_len: 0,
             fill_at: start,
+            fill_first_ns: now.mono_ns,
             writes: VecDeque::new(),
             error: None,
             virtual_bufs: false,
@@ -414,7 +446,7 @@ impl Engine {
                 };
                 s.syncs.push(id);
                 if s.info.dir == StreamDir::Write && s.fill_len > 0 {
-                    self.stream_write_out(stream, now);
+                    self.stream_write_out(stream, now, None);
                 }
                 return Ok(());
             }
@@ -438,7 +470,7 @@ impl Engine {
                     });
                 }
                 if s.info.dir == StreamDir::Write && s.fill_len > 0 {
-                    self.stream_write_out(sid, now);
+                    self.stream_write_out(sid, now, None);
                 }
             }
             Some(b) => {
@@ -494,9 +526,14 @@ impl Engine {
             .sum()
     }
 
-    /// The earliest credit timer of a waiting operation.
+    /// The earliest credit timer of a waiting operation, or gather of a partial
+    /// request.
     pub(super) fn stream_wakeup(&self) -> Option<u64> {
-        self.streams.values().filter_map(|s| s.wake_ns).min()
+        self.streams
+            .values()
+            .filter_map(|s| s.wake_ns)
+            .chain(self.streams.values().filter_map(|s| self.gather_at(s)))
+            .min()
     }
 
     pub fn stream_info(&self, sid: StreamId) -> Option<(&StreamInfo, &StreamStats)> {
@@ -531,7 +568,7 @@ impl Engine {
                 );
             }
             if dir == StreamDir::Write && fill {
-                self.stream_write_out(sid, now);
+                self.stream_write_out(sid, now, None);
             }
         }
     }
@@ -544,7 +581,7 @@ impl Engine {
         for sid in ids {
             changed |= match self.streams[&sid].info.dir {
                 StreamDir::Read => self.read_stream_step(sid, now),
-                StreamDir::Write => self.write_stream_step(sid, now),
+                StreamDir::Write => self.write_stream_step(sid, now) | self.stream_gather(sid, now),
             };
             changed |= self.stream_syncs_done(sid, now);
             changed |= self.stream_maybe_done(sid, now);
@@ -668,108 +705,6 @@ impl Engine {
             changed = true;
         }
         changed
-    }
-
-    fn write_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
-        let t = now.mono_ns;
-        let mut changed = false;
-        let mut finished = vec![];
-        loop {
-            let s = self.streams.get_mut(&sid).expect("listed");
-            s.update_credit(t);
-            s.wake_ns = None;
-            if let Some(e) = s.error.clone() {
-                for w in std::mem::take(&mut s.waiting) {
-                    finished.push((
-                        w,
-                        Err(Error::io(
-                            "writing behind a stream",
-                            std::io::Error::other(e.clone()),
-                        )),
-                    ));
-                }
-                break;
-            }
-            let Some(w) = s.waiting.front_mut() else {
-                break;
-            };
-            let want = w.buf.len() - w.done;
-            if want == 0 {
-                let w = s.waiting.pop_front().expect("front");
-                finished.push((w, Ok(())));
-                changed = true;
-                continue;
-            }
-            let d = s.info.request_bytes as usize;
-            if s.fill.is_none() {
-                if s.writes.len() as u32 >= s.info.depth {
-                    // The buffer is full of requests being written.
-                    if !w.stalled {
-                        w.stalled = true;
-                        s.stats.stalls += 1;
-                    }
-                    break;
-                }
-                s.fill = Some(if s.virtual_bufs {
-                    IoBuf::virtual_len(d)
-                } else {
-                    IoBuf::zeroed(d)
-                });
-                s.fill_len = 0;
-                s.fill_at = s.pos;
-            }
-            let room = d - s.fill_len;
-            let n = want.min(room).min(s.credit.max(0.0).floor() as usize);
-            let need = granule(s.info.request_bytes, want).min(room as f64);
-            if n == 0 || (n as f64) < need {
-                s.wake_ns = Some(s.credit_time(need).max(t + 1));
-                break;
-            }
-            let fill = s.fill.as_mut().expect("made above");
-            buf::copy(&w.buf, w.done, fill, s.fill_len, n);
-            w.done += n;
-            s.fill_len += n;
-            s.pos += n as u64;
-            s.credit -= n as f64;
-            s.stats.app_bytes += n as u64;
-            changed = true;
-            if s.fill_len == d {
-                self.stream_write_out(sid, now);
-            }
-        }
-        for (w, r) in finished {
-            self.stream_finish_app(
-                w,
-                r.map(|()| Output::Write {
-                    data: IoBuf::Virtual(0),
-                }),
-                now,
-            );
-        }
-        changed
-    }
-
-    /// Writes the buffer being filled: due when the buffer would overflow.
-    fn stream_write_out(&mut self, sid: StreamId, now: Now) {
-        let t = now.mono_ns;
-        let s = self.streams.get_mut(&sid).expect("listed");
-        let Some(mut data) = s.fill.take() else {
-            return;
-        };
-        if s.fill_len < data.len() {
-            let mut short = data.sibling(s.fill_len);
-            buf::copy(&data, 0, &mut short, 0, s.fill_len);
-            data = short;
-        }
-        s.update_credit(t);
-        let d = s.info.request_bytes as f64;
-        let free = (s.info.depth as f64 - (s.writes.len() + 1) as f64) * d;
-        let deadline = s.deadline(free - s.credit.max(0.0), t);
-        let (ino, offset) = (s.info.ino, s.fill_at);
-        s.fill_len = 0;
-        let op = self.submit_internal(Op::Write { ino, offset, data }, deadline, sid, now);
-        let s = self.streams.get_mut(&sid).expect("listed");
-        s.writes.push_back((op, offset));
     }
 
     /// An engine request of a stream finished.
@@ -909,75 +844,6 @@ impl Engine {
             submit_ns: w.submit_ns,
             done_ns: now.mono_ns,
         });
-    }
-
-    /// Whether a write stream is open on file `ino`.
-    pub(super) fn has_write_stream(&self, ino: Ino) -> bool {
-        self.streams
-            .values()
-            .any(|s| s.info.ino == ino && s.info.dir == StreamDir::Write)
-    }
-
-    /// The size an application sees of file `ino`: its applied size, or further
-    /// when a write stream on it holds bytes not yet on the disk (in its buffer or
-    /// being written). What `stat` of an open recording should say.
-    pub fn visible_size(&self, ino: Ino) -> Result<u64> {
-        let applied = self.vol.stat(ino)?.size_bytes;
-        Ok(self
-            .streams
-            .values()
-            .filter(|s| s.info.ino == ino && s.info.dir == StreamDir::Write)
-            .map(|s| s.pos)
-            .fold(applied, u64::max))
-    }
-
-    /// A read of `ino` for `[offset, offset + len)` planned on the applied file
-    /// (`bytes` of it from the disk) also gets what write streams on the file hold
-    /// and have not applied: the requests being written and the one being filled.
-    /// Those bytes lie at or past the applied size (a stream appends), so no disk
-    /// piece of the read lands on them. Returns the read's new length.
-    pub(super) fn overlay_stream_writes(
-        &self,
-        ino: Ino,
-        offset: u64,
-        buf: &mut IoBuf,
-        bytes: usize,
-    ) -> usize {
-        let end = offset + buf.len() as u64;
-        let mut n = bytes;
-        if self.visible_size(ino).unwrap_or(0) > offset + bytes as u64 {
-            // Past the disk's bytes: zero, then the streams' bytes over it.
-            let len = buf.len();
-            buf::zero(buf, bytes, len - bytes);
-        }
-        for s in self.streams.values() {
-            if s.info.ino != ino || s.info.dir != StreamDir::Write || s.pos <= offset {
-                continue;
-            }
-            let pieces = s
-                .writes
-                .iter()
-                .filter_map(|(op, at)| match self.ops.get(op).map(|o| &o.body) {
-                    Some(Body::Write { data, .. }) => Some((*at, data, data.len())),
-                    _ => None,
-                })
-                .chain(s.fill.as_ref().map(|f| (s.fill_at, f, s.fill_len)));
-            for (at, data, len) in pieces {
-                let (from, to) = (at.max(offset), (at + len as u64).min(end));
-                if from >= to {
-                    continue;
-                }
-                buf::copy(
-                    data,
-                    (from - at) as usize,
-                    buf,
-                    (from - offset) as usize,
-                    (to - from) as usize,
-                );
-                n = n.max((to - offset) as usize);
-            }
-        }
-        n
     }
 
     /// An engine operation on behalf of stream `sid`; its completion goes to the

@@ -1,6 +1,8 @@
 //! Helpers shared by the core's integration tests.
 #![allow(dead_code)]
 
+pub mod drive;
+
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::format::superblock::AllocPolicy;

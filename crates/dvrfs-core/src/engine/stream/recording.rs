@@ -1,0 +1,266 @@
+//! The write side of a stream: write-behind at the end of the file, and the bound in
+//! time on how long an accepted byte can stay off the disk.
+//!
+//! **Write-behind.** Bytes the application writes are copied into the request being
+//! filled; each full request is written at the end of the file, due when the buffer
+//! would overflow if the application kept writing at its rate (`stream.rs`).
+//!
+//! **Durability in time** (issue 21). A slow recording fills a request slowly (a
+//! 512 KiB request takes 16.8 s at 250 kbit/s), and bytes still in the buffer are
+//! lost in a crash. So every accepted byte must reach a commit within the stream's
+//! *durability interval* `D` (the volume's commit interval `I` unless the stream
+//! asks for longer). Commits come at a cadence: the next is due `I` after the last
+//! one started (`CommitState::cadence`). A *gather point* lies [`GATHER_LEAD_NS`]
+//! before each due time: there, every stream whose partial request would otherwise
+//! hold a byte longer than `D` writes it (a short request, due at the commit's due
+//! time, so the policy fits it into its sweep and the commit's cut takes it in),
+//! and the next request goes on from where it ended (the engine composes the shared
+//! sector). A full request written between two gather points is due by the next
+//! commit at the latest for the same reason. The journal write, the commit point, is
+//! due one lead after the cut (`commit.rs`). A byte accepted at `a` is therefore in
+//! a request due by the first commit cut after `a + D - I + lead`, and durable once
+//! that commit's journal flush completes: within `D + lead` plus the commit's own
+//! time (tens of ms on an idle disk), when the disk meets its deadlines.
+//!
+//! The cost: a stream whose requests do not fill within `D` writes one short request
+//! per `D` instead of one full one per fill (the tests count them;
+//! `docs/durability.md` has the figures). A longer `D` (`durable=` in a reservation)
+//! spares a slow stream's disk time; `StreamSync` (an fsync of the file) writes the
+//! partial request at once.
+
+use super::{
+    buf, granule, Body, Engine, IoBuf, Now, Op, Output, Result, Stream, StreamDir, StreamId,
+};
+use crate::alloc::Ino;
+use crate::error::Error;
+
+/// How long before a commit is due a write stream's partial request is written, so
+/// that it lands (its deadline is the commit's due time) and the commit takes it in.
+/// A tenth of a second covers a partial request's positioning and transfer on any of
+/// the modelled disks with room to spare at light load; it is capped at a quarter of
+/// the commit interval for volumes that commit more often than every 400 ms.
+pub const GATHER_LEAD_NS: u64 = 100_000_000;
+
+/// The gather lead on a volume committing every `interval_ns`.
+pub(in crate::engine) fn gather_lead_ns(interval_ns: u64) -> u64 {
+    GATHER_LEAD_NS.min(interval_ns / 4)
+}
+
+impl Engine {
+    pub(super) fn write_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
+        let t = now.mono_ns;
+        let mut changed = false;
+        let mut finished = vec![];
+        loop {
+            let s = self.streams.get_mut(&sid).expect("listed");
+            s.update_credit(t);
+            s.wake_ns = None;
+            if let Some(e) = s.error.clone() {
+                for w in std::mem::take(&mut s.waiting) {
+                    finished.push((
+                        w,
+                        Err(Error::io(
+                            "writing behind a stream",
+                            std::io::Error::other(e.clone()),
+                        )),
+                    ));
+                }
+                break;
+            }
+            let Some(w) = s.waiting.front_mut() else {
+                break;
+            };
+            let want = w.buf.len() - w.done;
+            if want == 0 {
+                let w = s.waiting.pop_front().expect("front");
+                finished.push((w, Ok(())));
+                changed = true;
+                continue;
+            }
+            let d = s.info.request_bytes as usize;
+            if s.fill.is_none() {
+                if s.writes.len() as u32 >= s.info.depth {
+                    // The buffer is full of requests being written.
+                    if !w.stalled {
+                        w.stalled = true;
+                        s.stats.stalls += 1;
+                    }
+                    break;
+                }
+                s.fill = Some(if s.virtual_bufs {
+                    IoBuf::virtual_len(d)
+                } else {
+                    IoBuf::zeroed(d)
+                });
+                s.fill_len = 0;
+                s.fill_at = s.pos;
+            }
+            let room = d - s.fill_len;
+            let n = want.min(room).min(s.credit.max(0.0).floor() as usize);
+            let need = granule(s.info.request_bytes, want).min(room as f64);
+            if n == 0 || (n as f64) < need {
+                s.wake_ns = Some(s.credit_time(need).max(t + 1));
+                break;
+            }
+            if s.fill_len == 0 {
+                s.fill_first_ns = t;
+            }
+            let fill = s.fill.as_mut().expect("made above");
+            buf::copy(&w.buf, w.done, fill, s.fill_len, n);
+            w.done += n;
+            s.fill_len += n;
+            s.pos += n as u64;
+            s.credit -= n as f64;
+            s.stats.app_bytes += n as u64;
+            changed = true;
+            if s.fill_len == d {
+                // Due by the commit its gather point belongs to at the latest, so the
+                // bytes are durable as soon as if they had been gathered.
+                let lead = gather_lead_ns(self.commit.cadence().1);
+                let cap = self.gather_at(&self.streams[&sid]).map(|g| g + lead);
+                self.stream_write_out(sid, now, cap);
+            }
+        }
+        for (w, r) in finished {
+            self.stream_finish_app(
+                w,
+                r.map(|()| Output::Write {
+                    data: IoBuf::Virtual(0),
+                }),
+                now,
+            );
+        }
+        changed
+    }
+
+    /// Writes the buffer being filled: due when the buffer would overflow, or by
+    /// `cap_ns` if that is sooner (a gather: by the commit it is written for).
+    pub(super) fn stream_write_out(&mut self, sid: StreamId, now: Now, cap_ns: Option<u64>) {
+        let t = now.mono_ns;
+        let s = self.streams.get_mut(&sid).expect("listed");
+        let Some(mut data) = s.fill.take() else {
+            return;
+        };
+        if s.fill_len < data.len() {
+            let mut short = data.sibling(s.fill_len);
+            buf::copy(&data, 0, &mut short, 0, s.fill_len);
+            data = short;
+        }
+        s.update_credit(t);
+        let d = s.info.request_bytes as f64;
+        let free = (s.info.depth as f64 - (s.writes.len() + 1) as f64) * d;
+        let deadline = s
+            .deadline(free - s.credit.max(0.0), t)
+            .min(cap_ns.unwrap_or(u64::MAX));
+        let (ino, offset) = (s.info.ino, s.fill_at);
+        s.fill_len = 0;
+        let op = self.submit_internal(Op::Write { ino, offset, data }, deadline, sid, now);
+        let s = self.streams.get_mut(&sid).expect("listed");
+        s.writes.push_back((op, offset));
+    }
+
+    /// Whether a write stream is open on file `ino`.
+    pub(in crate::engine) fn has_write_stream(&self, ino: Ino) -> bool {
+        self.streams
+            .values()
+            .any(|s| s.info.ino == ino && s.info.dir == StreamDir::Write)
+    }
+
+    /// The size an application sees of file `ino`: its applied size, or further
+    /// when a write stream on it holds bytes not yet on the disk (in its buffer or
+    /// being written). What `stat` of an open recording should say.
+    pub fn visible_size(&self, ino: Ino) -> Result<u64> {
+        let applied = self.vol.stat(ino)?.size_bytes;
+        Ok(self
+            .streams
+            .values()
+            .filter(|s| s.info.ino == ino && s.info.dir == StreamDir::Write)
+            .map(|s| s.pos)
+            .fold(applied, u64::max))
+    }
+
+    /// A read of `ino` for `[offset, offset + len)` planned on the applied file
+    /// (`bytes` of it from the disk) also gets what write streams on the file hold
+    /// and have not applied: the requests being written and the one being filled.
+    /// Those bytes lie at or past the applied size (a stream appends), so no disk
+    /// piece of the read lands on them. Returns the read's new length.
+    pub(in crate::engine) fn overlay_stream_writes(
+        &self,
+        ino: Ino,
+        offset: u64,
+        buf: &mut IoBuf,
+        bytes: usize,
+    ) -> usize {
+        let end = offset + buf.len() as u64;
+        let mut n = bytes;
+        if self.visible_size(ino).unwrap_or(0) > offset + bytes as u64 {
+            // Past the disk's bytes: zero, then the streams' bytes over it.
+            let len = buf.len();
+            buf::zero(buf, bytes, len - bytes);
+        }
+        for s in self.streams.values() {
+            if s.info.ino != ino || s.info.dir != StreamDir::Write || s.pos <= offset {
+                continue;
+            }
+            let pieces = s
+                .writes
+                .iter()
+                .filter_map(|(op, at)| match self.ops.get(op).map(|o| &o.body) {
+                    Some(Body::Write { data, .. }) => Some((*at, data, data.len())),
+                    _ => None,
+                })
+                .chain(s.fill.as_ref().map(|f| (s.fill_at, f, s.fill_len)));
+            for (at, data, len) in pieces {
+                let (from, to) = (at.max(offset), (at + len as u64).min(end));
+                if from >= to {
+                    continue;
+                }
+                buf::copy(
+                    data,
+                    (from - at) as usize,
+                    buf,
+                    (from - offset) as usize,
+                    (to - from) as usize,
+                );
+                n = n.max((to - offset) as usize);
+            }
+        }
+        n
+    }
+
+    /// When the partial request a write stream is filling must be written so that
+    /// its oldest byte is durable within the stream's durability interval `D`: at the
+    /// gather point `g = due - lead` of a commit (`due`: when the commit cadence makes
+    /// the next one due), the first one at or after `first + D - I` (`first`: when the
+    /// oldest byte was accepted, `I`: the commit interval). The write is due at
+    /// `g + lead`, so it lands before the commit it is gathered for is cut; the byte
+    /// is then durable when that commit's journal flush completes, at most `D + lead`
+    /// plus the commit's own time after it was accepted. `None` when nothing is being
+    /// filled (or the stream failed or is closing: close writes the rest).
+    pub(super) fn gather_at(&self, s: &Stream) -> Option<u64> {
+        if s.info.dir != StreamDir::Write || s.fill_len == 0 || s.closed || s.error.is_some() {
+            return None;
+        }
+        let (due, interval) = self.commit.cadence();
+        let lead = gather_lead_ns(interval);
+        let g0 = due.saturating_sub(lead);
+        let earliest = s.fill_first_ns + (s.info.durable_ns - interval.min(s.info.durable_ns));
+        if earliest <= g0 {
+            return Some(g0);
+        }
+        Some(g0 + (earliest - g0).div_ceil(interval) * interval)
+    }
+
+    /// Writes a write stream's partial request when its gather point has come.
+    pub(super) fn stream_gather(&mut self, sid: StreamId, now: Now) -> bool {
+        let Some(g) = self.gather_at(&self.streams[&sid]) else {
+            return false;
+        };
+        if now.mono_ns < g {
+            return false;
+        }
+        let lead = gather_lead_ns(self.commit.cadence().1);
+        self.stream_write_out(sid, now, Some(g + lead));
+        true
+    }
+}

@@ -1,0 +1,137 @@
+//! A tiny driver for the engine in virtual time, shared by the engine-level tests:
+//! device commands served one at a time on a `MemDevice`, each taking 2 ms plus its
+//! transfer at 100 MB/s. Every flush keeps a copy of the image (copy on write, so
+//! cheap): what a power cut right after it would leave on the media, since writes
+//! after a flush may all be lost (the media model of `device.rs`).
+
+use dvrfs_core::device::{Device, MemDevice};
+use dvrfs_core::engine::{Completion, DevCommand, DevKind, Engine, Now, Op, OpId, Output};
+use dvrfs_core::Error;
+
+pub const MS: u64 = 1_000_000;
+
+pub struct Drive {
+    pub dev: MemDevice,
+    pub t: u64,
+    busy: Option<(DevCommand, u64)>,
+    /// Completions of operations nobody waited for yet.
+    pub others: Vec<Completion>,
+    /// The image after every completed flush, with the time it completed.
+    pub durable: Vec<(u64, MemDevice)>,
+}
+
+impl Drive {
+    pub fn new(dev: MemDevice) -> Drive {
+        Drive {
+            durable: vec![(0, dev.clone())],
+            dev,
+            t: 0,
+            busy: None,
+            others: vec![],
+        }
+    }
+
+    fn service_ns(c: &DevCommand) -> u64 {
+        2 * MS + c.len_bytes * 10 // 100 MB/s
+    }
+
+    pub fn now(&self) -> Now {
+        Now::mono(self.t)
+    }
+
+    /// One step of the loop: start a command if the device is free, collect
+    /// completions, move time to the next event (not past `limit`), finish the
+    /// command due by then. Returns false when nothing is scheduled at all.
+    fn step(&mut self, e: &mut Engine, limit: Option<u64>) -> bool {
+        if self.busy.is_none() {
+            if let Some(c) = e.poll(self.now()) {
+                let done = self.t + Self::service_ns(&c);
+                self.busy = Some((c, done));
+            }
+        }
+        // A poll can finish operations too (a stream's credit timer). Whoever waits
+        // for one sees it before time moves on.
+        let before = self.others.len();
+        while let Some(c) = e.take_completion() {
+            self.others.push(c);
+        }
+        if self.others.len() > before {
+            return true;
+        }
+        let next = [self.busy.as_ref().map(|b| b.1), e.next_wakeup(), limit]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(next) = next else {
+            return false;
+        };
+        self.t = self.t.max(next);
+        if let Some((c, done)) = self.busy.take_if(|(_, done)| *done <= self.t) {
+            let dev = &mut self.dev;
+            let r = match c.kind {
+                DevKind::Flush => dev.flush(),
+                DevKind::Write => e.io_write(c.id, |o, b| dev.write_at(o, b)),
+                DevKind::Read => e.io_read(c.id, |o, b| dev.read_at(o, b)),
+            };
+            if c.kind == DevKind::Flush {
+                self.durable.push((done, self.dev.clone()));
+            }
+            e.complete(c.id, r, Now::mono(done));
+        } else if e.next_wakeup().is_some_and(|w| w <= self.t) && limit.is_none_or(|l| self.t < l) {
+            // A timer due now that the poll at the top did not act on: move time.
+            self.t += 1000;
+        }
+        true
+    }
+
+    fn take(&mut self, id: OpId) -> Option<Completion> {
+        let i = self.others.iter().position(|c| c.op == id)?;
+        Some(self.others.remove(i))
+    }
+
+    /// Runs the engine and the device until operation `id` completes.
+    pub fn wait(&mut self, e: &mut Engine, id: OpId) -> Completion {
+        for _ in 0..10_000_000 {
+            if let Some(c) = self.take(id) {
+                return c;
+            }
+            if !self.step(e, None) {
+                if let Some(c) = self.take(id) {
+                    return c;
+                }
+                panic!(
+                    "operation {id} pending at {} ns but nothing scheduled: {} ops, idle {}, sched work {}, uncommitted {}",
+                    self.t,
+                    e.ops_in_flight(),
+                    e.is_idle(),
+                    e.scheduler().has_work(),
+                    e.has_uncommitted(),
+                );
+            }
+        }
+        panic!("operation {id} never completed");
+    }
+
+    /// Runs the engine and the device until virtual time `t_ns`.
+    pub fn run_until(&mut self, e: &mut Engine, t_ns: u64) {
+        while self.t < t_ns {
+            self.step(e, Some(t_ns));
+        }
+    }
+
+    pub fn run(&mut self, e: &mut Engine, op: Op) -> Result<Output, Error> {
+        let id = e.submit(op, None, 1, self.now()).unwrap();
+        self.wait(e, id).result
+    }
+
+    /// What the media would hold after a power cut at `t_ns`: the image as of the
+    /// last flush completed by then.
+    pub fn durable_at(&self, t_ns: u64) -> MemDevice {
+        self.durable
+            .iter()
+            .rev()
+            .find(|(t, _)| *t <= t_ns)
+            .map(|(_, d)| d.clone())
+            .expect("the image at time 0 is durable")
+    }
+}
