@@ -9,8 +9,10 @@
 //!
 //! - **Writes** gather in a per-file buffer while they are contiguous; the buffer is
 //!   submitted when it reaches a chunk boundary (so disk writes are block-aligned),
-//!   when a write lands elsewhere, and before anything that must see the data (a read,
-//!   `flush` on close, `fsync`, truncate, getting the reservation state). One submitted
+//!   when a write lands elsewhere, before anything that must see the data (a read,
+//!   `flush` on close, `fsync`, truncate, getting the reservation state), and at the
+//!   engine's gather point before each commit ([`crate::gather`]), so a slow writer's
+//!   bytes are durable within the commit interval and a lead, like a recording's. One submitted
 //!   write may be in flight while the next chunk gathers; the next submission waits for
 //!   it. A failed background write is reported by the next write, `flush` or `fsync`
 //!   of the file, as the kernel does for its own write-back.
@@ -157,6 +159,9 @@ pub struct FileState {
     /// Gathered, not yet submitted: bytes for `wstart ..`.
     wbuf: Option<Chunk>,
     wstart: u64,
+    /// When the first gathered byte came (the runtime's clock), and from whom.
+    wfirst_ns: u64,
+    wowner: u32,
     /// The submitted write and where it ends.
     inflight: Option<(Ticket, u64)>,
     cache: std::collections::VecDeque<Cache>,
@@ -180,6 +185,8 @@ impl FileState {
             pool,
             wbuf: None,
             wstart: 0,
+            wfirst_ns: 0,
+            wowner: 0,
             inflight: None,
             cache: std::collections::VecDeque::new(),
             ahead: std::collections::VecDeque::new(),
@@ -299,6 +306,8 @@ impl FileState {
         while !rest.is_empty() {
             if self.wbuf.is_none() {
                 self.wbuf = Some(self.pool.take(self.chunk as usize));
+                self.wfirst_ns = rt.now_ns();
+                self.wowner = owner;
             }
             let w = self.wbuf.as_mut().expect("just made");
             let at = self.wstart + w.len as u64;
@@ -338,6 +347,21 @@ impl FileState {
         )
         .map_err(|e| errno_of(&e))?;
         Ok(data.len())
+    }
+
+    /// Hands the gathered bytes to the engine if the first of them came by
+    /// `before_ns` (the runtime's clock): a gather point ([`crate::gather`]), so the
+    /// commit after it takes them in. A partial chunk is written as it is; the next
+    /// bytes gather up to the same chunk boundary, so later writes stay aligned.
+    pub fn gather(&mut self, rt: &Runtime, before_ns: u64) {
+        if self.wbuf.is_none() || self.wfirst_ns > before_ns {
+            return;
+        }
+        // As in `settle`: cached chunks had the gathered bytes only in the copies
+        // given out.
+        self.drop_reads(rt);
+        let owner = self.wowner;
+        self.submit(rt, owner);
     }
 
     /// Whether bytes are gathered (not yet given to the engine).

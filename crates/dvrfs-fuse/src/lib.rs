@@ -18,6 +18,7 @@
 //! - extended attributes: only `user.dvrfs.*` (others give `EOPNOTSUPP`).
 
 pub mod file;
+pub mod gather;
 pub mod stream;
 
 use dvrfs_core::alloc::Ino;
@@ -147,7 +148,10 @@ pub struct DvrfsFs {
     read_only: bool,
     direct_io: bool,
     pool: Pool,
-    files: Mutex<HashMap<Ino, Arc<Mutex<FileState>>>>,
+    files: gather::Files,
+    /// Hands gathered chunks to the engine before each commit (`None` read-only or
+    /// with `direct_io`: nothing gathers); stopped and joined on drop.
+    _gatherer: Option<gather::Gatherer>,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
     /// Open files with a stream: its reservation and id (`getfattr` reads them
@@ -215,6 +219,12 @@ impl DvrfsFs {
             .query(|v| v.superblock().data_block_bytes)
             .map_err(io::Error::other)?;
         let chunk = block_bytes * MIN_CHUNK_BYTES.div_ceil(block_bytes);
+        let files: gather::Files = Arc::new(Mutex::new(HashMap::new()));
+        let gatherer = if cfg.read_only || cfg.direct_io {
+            None
+        } else {
+            Some(gather::Gatherer::spawn(rt.clone(), files.clone())?)
+        };
         Ok(DvrfsFs {
             rt,
             chunk,
@@ -222,7 +232,8 @@ impl DvrfsFs {
             read_only: cfg.read_only,
             direct_io: cfg.direct_io,
             pool: Pool::default(),
-            files: Mutex::new(HashMap::new()),
+            files,
+            _gatherer: gatherer,
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             streamed: Mutex::new(HashMap::new()),

@@ -264,3 +264,18 @@ impl Engine {
         true
     }
 }
+
+impl Engine {
+    /// The first gather point at or after `now_ns`: when a driver that gathers
+    /// writes of its own (the FUSE mount's chunks) should hand them over so that
+    /// the next commit takes them in. Gather points lie [`GATHER_LEAD_NS`] before
+    /// each time the commit cadence makes a commit due, an interval apart.
+    pub fn next_gather_ns(&self, now_ns: u64) -> u64 {
+        let (due, interval) = self.commit.cadence();
+        let g0 = due.saturating_sub(gather_lead_ns(interval));
+        if g0 >= now_ns {
+            return g0;
+        }
+        g0 + (now_ns - g0).div_ceil(interval) * interval
+    }
+}

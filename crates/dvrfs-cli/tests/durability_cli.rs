@@ -1,0 +1,291 @@
+//! Durability bounded in time, end to end (issue 21): a writer hands bytes over
+//! through the FUSE mount (with and without a stream reservation) or to `dvrfs
+//! record`, at 0.5, 4 and 40 Mbit/s; the daemon or the recorder is killed with
+//! SIGKILL; the volume opened afterwards (the journal replayed) must hold exactly a
+//! prefix of what was handed over, no shorter than what had been handed over
+//! [`BOUND`] before the kill.
+//!
+//! The promise is the commit interval (1 s) plus the gather lead (0.1 s) plus the
+//! commit's own time; [`BOUND`] adds half a second for the scheduling of this test's
+//! own threads and of the daemon on a busy machine (real time, not virtual: the
+//! figure is the product's promise, not a speed).
+
+mod common;
+
+use common::*;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Commit interval + gather lead + the commit + slack for a loaded test machine.
+const BOUND: Duration = Duration::from_millis(1_600);
+/// How long each writer writes before the kill: three lengths, so the kill comes at
+/// three places between two commits.
+const RUNS_MS: [u64; 3] = [4_500, 4_950, 5_300];
+/// A piece handed over this often.
+const TICK: Duration = Duration::from_millis(50);
+
+fn mounted(mnt: &Path) -> bool {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let m = mnt.to_str().unwrap();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(m) && l.contains(" - fuse.dvrfs "))
+}
+
+/// Waits for process `pid` (not a child of ours) to end, without polling.
+fn wait_gone(pid: i32) {
+    // SAFETY: plain system calls on a pid and the descriptor they return.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+        if fd < 0 {
+            return;
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let r = libc::poll(&mut p, 1, 60_000);
+        libc::close(fd);
+        assert_eq!(r, 1, "process {pid} did not end");
+    }
+}
+
+fn pattern(from: u64, len: usize) -> Vec<u8> {
+    (from..from + len as u64)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect()
+}
+
+/// Hands `rate_bits_per_s` over through `write` for `run`; returns when each piece
+/// was handed over (the write returned) and the total then.
+fn feed(rate_bits_per_s: f64, run: Duration, mut write: impl FnMut(&[u8])) -> Vec<(Instant, u64)> {
+    let start = Instant::now();
+    let mut out = vec![];
+    let mut total = 0u64;
+    let mut k = 1u32;
+    while TICK * k <= run {
+        let due = (rate_bits_per_s / 8.0 * (TICK * k).as_secs_f64()) as u64;
+        let piece = pattern(total, (due - total) as usize);
+        write(&piece);
+        total = due;
+        out.push((Instant::now(), total));
+        // Paced by the clock: the rate is what is being tested, not a wait for an
+        // event.
+        let next = start + TICK * k;
+        if let Some(d) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(d);
+        }
+        k += 1;
+    }
+    out
+}
+
+/// The file as the volume holds it now (opened by `dvrfs get`, which replays the
+/// journal in memory), checked against what was handed over before `killed`.
+fn check(img: &Path, path: &str, handed: &[(Instant, u64)], killed: Instant, what: &str) {
+    let dir = img.parent().unwrap();
+    let local = dir.join("back");
+    let _ = fs::remove_file(&local);
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        path.as_ref(),
+        local.as_os_str(),
+    ]));
+    let got = fs::read(&local).unwrap();
+    let total = handed.last().unwrap().1;
+    assert!(
+        got.len() as u64 <= total,
+        "{what}: {} bytes kept of {total} written",
+        got.len()
+    );
+    assert!(
+        got == pattern(0, got.len()),
+        "{what}: the bytes kept are not what was written"
+    );
+    let needed = handed
+        .iter()
+        .take_while(|(t, _)| *t + BOUND <= killed)
+        .last()
+        .map_or(0, |h| h.1);
+    let lost_since = handed
+        .iter()
+        .find(|(_, n)| *n > got.len() as u64)
+        .map(|h| killed.saturating_duration_since(h.0));
+    println!(
+        "{what}: kept {} of {total} bytes; the oldest byte lost was handed over {:?} before the kill",
+        got.len(),
+        lost_since
+    );
+    assert!(
+        got.len() as u64 >= needed,
+        "{what}: {} bytes survived the kill, but {needed} had been handed over {:?} before it",
+        got.len(),
+        BOUND
+    );
+}
+
+/// A mount daemon of this test's, killed with SIGKILL.
+struct Daemon {
+    mnt: PathBuf,
+    pid: i32,
+}
+
+impl Daemon {
+    fn mount(dir: &Path, img: &Path) -> Daemon {
+        let mnt = dir.join("mnt");
+        fs::create_dir_all(&mnt).unwrap();
+        let pid_file = dir.join("mount.pid");
+        ok(dvrfs([
+            "mount".as_ref(),
+            img.as_os_str(),
+            mnt.as_os_str(),
+            "--log".as_ref(),
+            dir.join("mount.log").as_os_str(),
+            "--pid-file".as_ref(),
+            pid_file.as_os_str(),
+        ]));
+        assert!(mounted(&mnt));
+        let pid = fs::read_to_string(&pid_file)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        Daemon { mnt, pid }
+    }
+
+    /// SIGKILL, then the mount point let go of (`umount -l`, as an operator would).
+    fn kill(&mut self) -> Instant {
+        let at = Instant::now();
+        // SAFETY: signalling a pid.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        wait_gone(self.pid);
+        self.pid = 0;
+        let _ = Command::new("umount").arg("-l").arg(&self.mnt).output();
+        at
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if self.pid > 0 {
+            self.kill();
+        }
+    }
+}
+
+fn through_the_mount(mbit: f64, reservation: Option<&str>, run_ms: u64) {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "2G", &[]);
+    let mut d = Daemon::mount(dir.path(), &img);
+    fs::create_dir(d.mnt.join("cams")).unwrap();
+    if let Some(r) = reservation {
+        let o = Command::new("setfattr")
+            .args(["-n", "user.dvrfs.stream", "-v", r])
+            .arg(d.mnt.join("cams"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "setfattr: {}", stderr(&o));
+    }
+    let mut f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(d.mnt.join("cams/cam1.ts"))
+        .unwrap();
+    let handed = feed(mbit * 1e6, Duration::from_millis(run_ms), |b| {
+        f.write_all(b).unwrap()
+    });
+    let killed = d.kill();
+    drop(f);
+    let what = format!(
+        "{mbit} Mbit/s through the mount{}",
+        reservation.map_or(String::new(), |r| format!(" with {r}"))
+    );
+    check(&img, "/cams/cam1.ts", &handed, killed, &what);
+}
+
+#[test]
+fn a_writer_without_a_reservation_keeps_all_but_the_last_second_at_half_a_megabit() {
+    need_fuse!();
+    through_the_mount(0.5, None, RUNS_MS[0]);
+}
+
+#[test]
+fn a_writer_without_a_reservation_keeps_all_but_the_last_second_at_4_megabit() {
+    need_fuse!();
+    through_the_mount(4.0, None, RUNS_MS[1]);
+}
+
+#[test]
+fn a_writer_without_a_reservation_keeps_all_but_the_last_second_at_40_megabit() {
+    need_fuse!();
+    through_the_mount(40.0, None, RUNS_MS[2]);
+}
+
+#[test]
+fn a_reserved_recording_through_the_mount_keeps_all_but_the_last_second_at_half_a_megabit() {
+    need_fuse!();
+    through_the_mount(0.5, Some("write:1M,duration=1m"), RUNS_MS[1]);
+}
+
+#[test]
+fn a_reserved_recording_through_the_mount_keeps_all_but_the_last_second_at_4_megabit() {
+    need_fuse!();
+    through_the_mount(4.0, Some("write:4M,duration=1m"), RUNS_MS[2]);
+}
+
+#[test]
+fn a_reserved_recording_through_the_mount_keeps_all_but_the_last_second_at_40_megabit() {
+    need_fuse!();
+    through_the_mount(40.0, Some("write:40M,duration=1m"), RUNS_MS[0]);
+}
+
+fn record(mbit: f64, run_ms: u64) {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "2G", &[]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["record".as_ref(), img.as_os_str(), "/rec.ts".as_ref()])
+        .args(["--rate", &format!("{}M", mbit * 1.25), "--duration", "1m"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let handed = feed(mbit * 1e6, Duration::from_millis(run_ms), |b| {
+        input.write_all(b).unwrap()
+    });
+    let killed = Instant::now();
+    child.kill().unwrap();
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    drop(input);
+    check(
+        &img,
+        "/rec.ts",
+        &handed,
+        killed,
+        &format!("record at {mbit} Mbit/s"),
+    );
+}
+
+#[test]
+fn record_keeps_all_but_the_last_second_at_half_a_megabit() {
+    record(0.5, RUNS_MS[2]);
+}
+
+#[test]
+fn record_keeps_all_but_the_last_second_at_4_megabit() {
+    record(4.0, RUNS_MS[0]);
+}
+
+#[test]
+fn record_keeps_all_but_the_last_second_at_40_megabit() {
+    record(40.0, RUNS_MS[1]);
+}
