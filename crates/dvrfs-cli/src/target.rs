@@ -5,14 +5,22 @@
 //! open the device read-only with a shared lock, so any number of them run together;
 //! commands that write open it read-write with an exclusive lock. Either kind fails
 //! with the in-use message while the other holds the device.
+//!
+//! One holder is waited for instead: a `dvrfs mount` daemon whose volume was just
+//! unmounted. The kernel's `umount` returns as soon as the mount is gone, before the
+//! daemon has written what it gathered, committed and closed the device (tens of
+//! milliseconds, more on a busy disk), so `umount /mnt/rec && dvrfs fsck rec.img`
+//! would otherwise find the volume in use. A command that finds the lock held by such
+//! a daemon (a `dvrfs mount` process, and the volume in no mount) tries again until
+//! the lock is free, for at most [`UNMOUNT_WAIT_MAX`], and then says who holds it.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dvrfs_core::{Fs, OpenOptions};
-use dvrfs_io::{FileDevice, LockMode, SystemClock};
+use dvrfs_io::{FileDevice, LockMode, OpenError, SystemClock};
 
-use crate::error::{set_target, CliResult};
+use crate::error::{set_target, CliError, CliResult};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Access {
@@ -22,13 +30,139 @@ pub enum Access {
 
 pub type DevFs = Fs<FileDevice>;
 
+/// The longest a command waits for a `dvrfs mount` daemon that holds the volume after
+/// it was unmounted (see the module docs). Its shutdown writes at most what its open
+/// files gathered (a chunk each) and one commit, well under a second on a disk the
+/// unmount left idle; a daemon still holding the volume after this long is stuck or
+/// still starting, and the command says so instead of hanging.
+pub const UNMOUNT_WAIT_MAX: Duration = Duration::from_secs(5);
+
+/// A wait longer than this is announced on stderr (a usual one is over before).
+const UNMOUNT_WAIT_NOTE_AFTER: Duration = Duration::from_millis(500);
+
+/// Between two tries of the lock: a small part of a usual wait.
+const UNMOUNT_WAIT_RETRY: Duration = Duration::from_millis(5);
+
 pub fn open_device(path: &Path, access: Access) -> CliResult<FileDevice> {
     set_target(path);
-    let dev = match access {
-        Access::Read => FileDevice::open(path, false, LockMode::Shared)?,
-        Access::Write => FileDevice::open(path, true, LockMode::Exclusive)?,
+    after_unmount(path, || match access {
+        Access::Read => FileDevice::open(path, false, LockMode::Shared),
+        Access::Write => FileDevice::open(path, true, LockMode::Exclusive),
+    })
+}
+
+/// Runs `open` (an open or a lock of the volume on `path`) and, while it fails because
+/// a `dvrfs mount` daemon that is unmounting the volume holds the lock, runs it again,
+/// for at most [`UNMOUNT_WAIT_MAX`]. Any other failure is returned at once.
+pub fn after_unmount<T>(
+    path: &Path,
+    mut open: impl FnMut() -> Result<T, OpenError>,
+) -> CliResult<T> {
+    let started = Instant::now();
+    let mut announced = false;
+    loop {
+        let in_use = match open() {
+            Ok(v) => return Ok(v),
+            Err(e @ OpenError::InUse { .. }) => e,
+            Err(e) => return Err(e.into()),
+        };
+        // Held by anything else (a mount that is up, `record`, a C program): the
+        // in-use message at once, as before.
+        let Some(pid) = unmounting_daemon(path) else {
+            return Err(in_use.into());
+        };
+        let waited = started.elapsed();
+        if waited >= UNMOUNT_WAIT_MAX {
+            return Err(CliError::new(format!(
+                "{} is still held by the dvrfs mount daemon (pid {pid}), which no longer has it mounted; waited {:.1} s for it to let go",
+                path.display(),
+                waited.as_secs_f64()
+            ))
+            .hint(
+                "it is finishing an unmount (writing what it gathered, committing) or starting a mount, and its log says which: try again once the log says `unmounted, journal committed`"
+            ));
+        }
+        if !announced && waited >= UNMOUNT_WAIT_NOTE_AFTER {
+            eprintln!(
+                "dvrfs: waiting for the dvrfs mount daemon (pid {pid}), which is unmounting {}, to let go of it (up to {} s)",
+                path.display(),
+                UNMOUNT_WAIT_MAX.as_secs()
+            );
+            announced = true;
+        }
+        std::thread::sleep(UNMOUNT_WAIT_RETRY);
+    }
+}
+
+/// The process id of a `dvrfs mount` daemon that holds the lock of `path` while no
+/// mount of it is left (it is unmounting, or starting), if there is one.
+fn unmounting_daemon(path: &Path) -> Option<u32> {
+    if mounted_at(path).is_some() {
+        return None;
+    }
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    lock_holders(&locks, path).into_iter().find(|&pid| {
+        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+            let argv: Vec<String> = cmdline
+                .split(|&b| b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            runs_dvrfs_mount(&argv)
+        })
+    })
+}
+
+/// The processes that hold a `flock` on the file `path` names, from the text of
+/// `/proc/locks`: lines such as `3: FLOCK  ADVISORY  WRITE 4242 fe:00:10002592 0 EOF`
+/// (the holder's pid, then the file's device as hex major:minor and its inode
+/// number); a waiter's line has `->` after the number and holds nothing.
+fn lock_holders(locks: &str, path: &Path) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(md) = std::fs::metadata(path) else {
+        return vec![];
     };
-    Ok(dev)
+    let file = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(md.dev()),
+        libc::minor(md.dev()),
+        md.ino()
+    );
+    locks
+        .lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            match f.as_slice() {
+                [_, "FLOCK", _, _, pid, at, ..] if *at == file => pid.parse().ok(),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Whether a command line runs `dvrfs mount`: `dvrfs mount ...`, the mount helper
+/// `mount.fuse.dvrfs SOURCE DIR -o ...`, or `dvrfs SOURCE DIR -o ...` as `mount.fuse3`
+/// runs it (the daemon keeps the command line it was forked with).
+fn runs_dvrfs_mount(argv: &[String]) -> bool {
+    use clap::CommandFactory;
+    let Some(name) = argv.first().map(|a| a.rsplit('/').next().unwrap_or(a)) else {
+        return false;
+    };
+    if name.starts_with("mount.") && name.ends_with("dvrfs") {
+        return true;
+    }
+    if name != "dvrfs" {
+        return false;
+    }
+    match argv.get(1).map(String::as_str) {
+        Some("mount") => true,
+        Some(first) if !first.starts_with('-') => {
+            argv.len() >= 3
+                && !crate::args::Cli::command()
+                    .get_subcommands()
+                    .any(|c| c.get_name() == first)
+        }
+        _ => false,
+    }
 }
 
 /// Opens the file system for the namespace commands (`ls`, `stat`, `info` read no file
@@ -123,4 +257,53 @@ pub fn mounted_at(path: &Path) -> Option<std::path::PathBuf> {
         }
         Some(std::path::PathBuf::from(unescape(left.split(' ').nth(4)?)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mount_daemon_is_known_by_its_command_line() {
+        let argv = |s: &str| -> Vec<String> { s.split(' ').map(str::to_string).collect() };
+        for yes in [
+            "dvrfs mount rec.img /mnt/rec",
+            "/usr/local/bin/dvrfs mount -f rec.img /mnt/rec --log x",
+            "/sbin/mount.fuse.dvrfs /srv/rec.img /mnt/rec -o rw",
+            "dvrfs /srv/rec.img /mnt/rec -o rw,device_model=avfs-250g",
+        ] {
+            assert!(runs_dvrfs_mount(&argv(yes)), "{yes}");
+        }
+        for no in [
+            "dvrfs record rec.img /a.ts --rate 4M",
+            "dvrfs info rec.img",
+            "dvrfs --help",
+            "dvrfs",
+            "cat rec.img",
+            "mount.fuse3 rec.img /mnt/rec",
+        ] {
+            assert!(!runs_dvrfs_mount(&argv(no)), "{no}");
+        }
+    }
+
+    #[test]
+    fn lock_holders_are_read_from_proc_locks() {
+        use std::os::unix::fs::MetadataExt;
+        let me = std::env::current_exe().expect("the test's path");
+        let md = std::fs::metadata(&me).expect("stat");
+        let at = format!(
+            "{:02x}:{:02x}:{}",
+            libc::major(md.dev()),
+            libc::minor(md.dev()),
+            md.ino()
+        );
+        let locks = format!(
+            "1: FLOCK  ADVISORY  WRITE 4242 {at} 0 EOF\n\
+             1: -> FLOCK  ADVISORY  WRITE 4343 {at} 0 EOF\n\
+             2: POSIX  ADVISORY  WRITE 4444 {at} 0 EOF\n\
+             3: FLOCK  ADVISORY  READ 4545 {at}9 0 EOF\n\
+             4: FLOCK  ADVISORY  READ 4646 {at} 0 EOF\n"
+        );
+        assert_eq!(lock_holders(&locks, &me), [4242, 4646]);
+    }
 }

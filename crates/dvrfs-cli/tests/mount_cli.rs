@@ -1137,3 +1137,90 @@ fn bad_mounts_are_refused_with_the_reason() {
     assert_clean(&img);
     assert_eq!(fs::read(&junk).unwrap().len(), 1 << 20);
 }
+
+/// The kernel's `umount` returns once the mount is gone, before the daemon has written
+/// what it gathered, committed and let go of the volume: a command given the image
+/// right then waits for that daemon (bounded), instead of finding the volume in use.
+#[test]
+fn a_command_right_after_umount_waits_for_the_daemon_to_let_go() {
+    use std::io::BufRead;
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    // As an operator does it: a file written on the emulated disk, `umount`, and at
+    // once a command on the image (the daemon's last writes take the model's time).
+    let mut m = Mount::new(dir.path(), &img, &["--device-model", "avfs-250g"]);
+    let data = pattern(6 << 20, 8);
+    fs::write(m.path("a.ts"), &data).unwrap();
+    let o = Command::new("umount").arg(&m.mnt).output().unwrap();
+    assert!(o.status.success(), "umount: {}", stderr(&o));
+    info(&img);
+    wait_exit(m.pid);
+    m.pid = 0;
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(log.contains("unmounted, journal committed"), "{log}");
+    let back = dir.path().join("a.back");
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        "/a.ts".as_ref(),
+        back.as_os_str(),
+    ]));
+    assert!(fs::read(&back).unwrap() == data, "a.ts came back different");
+
+    // Deterministically: the daemon stopped (SIGSTOP) just where an unmount leaves it,
+    // unmounted and still holding the volume. umount(2) itself: umount(8) would first
+    // look at the mount point, which a stopped daemon never answers.
+    let second = dir.path().join("second");
+    fs::create_dir(&second).unwrap();
+    let mut m = Mount::new(&second, &img, &[]);
+    // SAFETY: signalling the daemon; umount2 with a valid C string.
+    let r = unsafe {
+        libc::kill(m.pid, libc::SIGSTOP);
+        let c = std::ffi::CString::new(m.mnt.to_str().unwrap()).unwrap();
+        libc::umount2(c.as_ptr(), 0)
+    };
+    assert_eq!(r, 0, "umount2: {}", std::io::Error::last_os_error());
+    assert!(!mounted(&m.mnt));
+    // Held past the bound: the command gives up, saying who holds the volume.
+    let o = dvrfs(["info".as_ref(), img.as_os_str()]);
+    let err = stderr(&o);
+    assert_eq!(code(&o), 1, "{err}");
+    assert!(
+        err.contains("waiting for the dvrfs mount daemon"),
+        "no note of the wait: {err}"
+    );
+    assert!(
+        err.contains(&format!(
+            "still held by the dvrfs mount daemon (pid {})",
+            m.pid
+        )),
+        "{err}"
+    );
+    assert!(err.contains("hint: "), "{err}");
+    // Let go while a command waits: the command goes on and succeeds.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .arg("info")
+        .arg(&img)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let note = lines.next().expect("a line on stderr").unwrap();
+    assert!(
+        note.contains("waiting for the dvrfs mount daemon"),
+        "{note}"
+    );
+    // SAFETY: signalling the daemon.
+    unsafe { libc::kill(m.pid, libc::SIGCONT) };
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "info after the wait: {rest:?}");
+    assert!(rest.is_empty(), "{rest:?}");
+    assert!(stdout(&o).contains("fs.img"), "{}", stdout(&o));
+    wait_exit(m.pid);
+    m.pid = 0;
+    assert_clean(&img);
+}
