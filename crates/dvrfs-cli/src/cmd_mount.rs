@@ -29,7 +29,7 @@ use dvrfs_runtime::Runtime;
 
 use crate::cmd_stream::admission;
 use crate::error::{CliError, CliResult};
-use crate::target::{mounted_at, open_device, Access};
+use crate::target::{mount_on, mounted_at, open_device, Access};
 
 #[derive(Args, Debug, Clone)]
 pub struct MountArgs {
@@ -185,15 +185,46 @@ pub fn mount(a: &MountArgs) -> CliResult<u8> {
         CliError::new(format!("{}: {e}", a.target.display()))
             .hint("give the image file or block device that holds the volume")
     })?;
-    let mountpoint = std::fs::canonicalize(&a.mountpoint)
-        .ok()
-        .filter(|p| p.is_dir())
-        .ok_or_else(|| {
-            CliError::new(format!("{}: not a directory", a.mountpoint.display())).hint(format!(
-                "create it first: mkdir -p {}",
+    let dir = std::fs::canonicalize(&a.mountpoint)
+        .and_then(|p| std::fs::metadata(&p).map(|m| (p, m.is_dir())));
+    let mountpoint = match dir {
+        Ok((p, true)) => p,
+        // A FUSE mount whose daemon died answers every look with ENOTCONN.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(CliError::new(format!(
+                "{}: {e}: a mount whose daemon has stopped is still there",
                 a.mountpoint.display()
             ))
-        })?;
+            .hint(format!(
+                "unmount it first: umount -l {}",
+                a.mountpoint.display()
+            )))
+        }
+        _ => {
+            return Err(
+                CliError::new(format!("{}: not a directory", a.mountpoint.display())).hint(
+                    format!("create it first: mkdir -p {}", a.mountpoint.display()),
+                ),
+            )
+        }
+    };
+    // A second mount on the directory would hide the first, and one `umount` would
+    // then take the wrong one away.
+    if let Some(m) = mount_on(&mountpoint) {
+        let what = if m.fstype == "fuse.dvrfs" {
+            format!("the dvrfs volume {} is mounted there", m.source)
+        } else {
+            format!("{} ({}) is mounted there", m.source, m.fstype)
+        };
+        return Err(CliError::new(format!(
+            "{} is already a mount point: {what}",
+            mountpoint.display()
+        ))
+        .hint(format!(
+            "unmount it first (umount {}), or mount on another directory",
+            mountpoint.display()
+        )));
+    }
     if let Some(at) = mounted_at(&target) {
         return Err(CliError::new(format!(
             "{} is already mounted at {}",

@@ -14,7 +14,7 @@
 //! a daemon (a `dvrfs mount` process, and the volume in no mount) tries again until
 //! the lock is free, for at most [`UNMOUNT_WAIT_MAX`], and then says who holds it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dvrfs_core::{Fs, OpenOptions};
@@ -221,11 +221,17 @@ pub fn process_owner() -> (u32, u32) {
     std::fs::metadata("/proc/self").map_or((0, 0), |m| (m.uid(), m.gid()))
 }
 
-/// Where the volume on `path` is mounted by `dvrfs mount`, if it is: a `fuse.dvrfs`
-/// line of `/proc/self/mountinfo` whose source is this image or device.
-pub fn mounted_at(path: &Path) -> Option<std::path::PathBuf> {
-    let path = std::fs::canonicalize(path).ok()?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+/// One line of `/proc/self/mountinfo`: where, what and from where.
+pub struct MountEntry {
+    pub mountpoint: PathBuf,
+    /// `fuse.dvrfs` for `dvrfs mount` (`fuse` from an older kernel or mount).
+    pub fstype: String,
+    pub source: String,
+}
+
+/// The mounts of this process's namespace, oldest first, from `/proc/self/mountinfo`
+/// (nothing when it cannot be read).
+fn mounts() -> Vec<MountEntry> {
     // Fields: id parent major:minor root mountpoint options [optional...] - fstype source superopts
     // with spaces, tabs, newlines and backslashes in names written as octal escapes.
     let unescape = |s: &str| -> String {
@@ -247,16 +253,36 @@ pub fn mounted_at(path: &Path) -> Option<std::path::PathBuf> {
         }
         String::from_utf8_lossy(&out).into_owned()
     };
-    info.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        let mut r = right.split(' ');
-        let (fstype, source) = (r.next()?, r.next()?);
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let mut r = right.split(' ');
+            let (fstype, source) = (r.next()?, r.next()?);
+            Some(MountEntry {
+                mountpoint: PathBuf::from(unescape(left.split(' ').nth(4)?)),
+                fstype: fstype.to_string(),
+                source: unescape(source),
+            })
+        })
+        .collect()
+}
+
+/// Where the volume on `path` is mounted by `dvrfs mount`, if it is: a `fuse.dvrfs`
+/// line of `/proc/self/mountinfo` whose source is this image or device.
+pub fn mounted_at(path: &Path) -> Option<PathBuf> {
+    let path = std::fs::canonicalize(path).ok()?;
+    mounts().into_iter().find_map(|m| {
         // `fuse.dvrfs` (the kernel took the subtype), or `fuse` from an older mount.
-        if !(fstype == "fuse.dvrfs" || fstype == "fuse") || Path::new(&unescape(source)) != path {
-            return None;
-        }
-        Some(std::path::PathBuf::from(unescape(left.split(' ').nth(4)?)))
+        let dvrfs = m.fstype == "fuse.dvrfs" || m.fstype == "fuse";
+        (dvrfs && Path::new(&m.source) == path).then_some(m.mountpoint)
     })
+}
+
+/// What is mounted on the directory `dir` (canonical), if it is a mount point: the
+/// latest mount there, the one its path shows.
+pub fn mount_on(dir: &Path) -> Option<MountEntry> {
+    mounts().into_iter().rev().find(|m| m.mountpoint == dir)
 }
 
 #[cfg(test)]

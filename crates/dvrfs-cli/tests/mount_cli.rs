@@ -1224,3 +1224,78 @@ fn a_command_right_after_umount_waits_for_the_daemon_to_let_go() {
     m.pid = 0;
     assert_clean(&img);
 }
+
+/// A directory that is already a mount point (a dvrfs volume or anything else) is
+/// refused: a second mount would hide the first and one `umount` take the wrong one.
+/// A mount whose daemon died is named as such, with the way out.
+#[test]
+fn mounting_on_a_mount_point_is_refused_with_what_is_there() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "256M", &[]);
+    let img2 = dir.path().join("second.img");
+    mkfs(&img2, "256M", &[]);
+    let log2 = dir.path().join("second.log");
+    let mount_at = |target: &Path, at: &Path| {
+        dvrfs([
+            "mount".as_ref(),
+            target.as_os_str(),
+            at.as_os_str(),
+            "--log".as_ref(),
+            log2.as_os_str(),
+        ])
+    };
+    let m = Mount::new(dir.path(), &img, &[]);
+    fs::write(m.path("first"), b"the first volume").unwrap();
+    let err = fails(mount_at(&img2, &m.mnt), "is already a mount point");
+    assert!(
+        err.contains(&format!(
+            "the dvrfs volume {} is mounted there",
+            img.display()
+        )),
+        "{err}"
+    );
+    let here = fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(' ').nth(4) == m.mnt.to_str())
+        .count();
+    assert_eq!(here, 1, "one mount on {}", m.mnt.display());
+    assert_eq!(fs::read(m.path("first")).unwrap(), b"the first volume");
+    // Any other file system's mount point too.
+    let t = dir.path().join("tmpfs");
+    fs::create_dir(&t).unwrap();
+    let o = Command::new("mount")
+        .args(["-t", "tmpfs", "dvrfs-test-tmpfs"])
+        .arg(&t)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "mount -t tmpfs: {}", stderr(&o));
+    let r = mount_at(&img2, &t);
+    let _ = Command::new("umount").arg(&t).output();
+    let err = fails(r, "is already a mount point");
+    assert!(err.contains("dvrfs-test-tmpfs (tmpfs)"), "{err}");
+    // One umount, and the first volume is gone with nothing left on the directory.
+    let mnt = m.mnt.clone();
+    m.unmount();
+    assert!(!mounted(&mnt));
+    assert_clean(&img2);
+
+    // A mount whose daemon was killed: not "not a directory", but how to clear it.
+    let second = dir.path().join("second");
+    fs::create_dir(&second).unwrap();
+    let mut dead = Mount::new(&second, &img2, &[]);
+    // SAFETY: signalling the daemon.
+    unsafe { libc::kill(dead.pid, libc::SIGKILL) };
+    wait_exit(dead.pid);
+    dead.pid = 0;
+    let err = fails(mount_at(&img, &dead.mnt), "daemon has stopped");
+    assert!(
+        err.contains(&format!("umount -l {}", dead.mnt.display())),
+        "{err}"
+    );
+    drop(dead);
+    wait_unlocked(&img2);
+    assert_clean(&img);
+}
