@@ -64,7 +64,8 @@ pub struct MountArgs {
     /// Requests served at once
     #[arg(long, default_value_t = 8)]
     pub threads: usize,
-    /// The daemon's log (default /var/log/dvrfs-<mountpoint name>.log, or the
+    /// The daemon's log (default /var/log/dvrfs-<mount point's path, escaped as
+    /// `systemd-escape --path` does>.log, e.g. dvrfs-mnt-rec.log for /mnt/rec; in the
     /// temporary directory when /var/log is not writable)
     #[arg(long)]
     pub log: Option<PathBuf>,
@@ -153,11 +154,9 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
     Ok(())
 }
 
+/// The daemon's log when `--log` is not given: [`log_name`] in `/var/log`, or in the
+/// temporary directory when `/var/log` is not writable.
 fn default_log(mountpoint: &Path) -> PathBuf {
-    let name = mountpoint
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "root".into());
     let var = Path::new("/var/log");
     let dir =
         if std::fs::metadata(var).is_ok_and(|m| !m.permissions().readonly()) && nix_access_w(var) {
@@ -165,7 +164,50 @@ fn default_log(mountpoint: &Path) -> PathBuf {
         } else {
             std::env::temp_dir()
         };
-    dir.join(format!("dvrfs-{name}.log"))
+    dir.join(log_name(mountpoint))
+}
+
+/// The most bytes of an escaped mount point kept whole in a log's name (a file name
+/// holds 255): a longer one is cut and given a hash of the whole path.
+const LOG_NAME_PATH_MAX: usize = 200;
+
+/// `dvrfs-ESCAPED.log`, ESCAPED being the whole path of the (canonical) mount point as
+/// `systemd-escape --path` writes it (`/mnt/cams/rec` gives `mnt-cams-rec`), so two
+/// mounts never share a log (`/srv/a/rec` and `/srv/b/rec`, which the last name alone
+/// would have mixed) and an operator can tell the name from the mount point:
+/// `/`s become `-`, and every byte but ASCII letters, digits, `:`, `_` and a `.` that
+/// does not come first becomes `\xNN`.
+fn log_name(mountpoint: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let path = mountpoint.as_os_str().as_bytes();
+    let mut trimmed = path;
+    while let Some(rest) = trimmed.strip_prefix(b"/") {
+        trimmed = rest;
+    }
+    while let Some(rest) = trimmed.strip_suffix(b"/") {
+        trimmed = rest;
+    }
+    let mut esc = String::new();
+    for (i, &b) in trimmed.iter().enumerate() {
+        match b {
+            b'/' => esc.push('-'),
+            b'.' if i > 0 => esc.push('.'),
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b':' | b'_' => esc.push(b as char),
+            _ => esc += &format!("\\x{b:02x}"),
+        }
+    }
+    if esc.is_empty() {
+        esc.push('-');
+    }
+    if esc.len() > LOG_NAME_PATH_MAX {
+        // FNV-1a of the whole path: the cut names stay apart.
+        let hash = path.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        esc.truncate(LOG_NAME_PATH_MAX);
+        esc += &format!("-{hash:016x}");
+    }
+    format!("dvrfs-{esc}.log")
 }
 
 fn nix_access_w(p: &Path) -> bool {
@@ -433,4 +475,40 @@ fn wait_signal(set: &libc::sigset_t) -> i32 {
     // SAFETY: `set` is a valid signal set; sigwait writes the signal number.
     unsafe { libc::sigwait(set, &mut sig) };
     sig
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_logs_of_mount_points_with_one_name_differ() {
+        let a = log_name(Path::new("/srv/a/rec"));
+        let b = log_name(Path::new("/srv/b/rec"));
+        assert_ne!(a, b, "two mounts named rec share a log");
+        assert_eq!(log_name(Path::new("/mnt/rec")), "dvrfs-mnt-rec.log");
+        assert_eq!(a, "dvrfs-srv-a-rec.log");
+        // As `systemd-escape --path` writes it: no two paths give one name.
+        assert_eq!(
+            log_name(Path::new("/mnt/cam-1 x/.hidden")),
+            "dvrfs-mnt-cam\\x2d1\\x20x-.hidden.log"
+        );
+        assert_eq!(
+            log_name(Path::new("/.x/\u{e9}")),
+            "dvrfs-\\x2ex-\\xc3\\xa9.log"
+        );
+        assert_ne!(
+            log_name(Path::new("/mnt/a-b")),
+            log_name(Path::new("/mnt/a/b"))
+        );
+        assert_eq!(log_name(Path::new("/")), "dvrfs--.log");
+        // A path too long for a file name is cut, and a hash keeps it apart.
+        let long = |c: &str| format!("/{}/{c}", "d".repeat(300));
+        let (x, y) = (
+            log_name(Path::new(&long("x"))),
+            log_name(Path::new(&long("y"))),
+        );
+        assert_ne!(x, y);
+        assert!(x.len() <= 255 && y.len() <= 255, "{x}");
+    }
 }
