@@ -1299,3 +1299,60 @@ fn mounting_on_a_mount_point_is_refused_with_what_is_there() {
     wait_unlocked(&img2);
     assert_clean(&img);
 }
+
+/// `getfattr` after a recording was rewritten from nothing (`ffmpeg -y` opens with
+/// `O_TRUNC`) must not show the old stream's figures: a truncate to size 0 forgets
+/// them; a shorter truncate keeps them.
+#[test]
+fn a_truncated_recording_forgets_the_old_streams_figures() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, &[]);
+    let rec = m.path("cam1.ts");
+    let record = |seed: u8| {
+        File::create(&rec).unwrap();
+        let o = setfattr(&rec, "write:8M,size=16M");
+        assert!(o.status.success(), "setfattr: {}", stderr(&o));
+        let mut f = OpenOptions::new().write(true).open(&rec).unwrap();
+        f.write_all(&pattern(3 << 20, seed)).unwrap();
+        drop(f);
+        let state = getfattr(&rec).expect("the ended stream's figures");
+        assert_eq!(field(&state, "state"), "ended", "{state}");
+    };
+    record(1);
+    // As `ffmpeg -y` rewrites it: O_TRUNC, new bytes, best-effort.
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&rec)
+        .unwrap();
+    f.write_all(&pattern(1 << 20, 2)).unwrap();
+    drop(f);
+    assert_eq!(
+        getfattr(&rec),
+        None,
+        "the old stream's figures after an O_TRUNC rewrite"
+    );
+    assert_eq!(fs::read(&rec).unwrap(), pattern(1 << 20, 2));
+    // A shorter truncate keeps them; a truncate to nothing forgets them.
+    record(3);
+    OpenOptions::new()
+        .write(true)
+        .open(&rec)
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let state = getfattr(&rec).expect("figures after a shorter truncate");
+    assert_eq!(field(&state, "state"), "ended", "{state}");
+    OpenOptions::new()
+        .write(true)
+        .open(&rec)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    assert_eq!(getfattr(&rec), None, "figures after a truncate to 0");
+    m.unmount();
+    assert_clean(&img);
+}

@@ -167,7 +167,8 @@ pub struct DvrfsFs {
         >,
     >,
     /// Final figures of streams that ended, for `getfattr` until the file gets a
-    /// stream again or the attribute is removed; the latest [`stream::ENDED_KEPT`].
+    /// stream again, the attribute is removed or the file is truncated to nothing;
+    /// the latest [`stream::ENDED_KEPT`].
     ended: Mutex<stream::Ended>,
 }
 
@@ -507,6 +508,12 @@ impl DvrfsFs {
                 _ => {
                     truncate()?;
                 }
+            }
+            if size == 0 {
+                // The bytes the last stream's figures describe are gone (an `O_TRUNC`
+                // open comes here: `ffmpeg -y` rewriting a recording); a stream
+                // admitted again above has its own.
+                lock(&self.ended).remove(ino);
             }
         }
         if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() || set.mtime_ns.is_some() {

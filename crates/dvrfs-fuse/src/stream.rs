@@ -20,7 +20,9 @@
 //!
 //! The reservation lasts while the file is open: it ends at the last close (or when
 //! the attribute is removed), its final figures stay readable with `getfattr` until the
-//! file is opened again. Set on a file nobody has open, it waits for the next open
+//! file gets a stream again, the attribute is removed, or the file is truncated to
+//! nothing (an `O_TRUNC` open, as `ffmpeg -y` rewriting the recording makes): the
+//! figures describe bytes that are gone then. Set on a file nobody has open, it waits for the next open
 //! and ends at that open's last close. A directory's attribute is a default stored in
 //! its inode: every file created in it gets that reservation (a camera recorder needs
 //! no change), and directories created in it inherit it. A refused reservation gives
