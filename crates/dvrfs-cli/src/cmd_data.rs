@@ -43,6 +43,7 @@ use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 use crate::args::{GetArgs, PutArgs};
 use crate::cmd_files::basename;
 use crate::error::{local_io, CliError, CliResult, FILE_PLACEHOLDER};
+use crate::interrupt;
 use crate::output::{human_bytes, mb_per_s, progress};
 use crate::target::{open_runtime, Access};
 
@@ -67,47 +68,6 @@ struct Chunk {
     offset_bytes: u64,
     buf: HugeBuf,
     len: usize,
-}
-
-/// The signal (SIGINT, SIGTERM, SIGHUP) that interrupted `put` or `get`, 0 if none.
-static INTERRUPTED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-extern "C" fn on_interrupt(sig: libc::c_int) {
-    // Only an atomic store: async-signal-safe.
-    INTERRUPTED.store(sig, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// From now on SIGINT, SIGTERM and SIGHUP stop the copy at the next chunk instead of
-/// killing the process, so the partial file is removed; a second one kills as usual
-/// (`SA_RESETHAND`).
-fn catch_interrupts() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: a zeroed sigaction with a handler that only stores an atomic; the
-        // signal numbers are valid.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_interrupt as *const () as usize;
-            act.sa_flags = libc::SA_RESETHAND;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
-    }
-}
-
-/// An error if a signal asked the copy to stop; exit status 128 + the signal, as a
-/// shell reports a process it killed.
-fn check_interrupt(what: &str) -> CliResult<()> {
-    match INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
-        0 => Ok(()),
-        sig => {
-            let name = match sig {
-                libc::SIGINT => "SIGINT",
-                libc::SIGTERM => "SIGTERM",
-                _ => "SIGHUP",
-            };
-            Err(CliError::new(format!("{what} interrupted by {name}")).exit_code(128 + sig as u8))
-        }
-    }
 }
 
 /// A pipeline chunk: huge pages, so that a chunk's `O_DIRECT` transfer reaches the
@@ -220,7 +180,9 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
         unreachable!("a create returns the new inode")
     };
     let pb = progress(size_bytes, true, "put");
-    catch_interrupts();
+    // SIGINT, SIGTERM and SIGHUP stop the copy at the next chunk instead of killing
+    // the process, so that the clean-up runs.
+    interrupt::catch();
     match put_pipeline(&rt, ino, file, local, &pb) {
         Ok(written) => {
             pb.finish_and_clear();
@@ -335,7 +297,7 @@ fn write_chunks(
     };
     let result = (|| -> CliResult<()> {
         for msg in full_rx.iter() {
-            check_interrupt("put")?;
+            interrupt::check("put")?;
             let chunk = msg.map_err(|e| local_io(local, "error reading", e))?;
             if in_flight.len() == IO_IN_FLIGHT {
                 finish(&mut in_flight)?;
@@ -360,7 +322,7 @@ fn write_chunks(
         while !in_flight.is_empty() {
             finish(&mut in_flight)?;
         }
-        check_interrupt("put")
+        interrupt::check("put")
     })();
     // On a failure, let the writes already started end before the clean-up.
     for (t, _, _) in in_flight.drain(..) {
@@ -413,7 +375,9 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
         Sink::File(p) => Box::new(File::create(p).map_err(|e| local_io(p, "cannot create", e))?),
     };
     let pb = progress(st.size_bytes, true, "get");
-    catch_interrupts();
+    // SIGINT, SIGTERM and SIGHUP stop the copy at the next chunk instead of killing
+    // the process, so that the clean-up runs.
+    interrupt::catch();
     let mut holes = vec![];
     let result = if a.salvage {
         salvage(
@@ -429,7 +393,7 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
     } else {
         get_pipeline(&rt, ino, st.size_bytes, &mut *out, &sink, &pb).map_err(|e| e.named(&a.path))
     }
-    .and_then(|n| check_interrupt("get").map(|()| n));
+    .and_then(|n| interrupt::check("get").map(|()| n));
     let result = result.and_then(|n| {
         rt.close()?;
         Ok(n)
@@ -532,7 +496,7 @@ fn salvage(
     cuts.dedup();
     let mut copied = 0u64;
     for w in cuts.windows(2) {
-        check_interrupt("get")?;
+        interrupt::check("get")?;
         let (s, e) = (w[0], w[1]);
         let bytes = if lost.iter().any(|&(ls, le)| ls <= s && e <= le) {
             hole(s, e, "lost to metadata damage".into());
@@ -642,7 +606,7 @@ fn get_pipeline(
         let mut in_flight: VecDeque<(Ticket, u64, usize)> = VecDeque::new();
         let mut k = 0;
         while k < chunks || !in_flight.is_empty() {
-            if let Err(e) = check_interrupt("get") {
+            if let Err(e) = interrupt::check("get") {
                 read_err = Some(e);
                 break;
             }

@@ -3,11 +3,15 @@
 //! `record` opens a write stream on a new file (admission; the recording's size is
 //! held at open, from `--size`, `--duration` times the rate, or the input file's
 //! size), feeds it from a file or stdin, and the engine writes behind at the rate.
-//! Once a second it makes what was written durable (`fsync`) and says how much is:
-//! on the progress line on a terminal, else as a `record: N bytes durable` line on
-//! stderr (for logs and supervisors). `play` opens a read stream (optionally `--from` a time into the
-//! file, at `--speed` times the rate) and copies what the engine prefetches to a file
-//! or stdout, at the rate.
+//! Once a second, whether or not input came, it makes what was written durable
+//! (`fsync`) and says how much is: on the progress line on a terminal, else as a
+//! `record: N bytes durable, M accepted` line on stderr (for logs and supervisors).
+//! SIGINT, SIGTERM and SIGHUP stop it cleanly, even while the input is quiet: it stops
+//! taking input, closes the stream (which writes the partial last request), commits,
+//! prints the report saying which signal, and exits with 128 + the signal (see
+//! [`crate::interrupt`] for how a blocked read is cut short). `play` opens a read
+//! stream (optionally `--from` a time into the file, at `--speed` times the rate) and
+//! copies what the engine prefetches to a file or stdout, at the rate.
 //!
 //! Both print what they reserved and how the stream fared: requests, late requests
 //! (deadline misses), stalls, the smallest margin. A late request never loses data
@@ -16,6 +20,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, AsRawFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -31,6 +36,7 @@ use serde_json::json;
 use crate::args::{parse_duration_ms, parse_size};
 use crate::cmd_sim::load_disk;
 use crate::error::{local_io, CliError, CliResult};
+use crate::interrupt;
 use crate::output::{human_bytes, progress};
 use crate::target::{open_device, Access};
 
@@ -38,6 +44,8 @@ use crate::target::{open_device, Access};
 pub const DEFAULT_BANDWIDTH_BPS: f64 = 800e6;
 /// Owner id of the streams' own operations (the open, the close, the fsyncs).
 const OWNER: u32 = 0;
+/// How often `record` makes what was written durable and says so.
+const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 
 /// What a stream asks for, and what admission checks it against.
 #[derive(Args, Debug)]
@@ -214,6 +222,8 @@ struct Ran<'a> {
     path: &'a str,
     admission: &'a str,
     json: bool,
+    /// The signal that stopped it early, if one did.
+    interrupted: Option<libc::c_int>,
 }
 
 fn report(
@@ -228,6 +238,7 @@ fn report(
         path,
         admission,
         json,
+        interrupted,
     } = r;
     let min_margin_ms = st.min_margin_ns.map(|m| m as f64 / 1e6);
     if json {
@@ -249,6 +260,7 @@ fn report(
             "deadline_misses": st.late,
             "stalls": st.stalls,
             "min_margin_ms": min_margin_ms,
+            "interrupted": interrupted.map(interrupt::name),
         });
         outln!("{v}");
     } else {
@@ -269,27 +281,54 @@ fn report(
             st.stalls,
             min_margin_ms.map_or("-".to_string(), |m| format!("{m:.0} ms"))
         );
+        if let Some(sig) = interrupted {
+            let kept = match bytes {
+                0 => "nothing had been accepted".to_string(),
+                _ => format!(
+                    "all {} accepted were written and committed",
+                    human_bytes(bytes)
+                ),
+            };
+            eprintln!(
+                "{what}: interrupted by {}: stopped taking input; {kept}",
+                interrupt::name(sig)
+            );
+        }
     }
     if st.late > 0 || st.stalls > 0 {
-        return Err(CliError::new(format!(
+        let late = CliError::new(format!(
             "{what}: {} of {} requests missed their deadline and the application waited {} times; every byte was still {}",
             st.late,
             st.requests,
             st.stalls,
             if what == "record" { "written" } else { "delivered" }
         ))
-        .hint("the device is slower than admission assumed: give its --device-model, a lower --bandwidth, or a larger --buffer"));
+        .hint("the device is slower than admission assumed: give its --device-model, a lower --bandwidth, or a larger --buffer");
+        // A signal's status wins: it is what a supervisor acts on.
+        return Err(match interrupted {
+            Some(sig) => late.exit_code(interrupt::exit_status(sig)),
+            None => late,
+        });
     }
-    Ok(0)
+    Ok(interrupted.map_or(0, interrupt::exit_status))
 }
 
 pub fn record(a: &RecordArgs) -> CliResult<u8> {
-    let Setup { rt, mut spec } = open(&a.target, Access::Write, &a.stream, StreamDir::Write)?;
+    // The runtime's threads start with the signals blocked, so that only this thread
+    // ever takes them, in its wait for input (see `interrupt`).
+    let Setup { rt, mut spec } =
+        interrupt::blocked(|| open(&a.target, Access::Write, &a.stream, StreamDir::Write))?;
     let rate_bytes = spec.rate_bps / 8.0;
-    let mut input: Box<dyn Read> = if a.input.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
+    // Unbuffered (stdin is read through a descriptor of its own, not `io::stdin`'s
+    // buffer): what the wait for input sees on the descriptor is all there is to read.
+    let mut input: File = if a.input.as_os_str() == "-" {
+        io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map(File::from)
+            .map_err(|e| local_io(&a.input, "cannot open", e))?
     } else {
-        Box::new(File::open(&a.input).map_err(|e| local_io(&a.input, "cannot open", e))?)
+        File::open(&a.input).map_err(|e| local_io(&a.input, "cannot open", e))?
     };
     let input_size = if a.input.as_os_str() == "-" {
         None
@@ -353,40 +392,63 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
     let admission = admission_name(&rt)?;
     let started = Instant::now();
     let pb = progress(limit.or(input_size).unwrap_or(0), true, "record");
+    // Bytes taken from the input and handed to the stream; of them, bytes on the disk
+    // and committed.
     let mut moved = 0u64;
+    let mut durable = 0u64;
     let mut last_sync = Instant::now();
     let mut piece = vec![0u8; info.request_bytes as usize];
+    // From here on a signal stops the recording cleanly. This thread takes it only
+    // while it waits for input, so it is never lost between two waits.
+    interrupt::catch();
+    interrupt::block();
     let result = (|| -> CliResult<()> {
-        loop {
+        while interrupt::received().is_none() {
             let want = limit.map_or(piece.len() as u64, |l| (l - moved).min(piece.len() as u64));
             if want == 0 {
                 break;
             }
-            let n = crate::cmd_data::read_full(&mut input, &mut piece[..want as usize])
+            // Each read's bytes go to the stream at once (its write-behind buffer
+            // gathers them into requests): what was read is what was accepted.
+            let wait = SYNC_INTERVAL.saturating_sub(last_sync.elapsed());
+            let ready = interrupt::wait_readable(input.as_raw_fd(), wait)
                 .map_err(|e| local_io(&a.input, "error reading", e))?;
-            if n == 0 {
-                break;
+            if ready {
+                match input.read(&mut piece[..want as usize]) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        rt.run(
+                            Op::StreamWrite {
+                                stream: info.id,
+                                data: IoBuf::from_slice(&piece[..n]),
+                            },
+                            None,
+                            OWNER,
+                        )?;
+                        moved += n as u64;
+                        pb.set_position(moved);
+                    }
+                    // The signals are blocked during the read; any other is no reason
+                    // to stop.
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(local_io(&a.input, "error reading", e)),
+                }
             }
-            rt.run(
-                Op::StreamWrite {
-                    stream: info.id,
-                    data: IoBuf::from_slice(&piece[..n]),
-                },
-                None,
-                OWNER,
-            )?;
-            moved += n as u64;
-            pb.set_position(moved);
-            if last_sync.elapsed() >= Duration::from_secs(1) {
+            if last_sync.elapsed() >= SYNC_INTERVAL {
                 // What was written behind before this fsync is durable after it.
                 let written = rt.stream(info.id)?.map_or(0, |(_, s)| s.written_bytes);
-                // Due now: without a deadline the commit's writes would keep the commit
-                // interval's and be held for most of it (half a second per fsync).
-                rt.run(Op::Fsync, Some(Instant::now()), OWNER)?;
+                if written > durable {
+                    // Due now: without a deadline the commit's writes would keep the
+                    // commit interval's and be held for most of it (half a second per
+                    // fsync).
+                    rt.run(Op::Fsync, Some(Instant::now()), OWNER)?;
+                    durable = written;
+                }
                 last_sync = Instant::now();
                 if !crate::output::stderr_is_terminal() {
-                    // For logs and supervisors: what survives a crash from now on.
-                    eprintln!("record: {written} bytes durable");
+                    // For logs and supervisors: what survives a crash from now on, and
+                    // what the recording has taken (all of it is kept on a signal).
+                    eprintln!("record: {durable} bytes durable, {moved} accepted");
                 }
                 if let Some((_, st)) = rt.stream(info.id)? {
                     pb.set_message(status_line(
@@ -394,13 +456,16 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
                         moved,
                         started,
                         &st,
-                        &format!(", {} durable", human_bytes(written)),
+                        &format!(", {} durable", human_bytes(durable)),
                     ));
                 }
             }
         }
         Ok(())
     })();
+    // A signal from now on (a second one kills: `SA_RESETHAND`) is taken at once; a
+    // first one still writes and commits everything below and is reported.
+    interrupt::unblock();
     let closed = close_stream(&rt, info.id);
     let synced = rt.run(Op::Fsync, Some(Instant::now()), OWNER);
     pb.finish_and_clear();
@@ -414,6 +479,7 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
         path: &a.path,
         admission: &admission,
         json: a.stream.json,
+        interrupted: interrupt::received(),
     };
     report(ran, &info, &stats, moved, elapsed)
 }
@@ -524,6 +590,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
         path: &a.path,
         admission: &admission,
         json: a.stream.json,
+        interrupted: None,
     };
     report(ran, &info, &stats, moved, elapsed)
 }

@@ -16,6 +16,7 @@ mod cmd_scrub;
 mod cmd_sim;
 mod cmd_stream;
 mod error;
+mod interrupt;
 mod plot;
 mod target;
 

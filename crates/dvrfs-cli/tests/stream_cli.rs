@@ -1,5 +1,6 @@
 //! `record` and `play` on image files: byte-exact, at the rate, admission and space
-//! refusals said at open with nothing left behind, bad flags.
+//! refusals said at open with nothing left behind, bad flags, `kill -9`, and SIGINT /
+//! SIGTERM stopping a recording cleanly while its input is quiet.
 
 mod common;
 
@@ -263,9 +264,9 @@ fn kill_9_of_a_recording_keeps_every_byte_it_reported_durable() {
         let line = line.unwrap();
         log.push_str(&line);
         log.push('\n');
-        if let Some(n) = line
+        if let Some((n, _)) = line
             .strip_prefix("record: ")
-            .and_then(|l| l.strip_suffix(" bytes durable"))
+            .and_then(|l| l.split_once(" bytes durable, "))
         {
             durable = n.parse().unwrap();
             if durable >= 4 << 20 {
@@ -307,4 +308,277 @@ fn kill_9_of_a_recording_keeps_every_byte_it_reported_durable() {
         "/after".as_ref(),
     ]));
     assert_clean(&img);
+}
+
+/// A `record` fed from a pipe the test writes into; its stderr lines come over a
+/// channel as they are printed.
+struct Recorder {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    log: String,
+}
+
+/// How long a test waits for the recorder before it calls it hung.
+const HUNG: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Recorder {
+    fn start(img: &std::path::Path, path: &str, extra: &[&str]) -> Recorder {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+            .arg("record")
+            .arg(img)
+            .arg(path)
+            .args(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                if tx.send(line.unwrap()).is_err() {
+                    break;
+                }
+            }
+        });
+        Recorder {
+            child,
+            stdin,
+            lines,
+            log: String::new(),
+        }
+    }
+
+    fn feed(&mut self, data: &[u8]) {
+        self.stdin.as_mut().unwrap().write_all(data).unwrap();
+    }
+
+    /// The next stderr line; `None` once the recorder has closed stderr (exited).
+    fn next_line(&mut self) -> Option<String> {
+        match self.lines.recv_timeout(HUNG) {
+            Ok(line) => {
+                self.log.push_str(&line);
+                self.log.push('\n');
+                Some(line)
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => None,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                let _ = self.child.kill();
+                panic!("the recorder printed nothing for {HUNG:?}:\n{}", self.log);
+            }
+        }
+    }
+
+    /// The bytes accepted according to the next once-a-second status line (`record: N
+    /// bytes durable, M accepted`).
+    fn next_accepted(&mut self) -> u64 {
+        while let Some(line) = self.next_line() {
+            if let Some((_, m)) = line
+                .strip_prefix("record: ")
+                .and_then(|l| l.split_once(" bytes durable, "))
+            {
+                return m.strip_suffix(" accepted").unwrap().parse().unwrap();
+            }
+        }
+        panic!("the recorder ended without a status line:\n{}", self.log);
+    }
+
+    /// Waits for the status line saying that exactly `bytes` were taken from the
+    /// input: from then on the input is quiet and the recorder waits on it.
+    fn wait_accepted(&mut self, bytes: u64) {
+        while self.next_accepted() != bytes {}
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        // SAFETY: kill of our own child, which has not been reaped yet.
+        let r = unsafe { libc::kill(self.child.id() as libc::pid_t, sig) };
+        assert_eq!(r, 0, "kill: {}", std::io::Error::last_os_error());
+    }
+
+    /// Waits for the recorder to exit, its input still open (so it is the signal, not
+    /// the end of the input, that stops it): its status, stdout and whole stderr.
+    fn finish(mut self) -> (std::process::ExitStatus, String, String) {
+        use std::io::Read;
+        while self.next_line().is_some() {}
+        let status = self.child.wait().unwrap();
+        let mut out = String::new();
+        self.child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        drop(self.stdin.take());
+        (status, out, self.log)
+    }
+}
+
+/// Three whole 512 KiB requests and 300 KiB of a fourth.
+const MID_RECORDING_BYTES: u64 = 3 * (512 << 10) + 300 * 1024;
+
+/// A recording stopped by a signal: what it was fed, how it ended.
+struct Stopped {
+    dir: tempfile::TempDir,
+    img: std::path::PathBuf,
+    path: &'static str,
+    feed: Vec<u8>,
+    status: std::process::ExitStatus,
+    stdout: String,
+    log: String,
+}
+
+/// Records `len` pseudo-random bytes (seed `seed`) into `path` of a new volume,
+/// `record` given `flags`: the test writes them all into the pipe at once, waits until
+/// the recorder says it took every one of them, sends `sig` with the input still open
+/// and quiet (only the signal can end the recording), and waits for the recorder to
+/// exit.
+fn stop_a_recording(
+    path: &'static str,
+    len: u64,
+    seed: u64,
+    flags: &[&str],
+    sig: libc::c_int,
+) -> Stopped {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "512M", &[]);
+    let feed = std::fs::read(random_file(&dir.path().join("feed.ts"), len, seed)).unwrap();
+    let mut rec = Recorder::start(&img, path, flags);
+    rec.feed(&feed);
+    rec.wait_accepted(len);
+    rec.signal(sig);
+    let (status, stdout, log) = rec.finish();
+    Stopped {
+        dir,
+        img,
+        path,
+        feed,
+        status,
+        stdout,
+        log,
+    }
+}
+
+impl Stopped {
+    /// The volume is clean as the recorder left it (committed, no journal to replay)
+    /// and `get` returns every byte fed, the partial last request included.
+    fn assert_every_byte_kept(&self) {
+        assert_clean(&self.img);
+        let back = self.dir.path().join("back.ts");
+        get_to(&self.img, self.path, &back);
+        let got = std::fs::read(&back).unwrap();
+        assert_eq!(got.len(), self.feed.len(), "{}", self.log);
+        assert!(got == self.feed, "the recording differs from its input");
+    }
+}
+
+#[test]
+fn sigint_while_the_input_is_quiet_writes_every_accepted_byte_reports_and_exits_130() {
+    let s = stop_a_recording(
+        "/live.ts",
+        MID_RECORDING_BYTES,
+        21,
+        &["--rate", "16M", "--size", "64M"],
+        libc::SIGINT,
+    );
+    let log = &s.log;
+    assert_eq!(s.status.code(), Some(130), "{}:\n{log}", s.status);
+    // The usual report, and the interruption said.
+    assert!(log.contains("record: /live.ts: 1.8 MiB in "), "{log}");
+    assert!(log.contains(" disk requests, 0 late, 0 stalls"), "{log}");
+    assert!(
+        log.contains("record: interrupted by SIGINT: stopped taking input; all 1.8 MiB accepted were written and committed"),
+        "{log}"
+    );
+    assert!(!log.contains("dvrfs: "), "an error was printed:\n{log}");
+    s.assert_every_byte_kept();
+}
+
+#[test]
+fn sigterm_while_the_input_is_quiet_reports_in_json_and_exits_143() {
+    // No --size: nothing held, the case of a live feed of unknown length.
+    let s = stop_a_recording(
+        "/live.ts",
+        MID_RECORDING_BYTES,
+        22,
+        &["--rate", "16M", "--json"],
+        libc::SIGTERM,
+    );
+    assert_eq!(s.status.code(), Some(143), "{}:\n{}", s.status, s.log);
+    let v = json(&s.stdout);
+    assert_eq!(v["command"], "record", "{v}");
+    assert_eq!(v["interrupted"], "SIGTERM", "{v}");
+    assert_eq!(v["bytes"], MID_RECORDING_BYTES, "{v}");
+    assert_eq!(v["deadline_misses"], 0, "{v}");
+    // Three whole requests and the partial fourth, written at the close.
+    assert!(v["rt_requests"].as_u64().unwrap() >= 4, "{v}");
+    s.assert_every_byte_kept();
+}
+
+#[test]
+fn sigint_before_the_first_whole_request_keeps_the_bytes_accepted() {
+    // 300 KiB: less than one 512 KiB request, so no whole request was there to write.
+    let s = stop_a_recording(
+        "/short.ts",
+        300 << 10,
+        23,
+        &["--rate", "4M", "--duration", "60s", "--json"],
+        libc::SIGINT,
+    );
+    assert_eq!(s.status.code(), Some(130), "{}:\n{}", s.status, s.log);
+    let v = json(&s.stdout);
+    assert_eq!(v["interrupted"], "SIGINT", "{v}");
+    assert_eq!(v["bytes"], 300 << 10, "{v}");
+    // The partial request, written at the close.
+    assert!(v["rt_requests"].as_u64().unwrap() >= 1, "{v}");
+    let st = json(&ok(dvrfs([
+        "stat".as_ref(),
+        s.img.as_os_str(),
+        "/short.ts".as_ref(),
+        "--json".as_ref(),
+    ])));
+    assert_eq!(st["size_bytes"], 300 << 10, "{st}");
+    s.assert_every_byte_kept();
+}
+
+#[test]
+fn sigint_while_recording_a_file_stops_taking_input_and_keeps_what_it_took() {
+    // A regular file is always ready to read: the signal must still stop the reading.
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "512M", &[]);
+    let src = random_file(&dir.path().join("cam.ts"), 8 << 20, 24);
+    // 16 Mbit/s: four seconds of input, stopped after the first second.
+    let mut rec = Recorder::start(
+        &img,
+        "/cam.ts",
+        &["--input", src.to_str().unwrap(), "--rate", "16M", "--json"],
+    );
+    let seen = rec.next_accepted();
+    rec.signal(libc::SIGINT);
+    let (status, out, log) = rec.finish();
+    assert_eq!(status.code(), Some(130), "{status}:\n{log}");
+    let v = json(&out);
+    assert_eq!(v["interrupted"], "SIGINT", "{v}");
+    let bytes = v["bytes"].as_u64().unwrap();
+    assert!(
+        bytes >= seen && bytes < 8 << 20,
+        "{bytes} bytes recorded, {seen} seen accepted before the signal, of {}:\n{log}",
+        8 << 20
+    );
+    // What it took, exactly: the file's first `bytes` bytes.
+    assert_clean(&img);
+    let back = dir.path().join("back.ts");
+    get_to(&img, "/cam.ts", &back);
+    let got = std::fs::read(&back).unwrap();
+    let all = std::fs::read(&src).unwrap();
+    assert_eq!(got.len() as u64, bytes, "{log}");
+    assert!(
+        got[..] == all[..bytes as usize],
+        "the recording differs from its input"
+    );
 }

@@ -164,6 +164,16 @@ pub fn sha256_file(path: &Path) -> [u8; 32] {
     h.finalize().into()
 }
 
+/// `get` of `path` on `img` into the local file `local`, which must succeed.
+pub fn get_to(img: &Path, path: &str, local: &Path) {
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        path.as_ref(),
+        local.as_os_str(),
+    ]));
+}
+
 /// Puts `local` at `path` and checks that `get` returns the same bytes.
 pub fn put_get_check(img: &Path, local: &Path, path: &str, scratch: &Path) {
     ok(dvrfs([
@@ -173,12 +183,7 @@ pub fn put_get_check(img: &Path, local: &Path, path: &str, scratch: &Path) {
         path.as_ref(),
     ]));
     let back = scratch.join("back.bin");
-    ok(dvrfs([
-        "get".as_ref(),
-        img.as_os_str(),
-        path.as_ref(),
-        back.as_os_str(),
-    ]));
+    get_to(img, path, &back);
     assert_eq!(
         sha256_file(local),
         sha256_file(&back),
