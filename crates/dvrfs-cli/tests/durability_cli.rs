@@ -157,6 +157,14 @@ impl Daemon {
         Daemon { mnt, pid }
     }
 
+    /// `umount`, then the daemon commits and exits.
+    fn unmount(&mut self) {
+        let o = Command::new("umount").arg(&self.mnt).output().unwrap();
+        assert!(o.status.success(), "umount: {}", stderr(&o));
+        wait_gone(self.pid);
+        self.pid = 0;
+    }
+
     /// SIGKILL, then the mount point let go of (`umount -l`, as an operator would).
     fn kill(&mut self) -> Instant {
         let at = Instant::now();
@@ -288,4 +296,122 @@ fn record_keeps_all_but_the_last_second_at_4_megabit() {
 #[test]
 fn record_keeps_all_but_the_last_second_at_40_megabit() {
     record(40.0, RUNS_MS[1]);
+}
+
+/// Free bytes of the mounted volume as `df` sees them.
+fn df_free(mnt: &Path) -> u64 {
+    let c = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
+    // SAFETY: statvfs fills the struct it is given.
+    unsafe {
+        let mut s: libc::statvfs = std::mem::zeroed();
+        assert_eq!(libc::statvfs(c.as_ptr(), &mut s), 0);
+        s.f_bavail * s.f_frsize
+    }
+}
+
+fn setfattr(path: &Path, value: &str) {
+    let o = Command::new("setfattr")
+        .args(["-n", "user.dvrfs.stream", "-v", value])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "setfattr: {}", stderr(&o));
+}
+
+fn getfattr(path: &Path) -> String {
+    let o = Command::new("getfattr")
+        .args(["-n", "user.dvrfs.stream", "--only-values"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "getfattr: {}", stderr(&o));
+    stdout(&o)
+}
+
+#[test]
+fn a_recording_past_its_reservation_on_a_full_volume_gets_enospc_and_keeps_what_it_wrote() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "512M", &["--block-size", "1M"]);
+    let mut d = Daemon::mount(dir.path(), &img);
+    let cams = d.mnt.join("cams");
+    fs::create_dir(&cams).unwrap();
+    // Everything but 2 MiB taken by an older recording.
+    let filler = df_free(&d.mnt) - (2 << 20);
+    let mut f = fs::File::create(d.mnt.join("old.ts")).unwrap();
+    let mb = vec![7u8; 1 << 20];
+    for _ in 0..filler >> 20 {
+        f.write_all(&mb).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    assert_eq!(df_free(&d.mnt), 2 << 20);
+    // Each new file a recording holding 1 MiB (8 Mbit/s for a second).
+    setfattr(&cams, "write:8M,duration=1s");
+    let mut f = fs::File::create(cams.join("cam1.ts")).unwrap();
+    let mut written = 0u64;
+    let err = loop {
+        let b = pattern(written, 96 << 10);
+        match f.write_all(&b) {
+            Ok(()) => written += b.len() as u64,
+            Err(e) => break e,
+        }
+        assert!(written < 8 << 20, "never refused");
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    drop(f);
+    let state = getfattr(&cams.join("cam1.ts"));
+    assert!(
+        state.contains("state=ended") && state.contains("no_space=1"),
+        "{state}"
+    );
+    d.unmount();
+    let log = fs::read_to_string(dir.path().join("mount.log")).unwrap();
+    assert!(log.contains("no space left for a write"), "{log}");
+    let local = dir.path().join("back");
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        "/cams/cam1.ts".as_ref(),
+        local.as_os_str(),
+    ]));
+    let got = fs::read(&local).unwrap();
+    assert_eq!(
+        got.len() as u64,
+        written,
+        "every byte written before the refusal is kept"
+    );
+    assert!(got == pattern(0, written as usize));
+}
+
+#[test]
+fn deleting_the_oldest_recording_makes_room_for_the_next_at_once_through_the_mount() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "512M", &["--block-size", "1M"]);
+    let mut d = Daemon::mount(dir.path(), &img);
+    let cams = d.mnt.join("cams");
+    fs::create_dir(&cams).unwrap();
+    // Segments of 8 MiB fill the volume.
+    let seg = vec![3u8; 8 << 20];
+    let mut n = 0;
+    while df_free(&d.mnt) >= 8 << 20 {
+        fs::write(cams.join(format!("{n:04}.ts")), &seg).unwrap();
+        n += 1;
+    }
+    setfattr(&cams, "write:64M,duration=1s");
+    // Then a recorder's loop: delete the oldest, open the next, write it (a second
+    // each, at the reserved rate); df never shows the deleted space missing, and no
+    // write fails.
+    for k in 0..12 {
+        let before = df_free(&d.mnt);
+        fs::remove_file(cams.join(format!("{k:04}.ts"))).unwrap();
+        assert!(df_free(&d.mnt) >= before + (8 << 20), "df after the delete");
+        fs::write(cams.join(format!("{n:04}.ts")), &seg)
+            .unwrap_or_else(|e| panic!("segment {n} after deleting {k}: {e}"));
+        n += 1;
+    }
+    drop(d);
 }

@@ -857,7 +857,7 @@ impl DvrfsFs {
                 Ok::<_, dvrfs_core::Error>((
                     v.planned_size(ino)?,
                     v.unallocated(ino, offset, length)?,
-                    v.free_bytes(),
+                    v.available_bytes(),
                 ))
             })
             .map_err(|e| errno_of(&e))?
@@ -912,7 +912,9 @@ impl DvrfsFs {
             .query(|v| {
                 let info = v.info();
                 let sb = &info.sb;
-                let free_blocks = v.free_bytes() / sb.data_block_bytes;
+                // Blocks an uncommitted delete freed count: a write that needs one
+                // waits for the commit rather than failing.
+                let free_blocks = v.available_bytes() / sb.data_block_bytes;
                 (
                     sb.data_blocks,
                     free_blocks,

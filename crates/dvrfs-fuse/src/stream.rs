@@ -125,6 +125,11 @@ pub fn describe(
             st.stalls,
             st.app_bytes
         );
+        if res.dir == StreamDir::Write {
+            // Writes refused for want of space past the reservation: the cause of an
+            // ENOSPC the recorder saw (each refused whole; what came before is kept).
+            s += &format!(" no_space={}", st.no_space);
+        }
     }
     s
 }
@@ -206,7 +211,20 @@ impl FileState {
                 s.next += data.len() as u64;
                 Ok(data.len())
             }
-            Err(e) => Err(errno_of(&e)),
+            Err(e) => {
+                let errno = errno_of(&e);
+                if errno == libc::ENOSPC {
+                    eprintln!(
+                        "{} dvrfs: inode {}: stream {}: no space left for a write of {} bytes past the reservation ({e}): refused with ENOSPC; the {} bytes accepted before it are kept",
+                        crate::stamp(),
+                        self.ino,
+                        s.info.id,
+                        data.len(),
+                        s.next
+                    );
+                }
+                Err(errno)
+            }
         })
     }
 

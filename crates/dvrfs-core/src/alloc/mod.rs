@@ -47,6 +47,9 @@ pub struct DataAlloc {
     /// Blocks that are not busy.
     free_blocks: u64,
     pending_free: Vec<u64>,
+    /// Blocks freed by a transaction that has been cut and is being committed: free
+    /// once its job is done (`release_freed`).
+    committing_free: u64,
     windows: BTreeMap<Ino, Window>,
     prealloc_blocks: u64,
     zone_count: u64,
@@ -72,6 +75,7 @@ impl DataAlloc {
             busy: Bitmap::new(n),
             free_blocks: n,
             pending_free: Vec::new(),
+            committing_free: 0,
             windows: BTreeMap::new(),
             prealloc_blocks: sb.prealloc_blocks.max(1) as u64,
             zone_count,
@@ -103,6 +107,7 @@ impl DataAlloc {
         self.used = used;
         self.free_blocks = self.used.len() - self.used.count_ones();
         self.pending_free.clear();
+        self.committing_free = 0;
         self.windows.clear();
         let zb = self.zone_blocks;
         self.hints = (0..self.zone_count).map(|z| z * zb).collect();
@@ -120,11 +125,22 @@ impl DataAlloc {
             + self.windows.get(&ino).map_or(0, |w| w.end - w.next)
     }
 
+    /// Blocks not held for anyone that are free now or will be at the next commit:
+    /// what `df` should show. A block freed by an operation not yet committed cannot
+    /// be allocated before that commit (a crash must not expose new data inside a
+    /// file whose deletion did not reach the disk), but it is not lost either.
+    pub fn available_after_commit(&self) -> u64 {
+        (self.free_blocks + self.pending_free() as u64).saturating_sub(self.held_total)
+    }
+
     /// Holds `blocks` free blocks for `ino` (a stream's space reservation): other files
-    /// cannot take them, and each block `ino` allocates uses one up. False (nothing
-    /// changed) if that many are not available.
+    /// cannot take them, and each block `ino` allocates uses one up. Blocks freed by
+    /// operations not yet committed count: the hold may then exceed the free blocks
+    /// until that commit, and a write of `ino` that needs one waits for it (a
+    /// recorder that deletes its oldest segment and opens the next one is not
+    /// refused). False (nothing changed) if that many are not available.
     pub fn hold(&mut self, ino: Ino, blocks: u64) -> bool {
-        if self.free_blocks.saturating_sub(self.held_total) < blocks {
+        if self.available_after_commit() < blocks {
             return false;
         }
         *self.holds.entry(ino).or_default() += blocks;
@@ -155,8 +171,12 @@ impl DataAlloc {
     }
 
     /// Blocks freed by operations that have not been committed yet.
+    /// ...counting those of a transaction being committed: a write that needs them
+    /// waits for a commit, it does not fail (before, a write planned while the
+    /// commit that carried the frees was running found none pending and failed
+    /// with "no space").
     pub fn pending_free(&self) -> usize {
-        self.pending_free.len()
+        self.pending_free.len() + self.committing_free as usize
     }
 
     pub fn zrr_cursor(&self) -> u32 {
@@ -257,11 +277,20 @@ impl DataAlloc {
 
     /// The frees a transaction being built carries (released when it is durable).
     pub fn take_pending_free(&mut self) -> Vec<u64> {
-        std::mem::take(&mut self.pending_free)
+        let freed = std::mem::take(&mut self.pending_free);
+        self.committing_free += freed.len() as u64;
+        freed
     }
 
     /// The transaction that freed `freed` is durable: the blocks can be reused.
     pub fn release_freed(&mut self, freed: Vec<u64>) {
+        assert!(
+            freed.len() as u64 <= self.committing_free,
+            "{} blocks released, {} were being committed (a dvrfs bug)",
+            freed.len(),
+            self.committing_free
+        );
+        self.committing_free -= freed.len() as u64;
         for b in freed {
             if !self.used.get(b) && self.busy.get(b) {
                 self.busy.set(b, false);

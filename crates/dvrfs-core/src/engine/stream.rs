@@ -143,6 +143,10 @@ pub struct StreamStats {
     /// Write stream: bytes on disk and applied to the file (durable at the next
     /// commit or fsync).
     pub written_bytes: u64,
+    /// Write stream: application writes refused with no space left (past the
+    /// reservation on a full volume). Each was refused whole, before a byte of it
+    /// was accepted; everything accepted before it is kept.
+    pub no_space: u64,
 }
 
 /// A prefetched request of a read stream.

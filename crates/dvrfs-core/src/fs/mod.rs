@@ -74,6 +74,17 @@ impl Owner {
     }
 }
 
+/// Whether a file can grow by appending (`Volume::blocks_to_extend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpaceTo {
+    /// The blocks are there.
+    Fits,
+    /// Only once the next commit makes the blocks of an uncommitted delete free.
+    AfterCommit,
+    /// Not even then.
+    No { need_bytes: u64, free_bytes: u64 },
+}
+
 /// How a file system is opened.
 #[derive(Clone, Debug)]
 pub struct OpenOptions {
@@ -275,6 +286,34 @@ impl Volume {
         self.data.available_for(0) * self.sb.data_block_bytes
     }
 
+    /// Whether file `ino` can grow to `end_bytes` by appending (the blocks from its
+    /// planned end on): with the blocks it may take now (free ones not held for
+    /// others, and its own hold), after the next commit (blocks an uncommitted
+    /// delete freed), or not at all.
+    pub fn blocks_to_extend(&self, ino: Ino, end_bytes: u64) -> Result<SpaceTo> {
+        let bs = self.sb.data_block_bytes;
+        let have = self.planned_size(ino)?.div_ceil(bs);
+        let need = end_bytes.div_ceil(bs).saturating_sub(have);
+        let now = self.data.available_for(ino);
+        if need <= now {
+            return Ok(SpaceTo::Fits);
+        }
+        if need <= now + self.data.pending_free() as u64 {
+            return Ok(SpaceTo::AfterCommit);
+        }
+        Ok(SpaceTo::No {
+            need_bytes: need * bs,
+            free_bytes: now * bs,
+        })
+    }
+
+    /// Data bytes free now or at the next commit (freed by operations not yet
+    /// committed) and held for nobody: what `df` shows. A write that needs the
+    /// blocks of an uncommitted free waits for that commit; it does not fail.
+    pub fn available_bytes(&self) -> u64 {
+        self.data.available_after_commit() * self.sb.data_block_bytes
+    }
+
     /// Holds `bytes` of free data space for `ino` (a recording's reservation): no
     /// other file's write can take it, and the file's own writes use it up. On
     /// [`Error::NoSpace`] nothing is held.
@@ -286,7 +325,7 @@ impl Volume {
         } else {
             Err(Error::NoSpace {
                 need_bytes: blocks * bs,
-                free_bytes: self.free_bytes(),
+                free_bytes: self.available_bytes(),
             })
         }
     }

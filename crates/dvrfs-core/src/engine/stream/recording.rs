@@ -33,6 +33,7 @@ use super::{
 };
 use crate::alloc::Ino;
 use crate::error::Error;
+use crate::fs::SpaceTo;
 
 /// How long before a commit is due a write stream's partial request is written, so
 /// that it lands (its deadline is the commit's due time) and the commit takes it in.
@@ -77,6 +78,52 @@ impl Engine {
                 changed = true;
                 continue;
             }
+            if w.done == 0 {
+                // Space for the whole write, or it is refused before a byte of it is
+                // accepted: a byte accepted is never thrown away for want of a block.
+                let (ino, end) = (s.info.ino, s.pos + want as u64);
+                match self.vol.blocks_to_extend(ino, end) {
+                    Ok(SpaceTo::Fits) => {}
+                    Ok(SpaceTo::AfterCommit) => {
+                        // Blocks an uncommitted delete freed: the commit makes them
+                        // free; the write waits for it.
+                        self.commit.want_now();
+                        break;
+                    }
+                    Ok(SpaceTo::No {
+                        need_bytes,
+                        free_bytes,
+                    })
+                    | Err(Error::NoSpace {
+                        need_bytes,
+                        free_bytes,
+                    }) => {
+                        let s = self.streams.get_mut(&sid).expect("listed");
+                        let w = s.waiting.pop_front().expect("front");
+                        s.stats.no_space += 1;
+                        finished.push((
+                            w,
+                            Err(Error::NoSpace {
+                                need_bytes,
+                                free_bytes,
+                            }),
+                        ));
+                        changed = true;
+                        continue;
+                    }
+                    Err(e) => {
+                        let s = self.streams.get_mut(&sid).expect("listed");
+                        let w = s.waiting.pop_front().expect("front");
+                        finished.push((w, Err(e)));
+                        changed = true;
+                        continue;
+                    }
+                }
+            }
+            let s = self.streams.get_mut(&sid).expect("listed");
+            let Some(w) = s.waiting.front_mut() else {
+                break;
+            };
             let d = s.info.request_bytes as usize;
             if s.fill.is_none() {
                 if s.writes.len() as u32 >= s.info.depth {
