@@ -331,6 +331,25 @@ fn write_chunks(
     result.map(|()| written)
 }
 
+/// The check before a command writes the local file `p` (`get`, `play --output`): an
+/// existing regular file is not overwritten unless `force` (as `put` refuses an
+/// existing file in the volume); a device or a FIFO (`/dev/null`, a pipe) is written
+/// to as it is.
+pub(crate) fn refuse_overwrite(p: &Path, force: bool) -> CliResult<()> {
+    if !force && std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+        return Err(CliError::new(format!("{}: already exists", p.display()))
+            .hint("remove it first, give another name, or add --force to overwrite it"));
+    }
+    Ok(())
+}
+
+/// The local file `p` a command writes, created, or truncated after
+/// [`refuse_overwrite`] allowed it.
+pub(crate) fn create_local(p: &Path, force: bool) -> CliResult<File> {
+    refuse_overwrite(p, force)?;
+    File::create(p).map_err(|e| local_io(p, "cannot create", e))
+}
+
 /// Where `get` writes: stdout, or a local file (created or truncated).
 enum Sink {
     Stdout,
@@ -355,14 +374,8 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
     } else {
         Sink::File(a.local_file.clone())
     };
-    // An existing regular file is not overwritten unless asked; a device or a FIFO
-    // (`/dev/null`, a pipe) is written to as it is.
-    let regular = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file());
-    if let (Sink::File(p), false) = (&sink, a.force) {
-        if regular(p) {
-            return Err(CliError::new(format!("{}: already exists", p.display()))
-                .hint("remove it first, give another name, or add --force to overwrite it"));
-        }
+    if let Sink::File(p) = &sink {
+        refuse_overwrite(p, a.force)?;
     }
     // Only a regular file this command writes is removed when it fails.
     let removable = match &sink {

@@ -99,6 +99,9 @@ pub struct PlayArgs {
     /// Where the bytes go: a local file or `-` (stdout)
     #[arg(long, default_value = "-")]
     pub output: PathBuf,
+    /// Overwrite an existing local --output file (without it, play refuses, as get does)
+    #[arg(long)]
+    pub force: bool,
     /// Start this far into the file, in time at the rate (e.g. 90s)
     #[arg(long)]
     pub from: Option<String>,
@@ -538,7 +541,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
     let mut sink: Box<dyn Write> = if a.output.as_os_str() == "-" {
         Box::new(io::stdout().lock())
     } else {
-        Box::new(File::create(&a.output).map_err(|e| local_io(&a.output, "cannot create", e))?)
+        Box::new(crate::cmd_data::create_local(&a.output, a.force)?)
     };
     let info = open_stream(&rt, ino, spec)?;
     let admission = admission_name(&rt)?;

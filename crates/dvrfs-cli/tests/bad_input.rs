@@ -434,3 +434,29 @@ fn a_damaged_run_is_an_error_naming_the_bytes_and_get_salvage_copies_the_rest() 
     assert_eq!(code(&o), 3, "{}", stderr(&o));
     assert_eq!(std::fs::read(&back).unwrap(), got);
 }
+
+/// `play --output` refuses an existing local file as `get` does, and `--force`
+/// overwrites it, as `get --force` does; a device is written to as it is.
+#[test]
+fn play_refuses_to_overwrite_a_local_file_as_get_does() {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "256M", &[]);
+    let src = random_file(&dir.path().join("v"), 3 << 20, 9);
+    ok(dvrfs(["put", s(&img), s(&src), "/v.ts"]));
+    let out = dir.path().join("out.ts");
+    std::fs::write(&out, b"an earlier clip").unwrap();
+    let play = |extra: &[&str]| {
+        let mut args = vec!["play", s(&img), "/v.ts", "--rate", "96M", "--output"];
+        args.extend(extra);
+        dvrfs(args)
+    };
+    let get_err = fails(dvrfs(["get", s(&img), "/v.ts", s(&out)]), "already exists");
+    let play_err = fails(play(&[s(&out)]), "already exists");
+    assert_eq!(play_err, get_err, "play and get refuse alike");
+    assert!(play_err.contains("--force"), "{play_err}");
+    assert_eq!(std::fs::read(&out).unwrap(), b"an earlier clip");
+    ok(play(&[s(&out), "--force"]));
+    assert_eq!(sha256_file(&out), sha256_file(&src));
+    ok(play(&["/dev/null"]));
+}
