@@ -189,3 +189,120 @@ fn the_static_library_links_through_pkg_config() {
     );
     assert!(out.contains("0 late"), "{out}");
 }
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Runs `sh -c script` in the repository's root; its stdout, or a failure with both
+/// outputs.
+fn shell(script: &str, env: &[(&str, &Path)]) -> String {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(script).current_dir(repo_root());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let o = cmd.output().expect("run sh");
+    assert!(
+        o.status.success(),
+        "{script} failed ({}):\n{}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// docs/c-api.md's command for building against the build tree, run as written (on
+/// this test's profile directory instead of target/release): `PKG_CONFIG_PATH` must
+/// reach `pkg-config`, not `cc`.
+#[test]
+fn the_docs_build_command_builds_and_runs_the_recorder() {
+    build_libraries();
+    let docs = std::fs::read_to_string(repo_root().join("docs/c-api.md")).unwrap();
+    let line = |start: &str| -> String {
+        docs.lines()
+            .map(str::trim)
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no `{start}...` line in docs/c-api.md"))
+            .to_string()
+    };
+    let (build, run) = (line("cc -o recorder "), line("LD_LIBRARY_PATH="));
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile_dir().display().to_string();
+    let bin = dir.path().join("recorder");
+    let img = image(dir.path(), "cam.img");
+    let adapt = |l: &str| {
+        l.replace("target/release", &profile)
+            .replace("-o recorder", &format!("-o {}", bin.display()))
+            .replace("./recorder", &bin.display().to_string())
+            .replace("cam.img", &img.display().to_string())
+            // 8 MB at 64 Mbit/s: the docs' 64 MB at 8 Mbit/s would take a minute.
+            .replace("/cam1.ts 64 8", "/cam1.ts 8 64")
+    };
+    shell(&adapt(&build), &[]);
+    let out = shell(&adapt(&run), &[]);
+    assert!(out.contains("0 late, 0 stalls"), "{out}");
+}
+
+/// `scripts/install-capi.sh` into a scratch prefix; a C program then builds with that
+/// prefix's pkg-config flags alone (not a path into the build tree) and runs with
+/// that prefix's library.
+#[test]
+fn a_c_program_builds_with_pkg_config_against_the_installed_copy() {
+    build_libraries();
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("usr");
+    shell(
+        r#"scripts/install-capi.sh --from "$PROFILE" "$PREFIX""#,
+        &[("PROFILE", &profile_dir()), ("PREFIX", &prefix)],
+    );
+    for f in [
+        "lib/libdvrfs.so",
+        "lib/libdvrfs.a",
+        "include/dvrfs.h",
+        "lib/pkgconfig/dvrfs.pc",
+    ] {
+        assert!(prefix.join(f).is_file(), "{f} was not installed");
+    }
+    let pc = std::fs::read_to_string(prefix.join("lib/pkgconfig/dvrfs.pc")).unwrap();
+    assert!(
+        pc.contains(&format!("prefix={}\n", prefix.display())),
+        "{pc}"
+    );
+    let flags = shell(
+        "pkg-config --cflags --libs dvrfs",
+        &[("PKG_CONFIG_PATH", &prefix.join("lib/pkgconfig"))],
+    );
+    assert!(
+        flags.contains(&format!("-I{}/include", prefix.display()))
+            && flags.contains(&format!("-L{}/lib", prefix.display())),
+        "{flags}"
+    );
+    let profile = profile_dir().display().to_string();
+    assert!(
+        !flags.contains(&profile),
+        "{flags} points into the build tree"
+    );
+    let bin = dir.path().join("recorder");
+    shell(
+        r#"cc -std=c11 -Wall -Wextra -Werror -D_POSIX_C_SOURCE=200809L -o "$BIN" examples/c/recorder.c $(pkg-config --cflags --libs dvrfs)"#,
+        &[
+            ("PKG_CONFIG_PATH", &prefix.join("lib/pkgconfig")),
+            ("BIN", &bin),
+        ],
+    );
+    let img = image(dir.path(), "cam.img");
+    let o = Command::new(&bin)
+        .args([img.to_str().unwrap(), "/cam1.ts", "8", "32"])
+        .env("LD_LIBRARY_PATH", prefix.join("lib"))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("0 late, 0 stalls"), "{out}");
+}
