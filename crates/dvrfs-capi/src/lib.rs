@@ -163,6 +163,16 @@ impl From<RuntimeError> for Fail {
     fn from(e: RuntimeError) -> Fail {
         match e {
             RuntimeError::Engine(e) => e.into(),
+            // The library's own words send a Rust caller to `create_image`, which C
+            // does not have: the `dvrfs` command makes a volume.
+            RuntimeError::Open(dvrfs_io::OpenError::NotFound { path }) => Fail(
+                -libc::ENOENT,
+                format!(
+                    "{} does not exist: give dvrfs_open the image file or block device that holds the volume; make a new image with the dvrfs command, `dvrfs mkfs {} --size 64G`",
+                    path.display(),
+                    path.display()
+                ),
+            ),
             RuntimeError::Open(e) => {
                 let code = match &e {
                     dvrfs_io::OpenError::NotFound { .. } => libc::ENOENT,
