@@ -391,7 +391,7 @@ fn deleting_the_oldest_recording_makes_room_for_the_next_at_once_through_the_mou
     let dir = tempdir();
     let img = dir.path().join("fs.img");
     mkfs(&img, "512M", &["--block-size", "1M"]);
-    let mut d = Daemon::mount(dir.path(), &img);
+    let d = Daemon::mount(dir.path(), &img);
     let cams = d.mnt.join("cams");
     fs::create_dir(&cams).unwrap();
     // Segments of 8 MiB fill the volume.
