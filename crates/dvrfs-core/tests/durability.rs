@@ -11,16 +11,13 @@
 
 mod common;
 
-use common::drive::{Drive, MS};
-use common::formatted;
+use common::drive::{setup, Drive, MS};
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{
-    Engine, EngineConfig, IoBuf, Now, Op, Output, StreamDir, StreamSpec, StreamStats,
-    GATHER_LEAD_NS,
+    Engine, IoBuf, Op, Output, StreamDir, StreamSpec, StreamStats, GATHER_LEAD_NS,
 };
-use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::fs::Fs;
-use dvrfs_core::{OpenOptions, Volume};
+use dvrfs_core::OpenOptions;
 
 /// The application hands over a piece this often.
 const TICK_NS: u64 = 40 * MS;
@@ -30,34 +27,6 @@ const RUN_NS: u64 = 12_000 * MS;
 /// its flush (2 ms each plus transfer), with room for the partial request written
 /// before it.
 const COMMIT_NS: u64 = 30 * MS;
-
-fn setup() -> (Engine, Drive) {
-    let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 7);
-    let (vol, replay) = Volume::load(&dev, &OpenOptions::writable()).unwrap();
-    let cfg = EngineConfig {
-        admission: Some(Admission::bandwidth(100e6, 0.1)),
-        ..EngineConfig::new(512)
-    };
-    let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
-    (e, Drive::new(dev))
-}
-
-fn create(e: &mut Engine, d: &mut Drive, name: &str) -> u32 {
-    let root = e.volume().root();
-    match d.run(
-        e,
-        Op::Create {
-            parent: root,
-            name: name.as_bytes().to_vec(),
-            perm: 0o644,
-            uid: 0,
-            gid: 0,
-        },
-    ) {
-        Ok(Output::Ino(i)) => i,
-        o => panic!("{o:?}"),
-    }
-}
 
 fn pattern(from: u64, len: usize) -> Vec<u8> {
     (from..from + len as u64)
@@ -150,8 +119,8 @@ fn check_cuts(d: &Drive, accepted: &[(u64, u64)], bound_ns: u64) -> u64 {
 /// interval plus the gather lead and the commit's time. Returns the stream's figures
 /// and the worst loss.
 fn recording(mbit: f64, durable_ns: Option<u64>) -> (StreamStats, u64) {
-    let (mut e, mut d) = setup();
-    let ino = create(&mut e, &mut d, "rec");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 7);
+    let ino = d.create(&mut e, "rec");
     let rate = mbit * 1e6 / 8.0;
     let spec = StreamSpec {
         dir: StreamDir::Write,
@@ -245,8 +214,8 @@ fn a_longer_durability_interval_spares_the_disk_partial_requests() {
 
 #[test]
 fn a_durability_interval_below_the_commit_interval_is_refused() {
-    let (mut e, mut d) = setup();
-    let ino = create(&mut e, &mut d, "rec");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 7);
+    let ino = d.create(&mut e, "rec");
     let spec = StreamSpec {
         dir: StreamDir::Write,
         rate_bps: 4e6,
@@ -264,8 +233,8 @@ fn a_durability_interval_below_the_commit_interval_is_refused() {
 fn plain_appends_are_durable_within_the_commit_interval() {
     // A writer without a reservation: its writes are best-effort operations,
     // applied when their data is on the disk and committed at the next commit.
-    let (mut e, mut d) = setup();
-    let ino = create(&mut e, &mut d, "rec");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 7);
+    let ino = d.create(&mut e, "rec");
     let accepted = feed(&mut e, &mut d, 0.5e6 / 8.0, |offset, data| Op::Write {
         ino,
         offset,

@@ -6,43 +6,13 @@
 
 mod common;
 
-use common::drive::{Drive, MS};
-use common::formatted;
+use common::drive::{setup, Drive, MS};
 use dvrfs_core::disk::Admission;
-use dvrfs_core::engine::{Engine, EngineConfig, IoBuf, Now, Op, Output, StreamDir, StreamSpec};
-use dvrfs_core::format::superblock::AllocPolicy;
+use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamSpec};
 use dvrfs_core::fs::Fs;
-use dvrfs_core::{Error, OpenOptions, Volume};
+use dvrfs_core::{Error, OpenOptions};
 
 const MIB: u64 = 1 << 20;
-
-fn setup() -> (Engine, Drive) {
-    let dev = formatted(256 * MIB, MIB, AllocPolicy::Zrr, 11);
-    let (vol, replay) = Volume::load(&dev, &OpenOptions::writable()).unwrap();
-    let cfg = EngineConfig {
-        admission: Some(Admission::bandwidth(100e6, 0.1)),
-        ..EngineConfig::new(512)
-    };
-    let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
-    (e, Drive::new(dev))
-}
-
-fn create(e: &mut Engine, d: &mut Drive, name: &str) -> u32 {
-    let root = e.volume().root();
-    match d.run(
-        e,
-        Op::Create {
-            parent: root,
-            name: name.as_bytes().to_vec(),
-            perm: 0o644,
-            uid: 0,
-            gid: 0,
-        },
-    ) {
-        Ok(Output::Ino(i)) => i,
-        o => panic!("{o:?}"),
-    }
-}
 
 fn unlink(e: &mut Engine, d: &mut Drive, name: &str) {
     let root = e.volume().root();
@@ -59,7 +29,7 @@ fn unlink(e: &mut Engine, d: &mut Drive, name: &str) {
 /// Fills the volume with file `name` (no data: virtual buffers) until `leave` data
 /// blocks are free.
 fn fill(e: &mut Engine, d: &mut Drive, name: &str, leave: u64) {
-    let ino = create(e, d, name);
+    let ino = d.create(e, name);
     let blocks = e.volume().free_bytes() / MIB - leave;
     d.run(
         e,
@@ -98,9 +68,9 @@ fn piece(from: u64, len: usize) -> Vec<u8> {
 #[test]
 fn a_recording_past_its_reservation_on_a_full_volume_is_refused_no_space_and_keeps_every_accepted_byte(
 ) {
-    let (mut e, mut d) = setup();
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 11);
     fill(&mut e, &mut d, "old", 2);
-    let ino = create(&mut e, &mut d, "rec");
+    let ino = d.create(&mut e, "rec");
     // A 1 MiB reservation; the volume has one more free block beyond it.
     let sid = write_stream(&mut e, &mut d, ino, MIB);
     let mut accepted = 0u64;
@@ -155,7 +125,7 @@ fn libc_enospc() -> i32 {
 
 #[test]
 fn space_a_delete_freed_is_available_at_once_and_a_write_that_needs_it_waits_for_the_commit() {
-    let (mut e, mut d) = setup();
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 11);
     fill(&mut e, &mut d, "old", 0);
     let free_before = e.volume().available_bytes();
     unlink(&mut e, &mut d, "old");
@@ -164,7 +134,7 @@ fn space_a_delete_freed_is_available_at_once_and_a_write_that_needs_it_waits_for
     assert_eq!(e.volume().free_bytes(), 0);
     assert!(e.volume().available_bytes() > free_before + 200 * MIB);
     // A recording holding 8 MiB is admitted now (it was refused with ENOSPC).
-    let ino = create(&mut e, &mut d, "next");
+    let ino = d.create(&mut e, "next");
     let sid = write_stream(&mut e, &mut d, ino, 8 * MIB);
     let data = piece(0, 3 * MIB as usize);
     d.run(
@@ -180,7 +150,7 @@ fn space_a_delete_freed_is_available_at_once_and_a_write_that_needs_it_waits_for
         o => panic!("{o:?}"),
     }
     // A plain write that needs the freed blocks waits for the commit too.
-    let other = create(&mut e, &mut d, "plain");
+    let other = d.create(&mut e, "plain");
     d.run(
         &mut e,
         Op::Write {
@@ -197,14 +167,14 @@ fn deleting_the_oldest_segment_to_open_the_next_never_runs_out_of_space() {
     // A recorder on a full volume for a minute of virtual time: 4 MiB segments at
     // 8 Mbit/s (one every 4.2 s), each opened with a reservation of its size right
     // after the oldest segment is deleted.
-    let (mut e, mut d) = setup();
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 11);
     let seg = 4 * MIB;
     let mut segments = std::collections::VecDeque::new();
     let mut n = 0u32;
     // Fill with segments first.
     while e.volume().available_bytes() >= seg {
         let name = format!("seg{n:04}");
-        let ino = create(&mut e, &mut d, &name);
+        let ino = d.create(&mut e, &name);
         d.run(
             &mut e,
             Op::Write {
@@ -224,7 +194,7 @@ fn deleting_the_oldest_segment_to_open_the_next_never_runs_out_of_space() {
         unlink(&mut e, &mut d, &oldest);
         let name = format!("seg{n:04}");
         n += 1;
-        let ino = create(&mut e, &mut d, &name);
+        let ino = d.create(&mut e, &name);
         let sid = write_stream(&mut e, &mut d, ino, seg);
         let mut off = 0;
         while off < seg {

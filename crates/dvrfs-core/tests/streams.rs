@@ -5,48 +5,15 @@
 
 mod common;
 
-use common::drive::Drive;
-use common::formatted;
+use common::drive::{setup, Drive};
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{
     DevCommand, DevKind, Engine, EngineConfig, IoBuf, Now, Op, Output, StreamDir, StreamInfo,
     StreamSpec,
 };
-use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::{Error, OpenOptions, Volume};
 use std::collections::HashMap;
-
-fn setup(admission: Option<Admission>) -> (Engine, Drive) {
-    let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 5);
-    let (vol, replay) = Volume::load(&dev, &OpenOptions::writable()).unwrap();
-    let cfg = EngineConfig {
-        admission,
-        ..EngineConfig::new(512)
-    };
-    let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
-    (e, Drive::new(dev))
-}
-
-fn create(e: &mut Engine, d: &mut Drive, name: &str) -> u32 {
-    let root = e.volume().root();
-    match d
-        .run(
-            e,
-            Op::Create {
-                parent: root,
-                name: name.as_bytes().to_vec(),
-                perm: 0o644,
-                uid: 0,
-                gid: 0,
-            },
-        )
-        .unwrap()
-    {
-        Output::Ino(i) => i,
-        o => panic!("{o:?}"),
-    }
-}
 
 fn spec(dir: StreamDir, mbit: f64, reserve: u64) -> StreamSpec {
     StreamSpec {
@@ -74,9 +41,9 @@ fn pattern(len: usize) -> Vec<u8> {
 #[test]
 fn admission_refuses_what_does_not_fit_and_says_what_is_left() {
     // 10 MB/s with a 10% best-effort share: 9 MB/s for streams.
-    let (mut e, mut d) = setup(Some(Admission::bandwidth(10e6, 0.1)));
-    let a = create(&mut e, &mut d, "a");
-    let b = create(&mut e, &mut d, "b");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(10e6, 0.1)), 5);
+    let a = d.create(&mut e, "a");
+    let b = d.create(&mut e, "b");
     let first = open(&mut e, &mut d, a, spec(StreamDir::Read, 40.0, 0)).unwrap();
     assert!((first.load - 5.0 / 9.0).abs() < 1e-9, "{first:?}");
     let err = open(&mut e, &mut d, b, spec(StreamDir::Read, 40.0, 0)).unwrap_err();
@@ -96,8 +63,8 @@ fn admission_refuses_what_does_not_fit_and_says_what_is_left() {
 
 #[test]
 fn without_an_admission_model_streams_are_refused_with_the_way_out() {
-    let (mut e, mut d) = setup(None);
-    let a = create(&mut e, &mut d, "a");
+    let (mut e, mut d) = setup(None, 5);
+    let a = d.create(&mut e, "a");
     let msg = open(&mut e, &mut d, a, spec(StreamDir::Read, 4.0, 0))
         .unwrap_err()
         .to_string();
@@ -106,8 +73,8 @@ fn without_an_admission_model_streams_are_refused_with_the_way_out() {
 
 #[test]
 fn bad_stream_parameters_are_invalid_arguments() {
-    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)));
-    let a = create(&mut e, &mut d, "a");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let a = d.create(&mut e, "a");
     for s in [
         StreamSpec {
             rate_bps: 0.0,
@@ -156,9 +123,9 @@ fn bad_stream_parameters_are_invalid_arguments() {
 
 #[test]
 fn a_recording_holds_its_space_at_open_and_gives_back_what_it_did_not_use() {
-    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)));
-    let a = create(&mut e, &mut d, "a");
-    let b = create(&mut e, &mut d, "b");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let a = d.create(&mut e, "a");
+    let b = d.create(&mut e, "b");
     let free = e.volume().free_bytes();
     // More than the disk has: refused at open, nothing held.
     let err = open(
@@ -205,8 +172,8 @@ fn a_recording_holds_its_space_at_open_and_gives_back_what_it_did_not_use() {
 
 #[test]
 fn record_then_play_at_rate_byte_exact_with_every_deadline_met() {
-    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)));
-    let ino = create(&mut e, &mut d, "rec.ts");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let ino = d.create(&mut e, "rec.ts");
     let data = pattern(12 << 20);
     let rate_mbit = 16.0; // 2 MB/s: 6 s of recording
     let rec = open(
@@ -279,8 +246,8 @@ fn record_then_play_at_rate_byte_exact_with_every_deadline_met() {
 
 #[test]
 fn a_waiting_stream_read_can_be_cancelled() {
-    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)));
-    let ino = create(&mut e, &mut d, "f");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let ino = d.create(&mut e, "f");
     d.run(
         &mut e,
         Op::Write {
@@ -477,8 +444,8 @@ fn streams_admitted_on_a_disk_model_meet_every_deadline_on_that_disk() {
 
 #[test]
 fn a_reader_following_a_recording_gets_the_bytes_still_in_its_buffer() {
-    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)));
-    let ino = create(&mut e, &mut d, "live.ts");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let ino = d.create(&mut e, "live.ts");
     let data = pattern(3 << 20);
     let rec = open(&mut e, &mut d, ino, spec(StreamDir::Write, 16.0, 4 << 20)).unwrap();
     let mut written = 0usize;
@@ -530,8 +497,8 @@ fn a_reader_following_a_recording_gets_the_bytes_still_in_its_buffer() {
 
 #[test]
 fn a_stream_sync_puts_the_partial_request_on_the_disk_and_the_stream_goes_on() {
-    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)));
-    let ino = create(&mut e, &mut d, "synced.ts");
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let ino = d.create(&mut e, "synced.ts");
     let data = pattern(1 << 20);
     let rec = open(&mut e, &mut d, ino, spec(StreamDir::Write, 16.0, 2 << 20)).unwrap();
     let (a, b) = data.split_at(100_000);

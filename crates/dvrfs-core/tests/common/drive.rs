@@ -5,10 +5,27 @@
 //! after a flush may all be lost (the media model of `device.rs`).
 
 use dvrfs_core::device::{Device, MemDevice};
-use dvrfs_core::engine::{Completion, DevCommand, DevKind, Engine, Now, Op, OpId, Output};
-use dvrfs_core::Error;
+use dvrfs_core::disk::Admission;
+use dvrfs_core::engine::{
+    Completion, DevCommand, DevKind, Engine, EngineConfig, Now, Op, OpId, Output,
+};
+use dvrfs_core::format::superblock::AllocPolicy;
+use dvrfs_core::{Error, OpenOptions, Volume};
 
 pub const MS: u64 = 1_000_000;
+
+/// A freshly formatted 256 MiB volume of 1 MiB blocks (ZRR, `seed`), its engine
+/// (the default policy, admission as given) at time 0, and the drive.
+pub fn setup(admission: Option<Admission>, seed: u64) -> (Engine, Drive) {
+    let dev = super::formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, seed);
+    let (vol, replay) = Volume::load(&dev, &OpenOptions::writable()).unwrap();
+    let cfg = EngineConfig {
+        admission,
+        ..EngineConfig::new(512)
+    };
+    let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
+    (e, Drive::new(dev))
+}
 
 pub struct Drive {
     pub dev: MemDevice,
@@ -122,6 +139,22 @@ impl Drive {
     pub fn run(&mut self, e: &mut Engine, op: Op) -> Result<Output, Error> {
         let id = e.submit(op, None, 1, self.now()).unwrap();
         self.wait(e, id).result
+    }
+
+    /// Creates `/name`: its inode.
+    pub fn create(&mut self, e: &mut Engine, name: &str) -> u32 {
+        let root = e.volume().root();
+        let op = Op::Create {
+            parent: root,
+            name: name.as_bytes().to_vec(),
+            perm: 0o644,
+            uid: 0,
+            gid: 0,
+        };
+        match self.run(e, op) {
+            Ok(Output::Ino(i)) => i,
+            o => panic!("create {name}: {o:?}"),
+        }
     }
 
     /// What the media would hold after a power cut at `t_ns`: the image as of the
