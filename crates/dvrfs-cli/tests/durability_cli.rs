@@ -27,32 +27,6 @@ const RUNS_MS: [u64; 3] = [4_500, 4_950, 5_300];
 /// A piece handed over this often.
 const TICK: Duration = Duration::from_millis(50);
 
-fn mounted(mnt: &Path) -> bool {
-    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let m = mnt.to_str().unwrap();
-    info.lines()
-        .any(|l| l.split(' ').nth(4) == Some(m) && l.contains(" - fuse.dvrfs "))
-}
-
-/// Waits for process `pid` (not a child of ours) to end, without polling.
-fn wait_gone(pid: i32) {
-    // SAFETY: plain system calls on a pid and the descriptor they return.
-    unsafe {
-        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
-        if fd < 0 {
-            return;
-        }
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let r = libc::poll(&mut p, 1, 60_000);
-        libc::close(fd);
-        assert_eq!(r, 1, "process {pid} did not end");
-    }
-}
-
 fn pattern(from: u64, len: usize) -> Vec<u8> {
     (from..from + len as u64)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
@@ -161,7 +135,7 @@ impl Daemon {
     fn unmount(&mut self) {
         let o = Command::new("umount").arg(&self.mnt).output().unwrap();
         assert!(o.status.success(), "umount: {}", stderr(&o));
-        wait_gone(self.pid);
+        wait_exit(self.pid);
         self.pid = 0;
     }
 
@@ -170,7 +144,7 @@ impl Daemon {
         let at = Instant::now();
         // SAFETY: signalling a pid.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
-        wait_gone(self.pid);
+        wait_exit(self.pid);
         self.pid = 0;
         let _ = Command::new("umount").arg("-l").arg(&self.mnt).output();
         at

@@ -12,32 +12,6 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn mounted(mnt: &Path) -> bool {
-    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
-    let m = mnt.to_str().unwrap();
-    info.lines()
-        .any(|l| l.split(' ').nth(4) == Some(m) && l.contains(" - fuse.dvrfs "))
-}
-
-/// Waits for process `pid` (not a child of ours) to end, without polling.
-fn wait_exit(pid: i32) {
-    // SAFETY: plain system calls on a pid and the descriptor they return.
-    unsafe {
-        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
-        if fd < 0 {
-            return; // already gone
-        }
-        let mut p = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let r = libc::poll(&mut p, 1, 120_000);
-        libc::close(fd);
-        assert_eq!(r, 1, "the dvrfs daemon {pid} did not exit within 2 minutes");
-    }
-}
-
 /// A volume mounted by `dvrfs mount` (daemon mode) for one test.
 struct Mount {
     mnt: PathBuf,

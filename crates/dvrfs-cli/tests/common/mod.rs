@@ -214,3 +214,30 @@ macro_rules! need_fuse {
         }
     };
 }
+
+/// Whether a dvrfs FUSE mount is on `mnt`.
+pub fn mounted(mnt: &Path) -> bool {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let m = mnt.to_str().unwrap();
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(m) && l.contains(" - fuse.dvrfs "))
+}
+
+/// Waits for process `pid` (not a child of ours) to end, without polling.
+pub fn wait_exit(pid: i32) {
+    // SAFETY: plain system calls on a pid and the descriptor they return.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid, 0) as i32;
+        if fd < 0 {
+            return; // already gone
+        }
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let r = libc::poll(&mut p, 1, 120_000);
+        libc::close(fd);
+        assert_eq!(r, 1, "the dvrfs daemon {pid} did not exit within 2 minutes");
+    }
+}
