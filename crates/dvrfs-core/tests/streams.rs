@@ -62,6 +62,44 @@ fn admission_refuses_what_does_not_fit_and_says_what_is_left() {
 }
 
 #[test]
+fn the_rate_a_refusal_says_fits_is_admitted_when_asked_for() {
+    // On a disk model, with buffers dvrfs chooses: admit playbacks of 6 Mbit/s until
+    // one is refused, close one, ask for 40 Mbit/s (refused, naming a rate that
+    // fits), then for exactly that rate.
+    let model = dvrfs_core::disk::DiskModel::builtin("avfs-250g").unwrap();
+    let (mut e, mut d) = setup(Some(Admission::from_model(&model, 0.1)), 5);
+    let auto = |mbit: f64| StreamSpec {
+        buffer_bytes: None,
+        request_bytes: 512 << 10,
+        ..spec(StreamDir::Read, mbit, 0)
+    };
+    let mut open_ids = vec![];
+    loop {
+        let ino = d.create(&mut e, &format!("r{}", open_ids.len()));
+        match open(&mut e, &mut d, ino, auto(6.0)) {
+            Ok(i) => open_ids.push(i.id),
+            Err(_) => break,
+        }
+        assert!(open_ids.len() < 1000, "never refused");
+    }
+    d.run(
+        &mut e,
+        Op::StreamClose {
+            stream: open_ids[0],
+        },
+    )
+    .unwrap();
+    let ino = d.create(&mut e, "big");
+    let msg = open(&mut e, &mut d, ino, auto(40.0))
+        .unwrap_err()
+        .to_string();
+    let at = msg.find("fits at up to ").expect(&msg) + "fits at up to ".len();
+    let rate: f64 = msg[at..].split(' ').next().unwrap().parse().unwrap();
+    assert!((6.0..40.0).contains(&rate), "{msg}");
+    open(&mut e, &mut d, ino, auto(rate)).unwrap_or_else(|err| panic!("{rate} Mbit/s: {err}"));
+}
+
+#[test]
 fn without_an_admission_model_streams_are_refused_with_the_way_out() {
     let (mut e, mut d) = setup(None, 5);
     let a = d.create(&mut e, "a");

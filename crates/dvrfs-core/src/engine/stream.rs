@@ -267,6 +267,11 @@ fn mbit(bytes_per_s: f64) -> String {
     format!("{:.2} Mbit/s", bytes_per_s * 8.0 / 1e6)
 }
 
+/// As [`mbit`], rounded down to the hundredth shown.
+fn mbit_floor(bytes_per_s: f64) -> String {
+    format!("{:.2} Mbit/s", (bytes_per_s * 8.0 / 1e4).floor() / 100.0)
+}
+
 impl Engine {
     /// Admission: the stream's buffer depth and the load with it, or why not.
     fn admit(&self, ino: Ino, spec: &StreamSpec) -> Result<(u32, f64)> {
@@ -347,7 +352,13 @@ impl Engine {
             used * 100.0,
             check.load * 100.0,
             if left > 0.0 {
-                format!("a stream like it fits at up to {} (a larger buffer may also help)", mbit(left))
+                // Rounded down: the rate printed is one that is admitted when asked
+                // for (rounded to the nearest, 275.599 printed as 275.60 and 275.6M
+                // was then refused).
+                format!(
+                    "a stream like it fits at up to {} (a larger buffer may also help)",
+                    mbit_floor(left)
+                )
             } else {
                 "no stream like it fits now: close a stream or ask for a larger buffer".to_string()
             }
