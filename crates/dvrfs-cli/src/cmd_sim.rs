@@ -2,8 +2,8 @@
 
 use crate::args::{parse_duration_ms, parse_size};
 use crate::error::{CliError, CliResult};
-use dvrfs_core::disk::{capacity, DiskModel, Estimator, StreamParams};
-use dvrfs_core::engine::{DevKind, EngineConfig};
+use dvrfs_core::disk::{capacity, Admission, DiskModel, Estimator, StreamParams};
+use dvrfs_core::engine::{DevKind, EngineConfig, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::qos::{Neighbour, Report, SeedRun};
 use dvrfs_core::sched::{self, Class, SchedSettings};
@@ -694,6 +694,20 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
     let model = load_disk(&a.disk)?;
     let sp = stream_params(&a.stream)?;
     let r = capacity(&model, &sp);
+    // What admission (record, the mount, the C API) takes on this disk, counted the
+    // way it admits: with the depth given, and with the buffers it chooses itself.
+    let adm = Admission::from_model(&model, sp.be_share);
+    let count = |buffer| {
+        adm.count_admitted(
+            sp.bitrate_bps / 8.0,
+            sp.request_bytes,
+            buffer,
+            AUTO_SLACK_NS,
+            MAX_STREAM_BUFFER_BYTES,
+        )
+    };
+    let admitted = count(Some(sp.depth as u64 * sp.request_bytes));
+    let admitted_auto = count(None);
     if a.json {
         let mut v = serde_json::to_value(&r)
             .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
@@ -702,6 +716,8 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             o.insert("bitrate_bps".into(), sp.bitrate_bps.into());
             o.insert("request_bytes".into(), sp.request_bytes.into());
             o.insert("depth".into(), sp.depth.into());
+            o.insert("admission_streams".into(), admitted.into());
+            o.insert("admission_streams_auto_buffer".into(), admitted_auto.into());
         }
         crate::output::print_json(&v);
     } else {
@@ -723,6 +739,12 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             r.round_bound_streams,
             r.round_ms,
             r.round_bound_streams_full
+        );
+        outln!(
+            "  admission admits  {} streams of depth {} ({} with the buffers dvrfs chooses, as record and the mount do without buffer=)",
+            admitted,
+            sp.depth,
+            admitted_auto
         );
         outln!(
             "  best-effort share {:.0}% of disk time kept free for best-effort traffic",

@@ -241,6 +241,15 @@ fn capacity_json_has_both_bounds() {
     assert!(v["round_bound_streams"].as_u64().unwrap() >= 1);
     let (v8, _) = ok_json(&["capacity", "--disk", "nvr-8t", "--bitrate", "8M", "--json"]);
     assert!(v8["bandwidth_bound_streams"].as_u64().unwrap() > 100);
+    // What admission takes (tests/streams.rs in the core checks it against the engine):
+    // never more than the bandwidth allows.
+    for v in [&v, &v8] {
+        let bw = v["bandwidth_bound_streams"].as_u64().unwrap();
+        for k in ["admission_streams", "admission_streams_auto_buffer"] {
+            let n = v[k].as_u64().unwrap_or_else(|| panic!("{k} missing: {v}"));
+            assert!((1..=bw).contains(&n), "{k} = {n}, bandwidth bound {bw}");
+        }
+    }
 }
 
 #[test]

@@ -82,6 +82,15 @@ fn the_rate_a_refusal_says_fits_is_admitted_when_asked_for() {
         }
         assert!(open_ids.len() < 1000, "never refused");
     }
+    // `dvrfs capacity` counts exactly what the engine admitted.
+    let counted = Admission::from_model(&model, 0.1).count_admitted(
+        6e6 / 8.0,
+        512 << 10,
+        None,
+        dvrfs_core::engine::AUTO_SLACK_NS,
+        dvrfs_core::engine::MAX_STREAM_BUFFER_BYTES,
+    );
+    assert_eq!(counted, open_ids.len());
     d.run(
         &mut e,
         Op::StreamClose {

@@ -85,6 +85,10 @@ pub struct Check {
     pub round_ms: f64,
 }
 
+/// Most streams [`Admission::count_admitted`] counts (a bandwidth without a model and
+/// a tiny rate would otherwise count for ever).
+pub const MAX_COUNTED: usize = 10_000;
+
 /// Admission control for one device.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admission {
@@ -207,6 +211,66 @@ impl Admission {
             }
         }
         lo
+    }
+
+    /// The buffer depth a stream gets: `buffer_bytes / request_bytes` when it states a
+    /// buffer, else the one [`Admission::choose_depth`] picks, or the largest buffer
+    /// when no depth fits (the stream is then refused at that depth). What the engine
+    /// admits with, and what [`Admission::count_admitted`] counts with.
+    pub fn depth_for(
+        &self,
+        admitted: &[StreamLoad],
+        rate_bytes_per_s: f64,
+        request_bytes: u64,
+        buffer_bytes: Option<u64>,
+        min_slack_ns: f64,
+        max_buffer_bytes: u64,
+    ) -> u32 {
+        match buffer_bytes {
+            Some(b) => (b / request_bytes.max(1)) as u32,
+            None => self
+                .choose_depth(
+                    admitted,
+                    rate_bytes_per_s,
+                    request_bytes,
+                    min_slack_ns,
+                    max_buffer_bytes,
+                )
+                .unwrap_or((max_buffer_bytes / request_bytes.max(1)) as u32),
+        }
+    }
+
+    /// How many streams of one kind are admitted on an idle device, one after the
+    /// other as the engine admits them (each with [`Admission::depth_for`]): the
+    /// figure `dvrfs capacity` prints beside its bounds. At most `MAX_COUNTED`.
+    pub fn count_admitted(
+        &self,
+        rate_bytes_per_s: f64,
+        request_bytes: u64,
+        buffer_bytes: Option<u64>,
+        min_slack_ns: f64,
+        max_buffer_bytes: u64,
+    ) -> usize {
+        let mut admitted: Vec<StreamLoad> = vec![];
+        while admitted.len() < MAX_COUNTED {
+            let depth = self.depth_for(
+                &admitted,
+                rate_bytes_per_s,
+                request_bytes,
+                buffer_bytes,
+                min_slack_ns,
+                max_buffer_bytes,
+            );
+            admitted.push(StreamLoad {
+                rate_bytes_per_s,
+                request_bytes,
+                depth,
+            });
+            if !self.check(&admitted).fits {
+                return admitted.len() - 1;
+            }
+        }
+        MAX_COUNTED
     }
 
     /// The buffer depth dvrfs picks for a stream that did not state one: the smallest

@@ -54,7 +54,7 @@ pub use buf::{ExternalBuf, IoBuf};
 pub use op::{Completion, Op, OpId, Output};
 pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES};
 pub use stream::{
-    StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, GATHER_LEAD_NS,
+    StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS,
     MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
 };
 

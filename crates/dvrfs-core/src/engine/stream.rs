@@ -59,7 +59,7 @@ pub type StreamId = u32;
 const STREAM_OWNER_BASE: u32 = 0x8000_0000;
 
 /// A buffer dvrfs chooses gives at least this much slack...
-const AUTO_SLACK_NS: f64 = 1e9;
+pub const AUTO_SLACK_NS: f64 = 1e9;
 /// ...and is never larger than this.
 pub const MAX_STREAM_BUFFER_BYTES: u64 = 256 << 20;
 /// Largest request of a stream.
@@ -318,15 +318,14 @@ impl Engine {
             .filter(|s| !s.closed)
             .map(Stream::load)
             .collect();
-        let depth = match spec.buffer_bytes {
-            Some(b) => (b / d) as u32,
-            None => {
-                match adm.choose_depth(&admitted, rate, d, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES) {
-                    Some(depth) => depth,
-                    None => (MAX_STREAM_BUFFER_BYTES / d) as u32,
-                }
-            }
-        };
+        let depth = adm.depth_for(
+            &admitted,
+            rate,
+            d,
+            spec.buffer_bytes,
+            AUTO_SLACK_NS,
+            MAX_STREAM_BUFFER_BYTES,
+        );
         let load = StreamLoad {
             rate_bytes_per_s: rate,
             request_bytes: d,
