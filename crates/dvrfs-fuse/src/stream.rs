@@ -128,7 +128,10 @@ pub fn describe(
         if res.dir == StreamDir::Write {
             // Writes refused for want of space past the reservation: the cause of an
             // ENOSPC the recorder saw (each refused whole; what came before is kept).
-            s += &format!(" no_space={}", st.no_space);
+            s += &format!(
+                " no_space={} durability_late={}",
+                st.no_space, st.durability_late
+            );
         }
     }
     s

@@ -147,6 +147,11 @@ pub struct StreamStats {
     /// reservation on a full volume). Each was refused whole, before a byte of it
     /// was accepted; everything accepted before it is kept.
     pub no_space: u64,
+    /// Write stream: requests that landed after the commit they were due for (to
+    /// bound a crash's loss, `stream/recording.rs`) but before the buffer would have
+    /// overflowed: not misses of the stream's guarantee (`late`), but bytes durable
+    /// one commit later than promised.
+    pub durability_late: u64,
 }
 
 /// A prefetched request of a read stream.
@@ -189,7 +194,10 @@ pub(super) struct Stream {
     fill_at: u64,
     /// When the first byte of the request being filled was accepted.
     fill_first_ns: u64,
-    writes: VecDeque<(OpId, u64)>,
+    /// Requests being written: the engine's write, where it goes, and when the
+    /// buffer would overflow without it (its deadline as the stream's guarantee; the
+    /// write may be due sooner, by the commit that makes it durable).
+    writes: VecDeque<(OpId, u64, u64)>,
     error: Option<String>,
     virtual_bufs: bool,
     waiting: VecDeque<AppOp>,
@@ -733,8 +741,18 @@ impl Engine {
         let Some(s) = self.streams.get_mut(&sid) else {
             return;
         };
+        // A write is measured against its buffer's overflow, the stream's guarantee;
+        // landing after the sooner durability deadline it was given is counted apart.
+        let guarantee = match s.info.dir {
+            StreamDir::Write => s.writes.iter().find(|w| w.0 == op).map(|w| w.2),
+            StreamDir::Read => None,
+        };
         if let Some(d) = deadline_ns {
-            let margin = d as i64 - now.mono_ns as i64;
+            let g = guarantee.unwrap_or(d);
+            if g > d && now.mono_ns > d {
+                s.stats.durability_late += 1;
+            }
+            let margin = g as i64 - now.mono_ns as i64;
             s.stats.requests += 1;
             if margin < 0 {
                 s.stats.late += 1;
@@ -756,10 +774,10 @@ impl Engine {
                 }
             }
             StreamDir::Write => {
-                let Some(i) = s.writes.iter().position(|(o, _)| *o == op) else {
+                let Some(i) = s.writes.iter().position(|w| w.0 == op) else {
                     return;
                 };
-                let (_, _) = s.writes.remove(i).expect("found");
+                s.writes.remove(i).expect("found");
                 match result {
                     Ok(Output::Write { data }) => s.stats.written_bytes += data.len() as u64,
                     Ok(_) => {}

@@ -196,14 +196,13 @@ impl Engine {
         s.update_credit(t);
         let d = s.info.request_bytes as f64;
         let free = (s.info.depth as f64 - (s.writes.len() + 1) as f64) * d;
-        let deadline = s
-            .deadline(free - s.credit.max(0.0), t)
-            .min(cap_ns.unwrap_or(u64::MAX));
+        let overflow = s.deadline(free - s.credit.max(0.0), t);
+        let deadline = overflow.min(cap_ns.unwrap_or(u64::MAX));
         let (ino, offset) = (s.info.ino, s.fill_at);
         s.fill_len = 0;
         let op = self.submit_internal(Op::Write { ino, offset, data }, deadline, sid, now);
         let s = self.streams.get_mut(&sid).expect("listed");
-        s.writes.push_back((op, offset));
+        s.writes.push_back((op, offset, overflow));
     }
 
     /// Whether a write stream is open on file `ino`.
@@ -252,7 +251,7 @@ impl Engine {
             let pieces = s
                 .writes
                 .iter()
-                .filter_map(|(op, at)| match self.ops.get(op).map(|o| &o.body) {
+                .filter_map(|(op, at, _)| match self.ops.get(op).map(|o| &o.body) {
                     Some(Body::Write { data, .. }) => Some((*at, data, data.len())),
                     _ => None,
                 })
