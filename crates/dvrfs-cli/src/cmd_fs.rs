@@ -404,6 +404,18 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
                 );
             }
         }
+        if let Some(t) = report.replayed_txn {
+            // The operator should know a crash happened even when it left no damage.
+            outln!(
+                "{}: was not closed cleanly: journal transaction {t} replayed{}",
+                target.display(),
+                if a.repair {
+                    ""
+                } else {
+                    " (in memory; the next writable open writes it in place)"
+                }
+            );
+        }
         if report.clean() {
             outln!("{}: clean", target.display());
         } else {

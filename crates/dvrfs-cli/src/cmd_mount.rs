@@ -427,6 +427,25 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
         mountpoint.display(),
         rt.backend().name()
     );
+    // Recovery is the operator's business: say when the last user did not close the
+    // volume cleanly and what the open did about it.
+    if let Ok((txn, blocks, orphans)) = rt.query(|v| {
+        let r = v.load_report();
+        (r.replayed_txn, r.replayed_blocks.len(), r.orphans_freed)
+    }) {
+        if let Some(t) = txn {
+            eprintln!(
+                "{} dvrfs: {} was not closed cleanly: journal transaction {t} replayed ({blocks} metadata blocks), {orphans} file(s) removed while open freed; what was written after that commit is lost",
+                stamp(),
+                target.display()
+            );
+        } else if orphans > 0 {
+            eprintln!(
+                "{} dvrfs: {orphans} file(s) removed while open by the last user freed",
+                stamp()
+            );
+        }
+    }
     if let Some(p) = &a.pid_file {
         if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
             eprintln!(

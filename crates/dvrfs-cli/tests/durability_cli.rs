@@ -389,3 +389,32 @@ fn deleting_the_oldest_recording_makes_room_for_the_next_at_once_through_the_mou
     }
     drop(d);
 }
+
+#[test]
+fn after_a_crash_fsck_and_the_remount_say_the_journal_was_replayed() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let mut d = Daemon::mount(dir.path(), &img);
+    let mut f = fs::File::create(d.mnt.join("cam.ts")).unwrap();
+    f.write_all(&pattern(0, 3 << 20)).unwrap();
+    f.sync_all().unwrap();
+    d.kill();
+    drop(f);
+    let out = ok(dvrfs(["fsck".as_ref(), img.as_os_str()]));
+    assert!(
+        out.contains("was not closed cleanly: journal transaction") && out.contains("clean"),
+        "{out}"
+    );
+    // A clean unmount leaves nothing to replay, and fsck says only "clean".
+    let mut d = Daemon::mount(dir.path(), &img);
+    let log = fs::read_to_string(dir.path().join("mount.log")).unwrap();
+    assert!(
+        log.contains("was not closed cleanly: journal transaction"),
+        "{log}"
+    );
+    d.unmount();
+    let out = ok(dvrfs(["fsck".as_ref(), img.as_os_str()]));
+    assert!(!out.contains("not closed cleanly"), "{out}");
+}
