@@ -149,6 +149,11 @@ impl DataAlloc {
     }
 
     /// Gives back what is left of `ino`'s hold.
+    /// Blocks held for `ino` and not yet used.
+    pub fn held_by(&self, ino: Ino) -> u64 {
+        self.holds.get(&ino).copied().unwrap_or(0)
+    }
+
     pub fn release_hold(&mut self, ino: Ino) {
         if let Some(h) = self.holds.remove(&ino) {
             self.held_total -= h;

@@ -251,8 +251,34 @@ impl Admission {
         min_slack_ns: f64,
         max_buffer_bytes: u64,
     ) -> usize {
-        let mut admitted: Vec<StreamLoad> = vec![];
-        while admitted.len() < MAX_COUNTED {
+        self.count_admitted_beside(
+            &[],
+            rate_bytes_per_s,
+            request_bytes,
+            buffer_bytes,
+            min_slack_ns,
+            max_buffer_bytes,
+        )
+    }
+
+    /// How many more streams of one kind are admitted beside the streams `already`
+    /// admitted, one after the other as the engine admits them: the headroom `dvrfs
+    /// status` prints. At most `MAX_COUNTED`.
+    pub fn count_admitted_beside(
+        &self,
+        already: &[StreamLoad],
+        rate_bytes_per_s: f64,
+        request_bytes: u64,
+        buffer_bytes: Option<u64>,
+        min_slack_ns: f64,
+        max_buffer_bytes: u64,
+    ) -> usize {
+        let mut admitted: Vec<StreamLoad> = already.to_vec();
+        let before = admitted.len();
+        if !self.check(&admitted).fits {
+            return 0;
+        }
+        while admitted.len() - before < MAX_COUNTED {
             let depth = self.depth_for(
                 &admitted,
                 rate_bytes_per_s,
@@ -267,10 +293,59 @@ impl Admission {
                 depth,
             });
             if !self.check(&admitted).fits {
-                return admitted.len() - 1;
+                return admitted.len() - 1 - before;
             }
         }
         MAX_COUNTED
+    }
+
+    /// The highest rate one more stream with `request_bytes` requests is admitted at
+    /// beside `admitted`, with the buffer the engine would give it
+    /// ([`Admission::depth_for`]), bytes per second (0 if none is). The "fits at up
+    /// to" of a refusal fixes the buffer; this lets it grow with the rate as the
+    /// engine's own choice does.
+    pub fn largest_admitted(
+        &self,
+        admitted: &[StreamLoad],
+        request_bytes: u64,
+        buffer_bytes: Option<u64>,
+        min_slack_ns: f64,
+        max_buffer_bytes: u64,
+    ) -> f64 {
+        let fits_at = |rate: f64| {
+            let depth = self.depth_for(
+                admitted,
+                rate,
+                request_bytes,
+                buffer_bytes,
+                min_slack_ns,
+                max_buffer_bytes,
+            );
+            let mut all = admitted.to_vec();
+            all.push(StreamLoad {
+                rate_bytes_per_s: rate,
+                request_bytes,
+                depth,
+            });
+            self.check(&all).fits
+        };
+        if !fits_at(1.0) {
+            return 0.0;
+        }
+        let (mut lo, mut hi) = (1.0f64, 2.0f64);
+        while fits_at(hi) && hi < 1e12 {
+            lo = hi;
+            hi *= 2.0;
+        }
+        for _ in 0..60 {
+            let mid = (lo + hi) / 2.0;
+            if fits_at(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// The buffer depth dvrfs picks for a stream that did not state one: the smallest

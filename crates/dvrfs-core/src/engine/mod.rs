@@ -48,11 +48,13 @@ mod buf;
 mod commit;
 mod op;
 mod reservation;
+mod status;
 mod stream;
 
 pub use buf::{ExternalBuf, IoBuf};
 pub use op::{Completion, Op, OpId, Output};
 pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES};
+pub use status::{AdmissionStatus, DiskStatus, HeadroomAsk, SpaceStatus, Status, StreamStatus};
 pub use stream::{
     StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS,
     MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
@@ -388,6 +390,8 @@ pub struct Engine {
     /// A commit failed: the device is suspect; further commits are refused.
     broken: Option<String>,
     last_mono_ns: u64,
+    /// When the engine was made (`dvrfs status`: the time since mount).
+    started_ns: u64,
     streams: BTreeMap<StreamId, stream::Stream>,
     next_stream: StreamId,
     admission: Option<Admission>,
@@ -430,6 +434,7 @@ impl Engine {
             closing: false,
             broken: None,
             last_mono_ns: now.mono_ns,
+            started_ns: now.mono_ns,
             streams: BTreeMap::new(),
             next_stream: 1,
             admission: cfg.admission,

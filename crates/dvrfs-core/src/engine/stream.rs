@@ -242,6 +242,35 @@ impl Stream {
         now + ((ahead_bytes / self.rate) * 1e9).max(0.0) as u64
     }
 
+    /// Bytes in the stream's buffer now: a recording's accepted bytes not yet on the
+    /// disk, a playback's prefetched bytes not yet taken (`dvrfs status`).
+    pub(super) fn buffered_bytes(&self) -> u64 {
+        match self.info.dir {
+            StreamDir::Write => self
+                .stats
+                .app_bytes
+                .saturating_sub(self.stats.written_bytes),
+            StreamDir::Read => self
+                .chunks
+                .iter()
+                .filter(|c| c.op.is_none() && c.error.is_none())
+                .map(|c| c.bytes.saturating_sub(c.taken) as u64)
+                .sum(),
+        }
+    }
+
+    pub(super) fn is_open(&self) -> bool {
+        !self.closed
+    }
+
+    pub(super) fn info(&self) -> &StreamInfo {
+        &self.info
+    }
+
+    pub(super) fn stats(&self) -> &StreamStats {
+        &self.stats
+    }
+
     fn in_flight(&self) -> bool {
         self.chunks.iter().any(|c| c.op.is_some()) || !self.writes.is_empty()
     }

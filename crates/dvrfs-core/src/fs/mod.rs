@@ -340,6 +340,11 @@ impl Volume {
         self.data.held_blocks() * self.sb.data_block_bytes
     }
 
+    /// Data bytes held for `ino`'s recording and not yet written.
+    pub fn held_for(&self, ino: Ino) -> u64 {
+        self.data.held_by(ino) * self.sb.data_block_bytes
+    }
+
     /// Blocks freed by operations not yet committed (they become free at the commit).
     pub fn pending_free_blocks(&self) -> usize {
         self.data.pending_free()

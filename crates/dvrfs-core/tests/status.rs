@@ -1,0 +1,165 @@
+//! `Engine::status`, the operator's view (`dvrfs status`): the open streams named
+//! and counted, what admission would still take (each figure checked against the
+//! engine admitting or refusing the very streams it describes), and the space held.
+
+mod common;
+
+use common::drive::{setup, Drive};
+use dvrfs_core::disk::{Admission, DiskModel};
+use dvrfs_core::engine::{
+    Engine, HeadroomAsk, IoBuf, Op, Output, StreamDir, StreamInfo, StreamSpec,
+};
+use dvrfs_core::Error;
+
+const REQ: u64 = 512 << 10;
+
+fn write_spec(mbit: f64, reserve: u64) -> StreamSpec {
+    StreamSpec {
+        dir: StreamDir::Write,
+        rate_bps: mbit * 1e6,
+        request_bytes: REQ,
+        buffer_bytes: None,
+        reserve_bytes: reserve,
+        start_bytes: 0,
+        durable_ns: None,
+    }
+}
+
+fn open(e: &mut Engine, d: &mut Drive, ino: u32, s: StreamSpec) -> Result<StreamInfo, Error> {
+    d.run(e, Op::StreamOpen { ino, spec: s }).map(|o| match o {
+        Output::Stream(i) => i,
+        o => panic!("{o:?}"),
+    })
+}
+
+fn create_in(e: &mut Engine, d: &mut Drive, parent: u32, name: &str) -> u32 {
+    let op = Op::Create {
+        parent,
+        name: name.as_bytes().to_vec(),
+        perm: 0o644,
+        uid: 0,
+        gid: 0,
+    };
+    match d.run(e, op) {
+        Ok(Output::Ino(i)) => i,
+        o => panic!("create {name}: {o:?}"),
+    }
+}
+
+fn ask(mbit: f64) -> HeadroomAsk {
+    HeadroomAsk {
+        rate_bps: mbit * 1e6,
+        request_bytes: REQ,
+        buffer_bytes: None,
+    }
+}
+
+#[test]
+fn status_lists_the_streams_by_path_and_its_headroom_is_what_the_engine_admits() {
+    let model = DiskModel::builtin("avfs-250g").unwrap();
+    let (mut e, mut d) = setup(Some(Admission::from_model(&model, 0.1)), 7);
+    let root = e.volume().root();
+    let cams = match d.run(
+        &mut e,
+        Op::Mkdir {
+            parent: root,
+            name: b"cams".to_vec(),
+            perm: 0o755,
+            uid: 0,
+            gid: 0,
+        },
+    ) {
+        Ok(Output::Ino(i)) => i,
+        o => panic!("{o:?}"),
+    };
+    let mut opened = vec![];
+    for k in 0..3 {
+        let ino = create_in(&mut e, &mut d, cams, &format!("cam{k}.ts"));
+        opened.push(open(&mut e, &mut d, ino, write_spec(6.0, 8 << 20)).unwrap());
+    }
+    // Some bytes into the first recording: buffered until its request fills.
+    let data = IoBuf::zeroed(100_000);
+    d.run(
+        &mut e,
+        Op::StreamWrite {
+            stream: opened[0].id,
+            data,
+        },
+    )
+    .unwrap();
+
+    let mut st = e.status(ask(6.0));
+    st.name_streams(root, |dir| e.volume().readdir(dir).unwrap());
+    let paths: Vec<_> = st.streams.iter().map(|s| s.path.clone()).collect();
+    assert_eq!(
+        paths,
+        vec![
+            Some("/cams/cam0.ts".to_string()),
+            Some("/cams/cam1.ts".to_string()),
+            Some("/cams/cam2.ts".to_string())
+        ]
+    );
+    let first = &st.streams[0];
+    assert_eq!(first.dir, "write");
+    assert_eq!(first.app_bytes, 100_000);
+    assert_eq!(first.buffered_bytes, 100_000 - first.written_bytes);
+    assert!((first.rate_bps - 6e6).abs() < 1e-6, "{first:?}");
+    // Space: each recording holds what it reserved, less what it wrote.
+    let held: u64 = st.streams.iter().map(|s| s.reserved_bytes).sum();
+    assert_eq!(st.space.held_bytes, held);
+    assert!(held > 0 && held <= 3 * (8 << 20), "{held}");
+    assert!(
+        st.space.used_bytes + st.space.held_bytes + st.space.free_bytes <= st.space.total_bytes
+    );
+
+    let adm = st.admission.clone().expect("opened with a model");
+    assert!(adm.load > 0.0 && adm.load <= 1.0, "{adm:?}");
+    let more = adm.more_streams;
+    assert!(more > 0, "{adm:?}");
+    // Exactly `more` more 6 Mbit/s recordings are admitted, and not one beyond.
+    let mut extra = vec![];
+    for k in 0..more {
+        let ino = create_in(&mut e, &mut d, cams, &format!("more{k}.ts"));
+        extra.push(open(&mut e, &mut d, ino, write_spec(6.0, 0)).unwrap());
+    }
+    let ino = create_in(&mut e, &mut d, root, "one-too-many.ts");
+    let err = open(&mut e, &mut d, ino, write_spec(6.0, 0)).unwrap_err();
+    assert!(matches!(err, Error::Refused(_)), "{err}");
+    for s in extra {
+        d.run(&mut e, Op::StreamClose { stream: s.id }).unwrap();
+    }
+
+    // The largest stream it names is admitted, and a little more is not.
+    let largest = e.status(ask(6.0)).admission.unwrap().largest_rate_bps;
+    assert!(largest > 6e6, "{largest}");
+    let mut big = write_spec(largest / 1e6 * 1.01, 0);
+    let err = open(&mut e, &mut d, ino, big.clone()).unwrap_err();
+    assert!(matches!(err, Error::Refused(_)), "{err}");
+    big.rate_bps = largest;
+    let s = open(&mut e, &mut d, ino, big).unwrap();
+    assert_eq!(e.status(ask(6.0)).streams.len(), 4);
+    d.run(&mut e, Op::StreamClose { stream: s.id }).unwrap();
+    assert_eq!(e.status(ask(6.0)).streams.len(), 3);
+}
+
+#[test]
+fn without_an_admission_model_status_says_so_and_still_counts_space() {
+    let (mut e, mut d) = setup(None, 3);
+    let ino = d.create(&mut e, "plain");
+    let data = IoBuf::zeroed(1 << 20);
+    d.run(
+        &mut e,
+        Op::Write {
+            ino,
+            offset: 0,
+            data,
+        },
+    )
+    .unwrap();
+    let st = e.status(ask(4.0));
+    assert!(st.admission.is_none());
+    assert!(st.streams.is_empty());
+    assert!(st.space.used_bytes >= 1 << 20, "{:?}", st.space);
+    assert_eq!(st.space.held_bytes, 0);
+    assert!(st.disk.commands > 0);
+}
