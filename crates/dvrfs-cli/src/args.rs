@@ -64,6 +64,8 @@ pub enum Command {
     Play(crate::cmd_stream::PlayArgs),
     /// Mount a volume over FUSE (a daemon until unmounted; --foreground to stay)
     Mount(crate::cmd_mount::MountArgs),
+    /// Show a volume's open streams, disk load, admission headroom and space
+    Status(crate::cmd_status::StatusArgs),
 }
 
 #[derive(Args, Debug)]

@@ -112,7 +112,7 @@ pub struct PlayArgs {
     pub stream: StreamArgs,
 }
 
-fn bit_rate(flag: &str, text: &str) -> CliResult<f64> {
+pub(crate) fn bit_rate(flag: &str, text: &str) -> CliResult<f64> {
     dvrfs_core::sim::workload::parse_rate_bps(text)
         .filter(|r| r.is_finite() && *r > 0.0)
         .ok_or_else(|| {

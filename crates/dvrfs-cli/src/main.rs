@@ -14,6 +14,7 @@ mod cmd_fs;
 mod cmd_mount;
 mod cmd_scrub;
 mod cmd_sim;
+mod cmd_status;
 mod cmd_stream;
 mod error;
 mod interrupt;
@@ -73,6 +74,7 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Play(a) => cmd_stream::play(a),
         Command::Mount(a) => cmd_mount::mount(a),
         Command::Scrub(a) => cmd_scrub::scrub(a),
+        Command::Status(a) => cmd_status::status(a),
     }
 }
 

@@ -54,7 +54,9 @@ mod stream;
 pub use buf::{ExternalBuf, IoBuf};
 pub use op::{Completion, Op, OpId, Output};
 pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES};
-pub use status::{AdmissionStatus, DiskStatus, HeadroomAsk, SpaceStatus, Status, StreamStatus};
+pub use status::{
+    admission_status, AdmissionStatus, DiskStatus, HeadroomAsk, SpaceStatus, Status, StreamStatus,
+};
 pub use stream::{
     StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS,
     MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,

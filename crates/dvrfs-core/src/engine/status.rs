@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::stream::{StreamDir, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
 use super::Engine;
 use crate::alloc::Ino;
-use crate::disk::StreamLoad;
+use crate::disk::{Admission, StreamLoad};
 
 /// What `dvrfs status` asks admission: how many more streams like this one fit, and
 /// the largest such stream that fits.
@@ -158,36 +158,10 @@ impl Engine {
                 depth: s.info().depth,
             })
             .collect();
-        let admission = self.admission.as_ref().map(|adm| {
-            let check = adm.check(&loads);
-            let rate = ask.rate_bps / 8.0;
-            AdmissionStatus {
-                against: adm.describe(),
-                be_share: adm.be_share,
-                load: check.load,
-                round_ms: check.round_ms,
-                asked: ask,
-                more_streams: if rate > 0.0 {
-                    adm.count_admitted_beside(
-                        &loads,
-                        rate,
-                        ask.request_bytes,
-                        ask.buffer_bytes,
-                        AUTO_SLACK_NS,
-                        MAX_STREAM_BUFFER_BYTES,
-                    )
-                } else {
-                    0
-                },
-                largest_rate_bps: adm.largest_admitted(
-                    &loads,
-                    ask.request_bytes,
-                    ask.buffer_bytes,
-                    AUTO_SLACK_NS,
-                    MAX_STREAM_BUFFER_BYTES,
-                ) * 8.0,
-            }
-        });
+        let admission = self
+            .admission
+            .as_ref()
+            .map(|adm| admission_status(adm, &loads, ask));
         let streams = open
             .iter()
             .map(|s| {
@@ -270,5 +244,39 @@ impl Status {
         for s in &mut self.streams {
             s.path = found.get(&s.ino).cloned();
         }
+    }
+}
+
+/// What admission says beside the streams `open` (their loads): its load and round,
+/// and the headroom for streams like `ask`. Without streams: an idle device's
+/// (`dvrfs status` on a volume that is not mounted).
+pub fn admission_status(adm: &Admission, open: &[StreamLoad], ask: HeadroomAsk) -> AdmissionStatus {
+    let check = adm.check(open);
+    let rate = ask.rate_bps / 8.0;
+    AdmissionStatus {
+        against: adm.describe(),
+        be_share: adm.be_share,
+        load: check.load,
+        round_ms: check.round_ms,
+        asked: ask,
+        more_streams: if rate > 0.0 {
+            adm.count_admitted_beside(
+                open,
+                rate,
+                ask.request_bytes,
+                ask.buffer_bytes,
+                AUTO_SLACK_NS,
+                MAX_STREAM_BUFFER_BYTES,
+            )
+        } else {
+            0
+        },
+        largest_rate_bps: adm.largest_admitted(
+            open,
+            ask.request_bytes,
+            ask.buffer_bytes,
+            AUTO_SLACK_NS,
+            MAX_STREAM_BUFFER_BYTES,
+        ) * 8.0,
     }
 }

@@ -1,0 +1,93 @@
+//! `dvrfs status` through the real binary: on a volume at rest (space, and the
+//! headroom of an idle disk, the same count `capacity` prints), and clear errors for
+//! bad flags. The mounted case (streams seen through the daemon) is in
+//! `remote_cli.rs` beside the other commands that go through the daemon.
+
+mod common;
+
+use common::*;
+
+#[test]
+fn status_at_rest_shows_the_space_and_the_headroom_capacity_counts() {
+    let dir = tempdir();
+    let img = dir.path().join("rest.img");
+    mkfs(&img, "4G", &[]);
+    let local = random_file(&dir.path().join("clip"), 9 << 20, 3);
+    ok(dvrfs([
+        "put".as_ref(),
+        img.as_os_str(),
+        local.as_os_str(),
+        "/clip".as_ref(),
+    ]));
+    let v = json(&ok(dvrfs([
+        "status".as_ref(),
+        img.as_os_str(),
+        "--device-model".as_ref(),
+        "avfs-250g".as_ref(),
+        "--rate".as_ref(),
+        "6M".as_ref(),
+        "--json".as_ref(),
+    ])));
+    assert!(v["mounted_at"].is_null(), "{v}");
+    let st = &v["status"];
+    let used = st["space"]["used_bytes"].as_u64().unwrap();
+    let free = st["space"]["free_bytes"].as_u64().unwrap();
+    let total = st["space"]["total_bytes"].as_u64().unwrap();
+    assert!(used >= 9 << 20, "{v}");
+    assert_eq!(used + free, total, "{v}");
+    assert_eq!(st["streams"].as_array().unwrap().len(), 0);
+    let cap = json(&ok(dvrfs([
+        "capacity", "--disk", "avfs-250g", "--bitrate", "6M", "--json",
+    ])));
+    assert_eq!(
+        st["admission"]["more_streams"], cap["admission_streams_auto_buffer"],
+        "status {v}\ncapacity {cap}"
+    );
+    assert!(st["admission"]["largest_rate_bps"].as_f64().unwrap() > 6e6);
+
+    let text = ok(dvrfs([
+        "status".as_ref(),
+        img.as_os_str(),
+        "--device-model".as_ref(),
+        "avfs-250g".as_ref(),
+        "--rate".as_ref(),
+        "6M".as_ref(),
+    ]));
+    assert!(text.contains("not mounted"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "headroom:  {} more stream(s) of 6.00 Mbit/s",
+            cap["admission_streams_auto_buffer"]
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn status_refuses_bad_flags_clearly() {
+    let dir = tempdir();
+    let img = dir.path().join("bad.img");
+    mkfs(&img, "1G", &[]);
+    fails(
+        dvrfs([
+            "status".as_ref(),
+            img.as_os_str(),
+            "--request".as_ref(),
+            "1000".as_ref(),
+        ]),
+        "invalid --request",
+    );
+    fails(
+        dvrfs([
+            "status".as_ref(),
+            img.as_os_str(),
+            "--rate".as_ref(),
+            "fast".as_ref(),
+        ]),
+        "--rate",
+    );
+    fails(
+        dvrfs(["status".as_ref(), dir.path().join("none.img").as_os_str()]),
+        "none.img",
+    );
+}
