@@ -119,6 +119,15 @@ pub struct SimArgs {
     /// Write one CSV row per device command of the reported run (with --find-max, the answer's; with --seeds, the worst seed's) to this file
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Make the recordings engine streams written a frame at a time (the engine's write-behind, admission and time-bounded durability) instead of AVFS clients issuing whole requests
+    #[arg(long)]
+    pub stream_recordings: bool,
+    /// With --stream-recordings: the streams' durability interval [default: the commit interval, 1s]
+    #[arg(long)]
+    pub durable: Option<String>,
+    /// With --stream-recordings: how often the application writes (one frame)
+    #[arg(long, default_value = "40ms")]
+    pub frame: String,
 }
 
 #[derive(clap::Args, Debug)]
@@ -274,6 +283,29 @@ pub struct Setup {
 fn setup(a: &SimArgs) -> CliResult<Setup> {
     let mut s = setup_run(load_disk(&a.disk)?, &a.run, "1h")?;
     s.cfg.trace = a.trace.is_some();
+    let durable_ns = a
+        .durable
+        .as_deref()
+        .map(|d| parse_duration_ms("--durable", d).map(|ms| ms * 1_000_000))
+        .transpose()?;
+    if a.stream_recordings {
+        let frame_ns = parse_duration_ms("--frame", &a.frame)? * 1_000_000;
+        if frame_ns == 0 {
+            return Err(CliError::usage(
+                "--frame must be positive",
+                "e.g. --frame 40ms (a frame at 25 fps)",
+            ));
+        }
+        s.cfg.stream_recordings = Some(sim::StreamRecordings {
+            durable_ns,
+            frame_ns,
+        });
+    } else if durable_ns.is_some() {
+        return Err(CliError::usage(
+            "--durable applies to engine-stream recordings",
+            "add --stream-recordings (the AVFS clients issue whole requests and have no durability interval)",
+        ));
+    }
     if let Some(t) = &a.seeds {
         s.seeds = parse_seeds(t)?;
     }
@@ -421,7 +453,10 @@ fn run_once(s: &Setup, cfg: &SimConfig) -> CliResult<SimOutcome> {
         sector_bytes: s.model.sector_bytes,
         metadata_class: s.journal_class,
         max_ops: dvrfs_core::engine::DEFAULT_MAX_OPS,
-        admission: None,
+        // Engine streams are admitted as the mount admits them, on the model.
+        admission: cfg
+            .stream_recordings
+            .map(|_| dvrfs_core::disk::Admission::from_model(&s.model, s.settings.be_share)),
     };
     let mut disk = HddDisk::new(&s.model, cfg.seed);
     sim::run(cfg, &mut disk, engine).map_err(|e| CliError::new(format!("simulation failed: {e}")))
@@ -617,6 +652,17 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
         r.deadline_misses,
         r.p_miss,
     );
+    if let Some(sr) = &r.stream_recordings {
+        outln!(
+            "  stream recordings {} disk requests, {} past the buffer's overflow, {} past their commit (durable {}, a write every {} ms)",
+            sr.requests,
+            sr.late,
+            sr.durability_late,
+            sr.durable_s
+                .map_or("= commit interval".to_string(), |d| format!("{d} s")),
+            sr.frame_ms
+        );
+    }
     if r.deadline_misses > 0 {
         outln!(
             "  misses by cause   {} late, {} reads failed, {} not issued (disk full), {} other",

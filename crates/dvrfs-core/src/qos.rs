@@ -253,6 +253,24 @@ pub struct Report {
     pub runs_by_seed: Option<Vec<SeedRun>>,
     /// The policy's own counters (batches, holds, windows, ...).
     pub policy: std::collections::BTreeMap<String, u64>,
+    /// `--stream-recordings`: the recordings were engine streams (`null` otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_recordings: Option<StreamRecordingsReport>,
+}
+
+/// Recordings made as engine streams (`dvrfs sim --stream-recordings`): their
+/// durability interval and application frame, and what their disk requests did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StreamRecordingsReport {
+    pub durable_s: Option<f64>,
+    pub frame_ms: f64,
+    /// Disk requests the engine wrote for them (whole and partial).
+    pub requests: u64,
+    /// Landed after the buffer would have overflowed: misses of the streams'
+    /// guarantee.
+    pub late: u64,
+    /// Landed after the commit they were due for (bytes durable one commit late).
+    pub durability_late: u64,
 }
 
 /// One neighbour of a `--find-max` answer.
@@ -396,6 +414,13 @@ impl Report {
                 .iter()
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
+            stream_recordings: o.stream_recordings.map(|r| StreamRecordingsReport {
+                durable_s: r.durable_ns.map(|d| d as f64 / 1e9),
+                frame_ms: r.frame_ns as f64 / 1e6,
+                requests: o.stream_requests,
+                late: o.stream_late,
+                durability_late: o.stream_durability_late,
+            }),
         }
     }
 }

@@ -22,6 +22,8 @@ use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 
+mod engine_streams;
+
 /// Owner ids: streams are 0..n; the best-effort generator and the sync client follow.
 const BE_OWNER_OFFSET: u32 = 0;
 const SYNC_OWNER_OFFSET: u32 = 1;
@@ -67,6 +69,11 @@ pub(super) struct Stream {
     stopped: bool,
     file_bytes: u64,
     start_offset: u64,
+    /// A recording made as an engine stream ([`SimConfig::stream_recordings`]): its
+    /// id once admitted (`None` while the open is in flight).
+    sid: Option<crate::engine::StreamId>,
+    /// Bits per second.
+    rate_bps: f64,
     /// Completion time per request (the [`series_stream`], for the buffer-level series).
     pub(super) done_ns: Vec<u64>,
 }
@@ -83,7 +90,13 @@ pub(super) fn series_stream(streams: &[Stream]) -> Option<u32> {
 
 #[derive(Clone, Copy, Debug)]
 enum Purpose {
-    Stream { s: u32 },
+    Stream {
+        s: u32,
+    },
+    /// An engine stream's open (see `engine_streams`).
+    StreamOpen {
+        s: u32,
+    },
     BestEffort,
     Sync,
 }
@@ -217,6 +230,9 @@ impl Client {
     pub fn start(&mut self, host: &mut impl Host, recordings: &[String]) -> Result<()> {
         self.start_streams(host, recordings)?;
         self.start_best_effort(host, recordings)?;
+        // After every namespace operation: the host's runs them to completion and
+        // would take an open's completion with them.
+        self.open_engine_streams(host)?;
         self.durable_sizes = vec![0; self.streams.len()];
         if self.cfg.fsync_every_ns > 0 {
             host.schedule(self.cfg.fsync_every_ns, ClientEv::Sync);
@@ -277,6 +293,8 @@ impl Client {
                     stopped: false,
                     file_bytes: 0,
                     start_offset: 0,
+                    sid: None,
+                    rate_bps: rate,
                     done_ns: vec![],
                 };
                 if g.write {
@@ -312,7 +330,10 @@ impl Client {
                 }
                 let first = t0_ns + if g.write { period_ns } else { 0 };
                 self.streams.push(st);
-                host.schedule(first, ClientEv::Issue(sid));
+                // An engine stream's frames start once it is admitted (`start`).
+                if !(g.write && self.cfg.stream_recordings.is_some()) {
+                    host.schedule(first, ClientEv::Issue(sid));
+                }
                 sid += 1;
             }
         }
@@ -322,7 +343,9 @@ impl Client {
     pub(super) fn issue_time(&self, s: u32, k: u64) -> u64 {
         let st = &self.streams[s as usize];
         let d = self.cfg.depth as u64;
-        if st.write {
+        if self.engine_stream(s) {
+            self.frame_time(s, k)
+        } else if st.write {
             st.t0_ns + (k + 1) * st.period_ns
         } else if k < d {
             st.t0_ns
@@ -363,7 +386,13 @@ impl Client {
                 if self.stopped || st.stopped {
                     return Ok(());
                 }
-                if st.outstanding >= self.cfg.depth {
+                if st.outstanding
+                    >= if self.engine_stream(s) {
+                        1
+                    } else {
+                        self.cfg.depth
+                    }
+                {
                     self.streams[s as usize].blocked = true;
                     Ok(())
                 } else {
@@ -377,6 +406,9 @@ impl Client {
 
     /// Issues request `k` of stream `s` now.
     fn issue(&mut self, host: &mut impl Host, s: u32, now: u64) -> Result<()> {
+        if self.engine_stream(s) {
+            return self.issue_frame(host, s, now);
+        }
         let k = self.streams[s as usize].next_k;
         let deadline = self.deadline(s, k);
         let req = self.cfg.request_bytes;
@@ -629,6 +661,7 @@ impl Client {
                 }
                 self.stream_done(host, s, &result, now);
             }
+            Purpose::StreamOpen { s } => self.engine_stream_opened(host, s, result, now),
             Purpose::BestEffort => self.be_done(host, result, now)?,
             Purpose::Sync => {
                 self.sync_in_flight = false;

@@ -191,6 +191,21 @@ pub struct SimConfig {
     pub keep_series: bool,
     /// Keep a row per device command ([`SimOutcome::trace`], `dvrfs sim --trace`).
     pub trace: bool,
+    /// `None`: recordings are AVFS clients issuing whole requests with their own
+    /// deadlines (the published comparisons). `Some`: engine streams written a frame
+    /// at a time (`client/engine_streams.rs`), which needs an admission model in the
+    /// engine's configuration.
+    pub stream_recordings: Option<StreamRecordings>,
+}
+
+/// Recordings as engine streams (see [`SimConfig::stream_recordings`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StreamRecordings {
+    /// The streams' durability interval (`StreamSpec::durable_ns`; `None`: the
+    /// commit interval).
+    pub durable_ns: Option<u64>,
+    /// How often the application writes (one frame), ns.
+    pub frame_ns: u64,
 }
 
 impl SimConfig {
@@ -215,6 +230,7 @@ impl SimConfig {
             fsync_every_ns: 0,
             keep_series: false,
             trace: false,
+            stream_recordings: None,
         }
     }
 }
@@ -314,6 +330,13 @@ pub struct SimOutcome {
     pub scheduler: String,
     pub data_block_bytes: u64,
     pub used_bytes_at_start: u64,
+    /// Engine-stream recordings ([`SimConfig::stream_recordings`]): their disk
+    /// requests, those past the buffer's overflow (misses of the stream's
+    /// guarantee), and those past the commit they were due for (`durability_late`).
+    pub stream_recordings: Option<StreamRecordings>,
+    pub stream_requests: u64,
+    pub stream_late: u64,
+    pub stream_durability_late: u64,
 }
 
 impl SimOutcome {
@@ -950,6 +973,12 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
         let pending = self.client.outstanding();
         if pending > 0 {
             self.host.engine.qos_mut().not_issued(pending, false);
+        }
+        self.out.stream_recordings = self.cfg.stream_recordings;
+        for (_, st) in self.host.engine.streams() {
+            self.out.stream_requests += st.requests;
+            self.out.stream_late += st.late;
+            self.out.stream_durability_late += st.durability_late;
         }
         let q = self.host.engine.qos().clone();
         fill_outcome(&mut self.out, self.host.engine.scheduler(), q);
