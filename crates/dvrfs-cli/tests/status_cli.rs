@@ -37,7 +37,12 @@ fn status_at_rest_shows_the_space_and_the_headroom_capacity_counts() {
     assert_eq!(used + free, total, "{v}");
     assert_eq!(st["streams"].as_array().unwrap().len(), 0);
     let cap = json(&ok(dvrfs([
-        "capacity", "--disk", "avfs-250g", "--bitrate", "6M", "--json",
+        "capacity",
+        "--disk",
+        "avfs-250g",
+        "--bitrate",
+        "6M",
+        "--json",
     ])));
     assert_eq!(
         st["admission"]["more_streams"], cap["admission_streams_auto_buffer"],
