@@ -183,6 +183,31 @@ impl Admission {
         }
     }
 
+    /// How long the model gives one sweep that writes a request of each size in
+    /// `requests_bytes`, ns: the round's cost (a seek across the sweep, and per
+    /// request a rotation, the settle and the transfer at the inner rate), or the
+    /// transfers at the bandwidth.
+    pub fn sweep_ns(&self, requests_bytes: impl Iterator<Item = u64>) -> f64 {
+        match &self.capacity {
+            Capacity::Bandwidth { bytes_per_s } => {
+                requests_bytes.map(|b| b as f64).sum::<f64>() / bytes_per_s * 1e9
+            }
+            Capacity::Disk {
+                inner_rate_bytes_per_s,
+                rotation_ms,
+                settle_ms,
+                sweep_seek_ms,
+                ..
+            } => {
+                let mut ms = *sweep_seek_ms;
+                for b in requests_bytes {
+                    ms += rotation_ms + settle_ms + b as f64 / inner_rate_bytes_per_s * 1e3;
+                }
+                ms * 1e6
+            }
+        }
+    }
+
     /// The highest rate a stream with `like`'s request size and buffer could still be
     /// admitted at beside `admitted` (0 if none), bytes per second.
     pub fn headroom(&self, admitted: &[StreamLoad], like: StreamLoad) -> f64 {

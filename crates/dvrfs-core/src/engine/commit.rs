@@ -447,7 +447,7 @@ impl Engine {
             .min();
         job.waiters = waiters;
         job.deadline_ns = now.mono_ns + self.commit.interval_ns;
-        job.journal_by_ns = now.mono_ns + super::stream::gather_lead_ns(self.commit.interval_ns);
+        job.journal_by_ns = now.mono_ns + self.gather_lead();
         self.commit.start(job, now.mono_ns);
         true
     }

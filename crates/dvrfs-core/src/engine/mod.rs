@@ -394,6 +394,9 @@ pub struct Engine {
     last_mono_ns: u64,
     /// When the engine was made (`dvrfs status`: the time since mount).
     started_ns: u64,
+    /// How long before a commit is due the recordings' partial requests are written
+    /// (`stream/recording.rs`), as of the last stream opened or closed.
+    gather_lead_ns: u64,
     streams: BTreeMap<StreamId, stream::Stream>,
     next_stream: StreamId,
     admission: Option<Admission>,
@@ -437,6 +440,7 @@ impl Engine {
             broken: None,
             last_mono_ns: now.mono_ns,
             started_ns: now.mono_ns,
+            gather_lead_ns: stream::GATHER_LEAD_NS.min(interval_ns / 4),
             streams: BTreeMap::new(),
             next_stream: 1,
             admission: cfg.admission,

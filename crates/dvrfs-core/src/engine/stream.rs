@@ -43,7 +43,6 @@
 
 mod recording;
 
-pub(super) use recording::gather_lead_ns;
 pub use recording::GATHER_LEAD_NS;
 
 use super::{buf, Body, Engine, IoBuf, Now, Op, OpId, OpState, Output, Stage};
@@ -480,6 +479,7 @@ impl Engine {
             stats: StreamStats::default(),
         };
         self.streams.insert(id, s);
+        self.refresh_gather_lead();
         Ok(Output::Stream(info))
     }
 
@@ -583,7 +583,12 @@ impl Engine {
         self.streams
             .values()
             .filter_map(|s| s.wake_ns)
-            .chain(self.streams.values().filter_map(|s| self.gather_at(s)))
+            .chain({
+                let lead = self.gather_lead();
+                self.streams
+                    .values()
+                    .filter_map(move |s| self.gather_at(s, lead))
+            })
             .min()
     }
 
@@ -852,6 +857,7 @@ impl Engine {
             return false;
         }
         let s = self.streams.remove(&sid).expect("listed");
+        self.refresh_gather_lead();
         if s.info.dir == StreamDir::Write {
             self.vol.release_space(s.info.ino);
             self.vol.release_prealloc(s.info.ino);
