@@ -6,6 +6,12 @@
 //! commands that write open it read-write with an exclusive lock. Either kind fails
 //! with the in-use message while the other holds the device.
 //!
+//! A volume that `dvrfs mount` holds is used through the daemon instead, over its
+//! socket (`dvrfs-remote`), by the commands that can: `ls`, `stat`, `get`, `put`,
+//! `record` and `play` ask [`daemon`] first and open the device only when no daemon
+//! serves it. The others (they change the namespace, or read the whole device) are
+//! refused with where it is mounted.
+//!
 //! One holder is waited for instead: a `dvrfs mount` daemon whose volume was just
 //! unmounted. The kernel's `umount` returns as soon as the mount is gone, before the
 //! daemon has written what it gathered, committed and closed the device (tens of
@@ -205,6 +211,42 @@ pub fn open_runtime(path: &Path, access: Access) -> CliResult<dvrfs_runtime::Run
         ..dvrfs_runtime::Options::default()
     };
     Ok(dvrfs_runtime::Runtime::with_device(dev, opts)?)
+}
+
+/// The daemon serving the volume on `path` (a `dvrfs mount` of it), connected, if
+/// there is one. A socket left by a daemon that was killed is named on stderr and
+/// ignored: the volume is then opened directly (its lock went with the daemon). A
+/// daemon that refuses this client (a user the mount does not let in, another
+/// protocol version) is an error saying why.
+pub fn daemon(path: &Path) -> CliResult<Option<dvrfs_remote::Client>> {
+    use dvrfs_remote::Reach;
+    set_target(path);
+    match dvrfs_remote::reach(path) {
+        Reach::Direct => Ok(None),
+        Reach::Daemon(c) => Ok(Some(c)),
+        Reach::Stale(sock) => {
+            eprintln!(
+                "dvrfs: note: the dvrfs mount daemon of {} is gone (its socket {} refuses connections; killed?); opening the volume directly",
+                path.display(),
+                sock.display()
+            );
+            Ok(None)
+        }
+        Reach::Refused(why) => Err(CliError::new(format!(
+            "the dvrfs mount daemon of {} refused this command: {why}",
+            path.display()
+        ))
+        .hint("the daemon that has the volume mounted decides who may use it (dvrfs mount --allow-other lets other users in); its log says more")),
+    }
+}
+
+/// The volume on `path` for the data commands: through its daemon when it is
+/// mounted, else opened here in the runtime (io_uring, or its thread pool).
+pub fn open_handle(path: &Path, access: Access) -> CliResult<dvrfs_remote::Handle> {
+    match daemon(path)? {
+        Some(c) => Ok(dvrfs_remote::Handle::Remote(c)),
+        None => Ok(dvrfs_remote::Handle::Local(open_runtime(path, access)?)),
+    }
 }
 
 /// Wall-clock time in nanoseconds since the Unix epoch (0 for a clock before 1970).

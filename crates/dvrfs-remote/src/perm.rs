@@ -108,7 +108,7 @@ fn need(v: &Volume, peer: &Peer, ino: Ino, want: u32, what: &str) -> Result<(), 
     match peer.may(&st, want) {
         true => Ok(()),
         false => Err(denied(format!(
-            "{what} (inode {ino}, mode {:04o}, owner {}:{}, asked by uid {})",
+            "inode {ino} {what} (mode {:04o}, owner {}:{}; uid {} asked)",
             st.mode & 0o7777,
             st.uid,
             st.gid,
@@ -123,9 +123,9 @@ pub fn resolve(v: &Volume, peer: &Peer, path: &str) -> Result<Ino, RuntimeError>
     let mut ino = v.superblock().root_ino;
     let mut walked = String::new();
     for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
-        need(v, peer, ino, X, &format!("searching {}/", walked))?;
         walked.push('/');
         walked.push_str(comp);
+        need(v, peer, ino, X, &format!("to look up {walked}"))?;
         // The volume's own walk gives its own errors (not found, not a directory).
         ino = v.resolve(&walked)?;
     }
@@ -150,20 +150,14 @@ fn change_entries(
     parent: Ino,
     name: Option<&[u8]>,
 ) -> Result<(), RuntimeError> {
-    need(
-        v,
-        peer,
-        parent,
-        W | X,
-        "changing the entries of a directory",
-    )?;
+    need(v, peer, parent, W | X, "to change its entries")?;
     let dir = v.stat(parent)?;
     if let (Some(name), false) = (name, peer.is_root()) {
         if dir.mode & 0o1000 != 0 && dir.uid != peer.uid {
             let entry = v.stat(v.lookup(parent, name)?)?;
             if entry.uid != peer.uid {
                 return Err(denied(format!(
-                    "{} in a sticky directory belongs to uid {}, not to uid {}",
+                    "{} to remove it: a sticky directory, and it belongs to uid {}, not to uid {}",
                     String::from_utf8_lossy(name),
                     entry.uid,
                     peer.uid
@@ -179,10 +173,8 @@ fn change_entries(
 /// streams it opened).
 pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
     match op {
-        Op::Read { ino, .. } => need(v, peer, *ino, R, "reading a file"),
-        Op::Write { ino, .. } | Op::Truncate { ino, .. } => {
-            need(v, peer, *ino, W, "writing a file")
-        }
+        Op::Read { ino, .. } => need(v, peer, *ino, R, "for reading"),
+        Op::Write { ino, .. } | Op::Truncate { ino, .. } => need(v, peer, *ino, W, "for writing"),
         Op::Create { parent, .. } | Op::Mkdir { parent, .. } | Op::Symlink { parent, .. } => {
             change_entries(v, peer, *parent, None)
         }
@@ -205,7 +197,7 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
             let chown = set.uid.is_some_and(|u| u != st.uid);
             if !owner || (chown && !peer.is_root()) {
                 return Err(denied(format!(
-                    "changing the attributes of inode {ino} (owner uid {}, asked by uid {})",
+                    "inode {ino} to change its attributes (owner uid {}; uid {} asked)",
                     st.uid, peer.uid
                 )));
             }
@@ -215,12 +207,12 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
             let st = v.stat(*ino)?;
             match peer.may(&st, R) || peer.may(&st, W) {
                 true => Ok(()),
-                false => Err(denied(format!("opening inode {ino}"))),
+                false => Err(denied(format!("inode {ino}"))),
             }
         }
         Op::StreamOpen { ino, spec } => match spec.dir {
-            StreamDir::Read => need(v, peer, *ino, R, "a playback of a file"),
-            StreamDir::Write => need(v, peer, *ino, W, "a recording into a file"),
+            StreamDir::Read => need(v, peer, *ino, R, "for a playback"),
+            StreamDir::Write => need(v, peer, *ino, W, "for a recording"),
         },
         Op::Fsync
         | Op::StreamRead { .. }

@@ -407,7 +407,9 @@ impl Conn {
             Request::Lookup { parent, name } => Reply::Ino(rt.query(move |v| {
                 let dir = v.stat(parent)?;
                 if !peer.may(&dir, perm::X) {
-                    return Err(perm::denied(format!("searching directory inode {parent}")));
+                    return Err(perm::denied(format!(
+                        "directory inode {parent} to look up a name"
+                    )));
                 }
                 Ok(v.lookup(parent, &name)?)
             })??),
@@ -415,7 +417,7 @@ impl Conn {
             Request::Readdir { ino } => Reply::Entries(rt.query(move |v| {
                 let dir = v.stat(ino)?;
                 if !peer.may(&dir, perm::R) {
-                    return Err(perm::denied(format!("listing directory inode {ino}")));
+                    return Err(perm::denied(format!("directory inode {ino} to list it")));
                 }
                 Ok(v.readdir(ino)?)
             })??),
