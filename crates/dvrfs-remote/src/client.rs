@@ -88,7 +88,7 @@ impl Client {
             .spawn(move || {
                 let why = loop {
                     match read_frame(&mut rd) {
-                        Ok(Some(body)) => match proto::decode_reply(&body) {
+                        Ok(Some(body)) => match proto::decode_reply(body) {
                             Ok((id, r)) => {
                                 lock(&sh.replies).by_id.insert(id, r);
                                 sh.cv.notify_all();
@@ -203,6 +203,7 @@ impl Client {
         let kept = lock(&self.bufs).remove(&t.0);
         let output = match done.output {
             WireOutput::Read(bytes) => {
+                let bytes = bytes.as_slice();
                 let mut buf = kept.unwrap_or_else(|| IoBuf::zeroed(bytes.len()));
                 let n = bytes.len();
                 let dst = buf.bytes_mut().expect("a read's buffer is real memory");
@@ -211,7 +212,7 @@ impl Client {
                     "the daemon read {n} bytes into {}",
                     dst.len()
                 );
-                dst[..n].copy_from_slice(&bytes);
+                dst[..n].copy_from_slice(bytes);
                 Output::Read { buf, bytes: n }
             }
             WireOutput::Write { .. } => Output::Write {

@@ -34,7 +34,7 @@ use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 
 use crate::perm::{self, Peer};
 use crate::proto::{self, Done, Figures, Reply, Request, WireOutput};
-use crate::wire::{read_frame, write_frame};
+use crate::wire::{read_frame, write_frame, write_frame_parts};
 use crate::{instant_of_mono_ns, socket};
 
 /// Requests of one connection waiting at once (each holds a thread). A client past it
@@ -305,9 +305,9 @@ fn serve_conn(s: UnixStream, rt: Arc<Runtime>, cfg: &ServerConfig, log: &Log) {
 
 impl Conn {
     fn reply(&self, id: u64, r: Result<Reply, RuntimeError>) {
-        let body = proto::encode_reply(id, &r);
+        let (head, tail) = proto::encode_reply_parts(id, &r);
         // A client that went away reads no more replies; its clean-up follows.
-        let _ = write_frame(&mut *lock(&self.writer), &body);
+        let _ = write_frame_parts(&mut *lock(&self.writer), &head, tail);
     }
 
     fn owned(&self, ticket: u64) -> Result<Ticket, RuntimeError> {
@@ -369,6 +369,18 @@ impl Conn {
                 }
                 match r? {
                     None => Reply::Done(None),
+                    Some(dvrfs_runtime::Done {
+                        output: Output::Read { buf, bytes },
+                        late,
+                        submit_ns,
+                        done_ns,
+                    }) => Reply::ReadDone {
+                        late,
+                        submit_ns,
+                        done_ns,
+                        buf,
+                        bytes,
+                    },
                     Some(d) => {
                         if let Output::Stream(info) = &d.output {
                             lock(&self.streams).insert(info.id);

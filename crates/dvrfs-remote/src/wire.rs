@@ -15,14 +15,18 @@ pub const MAX_FRAME_BYTES: usize = (1 << 30) + 4096;
 
 /// Writes `body` as one frame (the caller holds whatever lock keeps frames whole).
 pub fn write_frame(w: &mut impl Write, body: &[u8]) -> io::Result<()> {
-    assert!(
-        body.len() <= MAX_FRAME_BYTES,
-        "frame of {} bytes",
-        body.len()
-    );
-    let len = u32::try_from(body.len()).expect("MAX_FRAME_BYTES fits a u32");
+    write_frame_parts(w, body, &[])
+}
+
+/// Writes `head` and then `tail` as one frame: a read's bytes go out from the
+/// engine's buffer as they are, behind the reply's header, without a copy.
+pub fn write_frame_parts(w: &mut impl Write, head: &[u8], tail: &[u8]) -> io::Result<()> {
+    let total = head.len() + tail.len();
+    assert!(total <= MAX_FRAME_BYTES, "frame of {total} bytes");
+    let len = u32::try_from(total).expect("MAX_FRAME_BYTES fits a u32");
     w.write_all(&len.to_le_bytes())?;
-    w.write_all(body)?;
+    w.write_all(head)?;
+    w.write_all(tail)?;
     w.flush()
 }
 
@@ -99,6 +103,7 @@ impl Enc {
 
 /// Reads a frame's body, front to back.
 pub struct Dec<'a> {
+    whole: &'a [u8],
     rest: &'a [u8],
 }
 
@@ -116,7 +121,15 @@ pub type DecResult<T> = Result<T, Malformed>;
 
 impl<'a> Dec<'a> {
     pub fn new(body: &'a [u8]) -> Dec<'a> {
-        Dec { rest: body }
+        Dec {
+            whole: body,
+            rest: body,
+        }
+    }
+
+    /// How many bytes of the body were read so far.
+    pub fn pos(&self) -> usize {
+        self.whole.len() - self.rest.len()
     }
 
     fn take(&mut self, n: usize, what: &str) -> DecResult<&'a [u8]> {

@@ -22,7 +22,7 @@
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{StreamDir, StreamId, StreamInfo, StreamStats};
 use dvrfs_core::format::dir::Kind;
-use dvrfs_core::{Op, Output, Stat};
+use dvrfs_core::{IoBuf, Op, Output, Stat};
 use dvrfs_runtime::RuntimeError;
 
 use crate::wire::{Dec, DecResult, Enc, Malformed};
@@ -114,6 +114,40 @@ pub enum Reply {
     Figures(Figures),
     Stream(Option<(StreamInfo, StreamStats)>),
     Text(Option<String>),
+    /// The daemon's form of a finished read: the engine's buffer, whose first `bytes`
+    /// are sent as they are (`encode_reply_parts`). It arrives as
+    /// `Done(Some(Done { output: WireOutput::Read(..), .. }))`.
+    ReadDone {
+        late: bool,
+        submit_ns: u64,
+        done_ns: u64,
+        buf: IoBuf,
+        bytes: usize,
+    },
+}
+
+/// A read's bytes as they arrived: a range of the reply's frame (not copied out of
+/// it).
+#[derive(Debug)]
+pub struct ReadBytes {
+    frame: Vec<u8>,
+    at: usize,
+    len: usize,
+}
+
+impl ReadBytes {
+    pub fn from_vec(v: Vec<u8>) -> ReadBytes {
+        let len = v.len();
+        ReadBytes {
+            frame: v,
+            at: 0,
+            len,
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &self.frame[self.at..self.at + self.len]
+    }
 }
 
 /// A finished operation as it travels: a read's bytes instead of its buffer.
@@ -127,7 +161,7 @@ pub struct Done {
 
 #[derive(Debug)]
 pub enum WireOutput {
-    Read(Vec<u8>),
+    Read(ReadBytes),
     Write { bytes: u64 },
     Ino(Ino),
     Stream(StreamInfo),
@@ -139,10 +173,10 @@ impl WireOutput {
     /// The daemon's side: what an engine output sends back.
     pub fn of(o: &Output) -> WireOutput {
         match o {
-            Output::Read { buf, bytes } => WireOutput::Read(
+            Output::Read { buf, bytes } => WireOutput::Read(ReadBytes::from_vec(
                 buf.bytes()
                     .map_or(vec![0; *bytes], |b| b[..*bytes].to_vec()),
-            ),
+            )),
             Output::Write { data } => WireOutput::Write {
                 bytes: data.len() as u64,
             },
@@ -335,11 +369,39 @@ impl Request {
 
 // ---- replies ----
 
-/// A failure as it travels: the runtime's error, or the daemon refusing the client.
+/// A reply (or the failure it carries) as one body.
 pub fn encode_reply(id: u64, r: &Result<Reply, RuntimeError>) -> Vec<u8> {
+    let (mut head, tail) = encode_reply_parts(id, r);
+    head.extend_from_slice(tail);
+    head
+}
+
+/// A reply as the head of its body and a tail to send after it: a finished read's
+/// bytes, straight from the engine's buffer (empty for every other reply).
+pub fn encode_reply_parts(id: u64, r: &Result<Reply, RuntimeError>) -> (Vec<u8>, &[u8]) {
     let mut e = Enc::default();
     e.u64(id);
     match r {
+        Ok(Reply::ReadDone {
+            late,
+            submit_ns,
+            done_ns,
+            buf,
+            bytes,
+        }) => {
+            let data = buf.bytes().map_or(&[][..], |b| &b[..*bytes]);
+            assert_eq!(data.len(), *bytes, "a read's buffer is real memory");
+            // As `encode_ok` writes a `Done` holding a read, up to its length.
+            e.u8(1)
+                .u8(3)
+                .u8(1)
+                .bool(*late)
+                .u64(*submit_ns)
+                .u64(*done_ns)
+                .u8(1)
+                .u64(*bytes as u64);
+            return (e.buf, data);
+        }
         Ok(reply) => {
             e.u8(1);
             encode_ok(&mut e, reply);
@@ -349,17 +411,28 @@ pub fn encode_reply(id: u64, r: &Result<Reply, RuntimeError>) -> Vec<u8> {
             encode_error(&mut e, err);
         }
     }
-    e.buf
+    (e.buf, &[])
 }
 
-pub fn decode_reply(body: &[u8]) -> DecResult<(u64, Result<Reply, RuntimeError>)> {
-    let mut d = Dec::new(body);
-    let id = d.u64("reply id")?;
-    let r = match d.bool("reply status")? {
-        true => Ok(decode_ok(&mut d)?),
-        false => Err(decode_error(&mut d)?),
+/// Decodes a reply; a read's bytes stay in `body`, which the reply keeps.
+pub fn decode_reply(body: Vec<u8>) -> DecResult<(u64, Result<Reply, RuntimeError>)> {
+    let (id, mut r) = {
+        let mut d = Dec::new(&body);
+        let id = d.u64("reply id")?;
+        let r = match d.bool("reply status")? {
+            true => Ok(decode_ok(&mut d)?),
+            false => Err(decode_error(&mut d)?),
+        };
+        d.end("reply")?;
+        (id, r)
     };
-    d.end("reply")?;
+    if let Ok(Reply::Done(Some(Done {
+        output: WireOutput::Read(b),
+        ..
+    }))) = &mut r
+    {
+        b.frame = body;
+    }
     Ok((id, r))
 }
 
@@ -486,7 +559,7 @@ fn encode_ok(e: &mut Enc, r: &Reply) {
                 .u64(done.submit_ns)
                 .u64(done.done_ns);
             match &done.output {
-                WireOutput::Read(b) => e.u8(1).bytes(b),
+                WireOutput::Read(b) => e.u8(1).bytes(b.as_slice()),
                 WireOutput::Write { bytes } => e.u8(2).u64(*bytes),
                 WireOutput::Ino(i) => e.u8(3).u32(*i),
                 WireOutput::Stream(i) => {
@@ -556,6 +629,22 @@ fn encode_ok(e: &mut Enc, r: &Reply) {
                 Some(s) => e.u8(1).str(s),
             };
         }
+        Reply::ReadDone {
+            late,
+            submit_ns,
+            done_ns,
+            buf,
+            bytes,
+        } => {
+            let data = buf.bytes().map_or(&[][..], |b| &b[..*bytes]);
+            e.u8(3)
+                .u8(1)
+                .bool(*late)
+                .u64(*submit_ns)
+                .u64(*done_ns)
+                .u8(1)
+                .bytes(data);
+        }
     }
 }
 
@@ -569,7 +658,16 @@ fn decode_ok(d: &mut Dec) -> DecResult<Reply> {
                 let (late, submit_ns, done_ns) =
                     (d.bool("late")?, d.u64("submit")?, d.u64("done")?);
                 let output = match d.u8("output")? {
-                    1 => WireOutput::Read(d.bytes("data")?.to_vec()),
+                    1 => {
+                        // The bytes stay where they are; `decode_reply` hands the
+                        // frame over.
+                        let len = d.bytes("data")?.len();
+                        WireOutput::Read(ReadBytes {
+                            frame: Vec::new(),
+                            at: d.pos() - len,
+                            len,
+                        })
+                    }
                     2 => WireOutput::Write {
                         bytes: d.u64("written")?,
                     },
@@ -637,11 +735,11 @@ fn decode_ok(d: &mut Dec) -> DecResult<Reply> {
 mod tests {
     use super::*;
     use dvrfs_core::engine::StreamSpec;
-    use dvrfs_core::{Error as CoreError, IoBuf};
+    use dvrfs_core::Error as CoreError;
     use std::io;
 
     fn round(r: Result<Reply, RuntimeError>) -> Result<Reply, RuntimeError> {
-        let (id, back) = decode_reply(&encode_reply(42, &r)).expect("decodes");
+        let (id, back) = decode_reply(encode_reply(42, &r)).expect("decodes");
         assert_eq!(id, 42);
         back
     }
@@ -723,6 +821,40 @@ mod tests {
             for cut in 9..body.len() {
                 assert!(Request::decode(&body[..cut]).is_err(), "{r:?} cut at {cut}");
             }
+        }
+    }
+
+    #[test]
+    fn a_finished_read_sent_from_its_buffer_arrives_as_its_bytes() {
+        let mut buf = IoBuf::zeroed(8192);
+        buf.bytes_mut().unwrap()[..5].copy_from_slice(b"hello");
+        let r = Ok(Reply::ReadDone {
+            late: true,
+            submit_ns: 1,
+            done_ns: 2,
+            buf,
+            bytes: 5,
+        });
+        let (head, tail) = encode_reply_parts(7, &r);
+        assert_eq!(
+            tail, b"hello",
+            "the bytes go out from the buffer, after the head"
+        );
+        let whole = [head, tail.to_vec()].concat();
+        assert_eq!(
+            whole,
+            encode_reply(7, &r),
+            "one encoding, whichever way it is sent"
+        );
+        match decode_reply(whole) {
+            Ok((7, Ok(Reply::Done(Some(d))))) => {
+                assert!(d.late);
+                match d.output {
+                    WireOutput::Read(b) => assert_eq!(b.as_slice(), b"hello"),
+                    o => panic!("{o:?}"),
+                }
+            }
+            other => panic!("{other:?}"),
         }
     }
 
