@@ -213,15 +213,22 @@ pub fn open_runtime(path: &Path, access: Access) -> CliResult<dvrfs_runtime::Run
     Ok(dvrfs_runtime::Runtime::with_device(dev, opts)?)
 }
 
-/// The daemon serving the volume on `path` (a `dvrfs mount` of it), connected, if
-/// there is one. A socket left by a daemon that was killed is named on stderr and
+/// The daemon serving the volume on `path` (a `dvrfs mount` of it; `path` may also
+/// be the directory it is mounted on), connected, if there is one. A socket left by a daemon that was killed is named on stderr and
 /// ignored: the volume is then opened directly (its lock went with the daemon). A
 /// daemon that refuses this client (a user the mount does not let in, another
 /// protocol version) is an error saying why.
 pub fn daemon(path: &Path) -> CliResult<Option<dvrfs_remote::Client>> {
     use dvrfs_remote::Reach;
     set_target(path);
-    match dvrfs_remote::reach(path) {
+    // The mount point names the volume as well as the image does.
+    let image = std::fs::canonicalize(path)
+        .ok()
+        .filter(|p| p.is_dir())
+        .and_then(|dir| mount_on(&dir))
+        .filter(|m| m.fstype == "fuse.dvrfs" || m.fstype == "fuse")
+        .map(|m| PathBuf::from(m.source));
+    match dvrfs_remote::reach(image.as_deref().unwrap_or(path)) {
         Reach::Direct => Ok(None),
         Reach::Daemon(c) => Ok(Some(c)),
         Reach::Stale(sock) => {

@@ -285,6 +285,9 @@ fn commands_on_a_mounted_target_go_through_the_daemon() {
     );
     let listed = ok(dvrfs(["ls".as_ref(), img.as_os_str()]));
     assert_eq!(listed.trim(), "in.bin");
+    // The mount point names the volume too.
+    let listed = ok(dvrfs(["ls".as_ref(), m.mnt.as_os_str()]));
+    assert_eq!(listed.trim(), "in.bin");
     let st = json(&ok(dvrfs([
         "stat".as_ref(),
         img.as_os_str(),
