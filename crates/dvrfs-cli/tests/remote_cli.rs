@@ -520,3 +520,69 @@ fn another_user_is_refused_where_the_mount_would_refuse() {
     m.unmount();
     assert_clean(&img);
 }
+
+#[test]
+fn status_of_a_mounted_volume_shows_the_daemons_streams() {
+    need_fuse!();
+    let dir = dir_for_everyone();
+    let img = dir.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, &["--bandwidth", "400M"]);
+    // A recording through the daemon, held open: the test feeds it and waits.
+    let mut rec = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["record".as_ref(), img.as_os_str()])
+        .args(["/rec.ts", "--rate", "4M", "--size", "1M", "--input", "-"])
+        .stdin(Stdio::piped())
+        .output_later();
+    let mut input = rec.stdin.take().unwrap();
+    input.write_all(&reference(64 << 10, 3)).unwrap();
+    let status = |t: &Path| -> serde_json::Value {
+        let args: [&std::ffi::OsStr; 5] = [
+            "status".as_ref(),
+            t.as_os_str(),
+            "--json".as_ref(),
+            "--sample".as_ref(),
+            "0s".as_ref(),
+        ];
+        json(&ok(dvrfs(args)))
+    };
+    let mut polls = 0;
+    let v = loop {
+        let v = status(&img);
+        if v["status"]["streams"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty())
+        {
+            break v;
+        }
+        polls += 1;
+        assert!(polls < 2000, "the recording's stream never showed: {v}");
+        std::thread::yield_now();
+    };
+    assert_eq!(v["mounted_at"], m.mnt.to_str().unwrap(), "{v}");
+    let s = &v["status"]["streams"][0];
+    assert_eq!(s["path"], "/rec.ts", "{v}");
+    assert_eq!(s["dir"], "write", "{v}");
+    assert_eq!(s["rate_bps"], 4e6, "{v}");
+    assert!(
+        v["status"]["admission"]["against"].as_str().is_some(),
+        "{v}"
+    );
+    // Given the mount point, the same daemon answers.
+    let v = status(&m.mnt);
+    assert_eq!(v["status"]["streams"][0]["path"], "/rec.ts", "{v}");
+    // The recording ends; its stream is gone from the daemon's engine.
+    input
+        .write_all(&reference((1 << 20) - (64 << 10), 4))
+        .unwrap();
+    drop(input);
+    let rec = rec.wait_with_output().unwrap();
+    assert!(rec.status.success(), "record: {}", stderr(&rec));
+    let v = status(&img);
+    assert_eq!(
+        v["status"]["streams"].as_array().map(Vec::len),
+        Some(0),
+        "{v}"
+    );
+    m.unmount();
+}

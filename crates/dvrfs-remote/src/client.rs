@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::engine::{StreamId, StreamInfo, StreamSpec, StreamStats};
+use dvrfs_core::engine::{HeadroomAsk, Status, StreamId, StreamInfo, StreamSpec, StreamStats};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::{IoBuf, Op, Output, Stat};
 use dvrfs_runtime::{Done, RuntimeError, Ticket};
@@ -279,6 +279,18 @@ impl Client {
         match self.call(Request::Admission)? {
             Reply::Text(t) => Ok(t),
             other => Err(Self::unexpected("admission", other)),
+        }
+    }
+
+    /// The daemon engine's status (`dvrfs status`), its headroom counted for `ask`.
+    pub fn status(&self, ask: HeadroomAsk) -> Result<Status> {
+        match self.call(Request::Status { ask })? {
+            Reply::Text(Some(json)) => serde_json::from_str(&json).map_err(|e| {
+                RuntimeError::Io(std::io::Error::other(format!(
+                    "the dvrfs daemon's status did not decode: {e}"
+                )))
+            }),
+            other => Err(Self::unexpected("status", other)),
         }
     }
 

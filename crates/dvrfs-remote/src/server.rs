@@ -444,6 +444,13 @@ impl Conn {
                 Reply::Stream(rt.stream(stream)?)
             }
             Request::Admission => Reply::Text(rt.admission()?.map(|a| a.describe())),
+            Request::Status { ask } => {
+                let st = rt.status(ask)?;
+                let json = serde_json::to_string(&st).map_err(|e| {
+                    RuntimeError::Io(io::Error::other(format!("status as JSON: {e}")))
+                })?;
+                Reply::Text(Some(json))
+            }
         })
     }
 

@@ -20,7 +20,7 @@
 //! send it); changing what an existing kind carries needs [`VERSION`] raised.
 
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::engine::{StreamDir, StreamId, StreamInfo, StreamStats};
+use dvrfs_core::engine::{HeadroomAsk, StreamDir, StreamId, StreamInfo, StreamStats};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::{IoBuf, Op, Output, Stat};
 use dvrfs_runtime::RuntimeError;
@@ -94,6 +94,11 @@ pub enum Request {
     },
     /// What stream admission checks against, described.
     Admission,
+    /// The engine's status for the operator (`dvrfs status`), as JSON
+    /// (`dvrfs_core::engine::Status`), its admission headroom counted for `ask`.
+    Status {
+        ask: HeadroomAsk,
+    },
 }
 
 /// What the daemon answers, by shape.
@@ -300,6 +305,12 @@ impl Request {
             Request::Admission => {
                 e.u8(14);
             }
+            Request::Status { ask } => {
+                e.u8(15)
+                    .f64(ask.rate_bps)
+                    .u64(ask.request_bytes)
+                    .opt_u64(ask.buffer_bytes);
+            }
         }
         e.buf
     }
@@ -353,6 +364,13 @@ impl Request {
                     stream: d.u32("stream")?,
                 },
                 14 => Request::Admission,
+                15 => Request::Status {
+                    ask: HeadroomAsk {
+                        rate_bps: d.f64("rate")?,
+                        request_bytes: d.u64("request")?,
+                        buffer_bytes: d.opt_u64("buffer")?,
+                    },
+                },
                 k => {
                     return Err(Malformed(format!(
                         "request kind {k} is unknown to this daemon (a newer client: use the dvrfs of the daemon's version)"
@@ -812,6 +830,13 @@ mod tests {
                 name: b"x".to_vec(),
             },
             Request::Figures,
+            Request::Status {
+                ask: HeadroomAsk {
+                    rate_bps: 6e6,
+                    request_bytes: 512 << 10,
+                    buffer_bytes: None,
+                },
+            },
         ];
         for r in reqs {
             let body = r.encode(9);
