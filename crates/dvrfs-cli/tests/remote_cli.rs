@@ -74,8 +74,9 @@ fn profile_dir() -> PathBuf {
 }
 
 /// Builds libdvrfs (and its header) for this profile once, and compiles the C
-/// client against it.
-fn c_client(out: &Path) {
+/// source `src` against it (with `examples/c` on the include path, for the
+/// examples' `pattern.h`).
+fn cc(src: &Path, out: &Path) {
     static BUILT: OnceLock<()> = OnceLock::new();
     let dir = profile_dir();
     BUILT.get_or_init(|| {
@@ -90,20 +91,45 @@ fn c_client(out: &Path) {
         let o = cmd.output().unwrap();
         assert!(o.status.success(), "building libdvrfs: {}", stderr(&o));
     });
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/follow.c");
     let o = Command::new("cc")
         .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror"])
         .arg("-D_POSIX_C_SOURCE=200809L")
         .arg(format!("-I{}", dir.join("include").display()))
-        .arg(&src)
+        .arg(format!("-I{}", examples().display()))
+        .arg(src)
         .arg("-o")
         .arg(out)
         .arg(format!("-L{}", dir.display()))
-        .arg("-ldvrfs")
+        .args(["-ldvrfs", "-lpthread"])
         .arg(format!("-Wl,-rpath,{}", dir.display()))
         .output()
         .expect("run cc");
-    assert!(o.status.success(), "cc follow.c: {}", stderr(&o));
+    assert!(o.status.success(), "cc {}: {}", src.display(), stderr(&o));
+}
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/c")
+}
+
+fn c_client(out: &Path) {
+    cc(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/follow.c"),
+        out,
+    );
+}
+
+/// Runs a C program; its stdout, or a failure with everything it said.
+fn run_c(bin: &Path, args: &[&std::ffi::OsStr]) -> String {
+    let o = Command::new(bin).args(args).output().unwrap();
+    let out = stdout(&o);
+    assert!(
+        o.status.success(),
+        "{} failed ({}):\n{out}\n{}",
+        bin.display(),
+        o.status,
+        stderr(&o)
+    );
+    out
 }
 
 /// Bytes no two positions of which are alike over a few MiB (a counter's bytes
@@ -585,4 +611,42 @@ fn status_of_a_mounted_volume_shows_the_daemons_streams() {
         "{v}"
     );
     m.unmount();
+}
+
+#[test]
+fn the_c_examples_run_on_a_mounted_volume_through_the_daemon() {
+    need_fuse!();
+    let dir = dir_for_everyone();
+    let img = dir.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let (rec, play, dvr) = (
+        dir.path().join("recorder"),
+        dir.path().join("player"),
+        dir.path().join("dvr"),
+    );
+    cc(&examples().join("recorder.c"), &rec);
+    cc(&examples().join("player.c"), &play);
+    cc(&examples().join("dvr.c"), &dvr);
+    let m = Mount::new(dir.path(), &img, &[]);
+    let i = img.as_os_str();
+    // A stream reservation (recorder), deadline-bound aio reads, a playback
+    // reservation, cancels and bad calls (player), three threads sharing one handle
+    // (dvr): each as the tests of the C API run them on a volume of their own.
+    let out = run_c(&rec, &[i, "/cam1.ts".as_ref(), "8".as_ref(), "64".as_ref()]);
+    assert!(out.contains("0 late, 0 stalls"), "{out}");
+    let out = run_c(&play, &[i, "/cam1.ts".as_ref(), "64".as_ref()]);
+    assert!(
+        out.contains("8388608 bytes read back with aio, 0 late"),
+        "{out}"
+    );
+    assert!(out.contains("2097152 bytes played"), "{out}");
+    assert!(out.contains("bad calls refused"), "{out}");
+    // What they wrote is in the mount; dvr records its own /cam1.ts after the
+    // recorder's is removed through the mount.
+    assert_eq!(fs::metadata(m.mnt.join("cam1.ts")).unwrap().len(), 8 << 20);
+    fs::remove_file(m.mnt.join("cam1.ts")).unwrap();
+    let out = run_c(&dvr, &[i, "6".as_ref(), "24".as_ref()]);
+    assert!(out.contains("all recordings read back right"), "{out}");
+    m.unmount();
+    assert_clean(&img);
 }
