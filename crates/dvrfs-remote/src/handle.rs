@@ -155,12 +155,20 @@ impl Handle {
         }
     }
 
-    /// Local: commits, marks the journal clean and closes the device. Remote: ends
-    /// the connection (the daemon keeps the volume).
+    /// Local: commits, marks the journal clean and closes the device. Remote:
+    /// commits too (what this process wrote is durable when `close` returns, as
+    /// after a local close; a read-only mount has nothing to commit), then ends the
+    /// connection; the daemon keeps the volume.
     pub fn close(self) -> Result<()> {
         match self {
             Handle::Local(rt) => rt.close(),
-            Handle::Remote(c) => c.close(),
+            Handle::Remote(c) => {
+                match c.run(Op::Fsync, Some(Instant::now())) {
+                    Ok(_) | Err(RuntimeError::Engine(dvrfs_core::Error::ReadOnly)) => {}
+                    Err(e) => return Err(e),
+                }
+                c.close()
+            }
         }
     }
 }

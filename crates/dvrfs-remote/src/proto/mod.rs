@@ -20,7 +20,7 @@
 //! send it); changing what an existing kind carries needs [`VERSION`] raised.
 
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::engine::{HeadroomAsk, StreamDir, StreamId, StreamInfo, StreamStats};
+use dvrfs_core::engine::{HeadroomAsk, StreamId, StreamInfo, StreamStats};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::{IoBuf, Op, Output, Stat};
 use dvrfs_runtime::RuntimeError;
@@ -29,9 +29,11 @@ use crate::wire::{Dec, DecResult, Enc, Malformed};
 
 mod error;
 mod op;
+mod value;
 
 use error::{decode_error, encode_error};
 use op::{decode_op, encode_op};
+use value::{decode_info, decode_stat, decode_stats, encode_info, encode_stat, encode_stats, kind};
 
 /// The first bytes of each side's hello.
 pub const MAGIC: [u8; 8] = *b"DVRFSRPC";
@@ -454,111 +456,6 @@ pub fn decode_reply(body: Vec<u8>) -> DecResult<(u64, Result<Reply, RuntimeError
     Ok((id, r))
 }
 
-fn encode_stat(e: &mut Enc, s: &Stat) {
-    e.u32(s.ino)
-        .u8(s.kind as u8)
-        .u32(s.mode)
-        .u32(s.nlink)
-        .u32(s.uid)
-        .u32(s.gid)
-        .u64(s.size_bytes)
-        .i64(s.mtime_ns)
-        .i64(s.ctime_ns)
-        .u64(s.blocks)
-        .u64(s.runs as u64)
-        .u64(s.lost_bytes)
-        .u32(s.generation);
-}
-
-fn kind(v: u8) -> DecResult<Kind> {
-    match v {
-        1 => Ok(Kind::File),
-        2 => Ok(Kind::Dir),
-        3 => Ok(Kind::Symlink),
-        v => Err(Malformed(format!("file kind {v}"))),
-    }
-}
-
-fn decode_stat(d: &mut Dec) -> DecResult<Stat> {
-    Ok(Stat {
-        ino: d.u32("ino")?,
-        kind: kind(d.u8("kind")?)?,
-        mode: d.u32("mode")?,
-        nlink: d.u32("nlink")?,
-        uid: d.u32("uid")?,
-        gid: d.u32("gid")?,
-        size_bytes: d.u64("size")?,
-        mtime_ns: d.i64("mtime")?,
-        ctime_ns: d.i64("ctime")?,
-        blocks: d.u64("blocks")?,
-        runs: d.u64("runs")? as usize,
-        lost_bytes: d.u64("lost")?,
-        generation: d.u32("generation")?,
-    })
-}
-
-fn encode_info(e: &mut Enc, i: &StreamInfo) {
-    e.u32(i.id)
-        .u32(i.ino)
-        .bool(i.dir == StreamDir::Write)
-        .f64(i.rate_bytes_per_s)
-        .u64(i.request_bytes)
-        .u32(i.depth)
-        .u64(i.buffer_bytes)
-        .u64(i.slack_ns)
-        .u64(i.reserved_bytes)
-        .f64(i.load)
-        .u64(i.durable_ns);
-}
-
-fn decode_info(d: &mut Dec) -> DecResult<StreamInfo> {
-    Ok(StreamInfo {
-        id: d.u32("stream")?,
-        ino: d.u32("ino")?,
-        dir: match d.bool("direction")? {
-            true => StreamDir::Write,
-            false => StreamDir::Read,
-        },
-        rate_bytes_per_s: d.f64("rate")?,
-        request_bytes: d.u64("request")?,
-        depth: d.u32("depth")?,
-        buffer_bytes: d.u64("buffer")?,
-        slack_ns: d.u64("slack")?,
-        reserved_bytes: d.u64("reserved")?,
-        load: d.f64("load")?,
-        durable_ns: d.u64("durable")?,
-    })
-}
-
-fn encode_stats(e: &mut Enc, s: &StreamStats) {
-    e.u64(s.requests).u64(s.late);
-    match s.min_margin_ns {
-        Some(m) => e.u8(1).i64(m),
-        None => e.u8(0),
-    };
-    e.u64(s.stalls)
-        .u64(s.app_bytes)
-        .u64(s.written_bytes)
-        .u64(s.no_space)
-        .u64(s.durability_late);
-}
-
-fn decode_stats(d: &mut Dec) -> DecResult<StreamStats> {
-    Ok(StreamStats {
-        requests: d.u64("requests")?,
-        late: d.u64("late")?,
-        min_margin_ns: match d.bool("margin")? {
-            true => Some(d.i64("margin")?),
-            false => None,
-        },
-        stalls: d.u64("stalls")?,
-        app_bytes: d.u64("app bytes")?,
-        written_bytes: d.u64("written")?,
-        no_space: d.u64("no space")?,
-        durability_late: d.u64("durability late")?,
-    })
-}
-
 fn encode_ok(e: &mut Enc, r: &Reply) {
     match r {
         Reply::Unit => {
@@ -752,7 +649,7 @@ fn decode_ok(d: &mut Dec) -> DecResult<Reply> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dvrfs_core::engine::StreamSpec;
+    use dvrfs_core::engine::{StreamDir, StreamSpec};
     use dvrfs_core::Error as CoreError;
     use std::io;
 
