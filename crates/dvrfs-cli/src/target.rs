@@ -101,20 +101,30 @@ pub fn after_unmount<T>(
 }
 
 /// The process id of a `dvrfs mount` daemon that holds the lock of `path` while no
-/// mount of it is left (it is unmounting, or starting), if there is one.
+/// mount of it is left (it is unmounting, or starting), if there is one; or of a
+/// holder that has exited and whose lock the kernel has yet to drop.
 fn unmounting_daemon(path: &Path) -> Option<u32> {
     if mounted_at(path).is_some() {
         return None;
     }
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     lock_holders(&locks, path).into_iter().find(|&pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-            let argv: Vec<String> = cmdline
-                .split(|&b| b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            runs_dvrfs_mount(&argv)
-        })
+        match std::fs::read(format!("/proc/{pid}/cmdline")) {
+            // A holder that has exited, or is exiting (its memory, and with it its
+            // command line, goes before its files), still holds the lock for a
+            // moment: the kernel drops it when the last reference to the file goes,
+            // which an io_uring ring torn down after the process can delay. It is
+            // letting go.
+            Err(_) => true,
+            Ok(cmdline) if cmdline.is_empty() => true,
+            Ok(cmdline) => {
+                let argv: Vec<String> = cmdline
+                    .split(|&b| b == 0)
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                runs_dvrfs_mount(&argv)
+            }
+        }
     })
 }
 
