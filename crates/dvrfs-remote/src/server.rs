@@ -183,6 +183,9 @@ struct Conn {
     tickets: Mutex<HashSet<u64>>,
     /// Streams opened here and not closed.
     streams: Mutex<HashSet<u32>>,
+    /// Files it opened (`Op::OpenFile`, once per open) and has not closed: a file
+    /// removed while open stays until its last close, which the clean-up gives.
+    opened: Mutex<Vec<dvrfs_core::alloc::Ino>>,
     waiters: AtomicUsize,
 }
 
@@ -244,6 +247,7 @@ fn serve_conn(s: UnixStream, rt: Arc<Runtime>, cfg: &ServerConfig, log: &Log) {
         writer: Mutex::new(w),
         tickets: Mutex::new(HashSet::new()),
         streams: Mutex::new(HashSet::new()),
+        opened: Mutex::new(Vec::new()),
         waiters: AtomicUsize::new(0),
     });
     let mut waiters: Vec<JoinHandle<()>> = vec![];
@@ -356,6 +360,16 @@ impl Conn {
                 })?;
                 op = op_back;
                 r?;
+                match &op {
+                    Op::OpenFile { ino } => lock(&self.opened).push(*ino),
+                    Op::CloseFile { ino } => {
+                        let mut o = lock(&self.opened);
+                        if let Some(i) = o.iter().position(|x| x == ino) {
+                            o.swap_remove(i);
+                        }
+                    }
+                    _ => {}
+                }
                 let deadline = deadline_mono_ns.map(instant_of_mono_ns);
                 let t = rt.start(op, deadline, peer.pid)?;
                 lock(&self.tickets).insert(t.0);
@@ -402,6 +416,12 @@ impl Conn {
                 tickets,
                 timeout_ns,
             } => {
+                if tickets.is_empty() {
+                    // Nothing could ever end the wait.
+                    return Err(RuntimeError::Engine(CoreError::InvalidArgument(
+                        "a poll needs at least one operation to wait for".into(),
+                    )));
+                }
                 let ts = tickets
                     .iter()
                     .map(|&t| self.owned(t))
@@ -454,8 +474,8 @@ impl Conn {
         })
     }
 
-    /// The client is gone: what it left running is cancelled (or waited for) and its
-    /// streams are closed, so the engine keeps nothing of it.
+    /// The client is gone: what it left running is cancelled (or waited for), its
+    /// streams and the files it opened are closed, so the engine keeps nothing of it.
     fn clean_up(&self) {
         let tickets: Vec<u64> = lock(&self.tickets).drain().collect();
         for t in tickets {
@@ -472,6 +492,10 @@ impl Conn {
             let _ = self
                 .rt
                 .run(Op::StreamClose { stream: s }, None, self.peer.pid);
+        }
+        let opened: Vec<_> = lock(&self.opened).drain(..).collect();
+        for ino in opened {
+            let _ = self.rt.run(Op::CloseFile { ino }, None, self.peer.pid);
         }
         let _ = lock(&self.writer).flush();
     }
