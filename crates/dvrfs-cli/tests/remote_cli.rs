@@ -650,3 +650,34 @@ fn the_c_examples_run_on_a_mounted_volume_through_the_daemon() {
     m.unmount();
     assert_clean(&img);
 }
+
+#[test]
+fn a_read_only_mount_refuses_writes_through_the_daemon_and_serves_reads() {
+    need_fuse!();
+    let dir = dir_for_everyone();
+    let img = dir.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let local = random_file(&dir.path().join("in.bin"), 1 << 20, 5);
+    ok(dvrfs([
+        "put".as_ref(),
+        img.as_os_str(),
+        local.as_os_str(),
+        "/in.bin".as_ref(),
+    ]));
+    let m = Mount::new(dir.path(), &img, &["--read-only"]);
+    let e = fails(
+        dvrfs([
+            "put".as_ref(),
+            img.as_os_str(),
+            local.as_os_str(),
+            "/again.bin".as_ref(),
+        ]),
+        "mounted with --read-only",
+    );
+    assert!(e.contains("is read-only"), "{e}");
+    let back = dir.path().join("back.bin");
+    get_to(&img, "/in.bin", &back);
+    assert_eq!(sha256_file(&back), sha256_file(&local));
+    m.unmount();
+    assert_clean(&img);
+}

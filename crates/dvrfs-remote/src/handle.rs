@@ -164,7 +164,9 @@ impl Handle {
             Handle::Local(rt) => rt.close(),
             Handle::Remote(c) => {
                 match c.run(Op::Fsync, Some(Instant::now())) {
-                    Ok(_) | Err(RuntimeError::Engine(dvrfs_core::Error::ReadOnly)) => {}
+                    Ok(_)
+                    | Err(RuntimeError::Engine(dvrfs_core::Error::ReadOnly))
+                    | Err(RuntimeError::Open(dvrfs_io::OpenError::ReadOnly { .. })) => {}
                     Err(e) => return Err(e),
                 }
                 c.close()

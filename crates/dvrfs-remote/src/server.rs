@@ -178,6 +178,8 @@ fn accept_loop(
 struct Conn {
     rt: Arc<Runtime>,
     peer: Peer,
+    /// The volume, for messages.
+    volume: String,
     writer: Mutex<UnixStream>,
     /// Operations started here and not yet reported done.
     tickets: Mutex<HashSet<u64>>,
@@ -244,6 +246,7 @@ fn serve_conn(s: UnixStream, rt: Arc<Runtime>, cfg: &ServerConfig, log: &Log) {
     let conn = Arc::new(Conn {
         rt,
         peer,
+        volume: cfg.volume.clone(),
         writer: Mutex::new(w),
         tickets: Mutex::new(HashSet::new()),
         streams: Mutex::new(HashSet::new()),
@@ -309,6 +312,16 @@ fn serve_conn(s: UnixStream, rt: Arc<Runtime>, cfg: &ServerConfig, log: &Log) {
 
 impl Conn {
     fn reply(&self, id: u64, r: Result<Reply, RuntimeError>) {
+        // The engine's "opened read-only" means, to a client, that the volume is
+        // mounted read-only: say so (the CLI's read-only message, `-EROFS` in C).
+        let r = match r {
+            Err(RuntimeError::Engine(CoreError::ReadOnly)) => {
+                Err(RuntimeError::Open(dvrfs_io::OpenError::ReadOnly {
+                    path: format!("{} (mounted with --read-only)", self.volume).into(),
+                }))
+            }
+            r => r,
+        };
         let (head, tail) = proto::encode_reply_parts(id, &r);
         // A client that went away reads no more replies; its clean-up follows.
         let _ = write_frame_parts(&mut *lock(&self.writer), &head, tail);

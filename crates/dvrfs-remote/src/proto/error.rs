@@ -31,6 +31,9 @@ pub(super) fn encode_error(e: &mut Enc, err: &RuntimeError) {
                 .u64(io.raw_os_error().map_or(0, |c| c as u64))
                 .str(&io.to_string());
         }
+        RuntimeError::Open(OpenError::ReadOnly { path }) => {
+            e.u8(6).str(&path.to_string_lossy());
+        }
         RuntimeError::Open(other) => {
             e.u8(5).u64(0).str(&other.to_string());
         }
@@ -43,6 +46,9 @@ pub(super) fn decode_error(d: &mut Dec) -> DecResult<RuntimeError> {
         2 => RuntimeError::Stopped(d.string("why")?),
         3 => RuntimeError::UnknownTicket(d.u64("ticket")?),
         4 => RuntimeError::Open(OpenError::PermissionDenied {
+            path: PathBuf::from(d.string("path")?),
+        }),
+        6 => RuntimeError::Open(OpenError::ReadOnly {
             path: PathBuf::from(d.string("path")?),
         }),
         5 => {
