@@ -242,11 +242,17 @@ pub fn daemon(path: &Path) -> CliResult<Option<dvrfs_remote::Client>> {
         Reach::Direct => Ok(None),
         Reach::Daemon(c) => Ok(Some(c)),
         Reach::Stale(sock) => {
-            eprintln!(
-                "dvrfs: note: the dvrfs mount daemon of {} is gone (its socket {} refuses connections; killed?); opening the volume directly",
-                path.display(),
-                sock.display()
-            );
+            // Said only while the dead daemon's mount is still there: a socket
+            // outlives its daemon (kill -9) and, once the mount is taken away, names
+            // nothing anyone needs to hear of (the next daemon of that name replaces
+            // it; a new image may even reuse the inode number).
+            if mounted_at(image.as_deref().unwrap_or(path)).is_some() {
+                eprintln!(
+                    "dvrfs: note: the dvrfs mount daemon of {} is gone (its socket {} refuses connections; killed?); opening the volume directly",
+                    path.display(),
+                    sock.display()
+                );
+            }
             Ok(None)
         }
         Reach::Refused(why) => Err(CliError::new(format!(
