@@ -20,20 +20,24 @@
 //!   0 means best effort. A read that cannot meet its deadline fails with `-ETIME`; a
 //!   write is never dropped and reports `aio_late = 1` when it finished late.
 //! - Everything is safe to call from many threads of one process.
+//! - A volume that `dvrfs mount` holds is used through the mount's daemon, over its
+//!   socket (`backend`, crate `dvrfs-remote`): same functions, codes and deadlines.
 
 #![allow(non_camel_case_types)]
 
+mod backend;
+
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::disk::{Admission, DiskModel};
 use dvrfs_core::engine::{ExternalBuf, StreamDir, StreamSpec};
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
-use dvrfs_runtime::{Options, Runtime, RuntimeError, Ticket};
+use dvrfs_remote::Handle;
+use dvrfs_runtime::{RuntimeError, Ticket};
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Alignment of an asynchronous I/O buffer (address), bytes.
 pub const DVRFS_ALIGN: u32 = 4096;
@@ -50,7 +54,7 @@ pub const DVRFS_STREAM_WRITE: c_int = 1;
 
 /// An open volume (opaque).
 pub struct dvrfs {
-    rt: Runtime,
+    vol: Handle,
     files: Mutex<Files>,
     /// Tickets of control blocks started and not yet reported done.
     running: Mutex<HashSet<u64>>,
@@ -294,23 +298,12 @@ pub extern "C" fn dvrfs_now_ns() -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-fn deadline_instant(ns: i64) -> Option<Instant> {
-    if ns <= 0 {
-        return None;
-    }
-    let now = dvrfs_now_ns();
-    let now_i = Instant::now();
-    Some(if ns >= now {
-        now_i + Duration::from_nanos((ns - now) as u64)
-    } else {
-        now_i
-            .checked_sub(Duration::from_nanos((now - ns) as u64))
-            .unwrap_or(now_i)
-    })
-}
-
 /// Opens the dvrfs volume on `target` (an image file or block device) and stores a
 /// handle in `*out`. `opts` may be NULL. Returns 0 or a negative error code.
+/// While `dvrfs mount` holds the volume, the handle works through the mount's daemon
+/// (its socket): every function works as on a volume opened here, deadlines
+/// included, with the daemon's device and admission (`opts` does not apply) and the
+/// mount's permission checks for this process's user (`-EACCES`).
 ///
 /// # Safety
 /// `target` is a NUL-terminated string; `opts` is NULL or points to a valid
@@ -328,46 +321,9 @@ pub unsafe extern "C" fn dvrfs_open(
         let path = cstr(target, "the target path")?;
         // SAFETY: NULL or a valid dvrfs_options, by contract.
         let o = unsafe { opts.as_ref() };
-        let read_only = o.is_some_and(|o| o.read_only != 0);
-        let model = match o.map(|o| o.device_model).filter(|p| !p.is_null()) {
-            None => None,
-            Some(p) => {
-                let name = cstr(p, "the device model")?;
-                Some(match DiskModel::builtin(name) {
-                    Some(m) => m,
-                    None => {
-                        let text = std::fs::read_to_string(name).map_err(|e| {
-                            fail(libc::ENOENT, format!("device model {name:?}: {e}"))
-                        })?;
-                        DiskModel::from_json(&text)
-                            .map_err(|e| fail(libc::EINVAL, format!("{name}: {e}")))?
-                    }
-                })
-            }
-        };
-        let be_share = dvrfs_core::sched::SchedSettings::default().be_share;
-        let bandwidth = o.map_or(0.0, |o| o.bandwidth_bps);
-        if !(bandwidth.is_finite() && bandwidth >= 0.0) {
-            return Err(fail(libc::EINVAL, "bandwidth_bps must be 0 or positive"));
-        }
-        let admission = match &model {
-            Some(m) => Admission::from_model(m, be_share),
-            None => Admission::bandwidth(
-                if bandwidth > 0.0 { bandwidth } else { 800e6 } / 8.0,
-                be_share,
-            ),
-        };
-        let rt = Runtime::open(
-            path.as_ref(),
-            Options {
-                writable: !read_only,
-                device_model: model,
-                admission: Some(admission),
-                ..Options::default()
-            },
-        )?;
+        let vol = backend::open(path, o)?;
         let fs = Arc::new(dvrfs {
-            rt,
+            vol,
             files: Mutex::new(Files::default()),
             running: Mutex::new(HashSet::new()),
         });
@@ -398,18 +354,14 @@ pub unsafe extern "C" fn dvrfs_close(fs: *mut dvrfs) -> c_int {
         // If another thread is inside a call on it, the last reference closes it
         // (the runtime commits and closes on drop).
         if let Ok(d) = Arc::try_unwrap(v) {
-            d.rt.close()?;
+            d.vol.close()?;
         }
         Ok(0)
     })
 }
 
 fn resolve_parent(d: &dvrfs, path: &str) -> Result<(Ino, Vec<u8>), Fail> {
-    let p = path.to_string();
-    Ok(d.rt.query(move |v| -> Result<_, CoreError> {
-        let (parent, name) = v.resolve_parent(&p)?;
-        Ok((parent, name.to_vec()))
-    })??)
+    Ok(d.vol.resolve_parent(path)?)
 }
 
 /// Opens the file at `path` (with `DVRFS_O_CREAT`: creates it, mode `mode`; it must
@@ -436,16 +388,13 @@ pub unsafe extern "C" fn dvrfs_file_open(
                 uid: 0,
                 gid: 0,
             };
-            match d.rt.run(op, None, 0)? {
+            match d.vol.run(op, None, 0)? {
                 Output::Ino(i) => i,
                 o => return Err(fail(libc::EIO, format!("create returned {o:?}"))),
             }
         } else {
-            let p = path.to_string();
-            let (ino, kind) = d.rt.query(move |v| -> Result<_, CoreError> {
-                let ino = v.resolve(&p)?;
-                Ok((ino, v.stat(ino)?.kind))
-            })??;
+            let ino = d.vol.resolve(path)?;
+            let kind = d.vol.stat(ino)?.kind;
             if kind != dvrfs_core::format::dir::Kind::File {
                 return Err(fail(libc::EISDIR, format!("{path} is not a regular file")));
             }
@@ -473,7 +422,7 @@ pub unsafe extern "C" fn dvrfs_file_close(fs: *mut dvrfs, fd: c_int) -> c_int {
             .unwrap_or_else(|e| e.into_inner())
             .by_fd
             .remove(&fd);
-        d.rt.run(Op::CloseFile { ino }, None, 0)?;
+        d.vol.run(Op::CloseFile { ino }, None, 0)?;
         Ok(0)
     })
 }
@@ -487,7 +436,7 @@ pub unsafe extern "C" fn dvrfs_file_size(fs: *mut dvrfs, fd: c_int) -> i64 {
     guard(|| {
         let d = volume(fs)?;
         let ino = d.ino(fd)?;
-        let size = d.rt.query(move |v| v.stat(ino).map(|s| s.size_bytes))??;
+        let size = d.vol.stat(ino)?.size_bytes;
         Ok(size as i64)
     })
 }
@@ -501,7 +450,7 @@ pub unsafe extern "C" fn dvrfs_unlink(fs: *mut dvrfs, path: *const c_char) -> c_
     guard_int(|| {
         let d = volume(fs)?;
         let (parent, name) = resolve_parent(&d, cstr(path, "the path")?)?;
-        d.rt.run(Op::Unlink { parent, name }, None, 0)?;
+        d.vol.run(Op::Unlink { parent, name }, None, 0)?;
         Ok(0)
     })
 }
@@ -515,7 +464,7 @@ pub unsafe extern "C" fn dvrfs_fsync(fs: *mut dvrfs) -> c_int {
     guard_int(|| {
         let d = volume(fs)?;
         // Due now (a commit without a deadline waits most of the commit interval).
-        d.rt.run(Op::Fsync, Some(std::time::Instant::now()), 0)?;
+        d.vol.run(Op::Fsync, Some(std::time::Instant::now()), 0)?;
         Ok(0)
     })
 }
@@ -602,8 +551,7 @@ pub unsafe extern "C" fn dvrfs_aio_start(fs: *mut dvrfs, cb: *mut dvrfs_aiocb) -
                 ))
             }
         };
-        let t =
-            d.rt.start(op, deadline_instant(cb.aio_deadline), cb.aio_fildes as u32)?;
+        let t = backend::start_aio(&d.vol, op, cb.aio_deadline, cb.aio_fildes as u32)?;
         d.running
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -645,7 +593,7 @@ pub unsafe extern "C" fn dvrfs_aio_check(
                 "this control block is not running here (never started, or already reported done)",
             ));
         }
-        let r = d.rt.check(Ticket(id), wait != 0);
+        let r = d.vol.check(Ticket(id), wait != 0);
         let (result, late) = match r {
             Ok(None) => return Ok(0),
             Ok(Some(done)) => {
@@ -696,7 +644,7 @@ pub unsafe extern "C" fn dvrfs_aio_cancel(fs: *mut dvrfs, cb: *mut dvrfs_aiocb) 
         {
             return Err(fail(libc::EINVAL, "this control block is not running here"));
         }
-        d.rt.cancel(Ticket(cb.aio_private))?;
+        d.vol.cancel(Ticket(cb.aio_private))?;
         Ok(0)
     })
 }
@@ -738,7 +686,7 @@ pub unsafe extern "C" fn dvrfs_aio_poll(
             }
         }
         let timeout = (timeout_ns >= 0).then(|| Duration::from_nanos(timeout_ns as u64));
-        Ok(d.rt.poll(&tickets, timeout)?.len() as i64)
+        Ok(d.vol.poll(&tickets, timeout)?.len() as i64)
     })
 }
 
@@ -776,7 +724,7 @@ pub unsafe extern "C" fn dvrfs_stream_open(
                 ))
             }
         };
-        let got = d.rt.open_stream(
+        let got = d.vol.open_stream(
             ino,
             StreamSpec {
                 dir,
@@ -827,7 +775,7 @@ pub unsafe extern "C" fn dvrfs_stream_read(
             stream: sid as u32,
             buf: IoBuf::zeroed(len),
         };
-        match d.rt.run(op, None, 0)? {
+        match d.vol.run(op, None, 0)? {
             Output::Read { buf: b, bytes } => {
                 let src = b.bytes().ok_or_else(|| fail(libc::EIO, "no bytes"))?;
                 // SAFETY: `buf` holds `len >= bytes` writable bytes, by contract.
@@ -859,7 +807,7 @@ pub unsafe extern "C" fn dvrfs_stream_write(
         }
         // SAFETY: `buf` holds `len` readable bytes, by contract.
         let data = IoBuf::from_slice(unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) });
-        d.rt.run(
+        d.vol.run(
             Op::StreamWrite {
                 stream: sid as u32,
                 data,
@@ -884,7 +832,7 @@ pub unsafe extern "C" fn dvrfs_stream_close(
 ) -> c_int {
     guard_int(|| {
         let d = volume(fs)?;
-        match d.rt.run(Op::StreamClose { stream: sid as u32 }, None, 0)? {
+        match d.vol.run(Op::StreamClose { stream: sid as u32 }, None, 0)? {
             Output::StreamClosed(s) => {
                 // SAFETY: NULL or writable, by contract.
                 if let Some(out) = unsafe { stats.as_mut() } {

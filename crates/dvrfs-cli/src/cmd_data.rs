@@ -36,16 +36,17 @@ use std::time::Instant;
 
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::format::dir::Kind;
-use dvrfs_core::{Error as CoreError, IoBuf, Op, Output, Volume};
+use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
 use dvrfs_io::HugeBuf;
-use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
+use dvrfs_remote::Handle;
+use dvrfs_runtime::{RuntimeError, Ticket};
 
 use crate::args::{GetArgs, PutArgs};
 use crate::cmd_files::basename;
 use crate::error::{local_io, CliError, CliResult, FILE_PLACEHOLDER};
 use crate::interrupt;
 use crate::output::{human_bytes, mb_per_s, progress};
-use crate::target::{open_runtime, Access};
+use crate::target::{open_handle, Access};
 
 /// Bytes per pipeline chunk. Every data block size is a power of two from 64 KiB to
 /// 1 GiB, so this is either a multiple of the block size (blocks up to 16 MiB) or a
@@ -100,7 +101,7 @@ fn thread_died(what: &str) -> CliError {
 }
 
 /// Where `put` stores the file: the parent directory and the name in it.
-fn put_destination(fs: &Volume, path: &str, local: &Path) -> CliResult<(Ino, Vec<u8>, String)> {
+fn put_destination(fs: &Handle, path: &str, local: &Path) -> CliResult<(Ino, Vec<u8>, String)> {
     match fs.resolve(path) {
         Ok(ino) if fs.stat(ino)?.kind == Kind::Dir => {
             let name = local.file_name().ok_or_else(|| {
@@ -117,13 +118,13 @@ fn put_destination(fs: &Volume, path: &str, local: &Path) -> CliResult<(Ino, Vec
             Ok((ino, name.as_bytes().to_vec(), shown))
         }
         Ok(_) => Err(exists(path)),
-        Err(CoreError::NotFound(_)) if path.ends_with('/') => {
+        Err(RuntimeError::Engine(CoreError::NotFound(_))) if path.ends_with('/') => {
             Err(CliError::new(format!("{path}: no such directory"))
                 .hint("create it with `dvrfs mkdir -p`, or give a file name"))
         }
-        Err(CoreError::NotFound(_)) => {
+        Err(RuntimeError::Engine(CoreError::NotFound(_))) => {
             let (parent, name) = fs.resolve_parent(path)?;
-            Ok((parent, name.to_vec(), path.to_string()))
+            Ok((parent, name, path.to_string()))
         }
         Err(e) => Err(e.into()),
     }
@@ -147,18 +148,10 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
         );
     }
     let size_bytes = meta.len();
-    let rt = open_runtime(&a.target, Access::Write)?;
-    let (path, local_path) = (a.path.clone(), local.to_path_buf());
-    let (parent, name, shown, bs, free_bytes) = rt.query(move |v| -> CliResult<_> {
-        let (parent, name, shown) = put_destination(v, &path, &local_path)?;
-        Ok((
-            parent,
-            name,
-            shown,
-            v.superblock().data_block_bytes,
-            v.free_bytes(),
-        ))
-    })??;
+    let rt = open_handle(&a.target, Access::Write)?;
+    let (parent, name, shown) = put_destination(&rt, &a.path, local)?;
+    let figures = rt.figures()?;
+    let (bs, free_bytes) = (figures.data_block_bytes, figures.free_bytes);
     // The whole file must fit before anything is created.
     let need_bytes = size_bytes.div_ceil(bs) * bs;
     if need_bytes > free_bytes {
@@ -220,7 +213,7 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
 
 /// Streams `file` into inode `ino`; returns the bytes written.
 fn put_pipeline(
-    rt: &Runtime,
+    rt: &Handle,
     ino: Ino,
     mut file: File,
     local: &Path,
@@ -267,7 +260,7 @@ fn put_pipeline(
 }
 
 fn write_chunks(
-    rt: &Runtime,
+    rt: &Handle,
     ino: Ino,
     full_rx: &Receiver<io::Result<Chunk>>,
     free_tx: &Sender<HugeBuf>,
@@ -357,12 +350,9 @@ enum Sink {
 }
 
 pub fn get(a: &GetArgs) -> CliResult<u8> {
-    let rt = open_runtime(&a.target, Access::Read)?;
-    let path = a.path.clone();
-    let (ino, st, lost) = rt.query(move |v| -> Result<_, CoreError> {
-        let ino = v.resolve(&path)?;
-        Ok((ino, v.stat(ino)?, v.lost_ranges(ino)?))
-    })??;
+    let rt = open_handle(&a.target, Access::Read)?;
+    let ino = rt.resolve(&a.path)?;
+    let (st, lost) = (rt.stat(ino)?, rt.lost_ranges(ino)?);
     if st.kind != Kind::File {
         return Err(CliError::new(format!("{} is not a regular file", a.path))
             .hint("get copies one file; list a directory with `dvrfs ls`"));
@@ -471,7 +461,7 @@ struct Hole {
 /// steps that still fail are written as zeros. Each such range becomes a [`Hole`].
 #[allow(clippy::too_many_arguments)]
 fn salvage(
-    rt: &Runtime,
+    rt: &Handle,
     ino: Ino,
     size_bytes: u64,
     lost: &[(u64, u64)],
@@ -588,7 +578,7 @@ fn sink_io(sink: &Sink, e: io::Error) -> CliError {
 /// writer thread writes the finished chunks, in order, to the sink; [`GET_BUFFERS`]
 /// aligned buffers circulate between them.
 fn get_pipeline(
-    rt: &Runtime,
+    rt: &Handle,
     ino: Ino,
     size_bytes: u64,
     out: &mut (dyn Write + Send),

@@ -1,5 +1,8 @@
 //! Namespace commands: `ls`, `stat`, `mkdir`, `rm` and `mv`.
 //!
+//! `ls` and `stat` of a mounted volume ask its daemon (`target::daemon`); the others
+//! open the volume themselves and are refused while it is mounted.
+//!
 //! Paths inside the file system are absolute; a missing leading `/` means the same.
 //! Mutating commands commit once at the end (`close`), and tick the commit clock after
 //! each operation so that a long `rm -r` commits on the usual interval.
@@ -12,7 +15,7 @@ use serde_json::{json, Value};
 use crate::args::{LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
 use crate::error::{CliError, CliResult};
 use crate::output::{kind_name, mode_string, print_json, time_string};
-use crate::target::{now_ns, open_fs, open_fs_for_paths, process_owner, Access, DevFs};
+use crate::target::{daemon, now_ns, open_fs, open_fs_for_paths, process_owner, Access, DevFs};
 
 /// Permissions of directories that mkdir creates.
 const DIR_PERM: u32 = 0o755;
@@ -59,7 +62,45 @@ pub fn basename(path: &str) -> &str {
     path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
 }
 
-fn long_line(fs: &DevFs, st: &Stat, name: &str) -> CliResult<String> {
+/// What `ls` and `stat` ask of a volume: opened here, or through its daemon.
+trait Meta {
+    fn resolve(&self, path: &str) -> CliResult<Ino>;
+    fn stat(&self, ino: Ino) -> CliResult<Stat>;
+    fn readdir(&self, ino: Ino) -> CliResult<Vec<(Vec<u8>, Ino, Kind)>>;
+    fn readlink(&self, ino: Ino) -> CliResult<Vec<u8>>;
+}
+
+impl Meta for DevFs {
+    fn resolve(&self, path: &str) -> CliResult<Ino> {
+        Ok((**self).resolve(path)?)
+    }
+    fn stat(&self, ino: Ino) -> CliResult<Stat> {
+        Ok((**self).stat(ino)?)
+    }
+    fn readdir(&self, ino: Ino) -> CliResult<Vec<(Vec<u8>, Ino, Kind)>> {
+        Ok((**self).readdir(ino)?)
+    }
+    fn readlink(&self, ino: Ino) -> CliResult<Vec<u8>> {
+        Ok((**self).readlink(ino)?)
+    }
+}
+
+impl Meta for dvrfs_remote::Client {
+    fn resolve(&self, path: &str) -> CliResult<Ino> {
+        Ok(dvrfs_remote::Client::resolve(self, path)?)
+    }
+    fn stat(&self, ino: Ino) -> CliResult<Stat> {
+        Ok(dvrfs_remote::Client::stat(self, ino)?)
+    }
+    fn readdir(&self, ino: Ino) -> CliResult<Vec<(Vec<u8>, Ino, Kind)>> {
+        Ok(dvrfs_remote::Client::readdir(self, ino)?)
+    }
+    fn readlink(&self, ino: Ino) -> CliResult<Vec<u8>> {
+        Ok(dvrfs_remote::Client::readlink(self, ino)?)
+    }
+}
+
+fn long_line(fs: &impl Meta, st: &Stat, name: &str) -> CliResult<String> {
     let mut line = format!(
         "{} {:>3} {:>5} {:>5} {:>14} {} {name}",
         mode_string(st.kind, st.mode),
@@ -81,7 +122,13 @@ pub fn ls(a: &LsArgs) -> CliResult<u8> {
     } else {
         a.paths.clone()
     };
-    let fs = open_fs_for_paths(&a.target, &paths, true)?;
+    match daemon(&a.target)? {
+        Some(c) => ls_on(&c, a, &paths),
+        None => ls_on(&open_fs_for_paths(&a.target, &paths, true)?, a, &paths),
+    }
+}
+
+fn ls_on(fs: &impl Meta, a: &LsArgs, paths: &[String]) -> CliResult<u8> {
     for (k, path) in paths.iter().enumerate() {
         let ino = fs.resolve(path)?;
         let st = fs.stat(ino)?;
@@ -89,7 +136,7 @@ pub fn ls(a: &LsArgs) -> CliResult<u8> {
             outln!(
                 "{}",
                 if a.long {
-                    long_line(&fs, &st, &shown(path.as_bytes()))?
+                    long_line(fs, &st, &shown(path.as_bytes()))?
                 } else {
                     shown(path.as_bytes())
                 }
@@ -105,7 +152,7 @@ pub fn ls(a: &LsArgs) -> CliResult<u8> {
         for (name, child, kind) in fs.readdir(ino)? {
             let name = shown(&name);
             if a.long {
-                outln!("{}", long_line(&fs, &fs.stat(child)?, &name)?);
+                outln!("{}", long_line(fs, &fs.stat(child)?, &name)?);
             } else if kind == Kind::Dir {
                 outln!("{name}/");
             } else {
@@ -116,7 +163,7 @@ pub fn ls(a: &LsArgs) -> CliResult<u8> {
     Ok(0)
 }
 
-fn stat_json(fs: &DevFs, path: &str, st: &Stat) -> CliResult<Value> {
+fn stat_json(fs: &impl Meta, path: &str, st: &Stat) -> CliResult<Value> {
     let mut v = json!({
         "path": path,
         "ino": st.ino,
@@ -140,7 +187,13 @@ fn stat_json(fs: &DevFs, path: &str, st: &Stat) -> CliResult<Value> {
 }
 
 pub fn stat(a: &StatArgs) -> CliResult<u8> {
-    let fs = open_fs_for_paths(&a.target, &a.paths, false)?;
+    match daemon(&a.target)? {
+        Some(c) => stat_on(&c, a),
+        None => stat_on(&open_fs_for_paths(&a.target, &a.paths, false)?, a),
+    }
+}
+
+fn stat_on(fs: &impl Meta, a: &StatArgs) -> CliResult<u8> {
     let mut all = vec![];
     // Every path is reported; a missing one is an error on stderr, and the exit
     // status says whether any failed.
@@ -149,13 +202,13 @@ pub fn stat(a: &StatArgs) -> CliResult<u8> {
         let st = match fs.resolve(path).and_then(|ino| fs.stat(ino)) {
             Ok(st) => st,
             Err(e) => {
-                CliError::from(e).print();
+                e.print();
                 failed += 1;
                 continue;
             }
         };
         if a.json {
-            all.push(stat_json(&fs, path, &st)?);
+            all.push(stat_json(fs, path, &st)?);
             continue;
         }
         outln!("  path: {}", shown(path.as_bytes()));
@@ -318,7 +371,7 @@ pub fn mv(a: &MvArgs) -> CliResult<u8> {
     let (src_parent, src_name) = fs.resolve_parent(&a.src)?;
     let src_name = src_name.to_vec();
     // An existing directory as DST receives SRC under its own name, as mv(1) does.
-    let (dst_parent, dst_name) = match fs.resolve(&a.dst) {
+    let (dst_parent, dst_name) = match dvrfs_core::Volume::resolve(&fs, &a.dst) {
         Ok(ino) if fs.stat(ino)?.kind == Kind::Dir => (ino, src_name.clone()),
         Ok(_) | Err(CoreError::NotFound(_)) => {
             let (p, n) = fs.resolve_parent(&a.dst)?;

@@ -455,10 +455,18 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             );
         }
     }
+    // Other processes (the dvrfs commands, C programs) use the volume through this
+    // daemon while it is mounted; the socket exists before `dvrfs mount` returns.
+    let server = start_server(a, target, &rt);
     if let Some(mut r) = ready.take() {
         let _ = writeln!(r, "ok");
     }
     let served = session.run();
+    // The socket goes first: a command started from now on opens the volume itself
+    // once this daemon has let go of it (`target::after_unmount`).
+    if let Some(s) = server {
+        s.stop();
+    }
     // The session's end dropped the file system (its gathered writes are on the
     // disk); close the runtime: commit, mark the journal clean.
     let rt = Arc::try_unwrap(rt).map_err(|_| {
@@ -474,6 +482,34 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
     );
     served.map_err(|e| CliError::new(format!("the FUSE session ended with an error: {e}")))?;
     Ok(0)
+}
+
+/// Serves the runtime on the volume's socket (`dvrfs-remote`); a failure is logged
+/// and the mount goes on without it (the other commands then say the volume is in
+/// use, as before).
+fn start_server(a: &MountArgs, target: &Path, rt: &Arc<Runtime>) -> Option<dvrfs_remote::Server> {
+    let cfg = dvrfs_remote::ServerConfig {
+        allow_other: a.allow_other,
+        volume: target.display().to_string(),
+    };
+    let log = |m: &str| eprintln!("{} dvrfs: {m}", stamp());
+    match dvrfs_remote::Server::start(rt.clone(), target, cfg, log) {
+        Ok(s) => {
+            eprintln!(
+                "{} dvrfs: serving other processes on {}",
+                stamp(),
+                s.path().display()
+            );
+            Some(s)
+        }
+        Err(e) => {
+            eprintln!(
+                "{} dvrfs: cannot serve other processes ({e}); dvrfs commands and C programs are refused while mounted",
+                stamp()
+            );
+            None
+        }
+    }
 }
 
 fn block_signals() -> libc::sigset_t {

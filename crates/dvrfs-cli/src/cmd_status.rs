@@ -147,16 +147,21 @@ fn locate(arg: &Path) -> (PathBuf, Option<PathBuf>) {
     (arg.to_path_buf(), target::mounted_at(arg))
 }
 
-/// The running daemon's status of the volume on `image`.
+/// The running daemon's status of the volume on `image`, asked over its socket.
 fn daemon_status(image: &Path, ask: HeadroomAsk) -> CliResult<Status> {
-    let _ = ask;
-    // Until the daemon serves clients, the volume is the daemon's alone: the open
-    // says where it is mounted.
-    target::open_device(image, Access::Read)?;
-    Err(CliError::new(format!(
-        "{} is held by its mount daemon",
-        image.display()
-    )))
+    match target::daemon(image)? {
+        Some(c) => Ok(c.status(ask)?),
+        // Mounted, but no daemon answers (it was killed, or could not serve): the
+        // open says what holds the volume.
+        None => {
+            target::open_device(image, Access::Read)?;
+            Err(CliError::new(format!(
+                "{} is mounted, and its mount daemon does not answer",
+                image.display()
+            ))
+            .hint("see the daemon's log; a daemon killed with kill -9 leaves the mount to be taken away with umount -l"))
+        }
+    }
 }
 
 fn report(image: &Path, mount: Option<&PathBuf>, sample: Option<(f64, f64)>, st: Status) -> Report {

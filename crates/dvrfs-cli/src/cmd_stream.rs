@@ -30,6 +30,7 @@ use dvrfs_core::engine::{StreamDir, StreamInfo, StreamSpec, StreamStats};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::sched::SchedSettings;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
+use dvrfs_remote::Handle;
 use dvrfs_runtime::Runtime;
 use serde_json::json;
 
@@ -124,7 +125,7 @@ pub(crate) fn bit_rate(flag: &str, text: &str) -> CliResult<f64> {
 }
 
 struct Setup {
-    rt: Runtime,
+    rt: Handle,
     spec: StreamSpec,
 }
 
@@ -172,14 +173,29 @@ fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliRes
         .map(|b| parse_size("--buffer", b))
         .transpose()?;
     let (model, admission) = admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
-    let dev = open_device(target, access)?;
-    let opts = dvrfs_runtime::Options {
-        writable: access == Access::Write,
-        device_model: model,
-        admission: Some(admission),
-        ..dvrfs_runtime::Options::default()
+    let rt = match crate::target::daemon(target)? {
+        // Mounted: the stream is the daemon's engine's, admitted beside the mount's
+        // own streams against what the mount was given.
+        Some(c) => {
+            if a.device_model.is_some() || a.bandwidth.is_some() {
+                eprintln!(
+                    "dvrfs: note: {} is mounted: the daemon's device and admission apply, not --device-model or --bandwidth",
+                    target.display()
+                );
+            }
+            Handle::Remote(c)
+        }
+        None => {
+            let dev = open_device(target, access)?;
+            let opts = dvrfs_runtime::Options {
+                writable: access == Access::Write,
+                device_model: model,
+                admission: Some(admission),
+                ..dvrfs_runtime::Options::default()
+            };
+            Handle::Local(Runtime::with_device(dev, opts)?)
+        }
     };
-    let rt = Runtime::with_device(dev, opts)?;
     Ok(Setup {
         rt,
         spec: StreamSpec {
@@ -198,7 +214,7 @@ fn refused_hint(e: CliError) -> CliError {
     e.hint("ask for a lower --rate or a larger --buffer, or end another stream first")
 }
 
-fn open_stream(rt: &Runtime, ino: u32, spec: StreamSpec) -> CliResult<StreamInfo> {
+fn open_stream(rt: &Handle, ino: u32, spec: StreamSpec) -> CliResult<StreamInfo> {
     match rt.open_stream(ino, spec) {
         Ok(i) => Ok(i),
         Err(dvrfs_runtime::RuntimeError::Engine(e @ CoreError::Refused(_))) => {
@@ -364,14 +380,10 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
     if spec.reserve_bytes == 0 {
         eprintln!("record: no space held (reading stdin with neither --duration nor --size): a full disk stops the recording");
     }
-    let path = a.path.clone();
-    let (parent, name) = rt.query(move |v| -> Result<_, CoreError> {
-        if v.resolve(&path).is_ok() {
-            return Err(CoreError::Exists(path));
-        }
-        let (p, n) = v.resolve_parent(&path)?;
-        Ok((p, n.to_vec()))
-    })??;
+    if rt.resolve(&a.path).is_ok() {
+        return Err(CoreError::Exists(a.path.clone()).into());
+    }
+    let (parent, name) = rt.resolve_parent(&a.path)?;
     let (uid, gid) = crate::target::process_owner();
     let create = Op::Create {
         parent,
@@ -488,7 +500,7 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
 }
 
 /// Closes a stream (its last requests written or prefetches back): its final figures.
-fn close_stream(rt: &Runtime, id: u32) -> CliResult<StreamStats> {
+fn close_stream(rt: &Handle, id: u32) -> CliResult<StreamStats> {
     match rt.run(Op::StreamClose { stream: id }, None, OWNER)? {
         Output::StreamClosed(st) => Ok(st),
         other => Err(CliError::new(format!(
@@ -497,10 +509,8 @@ fn close_stream(rt: &Runtime, id: u32) -> CliResult<StreamStats> {
     }
 }
 
-fn admission_name(rt: &Runtime) -> CliResult<String> {
-    Ok(rt
-        .admission()?
-        .map_or("nothing".to_string(), |a| a.describe()))
+fn admission_name(rt: &Handle) -> CliResult<String> {
+    Ok(rt.admission()?.unwrap_or_else(|| "nothing".to_string()))
 }
 
 pub fn play(a: &PlayArgs) -> CliResult<u8> {
@@ -511,11 +521,8 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
             "give a whole speed of 1 or more",
         ));
     }
-    let path = a.path.clone();
-    let (ino, st) = rt.query(move |v| -> Result<_, CoreError> {
-        let ino = v.resolve(&path)?;
-        Ok((ino, v.stat(ino)?))
-    })??;
+    let ino = rt.resolve(&a.path)?;
+    let st = rt.stat(ino)?;
     if st.kind != Kind::File {
         return Err(CliError::new(format!("{} is not a regular file", a.path))
             .hint("play reads one file; list a directory with `dvrfs ls`"));

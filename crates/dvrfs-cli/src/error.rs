@@ -204,7 +204,7 @@ impl From<OpenError> for CliError {
                     at.display()
                 ))
                 .hint(format!(
-                    "use the files under {} while it is mounted, or unmount it first: umount {}",
+                    "use the files under {} while it is mounted (ls, stat, get, put, record and play work on a mounted volume, through its daemon), or unmount it first: umount {}",
                     at.display(),
                     at.display()
                 )),
@@ -220,7 +220,7 @@ impl From<OpenError> for CliError {
             ))
             .hint("unmount it or stop that program first"),
             OpenError::PermissionDenied { path } => CliError::new(format!("permission denied opening {}", path.display()))
-                .hint("run as a user with access to it (block devices usually need root or the `disk` group)"),
+                .hint("run as a user with access to it (block devices usually need root or the `disk` group; on a mounted volume, the file's and its directories' modes decide, as through the mount)"),
             OpenError::ReadOnly { path } => CliError::new(format!("{} is read-only", path.display()))
                 .hint("make it writable; read-only commands (ls, stat, get, info, fsck) still work"),
             OpenError::NotFileOrBlockDevice { path } => CliError::new(format!(

@@ -6,6 +6,12 @@
 //! commands that write open it read-write with an exclusive lock. Either kind fails
 //! with the in-use message while the other holds the device.
 //!
+//! A volume that `dvrfs mount` holds is used through the daemon instead, over its
+//! socket (`dvrfs-remote`), by the commands that can: `ls`, `stat`, `get`, `put`,
+//! `record` and `play` ask [`daemon`] first and open the device only when no daemon
+//! serves it. The others (they change the namespace, or read the whole device) are
+//! refused with where it is mounted.
+//!
 //! One holder is waited for instead: a `dvrfs mount` daemon whose volume was just
 //! unmounted. The kernel's `umount` returns as soon as the mount is gone, before the
 //! daemon has written what it gathered, committed and closed the device (tens of
@@ -95,20 +101,30 @@ pub fn after_unmount<T>(
 }
 
 /// The process id of a `dvrfs mount` daemon that holds the lock of `path` while no
-/// mount of it is left (it is unmounting, or starting), if there is one.
+/// mount of it is left (it is unmounting, or starting), if there is one; or of a
+/// holder that has exited and whose lock the kernel has yet to drop.
 fn unmounting_daemon(path: &Path) -> Option<u32> {
     if mounted_at(path).is_some() {
         return None;
     }
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     lock_holders(&locks, path).into_iter().find(|&pid| {
-        std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
-            let argv: Vec<String> = cmdline
-                .split(|&b| b == 0)
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            runs_dvrfs_mount(&argv)
-        })
+        match std::fs::read(format!("/proc/{pid}/cmdline")) {
+            // A holder that has exited, or is exiting (its memory, and with it its
+            // command line, goes before its files), still holds the lock for a
+            // moment: the kernel drops it when the last reference to the file goes,
+            // which an io_uring ring torn down after the process can delay. It is
+            // letting go.
+            Err(_) => true,
+            Ok(cmdline) if cmdline.is_empty() => true,
+            Ok(cmdline) => {
+                let argv: Vec<String> = cmdline
+                    .split(|&b| b == 0)
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect();
+                runs_dvrfs_mount(&argv)
+            }
+        }
     })
 }
 
@@ -205,6 +221,55 @@ pub fn open_runtime(path: &Path, access: Access) -> CliResult<dvrfs_runtime::Run
         ..dvrfs_runtime::Options::default()
     };
     Ok(dvrfs_runtime::Runtime::with_device(dev, opts)?)
+}
+
+/// The daemon serving the volume on `path` (a `dvrfs mount` of it; `path` may also
+/// be the directory it is mounted on), connected, if there is one. A socket left by a daemon that was killed is named on stderr and
+/// ignored: the volume is then opened directly (its lock went with the daemon). A
+/// daemon that refuses this client (a user the mount does not let in, another
+/// protocol version) is an error saying why.
+pub fn daemon(path: &Path) -> CliResult<Option<dvrfs_remote::Client>> {
+    use dvrfs_remote::Reach;
+    set_target(path);
+    // The mount point names the volume as well as the image does.
+    let image = std::fs::canonicalize(path)
+        .ok()
+        .filter(|p| p.is_dir())
+        .and_then(|dir| mount_on(&dir))
+        .filter(|m| m.fstype == "fuse.dvrfs" || m.fstype == "fuse")
+        .map(|m| PathBuf::from(m.source));
+    match dvrfs_remote::reach(image.as_deref().unwrap_or(path)) {
+        Reach::Direct => Ok(None),
+        Reach::Daemon(c) => Ok(Some(c)),
+        Reach::Stale(sock) => {
+            // Said only while the dead daemon's mount is still there: a socket
+            // outlives its daemon (kill -9) and, once the mount is taken away, names
+            // nothing anyone needs to hear of (the next daemon of that name replaces
+            // it; a new image may even reuse the inode number).
+            if mounted_at(image.as_deref().unwrap_or(path)).is_some() {
+                eprintln!(
+                    "dvrfs: note: the dvrfs mount daemon of {} is gone (its socket {} refuses connections; killed?); opening the volume directly",
+                    path.display(),
+                    sock.display()
+                );
+            }
+            Ok(None)
+        }
+        Reach::Refused(why) => Err(CliError::new(format!(
+            "the dvrfs mount daemon of {} refused this command: {why}",
+            path.display()
+        ))
+        .hint("the daemon that has the volume mounted decides who may use it (dvrfs mount --allow-other lets other users in); its log says more")),
+    }
+}
+
+/// The volume on `path` for the data commands: through its daemon when it is
+/// mounted, else opened here in the runtime (io_uring, or its thread pool).
+pub fn open_handle(path: &Path, access: Access) -> CliResult<dvrfs_remote::Handle> {
+    match daemon(path)? {
+        Some(c) => Ok(dvrfs_remote::Handle::Remote(c)),
+        None => Ok(dvrfs_remote::Handle::Local(open_runtime(path, access)?)),
+    }
 }
 
 /// Wall-clock time in nanoseconds since the Unix epoch (0 for a clock before 1970).

@@ -267,12 +267,15 @@ fn posix_file_operations_through_the_mount() {
     let out = Command::new("df").arg("-B1").arg(&m.mnt).output().unwrap();
     assert!(out.status.success());
 
-    // The CLI says where the volume is mounted instead of a bare lock error.
+    // A command that needs the device to itself is told where the volume is
+    // mounted instead of a bare lock error; `ls` goes through the daemon.
     let err = fails(
-        dvrfs(["ls".as_ref(), img.as_os_str(), "/".as_ref()]),
+        dvrfs(["mkdir".as_ref(), img.as_os_str(), "/x".as_ref()]),
         "is mounted at",
     );
     assert!(err.contains(m.mnt.to_str().unwrap()), "{err}");
+    let listed = ok(dvrfs(["ls".as_ref(), img.as_os_str(), "/".as_ref()]));
+    assert!(listed.lines().any(|l| l == "rec/"), "{listed}");
     m.unmount();
 
     // Everything is on the volume, and the volume is clean.

@@ -1,0 +1,176 @@
+//! A volume as a command or a C program uses it: opened here (the runtime), or
+//! through the daemon that has it mounted (a [`Client`]). Both answer the same
+//! methods with the same results and errors, so the code above does not care which.
+
+use std::time::{Duration, Instant};
+
+use dvrfs_core::alloc::Ino;
+use dvrfs_core::engine::{StreamId, StreamInfo, StreamSpec, StreamStats};
+use dvrfs_core::format::dir::Kind;
+use dvrfs_core::{Op, Output, Stat};
+use dvrfs_runtime::{Done, Runtime, RuntimeError, Ticket};
+
+use crate::client::Client;
+use crate::proto::Figures;
+
+pub type Result<T> = std::result::Result<T, RuntimeError>;
+
+/// The volume, local or through its daemon.
+pub enum Handle {
+    Local(Runtime),
+    Remote(Client),
+}
+
+impl Handle {
+    pub fn is_remote(&self) -> bool {
+        matches!(self, Handle::Remote(_))
+    }
+
+    /// Starts an operation; `owner` identifies the issuer locally (a remote
+    /// operation's owner is this process, as the daemon sees it).
+    pub fn start(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Ticket> {
+        match self {
+            Handle::Local(rt) => rt.start(op, deadline, owner),
+            Handle::Remote(c) => c.start(op, deadline),
+        }
+    }
+
+    pub fn check(&self, t: Ticket, wait: bool) -> Result<Option<Done>> {
+        match self {
+            Handle::Local(rt) => rt.check(t, wait),
+            Handle::Remote(c) => c.check(t, wait),
+        }
+    }
+
+    pub fn run(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Output> {
+        match self {
+            Handle::Local(rt) => rt.run(op, deadline, owner),
+            Handle::Remote(c) => c.run(op, deadline),
+        }
+    }
+
+    pub fn cancel(&self, t: Ticket) -> Result<()> {
+        match self {
+            Handle::Local(rt) => rt.cancel(t),
+            Handle::Remote(c) => c.cancel(t),
+        }
+    }
+
+    pub fn poll(&self, tickets: &[Ticket], timeout: Option<Duration>) -> Result<Vec<usize>> {
+        match self {
+            Handle::Local(rt) => rt.poll(tickets, timeout),
+            Handle::Remote(c) => c.poll(tickets, timeout),
+        }
+    }
+
+    pub fn open_stream(&self, ino: Ino, spec: StreamSpec) -> Result<StreamInfo> {
+        match self {
+            Handle::Local(rt) => rt.open_stream(ino, spec),
+            Handle::Remote(c) => c.open_stream(ino, spec),
+        }
+    }
+
+    pub fn stream(&self, sid: StreamId) -> Result<Option<(StreamInfo, StreamStats)>> {
+        match self {
+            Handle::Local(rt) => rt.stream(sid),
+            Handle::Remote(c) => c.stream(sid),
+        }
+    }
+
+    /// What stream admission checks against, described (`None`: streams are
+    /// refused).
+    pub fn admission(&self) -> Result<Option<String>> {
+        match self {
+            Handle::Local(rt) => Ok(rt.admission()?.map(|a| a.describe())),
+            Handle::Remote(c) => c.admission(),
+        }
+    }
+
+    pub fn resolve(&self, path: &str) -> Result<Ino> {
+        match self {
+            Handle::Local(rt) => {
+                let p = path.to_string();
+                Ok(rt.query(move |v| v.resolve(&p))??)
+            }
+            Handle::Remote(c) => c.resolve(path),
+        }
+    }
+
+    pub fn resolve_parent(&self, path: &str) -> Result<(Ino, Vec<u8>)> {
+        match self {
+            Handle::Local(rt) => {
+                let p = path.to_string();
+                Ok(rt.query(move |v| v.resolve_parent(&p).map(|(i, n)| (i, n.to_vec())))??)
+            }
+            Handle::Remote(c) => c.resolve_parent(path),
+        }
+    }
+
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Ino> {
+        match self {
+            Handle::Local(rt) => {
+                let n = name.to_vec();
+                Ok(rt.query(move |v| v.lookup(parent, &n))??)
+            }
+            Handle::Remote(c) => c.lookup(parent, name),
+        }
+    }
+
+    /// `stat`, with a file being recorded at the size its recorder wrote.
+    pub fn stat(&self, ino: Ino) -> Result<Stat> {
+        match self {
+            Handle::Local(rt) => crate::stat_with_visible_size(rt, ino),
+            Handle::Remote(c) => c.stat(ino),
+        }
+    }
+
+    pub fn readdir(&self, ino: Ino) -> Result<Vec<(Vec<u8>, Ino, Kind)>> {
+        match self {
+            Handle::Local(rt) => Ok(rt.query(move |v| v.readdir(ino))??),
+            Handle::Remote(c) => c.readdir(ino),
+        }
+    }
+
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
+        match self {
+            Handle::Local(rt) => Ok(rt.query(move |v| v.readlink(ino))??),
+            Handle::Remote(c) => c.readlink(ino),
+        }
+    }
+
+    pub fn lost_ranges(&self, ino: Ino) -> Result<Vec<(u64, u64)>> {
+        match self {
+            Handle::Local(rt) => Ok(rt.query(move |v| v.lost_ranges(ino))??),
+            Handle::Remote(c) => c.lost_ranges(ino),
+        }
+    }
+
+    pub fn figures(&self) -> Result<Figures> {
+        match self {
+            Handle::Local(rt) => Ok(rt.query(|v| Figures {
+                data_block_bytes: v.superblock().data_block_bytes,
+                free_bytes: v.free_bytes(),
+            })?),
+            Handle::Remote(c) => c.figures(),
+        }
+    }
+
+    /// Local: commits, marks the journal clean and closes the device. Remote:
+    /// commits too (what this process wrote is durable when `close` returns, as
+    /// after a local close; a read-only mount has nothing to commit), then ends the
+    /// connection; the daemon keeps the volume.
+    pub fn close(self) -> Result<()> {
+        match self {
+            Handle::Local(rt) => rt.close(),
+            Handle::Remote(c) => {
+                match c.run(Op::Fsync, Some(Instant::now())) {
+                    Ok(_)
+                    | Err(RuntimeError::Engine(dvrfs_core::Error::ReadOnly))
+                    | Err(RuntimeError::Open(dvrfs_io::OpenError::ReadOnly { .. })) => {}
+                    Err(e) => return Err(e),
+                }
+                c.close()
+            }
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! Operations as they travel: the engine's `Op` with a read's length in place of
+//! its buffer and a write's bytes in place of its buffer (the client keeps the
+//! buffers; `client`).
+
+use dvrfs_core::engine::{StreamDir, StreamSpec};
+use dvrfs_core::format::inode::StreamDefault;
+use dvrfs_core::fs::SetAttr;
+use dvrfs_core::{IoBuf, Op};
+
+use super::MAX_DATA_BYTES;
+use crate::wire::{Dec, DecResult, Enc, Malformed};
+
+pub(super) fn encode_op(e: &mut Enc, op: &Op) {
+    let data = |e: &mut Enc, b: &IoBuf| {
+        e.bytes(b.bytes().expect("a remote write carries real memory"));
+    };
+    match op {
+        Op::Read { ino, offset, buf } => {
+            e.u8(1).u32(*ino).u64(*offset).u64(buf.len() as u64);
+        }
+        Op::Write {
+            ino,
+            offset,
+            data: d,
+        } => {
+            e.u8(2).u32(*ino).u64(*offset);
+            data(e, d);
+        }
+        Op::Truncate { ino, size_bytes } => {
+            e.u8(3).u32(*ino).u64(*size_bytes);
+        }
+        Op::Create {
+            parent,
+            name,
+            perm,
+            uid,
+            gid,
+        } => {
+            e.u8(4)
+                .u32(*parent)
+                .bytes(name)
+                .u32(*perm)
+                .u32(*uid)
+                .u32(*gid);
+        }
+        Op::Mkdir {
+            parent,
+            name,
+            perm,
+            uid,
+            gid,
+        } => {
+            e.u8(5)
+                .u32(*parent)
+                .bytes(name)
+                .u32(*perm)
+                .u32(*uid)
+                .u32(*gid);
+        }
+        Op::Symlink {
+            parent,
+            name,
+            target,
+            uid,
+            gid,
+        } => {
+            e.u8(6)
+                .u32(*parent)
+                .bytes(name)
+                .bytes(target)
+                .u32(*uid)
+                .u32(*gid);
+        }
+        Op::Link { ino, parent, name } => {
+            e.u8(7).u32(*ino).u32(*parent).bytes(name);
+        }
+        Op::Unlink { parent, name } => {
+            e.u8(8).u32(*parent).bytes(name);
+        }
+        Op::Rmdir { parent, name } => {
+            e.u8(9).u32(*parent).bytes(name);
+        }
+        Op::Rename {
+            src_parent,
+            src_name,
+            dst_parent,
+            dst_name,
+        } => {
+            e.u8(10)
+                .u32(*src_parent)
+                .bytes(src_name)
+                .u32(*dst_parent)
+                .bytes(dst_name);
+        }
+        Op::SetAttr { ino, set } => {
+            e.u8(11).u32(*ino);
+            let opt32 = |e: &mut Enc, v: Option<u32>| {
+                e.opt_u64(v.map(u64::from));
+            };
+            opt32(e, set.mode);
+            opt32(e, set.uid);
+            opt32(e, set.gid);
+            e.opt_u64(set.mtime_ns.map(|t| t as u64));
+            match &set.stream_default {
+                None => e.u8(0),
+                Some(None) => e.u8(1),
+                Some(Some(d)) => e
+                    .u8(2)
+                    .bool(d.write)
+                    .u64(d.rate_bps)
+                    .u32(d.secs)
+                    .u32(d.request_kib),
+            };
+        }
+        Op::OpenFile { ino } => {
+            e.u8(12).u32(*ino);
+        }
+        Op::CloseFile { ino } => {
+            e.u8(13).u32(*ino);
+        }
+        Op::Fsync => {
+            e.u8(14);
+        }
+        Op::StreamOpen { ino, spec } => {
+            e.u8(15).u32(*ino);
+            e.bool(spec.dir == StreamDir::Write)
+                .f64(spec.rate_bps)
+                .u64(spec.request_bytes)
+                .opt_u64(spec.buffer_bytes)
+                .u64(spec.reserve_bytes)
+                .u64(spec.start_bytes)
+                .opt_u64(spec.durable_ns);
+        }
+        Op::StreamRead { stream, buf } => {
+            e.u8(16).u32(*stream).u64(buf.len() as u64);
+        }
+        Op::StreamWrite { stream, data: d } => {
+            e.u8(17).u32(*stream);
+            data(e, d);
+        }
+        Op::StreamClose { stream } => {
+            e.u8(18).u32(*stream);
+        }
+        Op::StreamSync { stream } => {
+            e.u8(19).u32(*stream);
+        }
+        Op::Unmount => {
+            e.u8(20);
+        }
+    }
+}
+
+fn data_len(d: &mut Dec) -> DecResult<usize> {
+    let n = d.u64("length")?;
+    if n > MAX_DATA_BYTES {
+        return Err(Malformed(format!(
+            "a read of {n} bytes, more than the {MAX_DATA_BYTES} one request may move"
+        )));
+    }
+    Ok(n as usize)
+}
+
+pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
+    let name = |d: &mut Dec| -> DecResult<Vec<u8>> { Ok(d.bytes("name")?.to_vec()) };
+    let opt32 = |d: &mut Dec, what: &str| -> DecResult<Option<u32>> {
+        d.opt_u64(what)?
+            .map(|v| u32::try_from(v).map_err(|_| Malformed(format!("{what}: {v}"))))
+            .transpose()
+    };
+    Ok(match d.u8("operation")? {
+        1 => Op::Read {
+            ino: d.u32("ino")?,
+            offset: d.u64("offset")?,
+            buf: IoBuf::zeroed(data_len(d)?),
+        },
+        2 => Op::Write {
+            ino: d.u32("ino")?,
+            offset: d.u64("offset")?,
+            data: IoBuf::from_slice(d.bytes("data")?),
+        },
+        3 => Op::Truncate {
+            ino: d.u32("ino")?,
+            size_bytes: d.u64("size")?,
+        },
+        k @ (4 | 5) => {
+            let (parent, n, perm, uid, gid) = (
+                d.u32("parent")?,
+                name(d)?,
+                d.u32("perm")?,
+                d.u32("uid")?,
+                d.u32("gid")?,
+            );
+            match k {
+                4 => Op::Create {
+                    parent,
+                    name: n,
+                    perm,
+                    uid,
+                    gid,
+                },
+                _ => Op::Mkdir {
+                    parent,
+                    name: n,
+                    perm,
+                    uid,
+                    gid,
+                },
+            }
+        }
+        6 => Op::Symlink {
+            parent: d.u32("parent")?,
+            name: name(d)?,
+            target: d.bytes("target")?.to_vec(),
+            uid: d.u32("uid")?,
+            gid: d.u32("gid")?,
+        },
+        7 => Op::Link {
+            ino: d.u32("ino")?,
+            parent: d.u32("parent")?,
+            name: name(d)?,
+        },
+        8 => Op::Unlink {
+            parent: d.u32("parent")?,
+            name: name(d)?,
+        },
+        9 => Op::Rmdir {
+            parent: d.u32("parent")?,
+            name: name(d)?,
+        },
+        10 => Op::Rename {
+            src_parent: d.u32("parent")?,
+            src_name: name(d)?,
+            dst_parent: d.u32("parent")?,
+            dst_name: name(d)?,
+        },
+        11 => {
+            let ino = d.u32("ino")?;
+            let set = SetAttr {
+                mode: opt32(d, "mode")?,
+                uid: opt32(d, "uid")?,
+                gid: opt32(d, "gid")?,
+                mtime_ns: d.opt_u64("mtime")?.map(|t| t as i64),
+                stream_default: match d.u8("stream default")? {
+                    0 => None,
+                    1 => Some(None),
+                    2 => Some(Some(StreamDefault {
+                        write: d.bool("write")?,
+                        rate_bps: d.u64("rate")?,
+                        secs: d.u32("secs")?,
+                        request_kib: d.u32("request")?,
+                    })),
+                    v => return Err(Malformed(format!("stream default tag {v}"))),
+                },
+            };
+            Op::SetAttr { ino, set }
+        }
+        12 => Op::OpenFile { ino: d.u32("ino")? },
+        13 => Op::CloseFile { ino: d.u32("ino")? },
+        14 => Op::Fsync,
+        15 => {
+            let ino = d.u32("ino")?;
+            let spec = StreamSpec {
+                dir: match d.bool("direction")? {
+                    true => StreamDir::Write,
+                    false => StreamDir::Read,
+                },
+                rate_bps: d.f64("rate")?,
+                request_bytes: d.u64("request")?,
+                buffer_bytes: d.opt_u64("buffer")?,
+                reserve_bytes: d.u64("reserve")?,
+                start_bytes: d.u64("start")?,
+                durable_ns: d.opt_u64("durable")?,
+            };
+            Op::StreamOpen { ino, spec }
+        }
+        16 => Op::StreamRead {
+            stream: d.u32("stream")?,
+            buf: IoBuf::zeroed(data_len(d)?),
+        },
+        17 => Op::StreamWrite {
+            stream: d.u32("stream")?,
+            data: IoBuf::from_slice(d.bytes("data")?),
+        },
+        18 => Op::StreamClose {
+            stream: d.u32("stream")?,
+        },
+        19 => Op::StreamSync {
+            stream: d.u32("stream")?,
+        },
+        20 => Op::Unmount,
+        k => return Err(Malformed(format!("operation {k} is unknown"))),
+    })
+}
