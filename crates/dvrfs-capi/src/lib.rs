@@ -117,6 +117,9 @@ pub struct dvrfs_stream_spec {
     pub reserve_bytes: u64,
     /// Playback: where in the file to start.
     pub start_bytes: u64,
+    /// Recording: the longest an accepted byte may stay off the disk before it is
+    /// committed, ns (0: the volume's commit interval; never shorter than it).
+    pub durable_ns: u64,
 }
 
 /// What an admitted stream got.
@@ -737,7 +740,7 @@ pub unsafe extern "C" fn dvrfs_stream_open(
                 buffer_bytes: (s.buffer_bytes > 0).then_some(s.buffer_bytes),
                 reserve_bytes: s.reserve_bytes,
                 start_bytes: s.start_bytes,
-                durable_ns: None,
+                durable_ns: (s.durable_ns > 0).then_some(s.durable_ns),
             },
         )?;
         // SAFETY: NULL or writable, by contract.

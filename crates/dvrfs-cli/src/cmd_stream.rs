@@ -88,6 +88,11 @@ pub struct RecordArgs {
     /// Record this many bytes (K/M/G/T)
     #[arg(long, allow_hyphen_values = true)]
     pub size: Option<String>,
+    /// The longest an accepted byte may stay off the disk before it is committed
+    /// (default: the volume's commit interval; longer spares the disk short requests
+    /// of a slow stream)
+    #[arg(long)]
+    pub durable: Option<String>,
     #[command(flatten)]
     pub stream: StreamArgs,
 }
@@ -335,8 +340,14 @@ fn report(
 pub fn record(a: &RecordArgs) -> CliResult<u8> {
     // The runtime's threads start with the signals blocked, so that only this thread
     // ever takes them, in its wait for input (see `interrupt`).
+    let durable_ns = a
+        .durable
+        .as_deref()
+        .map(|d| crate::args::parse_duration_ms("--durable", d).map(|ms| ms * 1_000_000))
+        .transpose()?;
     let Setup { rt, mut spec } =
         interrupt::blocked(|| open(&a.target, Access::Write, &a.stream, StreamDir::Write))?;
+    spec.durable_ns = durable_ns;
     let rate_bytes = spec.rate_bps / 8.0;
     // Unbuffered (stdin is read through a descriptor of its own, not `io::stdin`'s
     // buffer): what the wait for input sees on the descriptor is all there is to read.

@@ -60,6 +60,19 @@ fn feed(rate_bits_per_s: f64, run: Duration, mut write: impl FnMut(&[u8])) -> Ve
 /// The file as the volume holds it now (opened by `dvrfs get`, which replays the
 /// journal in memory), checked against what was handed over before `killed`.
 fn check(img: &Path, path: &str, handed: &[(Instant, u64)], killed: Instant, what: &str) {
+    check_within(img, path, handed, killed, what, BOUND)
+}
+
+/// As [`check`], with `bound` for how long before the kill a byte must have been
+/// handed over to be kept.
+fn check_within(
+    img: &Path,
+    path: &str,
+    handed: &[(Instant, u64)],
+    killed: Instant,
+    what: &str,
+    bound: Duration,
+) {
     let dir = img.parent().unwrap();
     let local = dir.join("back");
     let _ = fs::remove_file(&local);
@@ -82,7 +95,7 @@ fn check(img: &Path, path: &str, handed: &[(Instant, u64)], killed: Instant, wha
     );
     let needed = handed
         .iter()
-        .take_while(|(t, _)| *t + BOUND <= killed)
+        .take_while(|(t, _)| *t + bound <= killed)
         .last()
         .map_or(0, |h| h.1);
     let lost_since = handed
@@ -98,7 +111,7 @@ fn check(img: &Path, path: &str, handed: &[(Instant, u64)], killed: Instant, wha
         got.len() as u64 >= needed,
         "{what}: {} bytes survived the kill, but {needed} had been handed over {:?} before it",
         got.len(),
-        BOUND
+        bound
     );
 }
 
@@ -228,12 +241,19 @@ fn a_reserved_recording_through_the_mount_keeps_all_but_the_last_second_at_40_me
 }
 
 fn record(mbit: f64, run_ms: u64) {
+    record_with(mbit, run_ms, &[], BOUND)
+}
+
+/// `record` with `extra` flags, killed after `run_ms`: keeps every byte handed over
+/// `bound` before the kill.
+fn record_with(mbit: f64, run_ms: u64, extra: &[&str], bound: Duration) {
     let dir = tempdir();
     let img = dir.path().join("fs.img");
     mkfs(&img, "2G", &[]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
         .args(["record".as_ref(), img.as_os_str(), "/rec.ts".as_ref()])
         .args(["--rate", &format!("{}M", mbit * 1.25), "--duration", "1m"])
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -248,12 +268,13 @@ fn record(mbit: f64, run_ms: u64) {
     let status = child.wait().unwrap();
     assert!(!status.success());
     drop(input);
-    check(
+    check_within(
         &img,
         "/rec.ts",
         &handed,
         killed,
-        &format!("record at {mbit} Mbit/s"),
+        &format!("record at {mbit} Mbit/s {extra:?}"),
+        bound,
     );
 }
 
@@ -270,6 +291,41 @@ fn record_keeps_all_but_the_last_second_at_4_megabit() {
 #[test]
 fn record_keeps_all_but_the_last_second_at_40_megabit() {
     record(40.0, RUNS_MS[1]);
+}
+
+#[test]
+fn record_with_a_longer_durability_interval_keeps_all_but_that_interval() {
+    // --durable 3s: a byte may stay off the disk three seconds (plus the lead and the
+    // commit), the same 0.6 s allowance for a loaded machine as BOUND.
+    record_with(
+        0.5,
+        RUNS_MS[2],
+        &["--durable", "3s"],
+        BOUND + Duration::from_secs(2),
+    );
+    // Shorter than the commit interval is refused, saying why.
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let input = dir.path().join("in");
+    fs::write(&input, pattern(0, 4096)).unwrap();
+    fails(
+        dvrfs([
+            "record".as_ref(),
+            img.as_os_str(),
+            "/r.ts".as_ref(),
+            "--rate".as_ref(),
+            "1M".as_ref(),
+            "--durable".as_ref(),
+            "500ms".as_ref(),
+            "--input".as_ref(),
+            input.as_os_str(),
+        ]),
+        "cannot be shorter than the volume's commit interval",
+    );
+    // Refused before the file was made: nothing is left behind.
+    let listing = ok(dvrfs(["ls".as_ref(), img.as_os_str(), "/".as_ref()]));
+    assert!(!listing.contains("r.ts"), "{listing}");
 }
 
 /// Free bytes of the mounted volume as `df` sees them.
