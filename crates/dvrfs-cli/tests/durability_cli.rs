@@ -416,6 +416,54 @@ fn a_recording_past_its_reservation_on_a_full_volume_gets_enospc_and_keeps_what_
 }
 
 #[test]
+fn a_plain_writer_on_a_full_volume_gets_enospc_at_the_write_and_keeps_what_it_wrote() {
+    // No reservation: the mount gathers the writes into chunks and hands them over
+    // later, so the space is checked when a chunk starts, and a write that does not
+    // fit fails at its call instead of after it returned (issue 21 item 3).
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "512M", &["--block-size", "1M"]);
+    let mut d = Daemon::mount(dir.path(), &img);
+    let free = df_free(&d.mnt);
+    let mut f = fs::File::create(d.mnt.join("copy.bin")).unwrap();
+    let mut written = 0u64;
+    let err = loop {
+        let b = pattern(written, 96 << 10);
+        match f.write(&b) {
+            Ok(n) => written += n as u64,
+            Err(e) => break e,
+        }
+        assert!(
+            written <= free,
+            "wrote {written} bytes on a volume with {free} free"
+        );
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    // Everything accepted reaches the disk: close and fsync report no error.
+    f.sync_all()
+        .expect("fsync after the refusal: the accepted bytes are on the disk");
+    drop(f);
+    assert!(
+        written + (1 << 20) > free,
+        "refused at {written} of {free} free bytes"
+    );
+    d.unmount();
+    let log = fs::read_to_string(dir.path().join("mount.log")).unwrap();
+    assert!(log.contains("no space left for a write"), "{log}");
+    let local = dir.path().join("back");
+    ok(dvrfs([
+        "get".as_ref(),
+        img.as_os_str(),
+        "/copy.bin".as_ref(),
+        local.as_os_str(),
+    ]));
+    let got = fs::read(&local).unwrap();
+    assert_eq!(got.len() as u64, written, "every byte accepted is kept");
+    assert!(got == pattern(0, written as usize));
+}
+
+#[test]
 fn deleting_the_oldest_recording_makes_room_for_the_next_at_once_through_the_mount() {
     need_fuse!();
     let dir = tempdir();

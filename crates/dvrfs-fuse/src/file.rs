@@ -169,6 +169,9 @@ pub struct FileState {
     ahead: std::collections::VecDeque<(u64, Ticket)>,
     /// A background write failed: given to the next write, flush or fsync.
     error: Option<Errno>,
+    /// Where the volume was last seen to have room for this file's gathered bytes:
+    /// writes up to here were checked (`write`); each new chunk checks again.
+    space_to: u64,
     /// A stream reservation on the file (`user.dvrfs.stream`, see [`crate::stream`]).
     pub stream: Option<crate::stream::FileStream>,
     /// A stream ended by a close while a handle stays open: admitted again at the
@@ -191,6 +194,7 @@ impl FileState {
             cache: std::collections::VecDeque::new(),
             ahead: std::collections::VecDeque::new(),
             error: None,
+            space_to: 0,
             stream: None,
             resume: None,
         }
@@ -239,6 +243,7 @@ impl FileState {
         let Some(chunk) = self.wbuf.take() else {
             return;
         };
+        self.space_to = 0;
         self.wait_inflight(rt);
         let offset = self.wstart;
         let n = chunk.len as u64;
@@ -309,12 +314,21 @@ impl FileState {
                 self.wfirst_ns = rt.now_ns();
                 self.wowner = owner;
             }
-            let w = self.wbuf.as_mut().expect("just made");
+            let w = self.wbuf.as_ref().expect("just made");
             let at = self.wstart + w.len as u64;
             // Up to the next chunk boundary, so every submitted chunk is aligned.
             let boundary = (self.wstart / self.chunk + 1) * self.chunk;
             let room = ((boundary - at) as usize).min(w.cap() - w.len);
             let take = room.min(rest.len());
+            if at + take as u64 > self.space_to {
+                if let Err(e) = self.check_space(rt, at + take as u64, boundary) {
+                    // Refused before a byte of it was gathered; a write partly taken
+                    // returns its count (the next one gets the error).
+                    let taken = data.len() - rest.len();
+                    return if taken > 0 { Ok(taken) } else { Err(e) };
+                }
+            }
+            let w = self.wbuf.as_mut().expect("just made");
             let from = w.len;
             w.all_mut()[from..from + take].copy_from_slice(&rest[..take]);
             w.len += take;
@@ -324,6 +338,41 @@ impl FileState {
             }
         }
         Ok(data.len())
+    }
+
+    /// Whether the volume has room for this file to reach `end` (gathered bytes take
+    /// their blocks only when their chunk is written): the whole chunk up to
+    /// `boundary` is checked first (one question per chunk), then `end` alone. A file
+    /// that cannot grow to `end` gets `ENOSPC` at the `write` call, before a byte of
+    /// it is taken, instead of a chunk that fails on the disk after its `write`
+    /// returned. The room is not held: writers racing for the last blocks can still
+    /// see the later failure, reported at the next write, fsync or close.
+    fn check_space(&mut self, rt: &Runtime, end: u64, boundary: u64) -> Result<(), Errno> {
+        use dvrfs_core::fs::SpaceTo;
+        let ino = self.ino;
+        let fits = |to: u64| -> Result<bool, Errno> {
+            let r = rt
+                .query(move |v| v.blocks_to_extend(ino, to))
+                .map_err(|e| errno_of(&e))?;
+            match r {
+                Ok(SpaceTo::Fits | SpaceTo::AfterCommit) => Ok(true),
+                Ok(SpaceTo::No { .. }) => Ok(false),
+                Err(e) => Err(e.errno()),
+            }
+        };
+        if fits(boundary)? {
+            self.space_to = boundary;
+            return Ok(());
+        }
+        if fits(end)? {
+            self.space_to = end;
+            return Ok(());
+        }
+        eprintln!(
+            "{} dvrfs: inode {ino}: no space left for a write up to byte {end}: refused with ENOSPC; the bytes accepted before it are kept",
+            crate::stamp()
+        );
+        Err(libc::ENOSPC)
     }
 
     /// A write that goes to the disk before it returns (`O_DIRECT` handles).

@@ -1325,7 +1325,12 @@ impl Filesystem for DvrfsFs {
                 return Ok(());
             };
             let mut st = lock(&st);
-            if st.opens == 1 && st.stream.is_some() {
+            if st.opens == 1
+                && st
+                    .stream
+                    .as_ref()
+                    .is_some_and(|s| s.ends_at_close_by(req.pid()))
+            {
                 let res = st.stream.as_ref().map(|s| s.res.clone());
                 self.detach(&mut st, "the file's last close")?;
                 // The handle lives on when a copy of the descriptor (a forked child's)

@@ -50,8 +50,26 @@ pub struct FileStream {
     pub used: bool,
     /// The process reading through the stream (its jumps are seeks).
     reader: Option<u32>,
+    /// The process that last wrote through the stream.
+    writer: Option<u32>,
     /// Read: bytes taken from the stream before the request that wants them.
     stash: Vec<u8>,
+}
+
+impl FileStream {
+    /// Whether a close (`flush`) by process `pid` of the file's only handle ends the
+    /// stream: not when another process than the one reading or writing through it
+    /// closes its copy of the descriptor. A multi-threaded recorder that starts a
+    /// program (`fork` and `exec` in another thread) has every descriptor copied into
+    /// the child and closed at its `exec`, each close a `flush` here; ending the
+    /// recording there lost its reservation, and on a full volume the held space
+    /// with it (found by the full-disk test run beside tests that spawn processes).
+    pub fn ends_at_close_by(&self, pid: u32) -> bool {
+        match self.res.dir {
+            StreamDir::Write => self.writer.is_none_or(|w| w == pid),
+            StreamDir::Read => self.reader.is_none_or(|r| r == pid),
+        }
+    }
 }
 
 /// How many ended streams' figures the daemon keeps for `getfattr` (a recorder making
@@ -169,6 +187,7 @@ impl FileState {
             next,
             used,
             reader: None,
+            writer: None,
             stash: vec![],
         });
         Ok(())
@@ -212,6 +231,7 @@ impl FileState {
         Some(match r {
             Ok(_) => {
                 s.next += data.len() as u64;
+                s.writer = Some(owner);
                 Ok(data.len())
             }
             Err(e) => {
