@@ -158,6 +158,7 @@ impl Volume {
             Area::DataBitmap(_) | Area::MetaBitmap(_) => true,
             Area::InodeTable(k) => k < self.report.inode_blocks_read,
             Area::Sums(_) => self.sums.is_some(),
+            Area::Events(_) => self.has_event_log(),
             Area::Dynamic => self.owners.contains_key(&n),
         }
     }
@@ -212,6 +213,7 @@ impl Volume {
                 sums.encode_block(k, payload_mut(&mut b[..]));
                 seal_block(&mut b[..], &header(BlockType::Sums));
             }
+            Area::Events(k) => return self.encode_event_block(k, seq),
             Area::Dynamic => match *self.owners.get(&n)? {
                 Owner::DirBlock { ino, index } => {
                     let dir = self.dirs.get(&ino)?;

@@ -141,6 +141,11 @@ pub fn fsck<D: Device>(
             vol.dirty.insert(*n);
         }
     }
+    for (n, why) in &report.event_problems {
+        // Rewritten from what was read: the skipped records become empty slots.
+        f.err(true, why.clone());
+        vol.dirty.insert(*n);
+    }
     for (n, why) in &report.from_backup {
         f.err(
             true,
@@ -267,6 +272,9 @@ impl Volume {
         v.extend(dynamic);
         if self.sums.is_some() {
             v.extend(sb.sum_start..sb.sum_start + sb.sum_blocks);
+        }
+        if self.has_event_log() {
+            v.extend(sb.events_start..sb.events_start + sb.events_blocks);
         }
         v
     }
@@ -449,6 +457,8 @@ impl Volume {
             Area::MetaBitmap(_) => BlockType::MetaBitmap,
             Area::InodeTable(_) => BlockType::InodeTable,
             Area::Sums(_) => BlockType::Sums,
+            Area::Events(0) => BlockType::LostTails,
+            Area::Events(_) => BlockType::EventLog,
             Area::Dynamic => match self.owners.get(&n) {
                 Some(Owner::DirBlock { .. }) => BlockType::Directory,
                 Some(Owner::Indirect { .. }) => BlockType::Runs,
