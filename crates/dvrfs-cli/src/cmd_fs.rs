@@ -385,6 +385,9 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
             "repaired": report.repaired,
             "remaining": report.remaining,
             "replayed_txn": report.replayed_txn,
+            "not_closed_cleanly": report.crashed,
+            "lost_tails": report.lost_tails.iter().map(crate::cmd_events::lost_tail_json).collect::<Vec<_>>(),
+            "lost_tails_not_listed": report.tails_left_out,
             "damaged": report.damaged.iter().map(|(path, lost)| json!({
                 "path": path,
                 "lost": lost.iter().map(|(s, e)| [s, e]).collect::<Vec<_>>(),
@@ -414,6 +417,27 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
                 } else {
                     " (in memory; the next writable open writes it in place)"
                 }
+            );
+        } else if report.crashed {
+            outln!(
+                "{}: was not closed cleanly: the journal held no complete transaction (the last commit stands)",
+                target.display()
+            );
+        }
+        // Which files came back shorter than their writers had handed over.
+        for t in &report.lost_tails {
+            outln!(
+                "{}: {}",
+                target.display(),
+                crate::cmd_events::lost_tail_line(t)
+            );
+        }
+        if report.tails_left_out > 0 {
+            outln!(
+                "{}: {} more file(s) lost their last accepted bytes (the record lists at most {})",
+                target.display(),
+                report.tails_left_out,
+                dvrfs_core::format::events::MAX_TAILS
             );
         }
         if report.clean() {

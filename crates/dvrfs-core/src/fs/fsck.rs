@@ -31,6 +31,13 @@ pub struct FsckReport {
     /// its lost byte ranges. Not errors: a repair keeps them marked, and they stay
     /// listed until the file is rewritten there, truncated or removed.
     pub damaged: Vec<DamagedFile>,
+    /// After a crash: the files whose last accepted bytes did not survive, from the
+    /// last committed lost-tail record (FORMAT.md section 10b). Not errors.
+    pub lost_tails: Vec<super::LostTail>,
+    /// Files with a lost tail the record had no room for.
+    pub tails_left_out: u32,
+    /// The volume was not closed cleanly (a replay, or a lost-tail record).
+    pub crashed: bool,
 }
 
 /// A file's path and its lost byte ranges `[start, end)`.
@@ -90,7 +97,7 @@ pub fn fsck<D: Device>(
                     repaired: 0,
                     remaining: 1,
                     replayed_txn: None,
-                    damaged: vec![],
+                    ..Default::default()
                 },
                 None,
             ));
@@ -206,6 +213,9 @@ pub fn fsck<D: Device>(
         repaired: 0,
         replayed_txn: report.replayed_txn,
         damaged: vol.damaged_files()?,
+        lost_tails: report.lost_tails.clone(),
+        tails_left_out: report.tails_left_out,
+        crashed: report.crashed(),
     };
     if repair {
         fs.sync()?;
