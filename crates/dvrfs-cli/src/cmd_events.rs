@@ -59,7 +59,7 @@ pub fn events(a: &EventsArgs) -> CliResult<u8> {
     }
     if !has_log {
         outln!(
-            "{target} has no event log (a volume made before dvrfs kept one; volumes made by `dvrfs mkfs` since 2026-11-27 have one)"
+            "{target} has no event log (a volume made before dvrfs kept one; volumes made by dvrfs mkfs since 2026-11-27 have one)"
         );
     }
     for p in &problems {
