@@ -148,7 +148,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
     } else {
         dynamic_start + dynamic_blocks
     };
-    // The event area: the lost-tail block, then the ring.
+    // The event area: the ring.
     let events_blocks = match p.event_ring_blocks {
         None => 0,
         Some(0) => {
@@ -156,7 +156,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
                 "event log of 0 blocks: give at least 1".into(),
             ))
         }
-        Some(n) => 1 + n,
+        Some(n) => n,
     };
     let events_start = match events_blocks {
         0 => 0,

@@ -209,7 +209,7 @@ fn the_ring_wraps_keeping_the_newest_events_in_sequence() {
 fn ring_block(dev: &MemDevice, k: u64) -> (u64, u64, u64) {
     let v = load(dev, false);
     let sb = v.superblock();
-    let n = sb.events_start + 1 + k;
+    let n = sb.events_start + k;
     (n, sb.primary_offset(n), sb.backup_offset(n))
 }
 

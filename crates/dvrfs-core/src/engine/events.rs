@@ -70,6 +70,11 @@ impl Engine {
                 },
             );
         }
+        // Stored at once (after the replay's checkpoint), not an interval later: the
+        // blocking driver's open waits for it, and a second crash keeps it.
+        if self.vol.is_writable() {
+            self.commit.want_now();
+        }
     }
 
     /// Right before a cut: the space levels, then the lost-tail record.

@@ -1,16 +1,18 @@
-//! The event area (FORMAT.md section 10b, behind `FEATURE_EVENTS`): one lost-tail
-//! block, then a ring of event-log blocks.
+//! Behind `FEATURE_EVENTS` (FORMAT.md section 10b): the lost-tail record, kept in the
+//! superblock's reserved bytes, and the event area, a ring of event-log blocks.
 //!
-//! **Lost-tail block** (type 13, area block 0). Every transaction that changes it
-//! rewrites it: the files that had bytes accepted from their writers but not yet in
-//! the committed size when the transaction was cut (a recording's buffer and partial
+//! **Lost-tail record** (superblock payload 240..4048). The superblock is part of every
+//! transaction, so every transaction carries the record at no cost of its own (a block
+//! of its own would add a checkpoint write, a seek on a hard disk, to nearly every
+//! commit of a recorder): the files that had bytes accepted from their writers but not
+//! yet in the committed size when the transaction was cut (a recording's buffer and partial
 //! request, a plain file's writes still on their way to the disk), each with the size
 //! the transaction commits and the size accepted so far. After a crash the last
 //! committed transaction's record says which files came back shorter than their
 //! writers had handed over, and by at least how much. At most [`MAX_TAILS`] files;
 //! the record counts those left out.
 //!
-//! **Event-log blocks** (type 12, area blocks 1..). A ring of fixed-size records, each
+//! **Event-log blocks** (type 12, the event area). A ring of fixed-size records, each
 //! with a sequence number that never repeats: the event numbered `seq` (from 1) lives
 //! in slot `(seq - 1) % capacity`, so the ring needs no cursor, readers order by
 //! `seq`, and a gap in the numbers says the ring wrapped. Blocks are written as
@@ -25,7 +27,13 @@
 
 use super::*;
 
-// ---- the lost-tail block ----
+// ---- the lost-tail record, in the superblock ----
+
+/// Where the record lies in the superblock's payload: right after its fields.
+pub const TAILS_AT: usize = super::superblock::SUPERBLOCK_USED_BYTES;
+/// Bytes the record may use: the rest of the superblock's payload.
+pub const TAILS_BYTES: usize = PAYLOAD_BYTES - TAILS_AT;
+const _: () = assert!(TAILS_AT == 240 && TAILS_BYTES == 3808);
 
 const T_TXN: usize = 0; // u64: the transaction that wrote the record
 const T_COUNT: usize = T_TXN + 8; // u32: files listed
@@ -39,10 +47,11 @@ const TE_ACCEPTED: usize = TE_COMMITTED + 8;
 /// Bytes of one lost-tail entry.
 pub const TAIL_ENTRY_BYTES: usize = TE_ACCEPTED + 8;
 /// Files one lost-tail record lists.
-pub const MAX_TAILS: usize = (PAYLOAD_BYTES - T_ENTRIES) / TAIL_ENTRY_BYTES;
+pub const MAX_TAILS: usize = (TAILS_BYTES - T_ENTRIES) / TAIL_ENTRY_BYTES;
 const _: () = assert!(T_ENTRIES == 16);
 const _: () = assert!(TAIL_ENTRY_BYTES == 24);
-const _: () = assert!(MAX_TAILS == 168);
+const _: () = assert!(MAX_TAILS == 158);
+const _: () = assert!(T_ENTRIES + MAX_TAILS * TAIL_ENTRY_BYTES <= TAILS_BYTES);
 
 /// A file whose accepted bytes were not all in the committed size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,10 +72,11 @@ pub struct Tails {
     pub left_out: u32,
 }
 
-/// Encodes a lost-tail record into a block payload (at most [`MAX_TAILS`] files;
-/// the caller counts the rest in `left_out`).
-pub fn encode_tails(t: &Tails, payload: &mut [u8]) {
+/// Encodes a lost-tail record into its place of a superblock payload (at most
+/// [`MAX_TAILS`] files; the caller counts the rest in `left_out`).
+pub fn encode_tails(t: &Tails, sb_payload: &mut [u8]) {
     assert!(t.files.len() <= MAX_TAILS, "{} tails", t.files.len());
+    let payload = &mut sb_payload[TAILS_AT..];
     put_u64(payload, T_TXN, t.txn);
     put_u32(payload, T_COUNT, t.files.len() as u32);
     put_u32(payload, T_LEFT_OUT, t.left_out);
@@ -79,9 +89,10 @@ pub fn encode_tails(t: &Tails, payload: &mut [u8]) {
     }
 }
 
-/// Decodes a lost-tail record; entries that make no sense (inode 0, nothing lost)
-/// are dropped and counted in the second value.
-pub fn decode_tails(payload: &[u8]) -> Result<(Tails, usize), BlockError> {
+/// Decodes the lost-tail record of a superblock payload; entries that make no sense
+/// (inode 0, nothing lost) are dropped and counted in the second value.
+pub fn decode_tails(sb_payload: &[u8]) -> Result<(Tails, usize), BlockError> {
+    let payload = &sb_payload[TAILS_AT..];
     let count = get_u32(payload, T_COUNT) as usize;
     if count > MAX_TAILS {
         return Err(BlockError::Malformed("lost-tail count"));
@@ -626,12 +637,16 @@ mod tests {
         };
         let mut p = vec![0u8; PAYLOAD_BYTES];
         encode_tails(&t, &mut p);
+        assert!(
+            p[..TAILS_AT].iter().all(|&b| b == 0),
+            "the superblock's fields untouched"
+        );
         assert_eq!(decode_tails(&p), Ok((t, 0)));
         // An entry that lost nothing is damage: dropped, counted.
-        put_u64(&mut p, T_ENTRIES + TE_ACCEPTED, 0);
+        put_u64(&mut p, TAILS_AT + T_ENTRIES + TE_ACCEPTED, 0);
         let (back, bad) = decode_tails(&p).unwrap();
         assert_eq!((back.files.len(), bad), (MAX_TAILS - 1, 1));
-        put_u32(&mut p, T_COUNT, MAX_TAILS as u32 + 1);
+        put_u32(&mut p, TAILS_AT + T_COUNT, MAX_TAILS as u32 + 1);
         assert!(decode_tails(&p).is_err());
     }
 

@@ -63,8 +63,6 @@ pub enum BlockType {
     Sums = 11,
     /// The event log's ring (`events.rs`).
     EventLog = 12,
-    /// The files whose last accepted bytes a crash would lose (`events.rs`).
-    LostTails = 13,
 }
 
 impl BlockType {
@@ -83,7 +81,6 @@ impl BlockType {
             10 => FrameIndex,
             11 => Sums,
             12 => EventLog,
-            13 => LostTails,
             _ => return None,
         })
     }
@@ -103,7 +100,6 @@ impl BlockType {
             FrameIndex => "frame index",
             Sums => "data checksum",
             EventLog => "event log",
-            LostTails => "lost tails",
         }
     }
 }

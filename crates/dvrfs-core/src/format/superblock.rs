@@ -102,9 +102,10 @@ pub struct Superblock {
     /// Feature bits ([`FEATURE_MAP_SUMS`], [`FEATURE_EVENTS`]); 0 in a volume made
     /// before they existed.
     pub features: u32,
-    /// The event area (`format/events.rs`): a lost-tail block, then the event log's
-    /// ring. It follows the checksum area (or the dynamic area) and ends the primary
-    /// region. 0 and 0 without [`FEATURE_EVENTS`].
+    /// The event area (`format/events.rs`): the event log's ring. It follows the
+    /// checksum area (or the dynamic area) and ends the primary region. 0 and 0
+    /// without [`FEATURE_EVENTS`]. (The lost-tail record lies in this block's own
+    /// reserved bytes: `events::TAILS_AT`, not a field of this struct.)
     pub events_start: u64,
     pub events_blocks: u64,
 }
@@ -113,14 +114,15 @@ pub struct Superblock {
 /// set by mkfs. On such a volume a file record whose checksum reads 0 ("not kept")
 /// was damaged; on an older volume 0 may be a record written before map checksums.
 pub const FEATURE_MAP_SUMS: u32 = 1;
-/// The volume has an event area (`events_start`, `events_blocks`): the lost-tail
-/// record of the last commit and the event log. Set by mkfs since 2026-11-27; an
-/// older volume opens without them (no event log, no lost-tail report).
+/// The volume has an event log (`events_start`, `events_blocks`) and every
+/// superblock image carries the lost-tail record of its transaction
+/// (`events::TAILS_AT`). Set by mkfs since 2026-11-27; an older volume opens without
+/// them (no event log, no lost-tail report).
 pub const FEATURE_EVENTS: u32 = 2;
 /// The feature bits this build knows; a superblock with another is malformed.
 pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS | FEATURE_EVENTS;
-/// Fewest blocks of an event area: the lost-tail block and one ring block.
-pub const MIN_EVENTS_BLOCKS: u64 = 2;
+/// Fewest blocks of an event area.
+pub const MIN_EVENTS_BLOCKS: u64 = 1;
 
 // Payload layout.
 const S_DEVICE: usize = 0;
@@ -165,7 +167,7 @@ pub enum Area {
     MetaBitmap(u64),
     InodeTable(u64),
     Sums(u64),
-    /// The event area: block 0 the lost-tail record, the rest the event log's ring.
+    /// The event area: block `k` of the event log's ring.
     Events(u64),
     /// The dynamic area (directories, indirect runs, symlinks), or past it.
     Dynamic,

@@ -183,7 +183,7 @@ impl Volume {
         };
         let mut b = new_block();
         match sb.area_of(n) {
-            Area::Superblock => return Some(sb.encode(seq).to_vec()),
+            Area::Superblock => return Some(self.encode_superblock(seq)),
             // The journal is written by the commit, never checkpointed.
             Area::Journal => return None,
             Area::DataBitmap(k) => {

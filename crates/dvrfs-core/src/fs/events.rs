@@ -1,6 +1,6 @@
-//! The event area of a volume in memory (FORMAT.md section 10b): the event log's
-//! ring and the lost-tail record, loaded at open and written by the commit like any
-//! other metadata block.
+//! The event log and the lost-tail record of a volume in memory (FORMAT.md section
+//! 10b): the ring of event-log blocks and the record every superblock image carries,
+//! loaded at open and written by the commit like any other metadata block.
 //!
 //! The volume only keeps them; what an event says is decided by the engine
 //! (`engine/events.rs`), which also gives it its times (the core reads no clock).
@@ -10,8 +10,8 @@
 //! `FEATURE_EVENTS` (made before 2026-11-27) keeps the events of this open in memory
 //! only, for the drivers to log.
 //!
-//! Fault model: an event block or lost-tail block that fails verification in both
-//! copies, or a record in it that cannot be an event, is reported
+//! Fault model: an event block that fails verification in both copies, a record in
+//! it that cannot be an event, or a lost-tail record that does not decode, is reported
 //! ([`LoadReport::event_problems`]) and skipped: the log reads as if those slots were
 //! empty and the open goes on, writable too (the next event written there rewrites
 //! the whole block from memory). A lost event block is not a lost block of the file
@@ -23,7 +23,10 @@ use crate::format::events::{
     decode_event, decode_tails, encode_event, encode_tails, event_slot, EventRecord, Tail, Tails,
     What, EVENTS_PER_BLOCK, EVENT_PATH_BYTES, MAX_TAILS,
 };
-use crate::format::{payload, payload_mut, seal_block, verify_block, BlockType, Header};
+use crate::format::{
+    parse_header, payload, payload_mut, seal_block, verify_block, BlockType, Header,
+    META_BLOCK_BYTES,
+};
 use std::collections::VecDeque;
 
 /// Events kept for the drivers to take ([`Volume::take_new_events`]) when none
@@ -49,7 +52,7 @@ pub(crate) struct EventArea {
     ring_blocks: u64,
     /// Slot `(seq - 1) % capacity` holds the event numbered `seq`.
     slots: Vec<Option<EventRecord>>,
-    /// The lost-tail record the next transaction writes.
+    /// The lost-tail record the next transaction's superblock carries.
     tails: Tails,
 }
 
@@ -121,7 +124,7 @@ impl Volume {
             Some(a) if self.writable => {
                 let (k, i) = event_slot(seq, a.ring_blocks);
                 a.slots[k as usize * EVENTS_PER_BLOCK + i] = Some(rec);
-                self.dirty.insert(self.sb.events_start + 1 + k);
+                self.dirty.insert(self.sb.events_start + k);
             }
             _ => {
                 let cap = self.event_capacity().max(EVENTS_PER_BLOCK);
@@ -136,8 +139,9 @@ impl Volume {
 
     /// Sets the lost-tail record the next transaction writes: the files whose
     /// accepted size is above their applied size now (at most [`MAX_TAILS`], the
-    /// largest losses first; the rest counted). Its block joins the transaction when
-    /// the record changes. Call right before [`Volume::snapshot`].
+    /// largest losses first; the rest counted). It lies in the superblock, which every
+    /// transaction carries; a change alone makes a transaction (the superblock
+    /// dirty). Call right before [`Volume::snapshot`].
     pub fn set_tails(&mut self, mut files: Vec<Tail>) {
         let Some(a) = self.events.area.as_mut() else {
             return;
@@ -156,7 +160,7 @@ impl Volume {
         if a.tails.files != files || a.tails.left_out != left_out {
             a.tails.files = files;
             a.tails.left_out = left_out;
-            self.dirty.insert(self.sb.events_start);
+            self.dirty.insert(0);
         }
     }
 
@@ -247,8 +251,9 @@ impl Volume {
         None
     }
 
-    /// Reads the event area at open: the lost-tail record (the last committed
-    /// transaction's, from the journal's image when it replays one) and the ring.
+    /// Reads the event log and the lost-tail record at open: the record from the
+    /// superblock image the open chose (the journal's, when it replays one: the last
+    /// committed transaction's), the ring from the event area.
     pub(super) fn load_events<D: Device>(
         &mut self,
         dev: &D,
@@ -259,48 +264,47 @@ impl Volume {
         if !sb.has_events() {
             return Ok(());
         }
-        let ring_blocks = sb.events_blocks - 1;
+        let ring_blocks = sb.events_blocks;
         let mut area = EventArea {
             ring_blocks,
             slots: vec![None; ring_blocks as usize * EVENTS_PER_BLOCK],
             tails: Tails::default(),
         };
+        match superblock_image(dev, &sb, overlay)? {
+            Some(img) => match decode_tails(payload(&img)) {
+                Ok((t, bad)) => {
+                    if bad > 0 {
+                        report.event_problems.push((
+                            0,
+                            format!("the superblock's lost-tail record: {bad} entries that cannot be files skipped"),
+                        ));
+                    }
+                    report.tails = Some(t);
+                }
+                Err(e) => report.event_problems.push((
+                    0,
+                    format!("the superblock's lost-tail record: {e}; skipped"),
+                )),
+            },
+            None => report.event_problems.push((
+                0,
+                "no superblock copy that matches the one in use holds a lost-tail record; skipped"
+                    .into(),
+            )),
+        }
         let mut max_seq = 0;
-        for k in 0..sb.events_blocks {
+        for k in 0..ring_blocks {
             let n = sb.events_start + k;
-            let ty = if k == 0 {
-                BlockType::LostTails
-            } else {
-                BlockType::EventLog
-            };
-            let Some(img) = read_event_block(dev, &sb, overlay, n, ty, report)? else {
+            let Some(img) = read_event_block(dev, &sb, overlay, n, report)? else {
                 continue;
             };
             let p = payload(&img);
-            if k == 0 {
-                match decode_tails(p) {
-                    Ok((t, bad)) => {
-                        if bad > 0 {
-                            report.event_problems.push((
-                                n,
-                                format!("lost-tail block {n}: {bad} entries that cannot be files skipped"),
-                            ));
-                        }
-                        report.tails = Some(t);
-                    }
-                    Err(e) => report.event_problems.push((
-                        n,
-                        format!("lost-tail block {n}: {e}; the record is skipped"),
-                    )),
-                }
-                continue;
-            }
             for i in 0..EVENTS_PER_BLOCK {
                 match decode_event(p, i) {
                     Ok(None) => {}
-                    Ok(Some(rec)) if event_slot(rec.seq, ring_blocks) == (k - 1, i) => {
+                    Ok(Some(rec)) if event_slot(rec.seq, ring_blocks) == (k, i) => {
                         max_seq = max_seq.max(rec.seq);
-                        area.slots[(k as usize - 1) * EVENTS_PER_BLOCK + i] = Some(rec);
+                        area.slots[k as usize * EVENTS_PER_BLOCK + i] = Some(rec);
                     }
                     Ok(Some(rec)) => report.event_problems.push((
                         n,
@@ -331,7 +335,7 @@ impl Volume {
             report.tails_left_out = t.left_out;
             // Shown once: the next commit writes the record of its own state.
             if self.writable && (!t.files.is_empty() || t.left_out > 0) {
-                self.dirty.insert(sb.events_start);
+                self.dirty.insert(0);
             }
         }
         self.events.next_seq = max_seq + 1;
@@ -339,30 +343,36 @@ impl Volume {
         Ok(())
     }
 
-    /// The image of event-area block `k` (`None` if it is not one).
+    /// The superblock image of the next transaction `seq`: its fields, and with
+    /// `FEATURE_EVENTS` the lost-tail record in its reserved bytes.
+    pub(super) fn encode_superblock(&self, seq: u64) -> Vec<u8> {
+        let mut b = self.sb.encode(seq).to_vec();
+        if let Some(a) = self.events.area.as_ref() {
+            let h = parse_header(&b).expect("encode sealed it");
+            let mut t = a.tails.clone();
+            t.txn = seq;
+            encode_tails(&t, payload_mut(&mut b));
+            seal_block(&mut b, &h);
+        }
+        b
+    }
+
+    /// The image of event-log block `k` (`None` without an event log).
     pub(super) fn encode_event_block(&self, k: u64, seq: u64) -> Option<Vec<u8>> {
         let a = self.events.area.as_ref()?;
         let n = self.sb.events_start + k;
         let mut b = crate::format::new_block();
-        let ty = if k == 0 {
-            let mut t = a.tails.clone();
-            t.txn = seq;
-            encode_tails(&t, payload_mut(&mut b[..]));
-            BlockType::LostTails
-        } else {
-            let first = (k as usize - 1) * EVENTS_PER_BLOCK;
-            let p = payload_mut(&mut b[..]);
-            for (i, rec) in a.slots[first..first + EVENTS_PER_BLOCK].iter().enumerate() {
-                if let Some(rec) = rec {
-                    encode_event(rec, i, p);
-                }
+        let first = k as usize * EVENTS_PER_BLOCK;
+        let p = payload_mut(&mut b[..]);
+        for (i, rec) in a.slots[first..first + EVENTS_PER_BLOCK].iter().enumerate() {
+            if let Some(rec) = rec {
+                encode_event(rec, i, p);
             }
-            BlockType::EventLog
-        };
+        }
         seal_block(
             &mut b[..],
             &Header {
-                block_type: ty,
+                block_type: BlockType::EventLog,
                 uuid: self.sb.uuid,
                 block_no: n,
                 seq,
@@ -372,6 +382,29 @@ impl Volume {
     }
 }
 
+/// The superblock image the open chose, to read its lost-tail record: the journal's
+/// when it replays one, else the first copy (primary, end of device, backup region)
+/// that decodes to the superblock in use. Only I/O errors fail.
+fn superblock_image<D: Device>(
+    dev: &D,
+    sb: &Superblock,
+    overlay: &HashMap<u64, Vec<u8>>,
+) -> Result<Option<Vec<u8>>> {
+    let same = |b: &[u8]| Superblock::decode(b).is_ok_and(|d| d == *sb);
+    if let Some(img) = overlay.get(&0).filter(|b| same(b)) {
+        return Ok(Some(img.clone()));
+    }
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    for off in [0, sb.last_copy_offset(), sb.backup_offset(0)] {
+        dev.read_at(off, &mut b)
+            .map_err(|e| Error::io("reading a superblock copy", e))?;
+        if same(&b) {
+            return Ok(Some(b));
+        }
+    }
+    Ok(None)
+}
+
 /// An event-area block from the journal's image, the primary or the backup copy;
 /// `None` (reported) when no copy verifies. Only I/O errors fail.
 fn read_event_block<D: Device>(
@@ -379,9 +412,9 @@ fn read_event_block<D: Device>(
     sb: &Superblock,
     overlay: &HashMap<u64, Vec<u8>>,
     n: u64,
-    ty: BlockType,
     report: &mut LoadReport,
 ) -> Result<Option<Vec<u8>>> {
+    let ty = BlockType::EventLog;
     if let Some(img) = overlay.get(&n) {
         if verify_block(img, ty, &sb.uuid, n).is_ok() {
             return Ok(Some(img.clone()));

@@ -467,7 +467,6 @@ impl Volume {
             Area::MetaBitmap(_) => BlockType::MetaBitmap,
             Area::InodeTable(_) => BlockType::InodeTable,
             Area::Sums(_) => BlockType::Sums,
-            Area::Events(0) => BlockType::LostTails,
             Area::Events(_) => BlockType::EventLog,
             Area::Dynamic => match self.owners.get(&n) {
                 Some(Owner::DirBlock { .. }) => BlockType::Directory,
