@@ -101,6 +101,11 @@ fn stream_events_survive_a_clean_remount_in_order() {
         o => panic!("{o:?}"),
     };
     refuse(&mut e, &mut d, ino);
+    // A recording that asks to hold more than the volume has: refused for space.
+    let mut big = spec(StreamDir::Write, 1.0);
+    big.reserve_bytes = 1 << 40;
+    let r = d.run(&mut e, Op::StreamOpen { ino, spec: big });
+    assert!(matches!(r, Err(dvrfs_core::Error::NoSpace { .. })), "{r:?}");
     let data = vec![7u8; 300_000];
     d.run(
         &mut e,
@@ -115,7 +120,12 @@ fn stream_events_survive_a_clean_remount_in_order() {
     let taken = e.take_new_events();
     assert_eq!(
         kinds(&taken),
-        ["stream_admitted", "stream_refused", "stream_ended"]
+        [
+            "stream_admitted",
+            "stream_refused",
+            "stream_refused",
+            "stream_ended"
+        ]
     );
     assert!(e.take_new_events().is_empty());
     d.run(&mut e, Op::Unmount).unwrap();
@@ -127,7 +137,7 @@ fn stream_events_survive_a_clean_remount_in_order() {
         ev, taken,
         "what the log holds is what the drivers were given"
     );
-    assert_eq!(ev.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(ev.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2, 3, 4]);
     for (x, y) in ev.iter().zip(&ev[1..]) {
         assert!(x.mono_ns <= y.mono_ns, "{x:?} {y:?}");
     }
@@ -168,7 +178,21 @@ fn stream_events_survive_a_clean_remount_in_order() {
         }
         w => panic!("{w:?}"),
     }
-    match &ev[2].what {
+    assert!(
+        matches!(
+            ev[2].what,
+            What::StreamRefused {
+                cause: RefuseCause::NoSpace,
+                dir: Dir::Write,
+                rate_bps: 1_000_000,
+                fits_bps: 0,
+                ..
+            }
+        ),
+        "{:?}",
+        ev[2]
+    );
+    match &ev[3].what {
         What::StreamEnded {
             bytes,
             late,
@@ -282,6 +306,45 @@ fn a_corrupt_event_block_is_reported_and_skipped_and_the_volume_opens() {
     d.run(&mut e, Op::Unmount).unwrap();
     let last = load(&d.dev, false).events().last().unwrap().seq;
     assert_eq!(last, EVENTS_PER_BLOCK as u64 + 6);
+}
+
+#[test]
+fn a_nonsense_lost_tail_record_is_reported_and_skipped_and_the_volume_opens() {
+    use dvrfs_core::format::events::TAILS_AT;
+    use dvrfs_core::format::{parse_header, payload};
+    let mut dev = formatted(Some(2));
+    // Every superblock copy gets a record listing more files than it can hold,
+    // resealed: damage its checksum cannot see.
+    let sb = load(&dev, false).superblock().clone();
+    for off in [0, sb.backup_offset(0), sb.last_copy_offset()] {
+        let mut blk = vec![0u8; 4096];
+        dev.peek(off, &mut blk);
+        let h = parse_header(&blk).unwrap();
+        assert!(
+            payload(&blk)[TAILS_AT..].iter().all(|&b| b == 0),
+            "mkfs: empty"
+        );
+        payload_mut(&mut blk)[TAILS_AT + 8] = 0xff; // count
+        seal_block(&mut blk, &h);
+        dev.poke(off, &blk);
+    }
+    for writable in [false, true] {
+        let v = load(&dev, writable);
+        let r = v.load_report();
+        assert!(
+            r.event_problems
+                .iter()
+                .any(|(n, w)| *n == 0 && w.contains("lost-tail record")),
+            "{r:?}"
+        );
+        assert!(r.lost_tails.is_empty() && !r.crashed());
+    }
+    // A writable open's commit writes a good record over it.
+    let (mut e, mut d) = engine_on(&dev);
+    d.create(&mut e, "f");
+    d.run(&mut e, Op::Unmount).unwrap();
+    assert!(load(&d.dev, false).load_report().event_problems.is_empty());
+    common::assert_fsck_clean(&d.dev);
 }
 
 #[test]
