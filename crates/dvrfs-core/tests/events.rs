@@ -205,6 +205,47 @@ fn stream_events_survive_a_clean_remount_in_order() {
 }
 
 #[test]
+fn a_stream_whose_write_fails_is_recorded_as_failed_with_its_errno() {
+    let dev = formatted(Some(2));
+    let (mut e, mut d) = engine_on(&dev);
+    let ino = d.create(&mut e, "rec");
+    let sid = match d.run(
+        &mut e,
+        Op::StreamOpen {
+            ino,
+            spec: spec(StreamDir::Write, 4.0),
+        },
+    ) {
+        Ok(Output::Stream(i)) => i.id,
+        o => panic!("{o:?}"),
+    };
+    // Every write to the data region fails from now on (metadata writes still land).
+    let sb = e.volume().superblock().clone();
+    d.fail_writes_in = Some(sb.data_start_bytes..sb.backup_start_bytes);
+    let data = vec![1u8; 700 << 10];
+    let _ = d.run(
+        &mut e,
+        Op::StreamWrite {
+            stream: sid,
+            data: IoBuf::from_slice(&data),
+        },
+    );
+    let r = d.run(&mut e, Op::StreamClose { stream: sid });
+    assert!(r.is_err(), "{r:?}");
+    d.run(&mut e, Op::Unmount).unwrap();
+    let ev = load(&d.dev, false).events();
+    assert_eq!(kinds(&ev), ["stream_admitted", "stream_failed"]);
+    assert_eq!(
+        ev[1].what,
+        What::StreamFailed {
+            ino,
+            dir: Dir::Write,
+            errno: 5
+        }
+    );
+}
+
+#[test]
 fn the_ring_wraps_keeping_the_newest_events_in_sequence() {
     let dev = formatted(Some(2));
     let cap = 2 * EVENTS_PER_BLOCK as u64;
