@@ -559,6 +559,34 @@ fn used_pct(v: &Volume) -> f64 {
 }
 
 #[test]
+fn space_levels_are_crossed_up_then_back_below_once_each() {
+    let clock = ManualClock::new();
+    let dev = CrashDevice::new(small_formatted(), CrashMode::InOrderTorn, 0);
+    let mut fs =
+        Fs::open_with(dev, OpenOptions::writable(), Box::new(clock.clone()), None).unwrap();
+    fill(&mut fs, &clock).unwrap();
+    let root = fs.root();
+    let names: Vec<Vec<u8>> = fs.readdir(root).unwrap().into_iter().map(|e| e.0).collect();
+    // Half the files go: the used space falls below 90 %, and one event says so.
+    for name in &names[..names.len() / 2] {
+        fs.unlink(root, name, 2).unwrap();
+    }
+    clock.advance(1_000 * MS);
+    fs.tick().unwrap();
+    fs.sync().unwrap();
+    let space: Vec<(bool, u16)> = fs
+        .events()
+        .iter()
+        .filter_map(|e| match e.what {
+            What::Space { up, level_pct, .. } => Some((up, level_pct)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(space, [(true, 90), (true, 95), (true, 99), (false, 90)]);
+    assert!(used_pct(&fs) < 89.0, "{}", used_pct(&fs));
+}
+
+#[test]
 fn a_power_cut_at_any_write_keeps_only_whole_committed_events() {
     let image = small_formatted();
     // The reference run: every event the engine records, without a cut.
