@@ -41,6 +41,7 @@
 //! The stream's slack (`depth * d - d - b) / r` is what admission plans with
 //! (`disk::admission`).
 
+mod events;
 mod recording;
 
 pub use recording::GATHER_LEAD_NS;
@@ -50,14 +51,6 @@ use crate::alloc::Ino;
 use crate::disk::StreamLoad;
 use crate::error::{Error, Result};
 use std::collections::VecDeque;
-
-/// A stream's direction as events store it.
-fn event_dir(d: StreamDir) -> crate::format::events::Dir {
-    match d {
-        StreamDir::Read => crate::format::events::Dir::Read,
-        StreamDir::Write => crate::format::events::Dir::Write,
-    }
-}
 
 /// Identifies an open stream.
 pub type StreamId = u32;
@@ -410,71 +403,8 @@ impl Engine {
         )))
     }
 
-    /// `StreamOpen`: admits the stream or says why not, and records which
-    /// (`stream_admitted`, `stream_refused` events).
-    pub(super) fn stream_open(&mut self, ino: Ino, spec: StreamSpec, now: Now) -> Result<Output> {
-        use crate::format::events::{RefuseCause, What};
-        let result = self.stream_admit(ino, &spec, now);
-        let what = match &result {
-            Ok(Output::Stream(i)) => What::StreamAdmitted {
-                ino,
-                dir: event_dir(i.dir),
-                rate_bps: (i.rate_bytes_per_s * 8.0).round() as u64,
-                request_bytes: i.request_bytes,
-                buffer_bytes: i.buffer_bytes,
-                durable_ns: i.durable_ns,
-                reserved_bytes: i.reserved_bytes,
-            },
-            Ok(_) => unreachable!("an open gives a stream"),
-            // Not a file of this volume: nothing happened to a file.
-            Err(Error::NotFound(_)) => return result,
-            Err(e) => What::StreamRefused {
-                ino,
-                dir: event_dir(spec.dir),
-                cause: match e {
-                    Error::Refused(_) if self.admission.is_some() => RefuseCause::Capacity,
-                    Error::NoSpace { .. } => RefuseCause::NoSpace,
-                    _ => RefuseCause::Other,
-                },
-                rate_bps: spec.rate_bps.max(0.0).min(u64::MAX as f64) as u64,
-                fits_bps: match e {
-                    Error::Refused(_) => (self.admission_headroom(&spec) * 8.0) as u64,
-                    _ => 0,
-                },
-            },
-        };
-        self.vol.push_event(now.mono_ns, now.wall_ns, what);
-        result
-    }
-
-    /// The rate (bytes/s) a stream like `spec` would be admitted at now (0: none).
-    fn admission_headroom(&self, spec: &StreamSpec) -> f64 {
-        let Some(adm) = &self.admission else {
-            return 0.0;
-        };
-        let admitted: Vec<StreamLoad> = self
-            .streams
-            .values()
-            .filter(|s| !s.closed)
-            .map(Stream::load)
-            .collect();
-        let rate = spec.rate_bps / 8.0;
-        let depth = adm.depth_for(
-            &admitted,
-            rate,
-            spec.request_bytes,
-            spec.buffer_bytes,
-            AUTO_SLACK_NS,
-            MAX_STREAM_BUFFER_BYTES,
-        );
-        let load = StreamLoad {
-            rate_bytes_per_s: rate,
-            request_bytes: spec.request_bytes,
-            depth,
-        };
-        adm.headroom(&admitted, load).max(0.0)
-    }
-
+    /// Admits the stream or says why not (`stream_open`, in `stream/events.rs`,
+    /// records which).
     fn stream_admit(&mut self, ino: Ino, spec: &StreamSpec, now: Now) -> Result<Output> {
         let interval_ns = self.commit.interval_ns();
         let durable_ns = spec.durable_ns.unwrap_or(interval_ns);
@@ -938,21 +868,7 @@ impl Engine {
             self.vol.release_space(s.info.ino);
             self.vol.release_prealloc(s.info.ino);
         }
-        use crate::format::events::What;
-        let (ino, dir) = (s.info.ino, event_dir(s.info.dir));
-        let what = match s.errno {
-            Some(errno) => What::StreamFailed { ino, dir, errno },
-            None => What::StreamEnded {
-                ino,
-                dir,
-                bytes: s.stats.app_bytes,
-                requests: s.stats.requests,
-                late: s.stats.late,
-                no_space: s.stats.no_space,
-                durability_late: s.stats.durability_late,
-            },
-        };
-        self.vol.push_event(now.mono_ns, now.wall_ns, what);
+        self.stream_end_event(&s, now);
         if let Some(id) = s.close_op {
             let result = match s.error {
                 Some(e) => Err(Error::io(

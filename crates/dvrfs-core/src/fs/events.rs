@@ -46,6 +46,15 @@ pub struct LostTail {
     pub accepted_bytes: u64,
 }
 
+impl LoadReport {
+    /// The volume was not closed cleanly: a transaction was replayed, or the last
+    /// commit's lost-tail record lists files (a crash after its checkpoint, while the
+    /// next transaction was being written).
+    pub fn crashed(&self) -> bool {
+        self.replayed_txn.is_some() || !self.lost_tails.is_empty() || self.tails_left_out > 0
+    }
+}
+
 /// The event log and lost-tail record of a volume with `FEATURE_EVENTS`.
 #[derive(Clone, Debug)]
 pub(crate) struct EventArea {

@@ -72,15 +72,6 @@ pub struct LoadReport {
     pub tails_left_out: u32,
 }
 
-impl LoadReport {
-    /// The volume was not closed cleanly: a transaction was replayed, or the last
-    /// commit's lost-tail record lists files (a crash after its checkpoint, while the
-    /// next transaction was being written).
-    pub fn crashed(&self) -> bool {
-        self.replayed_txn.is_some() || !self.lost_tails.is_empty() || self.tails_left_out > 0
-    }
-}
-
 /// Inode-table blocks a loader reads past the superblock's mark (1 MiB, one bulk
 /// read): a live inode there means the mark was stale (reported; fsck raises it).
 pub const INODE_MARK_MARGIN: u64 = 256;
