@@ -478,6 +478,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
     let target = a.target.as_path();
     let fs = open_fs(target, Access::Read)?;
     let info = fs.info();
+    let event_capacity = fs.event_capacity();
     let sb = &info.sb;
     let bs = sb.data_block_bytes;
     let mb = META_BLOCK_BYTES as u64;
@@ -508,6 +509,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         "created_ns": sb.created_ns,
         "last_txn": sb.last_txn,
         "checksum_granule": sb.sum_granule_bytes,
+        "event_log_events": event_capacity,
         "superblock_from": load.superblock_from,
         "io_backend": backend.name(),
         "regions": {
@@ -515,6 +517,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
             "journal": region(sb.journal_start * mb, sb.journal_blocks * mb),
             "inode_table": region(sb.inode_table_start * mb, sb.inode_table_blocks * mb),
             "checksums": region(sb.sum_start * mb, sb.sum_blocks * mb),
+            "events": region(sb.events_start * mb, sb.events_blocks * mb),
             "data": region(sb.data_start_bytes, sb.data_blocks * bs),
             "backup": region(sb.backup_start_bytes, sb.backup_blocks() * mb),
         },
@@ -565,6 +568,10 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
     match sb.sum_granule_bytes {
         0 => outln!("  data checksums   none (made before them, or with --checksum-granule off)"),
         g => outln!("  data checksums   CRC32C per {} granule", human_bytes(g)),
+    }
+    match event_capacity {
+        0 => outln!("  event log        none (a volume made before 2026-11-27)"),
+        n => outln!("  event log        the last {n} events (dvrfs events)"),
     }
     match &no_uring {
         None => outln!("  I/O back end     {} (put, get)", backend.name()),
