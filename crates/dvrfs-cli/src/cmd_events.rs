@@ -3,7 +3,9 @@
 //! (`cmd_mount.rs`) and with fsck's lost-tail lines.
 //!
 //! Read-only with a shared lock, like `ls`. A volume made before the log existed
-//! has none: one line says so and the exit status is 0.
+//! has none: one line says so and the exit status is 0. A mounted volume is refused
+//! with a pointer to the daemon's log, which has the same lines (its socket does not
+//! serve the log yet).
 
 use clap::Args;
 use dvrfs_core::format::events::{EventRecord, What};
@@ -11,7 +13,7 @@ use dvrfs_core::fs::LostTail;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-use crate::error::CliResult;
+use crate::error::{CliError, CliResult};
 use crate::output::{print_json, time_string};
 use crate::target::{open_fs, Access};
 
@@ -30,6 +32,15 @@ pub struct EventsArgs {
 }
 
 pub fn events(a: &EventsArgs) -> CliResult<u8> {
+    // The daemon's socket does not serve the log yet (`Runtime::query(|v|
+    // v.events())` is what it would answer with); its log has every event.
+    if crate::target::daemon(&a.target)?.is_some() {
+        return Err(CliError::new(format!(
+            "{} is mounted: its events are in the mount daemon's log (the dvrfs: event lines), and dvrfs events reads them after the unmount",
+            a.target.display()
+        ))
+        .hint("see the log given to `dvrfs mount --log` (docs/mount.md, \"Event lines\")"));
+    }
     let fs = open_fs(&a.target, Access::Read)?;
     let has_log = fs.has_event_log();
     let mut ev: Vec<EventRecord> = fs

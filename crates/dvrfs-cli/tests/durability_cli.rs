@@ -668,6 +668,11 @@ fn after_kill_9_of_the_daemon_the_remount_logs_the_lost_tail_and_the_event() {
     let log = fs::read_to_string(dir.path().join("mount.log")).unwrap();
     assert!(log.contains(" recovery - journal transaction"), "{log}");
     assert!(log.contains(" tail_lost /cams/cam1.ts "), "{log}");
+    // While mounted, `events` says where the events are.
+    fails(
+        dvrfs(["events".as_ref(), img.as_os_str()]),
+        "its events are in the mount daemon's log",
+    );
     d.unmount();
     let kp = kinds_and_paths(&events_json(&img, &[]));
     assert!(
