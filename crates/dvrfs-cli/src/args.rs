@@ -66,6 +66,8 @@ pub enum Command {
     Mount(crate::cmd_mount::MountArgs),
     /// Show a volume's open streams, disk load, admission headroom and space
     Status(crate::cmd_status::StatusArgs),
+    /// Print the volume's event log: recoveries, streams admitted, refused and ended, space
+    Events(crate::cmd_events::EventsArgs),
 }
 
 #[derive(Args, Debug)]

@@ -385,6 +385,9 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
             "repaired": report.repaired,
             "remaining": report.remaining,
             "replayed_txn": report.replayed_txn,
+            "not_closed_cleanly": report.crashed,
+            "lost_tails": report.lost_tails.iter().map(crate::cmd_events::lost_tail_json).collect::<Vec<_>>(),
+            "lost_tails_not_listed": report.tails_left_out,
             "damaged": report.damaged.iter().map(|(path, lost)| json!({
                 "path": path,
                 "lost": lost.iter().map(|(s, e)| [s, e]).collect::<Vec<_>>(),
@@ -414,6 +417,27 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
                 } else {
                     " (in memory; the next writable open writes it in place)"
                 }
+            );
+        } else if report.crashed {
+            outln!(
+                "{}: was not closed cleanly: the journal held no complete transaction (the last commit stands)",
+                target.display()
+            );
+        }
+        // Which files came back shorter than their writers had handed over.
+        for t in &report.lost_tails {
+            outln!(
+                "{}: {}",
+                target.display(),
+                crate::cmd_events::lost_tail_line(t)
+            );
+        }
+        if report.tails_left_out > 0 {
+            outln!(
+                "{}: {} more file(s) lost their last accepted bytes (the record lists at most {})",
+                target.display(),
+                report.tails_left_out,
+                dvrfs_core::format::events::MAX_TAILS
             );
         }
         if report.clean() {
@@ -454,6 +478,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
     let target = a.target.as_path();
     let fs = open_fs(target, Access::Read)?;
     let info = fs.info();
+    let event_capacity = fs.event_capacity();
     let sb = &info.sb;
     let bs = sb.data_block_bytes;
     let mb = META_BLOCK_BYTES as u64;
@@ -484,6 +509,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         "created_ns": sb.created_ns,
         "last_txn": sb.last_txn,
         "checksum_granule": sb.sum_granule_bytes,
+        "event_log_events": event_capacity,
         "superblock_from": load.superblock_from,
         "io_backend": backend.name(),
         "regions": {
@@ -491,6 +517,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
             "journal": region(sb.journal_start * mb, sb.journal_blocks * mb),
             "inode_table": region(sb.inode_table_start * mb, sb.inode_table_blocks * mb),
             "checksums": region(sb.sum_start * mb, sb.sum_blocks * mb),
+            "events": region(sb.events_start * mb, sb.events_blocks * mb),
             "data": region(sb.data_start_bytes, sb.data_blocks * bs),
             "backup": region(sb.backup_start_bytes, sb.backup_blocks() * mb),
         },
@@ -541,6 +568,10 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
     match sb.sum_granule_bytes {
         0 => outln!("  data checksums   none (made before them, or with --checksum-granule off)"),
         g => outln!("  data checksums   CRC32C per {} granule", human_bytes(g)),
+    }
+    match event_capacity {
+        0 => outln!("  event log        none (a volume made before 2026-11-27)"),
+        n => outln!("  event log        the last {n} events (dvrfs events)"),
     }
     match &no_uring {
         None => outln!("  I/O back end     {} (put, get)", backend.name()),

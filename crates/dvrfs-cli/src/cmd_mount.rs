@@ -446,6 +446,55 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             );
         }
     }
+    // And which files came back shorter than their writers had handed over.
+    if let Ok((crashed, replayed, tails, left_out)) = rt.query(|v| {
+        let r = v.load_report();
+        (
+            r.crashed(),
+            r.replayed_txn.is_some(),
+            r.lost_tails.clone(),
+            r.tails_left_out,
+        )
+    }) {
+        if crashed && !replayed {
+            eprintln!(
+                "{} dvrfs: {} was not closed cleanly: the journal held no complete transaction (the last commit stands)",
+                stamp(),
+                target.display()
+            );
+        }
+        for t in &tails {
+            eprintln!(
+                "{} dvrfs: {}: {}",
+                stamp(),
+                target.display(),
+                crate::cmd_events::lost_tail_line(t)
+            );
+        }
+        if left_out > 0 {
+            eprintln!(
+                "{} dvrfs: {}: {left_out} more file(s) lost their last accepted bytes (not listed)",
+                stamp(),
+                target.display()
+            );
+        }
+    }
+    // Every event of the engine as a line of the log, as it happens (within
+    // EVENT_LOG_POLL); the last ones after the session ends.
+    let (stop_events, stopped) = std::sync::mpsc::channel::<()>();
+    let event_logger = {
+        let rt = rt.clone();
+        std::thread::spawn(move || {
+            let mut last = 0;
+            loop {
+                last = log_events(&rt, last);
+                match stopped.recv_timeout(EVENT_LOG_POLL) {
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                    _ => return last,
+                }
+            }
+        })
+    };
     if let Some(p) = &a.pid_file {
         if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
             eprintln!(
@@ -467,6 +516,9 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
     if let Some(s) = server {
         s.stop();
     }
+    let _ = stop_events.send(());
+    let last = event_logger.join().unwrap_or(0);
+    log_events(&rt, last);
     // The session's end dropped the file system (its gathered writes are on the
     // disk); close the runtime: commit, mark the journal clean.
     let rt = Arc::try_unwrap(rt).map_err(|_| {
@@ -510,6 +562,30 @@ fn start_server(a: &MountArgs, target: &Path, rt: &Arc<Runtime>) -> Option<dvrfs
             None
         }
     }
+}
+
+/// How often the daemon looks for new events to log.
+const EVENT_LOG_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Logs the engine's events numbered above `last` (`dvrfs events` prints the same
+/// lines); returns the newest number logged.
+fn log_events(rt: &Runtime, last: u64) -> u64 {
+    let Ok(new) = rt.query(move |v| {
+        v.events()
+            .into_iter()
+            .filter(|e| e.seq > last)
+            .collect::<Vec<_>>()
+    }) else {
+        return last;
+    };
+    for e in &new {
+        eprintln!(
+            "{} dvrfs: event {}",
+            stamp(),
+            crate::cmd_events::event_line(e)
+        );
+    }
+    new.last().map_or(last, |e| e.seq)
 }
 
 fn block_signals() -> libc::sigset_t {

@@ -9,6 +9,7 @@ mod args;
 mod cmd_bench;
 mod cmd_calibrate;
 mod cmd_data;
+mod cmd_events;
 mod cmd_files;
 mod cmd_fs;
 mod cmd_mount;
@@ -75,6 +76,7 @@ fn run(command: &Command) -> CliResult<u8> {
         Command::Mount(a) => cmd_mount::mount(a),
         Command::Scrub(a) => cmd_scrub::scrub(a),
         Command::Status(a) => cmd_status::status(a),
+        Command::Events(a) => cmd_events::events(a),
     }
 }
 

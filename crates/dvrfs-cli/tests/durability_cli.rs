@@ -522,3 +522,209 @@ fn after_a_crash_fsck_and_the_remount_say_the_journal_was_replayed() {
     let out = ok(dvrfs(["fsck".as_ref(), img.as_os_str()]));
     assert!(!out.contains("not closed cleanly"), "{out}");
 }
+
+/// The files `fsck` says lost their tails: (path, bytes that survive, bytes accepted).
+fn lost_tails(fsck_out: &str) -> Vec<(String, u64, u64)> {
+    fsck_out
+        .lines()
+        .filter_map(|l| {
+            let rest = &l[l.find(": file ")? + 7..];
+            let (path, rest) = rest.split_once(": ")?;
+            let mut nums = rest
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty());
+            let survive = nums.next()?.parse().ok()?;
+            let accepted = nums.next()?.parse().ok()?;
+            Some((path.to_string(), survive, accepted))
+        })
+        .collect()
+}
+
+fn events_json(img: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["events", img.to_str().unwrap(), "--json"];
+    args.extend_from_slice(extra);
+    json(&ok(dvrfs(args)))
+}
+
+fn kinds_and_paths(ev: &serde_json::Value) -> Vec<(String, String)> {
+    ev["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap().to_string(),
+                e["path"].as_str().unwrap_or("-").to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn after_kill_9_of_record_fsck_and_events_name_the_file_whose_tail_was_lost() {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "2G", &[]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["record".as_ref(), img.as_os_str(), "/rec.ts".as_ref()])
+        .args(["--rate", "0.625M", "--duration", "1m"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let handed = feed(0.5e6, Duration::from_millis(3_000), |b| {
+        input.write_all(b).unwrap()
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(input);
+    let total = handed.last().unwrap().1;
+
+    // fsck names the recording, with what survived and what had been accepted.
+    let out = ok(dvrfs(["fsck".as_ref(), img.as_os_str()]));
+    let tails = lost_tails(&out);
+    assert_eq!(tails.len(), 1, "{out}");
+    let (path, survive, accepted) = tails[0].clone();
+    assert_eq!(path, "/rec.ts", "{out}");
+    let st = json(&ok(dvrfs([
+        "stat".as_ref(),
+        img.as_os_str(),
+        "/rec.ts".as_ref(),
+        "--json".as_ref(),
+    ])));
+    assert_eq!(st["size_bytes"].as_u64(), Some(survive), "{st}");
+    assert!(
+        survive < accepted && accepted <= total,
+        "{out} (handed over {total})"
+    );
+    let j = json(&ok(dvrfs([
+        "fsck".as_ref(),
+        img.as_os_str(),
+        "--json".as_ref(),
+    ])));
+    assert_eq!(j["not_closed_cleanly"], true);
+    assert_eq!(j["lost_tails"][0]["path"], "/rec.ts");
+    assert_eq!(
+        j["lost_tails"][0]["accepted_bytes"].as_u64(),
+        Some(accepted)
+    );
+
+    // `events` shows the stream and the recovery this (read-only) open found.
+    let ev = events_json(&img, &[]);
+    assert_eq!(ev["event_log"], true);
+    let kp = kinds_and_paths(&ev);
+    let rec = |k: &str| (k.to_string(), "/rec.ts".to_string());
+    assert!(kp.contains(&rec("stream_admitted")), "{kp:?}");
+    assert!(kp.contains(&("recovery".into(), "-".into())), "{kp:?}");
+    let lost = ev["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["kind"] == "tail_lost")
+        .unwrap_or_else(|| panic!("{ev}"));
+    assert_eq!(lost["path"], "/rec.ts");
+    assert_eq!(lost["survived_bytes"].as_u64(), Some(survive));
+    assert_eq!(lost["accepted_bytes"].as_u64(), Some(accepted));
+    let text = ok(dvrfs(["events".as_ref(), img.as_os_str()]));
+    assert!(text.contains("tail_lost /rec.ts"), "{text}");
+
+    // A writable open stores the recovery in the log; fsck then says nothing of it.
+    ok(dvrfs([
+        "mkdir".as_ref(),
+        img.as_os_str(),
+        "/after".as_ref(),
+    ]));
+    let out = ok(dvrfs(["fsck".as_ref(), img.as_os_str()]));
+    assert!(
+        lost_tails(&out).is_empty() && !out.contains("not closed"),
+        "{out}"
+    );
+    let kp = kinds_and_paths(&events_json(&img, &[]));
+    assert_eq!(
+        kp.iter().filter(|(k, _)| k == "recovery").count(),
+        1,
+        "{kp:?}"
+    );
+
+    // A recording that ends: admitted and ended, with its bytes; --last and --since.
+    let data = pattern(0, 300_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["record".as_ref(), img.as_os_str(), "/two.ts".as_ref()])
+        .args(["--rate", "8M", "--duration", "10s"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&data).unwrap();
+    assert!(child.wait().unwrap().success());
+    let ev = events_json(&img, &["--last", "2"]);
+    let kp = kinds_and_paths(&ev);
+    assert_eq!(
+        kp,
+        [rec("stream_admitted"), rec("stream_ended")]
+            .map(|(k, _)| (k, "/two.ts".to_string()))
+            .to_vec()
+    );
+    assert_eq!(ev["events"][1]["bytes"].as_u64(), Some(300_000));
+    let since = ev["events"][0]["seq"].as_u64().unwrap();
+    let after = events_json(&img, &["--since", &since.to_string()]);
+    assert_eq!(after["events"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn after_kill_9_of_the_daemon_the_remount_logs_the_lost_tail_and_the_event() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "2G", &[]);
+    let mut d = Daemon::mount(dir.path(), &img);
+    fs::create_dir(d.mnt.join("cams")).unwrap();
+    setfattr(&d.mnt.join("cams"), "write:0.625M,duration=1h");
+    // The recorder is a process of its own (`cat` from a pipe): a descriptor of this
+    // test process would be copied into every process the tests running beside it
+    // spawn, and each exec closing its copy is a close(2) of the file (a FUSE
+    // flush), which ends the recording's stream before the kill.
+    let mut cat = Command::new("sh")
+        .args(["-c", "exec cat > \"$0\""])
+        .arg(d.mnt.join("cams/cam1.ts"))
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = cat.stdin.take().unwrap();
+    feed(0.5e6, Duration::from_millis(3_000), |b| {
+        input.write_all(b).unwrap()
+    });
+    let log = fs::read_to_string(dir.path().join("mount.log")).unwrap();
+    assert!(
+        log.contains("dvrfs: event 1 ") && log.contains("stream_admitted /cams/cam1.ts"),
+        "{log}"
+    );
+    d.kill();
+    drop(input);
+    let _ = cat.wait();
+    let mut d = Daemon::mount(dir.path(), &img);
+    let log = fs::read_to_string(dir.path().join("mount.log")).unwrap();
+    assert!(
+        log.contains(": file /cams/cam1.ts: ") && log.contains("bytes survive, at least"),
+        "{log}"
+    );
+    // The event lines come within the daemon's poll.
+    std::thread::sleep(Duration::from_millis(600));
+    let log = fs::read_to_string(dir.path().join("mount.log")).unwrap();
+    assert!(log.contains(" recovery - journal transaction"), "{log}");
+    assert!(log.contains(" tail_lost /cams/cam1.ts "), "{log}");
+    // While mounted, `events` says where the events are.
+    fails(
+        dvrfs(["events".as_ref(), img.as_os_str()]),
+        "its events are in the mount daemon's log",
+    );
+    d.unmount();
+    let kp = kinds_and_paths(&events_json(&img, &[]));
+    assert!(
+        kp.contains(&("tail_lost".into(), "/cams/cam1.ts".into())),
+        "{kp:?}"
+    );
+}

@@ -208,7 +208,7 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 /// superblock included: its primary and backup-region copies are damaged alike, the
 /// end-of-device copy is left), but of the inode table only the blocks below the
 /// superblock's mark (the rest hold free records only); then the data checksum
-/// area's blocks.
+/// area's blocks and the event log's.
 pub fn metadata_blocks(dev: &MemDevice) -> (Superblock, Vec<u64>) {
     let mut b = vec![0u8; META_BLOCK_BYTES];
     dev.peek(0, &mut b);
@@ -223,7 +223,10 @@ pub fn metadata_blocks(dev: &MemDevice) -> (Superblock, Vec<u64>) {
     }
     // The data checksum area last, so that an input keeps the block it names when
     // the list grows (kept inputs name an index below the old length).
-    for n in sb.sum_start..sb.sum_start + sb.sum_blocks {
+    // The event log's blocks after them, for the same reason.
+    for n in (sb.sum_start..sb.sum_start + sb.sum_blocks)
+        .chain(sb.events_start..sb.events_start + sb.events_blocks)
+    {
         dev.peek(n * MB, &mut b);
         if parse_header(&b).is_ok() {
             blocks.push(n);

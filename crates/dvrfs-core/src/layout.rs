@@ -37,6 +37,12 @@ pub const MIN_JOURNAL_BLOCKS: u64 = 256;
 /// default stream request, so a stream's reads are checked without reading more.
 pub const DEFAULT_SUM_GRANULE_BYTES: u64 = 512 << 10;
 
+/// Event-log blocks mkfs gives a volume: 32 x 31 = 992 events (128 KiB), the
+/// newest kept when it wraps. At a few events per recording (admitted, ended) that
+/// is days of an NVR's history; what it is for is the last hours before an operator
+/// looks (a crash, a full disk), not an archive.
+pub const DEFAULT_EVENT_RING_BLOCKS: u64 = 32;
+
 /// Everything mkfs needs to know.
 #[derive(Clone, Debug)]
 pub struct MkfsParams {
@@ -54,6 +60,9 @@ pub struct MkfsParams {
     /// Bytes per data checksum (a power of two from 64 KiB; more than the block size
     /// means one per block); `None`: no checksums.
     pub sum_granule_bytes: Option<u64>,
+    /// Blocks of the event log's ring (`FEATURE_EVENTS`, FORMAT.md section 10b);
+    /// `None`: no event area, the layout of a volume made before it existed.
+    pub event_ring_blocks: Option<u64>,
 }
 
 impl MkfsParams {
@@ -70,6 +79,7 @@ impl MkfsParams {
             seed,
             created_ns: 0,
             sum_granule_bytes: Some(DEFAULT_SUM_GRANULE_BYTES.min(DEFAULT_DATA_BLOCK_BYTES)),
+            event_ring_blocks: Some(DEFAULT_EVENT_RING_BLOCKS),
         }
     }
 }
@@ -138,7 +148,21 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
     } else {
         dynamic_start + dynamic_blocks
     };
-    let meta_blocks = dynamic_start + dynamic_blocks + sum_blocks;
+    // The event area: the ring.
+    let events_blocks = match p.event_ring_blocks {
+        None => 0,
+        Some(0) => {
+            return Err(Error::InvalidArgument(
+                "event log of 0 blocks: give at least 1".into(),
+            ))
+        }
+        Some(n) => n,
+    };
+    let events_start = match events_blocks {
+        0 => 0,
+        _ => dynamic_start + dynamic_blocks + sum_blocks,
+    };
+    let meta_blocks = dynamic_start + dynamic_blocks + sum_blocks + events_blocks;
     let backup_blocks = meta_blocks - journal_blocks;
 
     let align = bs.min(DATA_ALIGN_BYTES);
@@ -201,7 +225,13 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         sum_start,
         sum_blocks,
         sum_granule_bytes,
-        features: crate::format::superblock::FEATURE_MAP_SUMS,
+        features: crate::format::superblock::FEATURE_MAP_SUMS
+            | match events_blocks {
+                0 => 0,
+                _ => crate::format::superblock::FEATURE_EVENTS,
+            },
+        events_start,
+        events_blocks,
     };
     sb.validate()
         .map_err(|e| Error::InvalidArgument(format!("internal layout error: {e}")))?;
@@ -258,7 +288,10 @@ mod tests {
                 (sb.meta_bitmap_start, sb.meta_bitmap_blocks),
                 (sb.inode_table_start, sb.inode_table_blocks),
                 (sb.sum_start, sb.sum_blocks),
+                (sb.events_start, sb.events_blocks),
             ];
+            assert!(sb.has_events());
+            assert_eq!(sb.events_start + sb.events_blocks, sb.meta_blocks);
             assert_eq!(sb.area_of(0), Area::Superblock);
             for (i, &(start, len)) in areas.iter().enumerate() {
                 for n in [start, start + len - 1].into_iter().filter(|_| len > 0) {
@@ -268,6 +301,7 @@ mod tests {
                         Area::MetaBitmap(n - start),
                         Area::InodeTable(n - start),
                         Area::Sums(n - start),
+                        Area::Events(n - start),
                     ][i];
                     assert_eq!(sb.area_of(n), want, "block {n} of {sb:?}");
                 }

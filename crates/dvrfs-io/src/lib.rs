@@ -550,6 +550,11 @@ impl dvrfs_core::fs::Clock for SystemClock {
     fn mono_ns(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
+    fn wall_ns(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+    }
     fn sleep_until(&self, mono_ns: u64) {
         let now = self.mono_ns();
         if mono_ns > now {

@@ -408,6 +408,8 @@ impl Engine {
         let waiters = std::mem::take(&mut self.commit.next_waiters);
         let final_waiter = self.commit.final_waiter.take();
         let invalidate = final_waiter.map(|_| self.vol.invalidate_journal_write());
+        // Events of the state being cut, and the record of what it leaves out.
+        self.before_cut(now);
         let mut job = match self.vol.snapshot() {
             Some(t) => {
                 let partial = t.partial;

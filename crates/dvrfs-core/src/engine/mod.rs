@@ -46,6 +46,7 @@
 
 mod buf;
 mod commit;
+mod events;
 mod op;
 mod reservation;
 mod status;
@@ -400,6 +401,9 @@ pub struct Engine {
     streams: BTreeMap<StreamId, stream::Stream>,
     next_stream: StreamId,
     admission: Option<Admission>,
+    /// The highest space level (`events::SPACE_LEVELS_PCT`) the used space has
+    /// crossed, 0 for none: `space_low` / `space_ok` events mark the crossings.
+    space_level_pct: u16,
 }
 
 impl Engine {
@@ -444,7 +448,10 @@ impl Engine {
             streams: BTreeMap::new(),
             next_stream: 1,
             admission: cfg.admission,
+            space_level_pct: 0,
         };
+        e.space_level_pct = e.space_level_now(e.space_level_pct);
+        e.recovery_events(now);
         if let Some(r) = replay {
             let (primary, backup) = e.vol.replay_writes(&r);
             let invalidate = e.vol.invalidate_journal_write();
@@ -1858,6 +1865,9 @@ impl Engine {
         if let Some(sid) = st.stream {
             self.stream_io_done(sid, id, st.deadline_ns, result, now);
             return;
+        }
+        if let (Err(Error::NoSpace { .. }), Some(ino)) = (&result, st.body.file()) {
+            self.no_space_event(ino, &result, now);
         }
         self.completions.push_back(Completion {
             op: id,

@@ -41,6 +41,7 @@
 //! The stream's slack (`depth * d - d - b) / r` is what admission plans with
 //! (`disk::admission`).
 
+mod events;
 mod recording;
 
 pub use recording::GATHER_LEAD_NS;
@@ -198,6 +199,8 @@ pub(super) struct Stream {
     /// write may be due sooner, by the commit that makes it durable).
     writes: VecDeque<(OpId, u64, u64)>,
     error: Option<String>,
+    /// The errno of `error`, for the `stream_failed` event.
+    errno: Option<u32>,
     virtual_bufs: bool,
     waiting: VecDeque<AppOp>,
     /// Closed: no more operations; removed once nothing of it is in flight.
@@ -400,8 +403,9 @@ impl Engine {
         )))
     }
 
-    /// `StreamOpen`: admits the stream or says why not.
-    pub(super) fn stream_open(&mut self, ino: Ino, spec: StreamSpec, now: Now) -> Result<Output> {
+    /// Admits the stream or says why not (`stream_open`, in `stream/events.rs`,
+    /// records which).
+    fn stream_admit(&mut self, ino: Ino, spec: &StreamSpec, now: Now) -> Result<Output> {
         let interval_ns = self.commit.interval_ns();
         let durable_ns = spec.durable_ns.unwrap_or(interval_ns);
         if spec.dir == StreamDir::Write && durable_ns < interval_ns {
@@ -412,7 +416,7 @@ impl Engine {
                 interval_ns / 1_000_000
             )));
         }
-        let (depth, load) = self.admit(ino, &spec)?;
+        let (depth, load) = self.admit(ino, spec)?;
         let d = spec.request_bytes;
         let rate = spec.rate_bps / 8.0;
         let mut reserved = 0;
@@ -470,6 +474,7 @@ impl Engine {
             fill_first_ns: now.mono_ns,
             writes: VecDeque::new(),
             error: None,
+            errno: None,
             virtual_bufs: false,
             waiting: VecDeque::new(),
             closed: false,
@@ -816,6 +821,7 @@ impl Engine {
                     Ok(Output::Write { data }) => s.stats.written_bytes += data.len() as u64,
                     Ok(_) => {}
                     Err(e) => {
+                        s.errno.get_or_insert(e.errno().unsigned_abs());
                         s.error.get_or_insert_with(|| e.to_string());
                     }
                 }
@@ -862,6 +868,7 @@ impl Engine {
             self.vol.release_space(s.info.ino);
             self.vol.release_prealloc(s.info.ino);
         }
+        self.stream_end_event(&s, now);
         if let Some(id) = s.close_op {
             let result = match s.error {
                 Some(e) => Err(Error::io(

@@ -11,6 +11,7 @@
 //! detected instead of trusted.
 
 pub mod dir;
+pub mod events;
 pub mod inode;
 pub mod journal;
 pub mod sums;
@@ -60,6 +61,8 @@ pub enum BlockType {
     FrameIndex = 10,
     /// Data checksums (`sums.rs`).
     Sums = 11,
+    /// The event log's ring (`events.rs`).
+    EventLog = 12,
 }
 
 impl BlockType {
@@ -77,6 +80,7 @@ impl BlockType {
             9 => JournalCommit,
             10 => FrameIndex,
             11 => Sums,
+            12 => EventLog,
             _ => return None,
         })
     }
@@ -95,6 +99,7 @@ impl BlockType {
             JournalCommit => "journal commit",
             FrameIndex => "frame index",
             Sums => "data checksum",
+            EventLog => "event log",
         }
     }
 }

@@ -99,16 +99,30 @@ pub struct Superblock {
     pub sum_blocks: u64,
     /// Bytes of data one checksum covers: a power of two from 64 KiB to the block size.
     pub sum_granule_bytes: u64,
-    /// Feature bits ([`FEATURE_MAP_SUMS`]); 0 in a volume made before they existed.
+    /// Feature bits ([`FEATURE_MAP_SUMS`], [`FEATURE_EVENTS`]); 0 in a volume made
+    /// before they existed.
     pub features: u32,
+    /// The event area (`format/events.rs`): the event log's ring. It follows the
+    /// checksum area (or the dynamic area) and ends the primary region. 0 and 0
+    /// without [`FEATURE_EVENTS`]. (The lost-tail record lies in this block's own
+    /// reserved bytes: `events::TAILS_AT`, not a field of this struct.)
+    pub events_start: u64,
+    pub events_blocks: u64,
 }
 
 /// Every regular file's inode record carries its map checksum (FORMAT.md section 7):
 /// set by mkfs. On such a volume a file record whose checksum reads 0 ("not kept")
 /// was damaged; on an older volume 0 may be a record written before map checksums.
 pub const FEATURE_MAP_SUMS: u32 = 1;
+/// The volume has an event log (`events_start`, `events_blocks`) and every
+/// superblock image carries the lost-tail record of its transaction
+/// (`events::TAILS_AT`). Set by mkfs since 2026-11-27; an older volume opens without
+/// them (no event log, no lost-tail report).
+pub const FEATURE_EVENTS: u32 = 2;
 /// The feature bits this build knows; a superblock with another is malformed.
-pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS;
+pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS | FEATURE_EVENTS;
+/// Fewest blocks of an event area.
+pub const MIN_EVENTS_BLOCKS: u64 = 1;
 
 // Payload layout.
 const S_DEVICE: usize = 0;
@@ -136,10 +150,12 @@ const S_CREATED: usize = S_LAST_TXN + 8;
 const S_INODE_BLOCKS_USED: usize = S_CREATED + 8;
 const S_SUMS: usize = S_INODE_BLOCKS_USED + 8; // start u64, blocks u64
 const S_SUM_GRANULE: usize = S_SUMS + 16;
-/// Bytes of the superblock payload in use; the rest is zero (reserved).
 const S_FEATURES: usize = S_SUM_GRANULE + 8; // u32 + 4 zero bytes
-pub const SUPERBLOCK_USED_BYTES: usize = S_FEATURES + 8;
-const _: () = assert!(SUPERBLOCK_USED_BYTES == 224);
+const S_EVENTS: usize = S_FEATURES + 8; // start u64, blocks u64
+/// Bytes of the superblock payload in use; the rest is zero (reserved).
+pub const SUPERBLOCK_USED_BYTES: usize = S_EVENTS + 16;
+const _: () = assert!(S_EVENTS == 224);
+const _: () = assert!(SUPERBLOCK_USED_BYTES == 240);
 
 /// Where a metadata block lies ([`Superblock::area_of`]); the number is the block's
 /// index within its area.
@@ -151,6 +167,8 @@ pub enum Area {
     MetaBitmap(u64),
     InodeTable(u64),
     Sums(u64),
+    /// The event area: block `k` of the event log's ring.
+    Events(u64),
     /// The dynamic area (directories, indirect runs, symlinks), or past it.
     Dynamic,
 }
@@ -159,6 +177,11 @@ impl Superblock {
     /// Every regular file's record carries its map checksum ([`FEATURE_MAP_SUMS`]).
     pub fn map_sums_kept(&self) -> bool {
         self.features & FEATURE_MAP_SUMS != 0
+    }
+
+    /// The volume keeps an event log and lost-tail records ([`FEATURE_EVENTS`]).
+    pub fn has_events(&self) -> bool {
+        self.features & FEATURE_EVENTS != 0
     }
 
     /// The backup region holds every primary metadata block except the journal.
@@ -209,6 +232,8 @@ impl Superblock {
             Area::InodeTable(i)
         } else if let Some(i) = within(self.sum_start, self.sum_blocks) {
             Area::Sums(i)
+        } else if let Some(i) = within(self.events_start, self.events_blocks) {
+            Area::Events(i)
         } else {
             Area::Dynamic
         }
@@ -252,6 +277,8 @@ impl Superblock {
         put_u64(p, S_SUMS + 8, self.sum_blocks);
         put_u64(p, S_SUM_GRANULE, self.sum_granule_bytes);
         put_u32(p, S_FEATURES, self.features);
+        put_u64(p, S_EVENTS, self.events_start);
+        put_u64(p, S_EVENTS + 8, self.events_blocks);
         seal_block(
             &mut b[..],
             &Header {
@@ -313,6 +340,8 @@ impl Superblock {
             sum_blocks: get_u64(p, S_SUMS + 8),
             sum_granule_bytes: get_u64(p, S_SUM_GRANULE),
             features: get_u32(p, S_FEATURES),
+            events_start: get_u64(p, S_EVENTS),
+            events_blocks: get_u64(p, S_EVENTS + 8),
         };
         sb.validate()?;
         Ok(sb)
@@ -383,6 +412,20 @@ impl Superblock {
             next = match next.checked_add(self.sum_blocks) {
                 Some(n) => n,
                 None => return m("checksum area"),
+            };
+        }
+        // The event area, with its feature bit, follows them and ends the region.
+        if !self.has_events() {
+            if self.events_start != 0 || self.events_blocks != 0 {
+                return m("event area");
+            }
+        } else {
+            if self.events_start != next || self.events_blocks < MIN_EVENTS_BLOCKS {
+                return m("event area");
+            }
+            next = match next.checked_add(self.events_blocks) {
+                Some(n) => n,
+                None => return m("event area"),
             };
         }
         if next != self.meta_blocks || self.meta_blocks >= u32::MAX as u64 {

@@ -21,6 +21,11 @@ use std::sync::Arc;
 /// The monotonic clock of a blocking driver.
 pub trait Clock: Send {
     fn mono_ns(&self) -> u64;
+    /// Wall-clock ns since the epoch: stamped on the events of the open (a
+    /// recovery). 0 for a clock that has none (the tests' [`ManualClock`]).
+    fn wall_ns(&self) -> i64 {
+        0
+    }
     /// Returns once the clock reads at least `mono_ns`.
     fn sleep_until(&self, mono_ns: u64);
 }
@@ -88,14 +93,14 @@ impl<D: Device> Fs<D> {
         let cfg = cfg.unwrap_or_else(|| EngineConfig::new(dev.sector_bytes()));
         let now = Now {
             mono_ns: clock.mono_ns(),
-            wall_ns: 0,
+            wall_ns: clock.wall_ns(),
         };
         let engine = Engine::new(vol, replay, cfg, now)?;
         let mut fs = Fs {
             engine,
             dev,
             clock,
-            wall_ns: 0,
+            wall_ns: now.wall_ns,
         };
         // A replayed transaction is checkpointed before open returns.
         while fs.engine.has_uncommitted() {

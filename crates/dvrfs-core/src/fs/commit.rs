@@ -158,6 +158,7 @@ impl Volume {
             Area::DataBitmap(_) | Area::MetaBitmap(_) => true,
             Area::InodeTable(k) => k < self.report.inode_blocks_read,
             Area::Sums(_) => self.sums.is_some(),
+            Area::Events(_) => self.has_event_log(),
             Area::Dynamic => self.owners.contains_key(&n),
         }
     }
@@ -182,7 +183,7 @@ impl Volume {
         };
         let mut b = new_block();
         match sb.area_of(n) {
-            Area::Superblock => return Some(sb.encode(seq).to_vec()),
+            Area::Superblock => return Some(self.encode_superblock(seq)),
             // The journal is written by the commit, never checkpointed.
             Area::Journal => return None,
             Area::DataBitmap(k) => {
@@ -212,6 +213,7 @@ impl Volume {
                 sums.encode_block(k, payload_mut(&mut b[..]));
                 seal_block(&mut b[..], &header(BlockType::Sums));
             }
+            Area::Events(k) => return self.encode_event_block(k, seq),
             Area::Dynamic => match *self.owners.get(&n)? {
                 Owner::DirBlock { ino, index } => {
                     let dir = self.dirs.get(&ino)?;

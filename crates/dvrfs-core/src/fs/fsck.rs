@@ -31,6 +31,13 @@ pub struct FsckReport {
     /// its lost byte ranges. Not errors: a repair keeps them marked, and they stay
     /// listed until the file is rewritten there, truncated or removed.
     pub damaged: Vec<DamagedFile>,
+    /// After a crash: the files whose last accepted bytes did not survive, from the
+    /// last committed lost-tail record (FORMAT.md section 10b). Not errors.
+    pub lost_tails: Vec<super::LostTail>,
+    /// Files with a lost tail the record had no room for.
+    pub tails_left_out: u32,
+    /// The volume was not closed cleanly (a replay, or a lost-tail record).
+    pub crashed: bool,
 }
 
 /// A file's path and its lost byte ranges `[start, end)`.
@@ -90,7 +97,7 @@ pub fn fsck<D: Device>(
                     repaired: 0,
                     remaining: 1,
                     replayed_txn: None,
-                    damaged: vec![],
+                    ..Default::default()
                 },
                 None,
             ));
@@ -140,6 +147,11 @@ pub fn fsck<D: Device>(
             // the dynamic area is rewritten by its owner (the directory's problem).
             vol.dirty.insert(*n);
         }
+    }
+    for (n, why) in &report.event_problems {
+        // Rewritten from what was read: the skipped records become empty slots.
+        f.err(true, why.clone());
+        vol.dirty.insert(*n);
     }
     for (n, why) in &report.from_backup {
         f.err(
@@ -201,6 +213,9 @@ pub fn fsck<D: Device>(
         repaired: 0,
         replayed_txn: report.replayed_txn,
         damaged: vol.damaged_files()?,
+        lost_tails: report.lost_tails.clone(),
+        tails_left_out: report.tails_left_out,
+        crashed: report.crashed(),
     };
     if repair {
         fs.sync()?;
@@ -267,6 +282,9 @@ impl Volume {
         v.extend(dynamic);
         if self.sums.is_some() {
             v.extend(sb.sum_start..sb.sum_start + sb.sum_blocks);
+        }
+        if self.has_event_log() {
+            v.extend(sb.events_start..sb.events_start + sb.events_blocks);
         }
         v
     }
@@ -449,6 +467,7 @@ impl Volume {
             Area::MetaBitmap(_) => BlockType::MetaBitmap,
             Area::InodeTable(_) => BlockType::InodeTable,
             Area::Sums(_) => BlockType::Sums,
+            Area::Events(_) => BlockType::EventLog,
             Area::Dynamic => match self.owners.get(&n) {
                 Some(Owner::DirBlock { .. }) => BlockType::Directory,
                 Some(Owner::Indirect { .. }) => BlockType::Runs,

@@ -59,6 +59,17 @@ pub struct LoadReport {
     /// margin of [`INODE_MARK_MARGIN`] blocks past it (the whole table for a volume
     /// made before the mark existed).
     pub inode_blocks_read: u64,
+    /// Event-area blocks or records that could not be read, skipped (the open goes
+    /// on; fsck reports them and `--repair` rewrites the blocks from what was read).
+    pub event_problems: Vec<(u64, String)>,
+    /// The lost-tail record found (the last committed transaction's), on a volume
+    /// with an event area.
+    pub tails: Option<crate::format::events::Tails>,
+    /// Its files, with their paths and sizes now: the files whose last accepted
+    /// bytes did not survive the crash. Empty after a clean close.
+    pub lost_tails: Vec<super::LostTail>,
+    /// Files with a lost tail the record had no room to list.
+    pub tails_left_out: u32,
 }
 
 /// Inode-table blocks a loader reads past the superblock's mark (1 MiB, one bulk
@@ -488,6 +499,7 @@ impl Volume {
             // A repair open frees orphans before fsck proper starts: tolerantly too.
             in_fsck: opts.repair,
             sums: None,
+            events: Default::default(),
             sb: sb.clone(),
         };
         let partial = match &opts.only_paths {
@@ -520,6 +532,9 @@ impl Volume {
         };
         if opts.writable || opts.verify_data {
             v.load_sums(dev, &overlay, &mut report)?;
+        }
+        if opts.only_paths.is_none() {
+            v.load_events(dev, &overlay, &mut report)?;
         }
         // The inode-table mark: set on a volume made before it existed, raised where
         // it was stale (reported above), stored with the next commit.

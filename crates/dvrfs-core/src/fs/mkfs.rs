@@ -50,6 +50,9 @@ pub fn mkfs<D: Device>(
         ),
         // Every data checksum unset (sum_blocks is 0 without checksums).
         (sb.sum_start, sb.sum_blocks, BlockType::Sums),
+        // The event log (none without FEATURE_EVENTS): an empty ring, every slot's
+        // sequence 0. The superblock's lost-tail record is empty too (zeros).
+        (sb.events_start, sb.events_blocks, BlockType::EventLog),
     ];
     let total: u64 = 2 * areas.iter().map(|a| a.1).sum::<u64>();
     let mut done = 0;

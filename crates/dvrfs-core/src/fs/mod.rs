@@ -22,6 +22,7 @@
 pub mod blocking;
 mod commit;
 mod data;
+mod events;
 pub mod fsck;
 mod load;
 mod mkfs;
@@ -30,6 +31,7 @@ mod ops;
 pub use blocking::{Clock, Fs, ManualClock, Now};
 pub use commit::{Transaction, BRIDGE_GAP_BLOCKS};
 pub use data::{max_file_bytes, place_seed, Check, Fill, PlannedIo, ReadPlan, Sum, WritePlan};
+pub use events::{LostTail, MAX_NEW_EVENTS};
 pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
 pub use mkfs::mkfs;
 pub use ops::SetAttr;
@@ -234,6 +236,8 @@ pub struct Volume {
     in_fsck: bool,
     /// The data checksums (`None`: the volume has none, or they were not loaded).
     sums: Option<Sums>,
+    /// The event log and the lost-tail record (`fs/events.rs`).
+    events: events::Events,
 }
 
 impl Volume {

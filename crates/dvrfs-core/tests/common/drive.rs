@@ -35,6 +35,8 @@ pub struct Drive {
     pub others: Vec<Completion>,
     /// The image after every completed flush, with the time it completed.
     pub durable: Vec<(u64, MemDevice)>,
+    /// Writes starting in this byte range fail (an I/O error), when set.
+    pub fail_writes_in: Option<std::ops::Range<u64>>,
 }
 
 impl Drive {
@@ -45,6 +47,7 @@ impl Drive {
             t: 0,
             busy: None,
             others: vec![],
+            fail_writes_in: None,
         }
     }
 
@@ -87,7 +90,12 @@ impl Drive {
             let dev = &mut self.dev;
             let r = match c.kind {
                 DevKind::Flush => dev.flush(),
-                DevKind::Write => e.io_write(c.id, |o, b| dev.write_at(o, b)),
+                DevKind::Write => match &self.fail_writes_in {
+                    Some(r) if r.contains(&c.offset_bytes) => {
+                        Err(std::io::Error::other("injected write error"))
+                    }
+                    _ => e.io_write(c.id, |o, b| dev.write_at(o, b)),
+                },
                 DevKind::Read => e.io_read(c.id, |o, b| dev.read_at(o, b)),
             };
             if c.kind == DevKind::Flush {

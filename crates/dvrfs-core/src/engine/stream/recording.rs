@@ -142,6 +142,15 @@ impl Engine {
                         let s = self.streams.get_mut(&sid).expect("listed");
                         let w = s.waiting.pop_front().expect("front");
                         s.stats.no_space += 1;
+                        self.vol.push_event(
+                            now.mono_ns,
+                            now.wall_ns,
+                            crate::format::events::What::WriteNoSpace {
+                                ino,
+                                need_bytes,
+                                free_bytes,
+                            },
+                        );
                         finished.push((
                             w,
                             Err(Error::NoSpace {
@@ -256,6 +265,16 @@ impl Engine {
     /// The size an application sees of file `ino`: its applied size, or further
     /// when a write stream on it holds bytes not yet on the disk (in its buffer or
     /// being written). What `stat` of an open recording should say.
+    /// Each write stream's file and where its next accepted byte goes: everything
+    /// before it was handed over (the lost-tail record, `engine/events.rs`).
+    pub(in crate::engine) fn write_stream_ends(&self) -> Vec<(Ino, u64)> {
+        self.streams
+            .values()
+            .filter(|s| s.info.dir == StreamDir::Write)
+            .map(|s| (s.info.ino, s.pos))
+            .collect()
+    }
+
     pub fn visible_size(&self, ino: Ino) -> Result<u64> {
         let applied = self.vol.stat(ino)?.size_bytes;
         Ok(self
