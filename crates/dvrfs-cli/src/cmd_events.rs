@@ -3,9 +3,8 @@
 //! (`cmd_mount.rs`) and with fsck's lost-tail lines.
 //!
 //! Read-only with a shared lock, like `ls`. A volume made before the log existed
-//! has none: one line says so and the exit status is 0. A mounted volume is refused
-//! with a pointer to the daemon's log, which has the same lines (its socket does not
-//! serve the log yet).
+//! has none: one line says so and the exit status is 0. On a mounted volume the
+//! daemon answers over its socket with its copy in memory.
 
 use clap::Args;
 use dvrfs_core::format::events::{EventRecord, What};
@@ -13,7 +12,7 @@ use dvrfs_core::fs::LostTail;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
-use crate::error::{CliError, CliResult};
+use crate::error::CliResult;
 use crate::output::{print_json, time_string};
 use crate::target::{open_fs, Access};
 
@@ -32,37 +31,42 @@ pub struct EventsArgs {
 }
 
 pub fn events(a: &EventsArgs) -> CliResult<u8> {
-    // The daemon's socket does not serve the log yet (`Runtime::query(|v|
-    // v.events())` is what it would answer with); its log has every event.
-    if crate::target::daemon(&a.target)?.is_some() {
-        return Err(CliError::new(format!(
-            "{} is mounted: its events are in the mount daemon's log (the dvrfs: event lines), and dvrfs events reads them after the unmount",
-            a.target.display()
-        ))
-        .hint("see the log given to `dvrfs mount --log` (docs/mount.md, \"Event lines\")"));
-    }
-    let fs = open_fs(&a.target, Access::Read)?;
-    let has_log = fs.has_event_log();
-    let mut ev: Vec<EventRecord> = fs
-        .events()
+    // A mounted volume: the daemon's copy in memory, over its socket (the events of
+    // the next commit included); else the volume as it is on the disk.
+    let (has_log, capacity, all, problems) = match crate::target::daemon(&a.target)? {
+        Some(c) => {
+            let log = c.events()?;
+            (log.has_log, log.capacity as usize, log.events, log.problems)
+        }
+        None => {
+            let fs = open_fs(&a.target, Access::Read)?;
+            let problems = fs
+                .load_report()
+                .event_problems
+                .iter()
+                .map(|(_, w)| w.clone())
+                .collect();
+            (
+                fs.has_event_log(),
+                fs.event_capacity(),
+                fs.events(),
+                problems,
+            )
+        }
+    };
+    let mut ev: Vec<EventRecord> = all
         .into_iter()
         .filter(|e| a.since.is_none_or(|s| e.seq > s))
         .collect();
     if let Some(n) = a.last {
         ev.drain(..ev.len().saturating_sub(n));
     }
-    let problems: Vec<String> = fs
-        .load_report()
-        .event_problems
-        .iter()
-        .map(|(_, w)| w.clone())
-        .collect();
     let target = a.target.display().to_string();
     if a.json {
         print_json(&json!({
             "target": target,
             "event_log": has_log,
-            "capacity": fs.event_capacity(),
+            "capacity": capacity,
             "problems": problems,
             "events": ev.iter().map(event_json).collect::<Vec<_>>(),
         }));

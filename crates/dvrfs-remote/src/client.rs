@@ -294,6 +294,18 @@ impl Client {
         }
     }
 
+    /// The volume's event log, as the daemon has it in memory (`dvrfs events`).
+    pub fn events(&self) -> Result<crate::proto::EventLog> {
+        match self.call(Request::Events)? {
+            Reply::Bytes(b) => crate::proto::EventLog::decode(&b).map_err(|e| {
+                RuntimeError::Io(std::io::Error::other(format!(
+                    "the dvrfs daemon's event log did not decode: {e}"
+                )))
+            }),
+            other => Err(Self::unexpected("the event log", other)),
+        }
+    }
+
     pub fn resolve(&self, path: &str) -> Result<Ino> {
         match self.call(Request::Resolve { path: path.into() })? {
             Reply::Ino(i) => Ok(i),

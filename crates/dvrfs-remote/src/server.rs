@@ -484,6 +484,20 @@ impl Conn {
                 })?;
                 Reply::Text(Some(json))
             }
+            Request::Events => Reply::Bytes(
+                rt.query(|v| crate::proto::EventLog {
+                    has_log: v.has_event_log(),
+                    capacity: v.event_capacity() as u64,
+                    events: v.events(),
+                    problems: v
+                        .load_report()
+                        .event_problems
+                        .iter()
+                        .map(|(_, w)| w.clone())
+                        .collect(),
+                })?
+                .encode(),
+            ),
         })
     }
 

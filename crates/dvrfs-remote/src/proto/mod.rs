@@ -28,10 +28,12 @@ use dvrfs_runtime::RuntimeError;
 use crate::wire::{Dec, DecResult, Enc, Malformed};
 
 mod error;
+mod events;
 mod op;
 mod value;
 
 use error::{decode_error, encode_error};
+pub use events::EventLog;
 use op::{decode_op, encode_op};
 use value::{decode_info, decode_stat, decode_stats, encode_info, encode_stat, encode_stats, kind};
 
@@ -101,6 +103,8 @@ pub enum Request {
     Status {
         ask: HeadroomAsk,
     },
+    /// The volume's event log (`dvrfs events`), as [`EventLog`] in a `Bytes` reply.
+    Events,
 }
 
 /// What the daemon answers, by shape.
@@ -313,6 +317,9 @@ impl Request {
                     .u64(ask.request_bytes)
                     .opt_u64(ask.buffer_bytes);
             }
+            Request::Events => {
+                e.u8(16);
+            }
         }
         e.buf
     }
@@ -373,6 +380,7 @@ impl Request {
                         buffer_bytes: d.opt_u64("buffer")?,
                     },
                 },
+                16 => Request::Events,
                 k => {
                     return Err(Malformed(format!(
                         "request kind {k} is unknown to this daemon (a newer client: use the dvrfs of the daemon's version)"
@@ -727,6 +735,7 @@ mod tests {
                 name: b"x".to_vec(),
             },
             Request::Figures,
+            Request::Events,
             Request::Status {
                 ask: HeadroomAsk {
                     rate_bps: 6e6,
