@@ -181,6 +181,10 @@ fn report(image: &Path, mount: Option<&PathBuf>, sample: Option<(f64, f64)>, st:
     }
 }
 
+/// From this share of the data region used or held, `status` warns: the first level
+/// at which the engine records a `space_low` event.
+const SPACE_WARN_PCT: f64 = dvrfs_core::engine::SPACE_LEVELS_PCT[0] as f64;
+
 fn mbit(bps: f64) -> String {
     format!("{:.2} Mbit/s", bps / 1e6)
 }
@@ -221,6 +225,12 @@ fn print(r: &Report) {
         },
         sp.commit_interval_ms
     );
+    let taken = pct(sp.used_bytes + sp.held_bytes);
+    if taken >= SPACE_WARN_PCT {
+        outln!(
+            "WARNING:   {taken:.1}% of the data region is used or held: delete old recordings (or shorten their retention) before recordings are refused"
+        );
+    }
     if r.mounted_at.is_some() {
         let sample = match (r.sample_seconds, r.busy_fraction_sample) {
             (Some(s), Some(b)) => format!("{:.1}% busy over the last {s:.1} s, ", b * 100.0),

@@ -96,3 +96,25 @@ fn status_refuses_bad_flags_clearly() {
         "none.img",
     );
 }
+
+#[test]
+fn status_warns_once_the_volume_is_nine_tenths_full() {
+    let dir = tempdir();
+    let img = dir.path().join("full.img");
+    mkfs(&img, "256M", &["--block-size", "1M"]);
+    let quiet = ok(dvrfs(["status".as_ref(), img.as_os_str()]));
+    assert!(!quiet.contains("WARNING"), "{quiet}");
+    let free = info(&img)["free_bytes"].as_u64().unwrap();
+    let local = random_file(&dir.path().join("big"), free / 100 * 93, 5);
+    ok(dvrfs([
+        "put".as_ref(),
+        img.as_os_str(),
+        local.as_os_str(),
+        "/big".as_ref(),
+    ]));
+    let text = ok(dvrfs(["status".as_ref(), img.as_os_str()]));
+    assert!(
+        text.contains("WARNING:   9") && text.contains("of the data region is used or held"),
+        "{text}"
+    );
+}

@@ -53,6 +53,7 @@ mod status;
 mod stream;
 
 pub use buf::{ExternalBuf, IoBuf};
+pub use events::SPACE_LEVELS_PCT;
 pub use op::{Completion, Op, OpId, Output};
 pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES};
 pub use status::{
