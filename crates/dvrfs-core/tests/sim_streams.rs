@@ -99,3 +99,25 @@ fn a_fast_recording_fills_whole_requests_before_its_interval_ends() {
         long.stream_requests
     );
 }
+
+#[test]
+fn recordings_started_together_gather_at_their_own_phases() {
+    // 40 recordings opened at once with durable=10s: all in one gather point every
+    // 10 s would be 40 short requests of 312 KiB in one lead, more than this disk
+    // serves in half a second; spread over their ten phases, each point has four.
+    let o = run_streams("0r40w", 0.25, Some(10_000_000_000));
+    assert_eq!(o.streams, 40);
+    assert_eq!(o.recordings_stopped, 0);
+    assert_eq!(o.stream_late, 0);
+    assert_eq!(
+        o.stream_durability_late, 0,
+        "{} requests",
+        o.stream_requests
+    );
+    // About one partial request per stream per 10 s.
+    assert!(
+        (80..=160).contains(&o.stream_requests),
+        "{}",
+        o.stream_requests
+    );
+}
