@@ -66,6 +66,8 @@ fn options(o: Option<&dvrfs_options>) -> Result<Options, Fail> {
         writable: !read_only,
         device_model: model,
         admission: Some(admission),
+        // A C program may record for months: counters, not a sample per request.
+        keep_samples: false,
         ..Options::default()
     })
 }

@@ -383,6 +383,8 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             writable: !a.read_only,
             device_model: model,
             admission: Some(admission),
+            // The mount runs for months: counters, not a sample per request.
+            keep_samples: false,
             ..dvrfs_runtime::Options::default()
         };
         let rt = Arc::new(Runtime::with_device(dev, opts)?);

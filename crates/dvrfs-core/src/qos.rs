@@ -56,13 +56,17 @@ pub struct Recorder {
     pub metadata_bytes: u64,
     pub commits: u64,
     pub flushes: u64,
+    /// Keep the counters and no per-request sample (`margins_ns`, `be_latencies_ns`,
+    /// `seek_distances_bytes` stay empty): a driver that runs for months (the
+    /// mount) would otherwise hold a sample of every request it ever served.
+    pub counts_only: bool,
 }
 
 impl Recorder {
     /// A device command starts at byte `offset` for `len` bytes.
     pub fn command(&mut self, offset: u64, len: u64, metadata: bool) {
         self.commands += 1;
-        if let Some(prev) = self.last_end_bytes {
+        if let Some(prev) = self.last_end_bytes.filter(|_| !self.counts_only) {
             self.seek_distances_bytes.push(prev.abs_diff(offset));
         }
         self.last_end_bytes = Some(offset + len);
@@ -76,6 +80,7 @@ impl Recorder {
     pub fn realtime(&mut self, deadline_ns: u64, done_ns: u64, bytes: u64, outcome: RtOutcome) {
         self.rt_ops += 1;
         let margin = deadline_ns as i64 - done_ns as i64;
+        let before = self.margins_ns.len();
         match outcome {
             RtOutcome::Done => {
                 self.rt_bytes += bytes;
@@ -97,6 +102,9 @@ impl Recorder {
                 self.margins_ns.push(margin.min(-1));
             }
         }
+        if self.counts_only {
+            self.margins_ns.truncate(before);
+        }
     }
 
     /// Real-time requests a client could not issue at all (a recording stopped): each
@@ -108,15 +116,19 @@ impl Recorder {
         } else {
             self.misses.other += count;
         }
-        self.margins_ns
-            .extend(std::iter::repeat_n(-1, count as usize));
+        if !self.counts_only {
+            self.margins_ns
+                .extend(std::iter::repeat_n(-1, count as usize));
+        }
     }
 
     /// A best-effort data operation finished.
     pub fn best_effort(&mut self, submit_ns: u64, done_ns: u64, bytes: u64) {
         self.be_ops += 1;
         self.be_bytes += bytes;
-        self.be_latencies_ns.push(done_ns.saturating_sub(submit_ns));
+        if !self.counts_only {
+            self.be_latencies_ns.push(done_ns.saturating_sub(submit_ns));
+        }
         self.be_first_submit_ns = Some(
             self.be_first_submit_ns
                 .map_or(submit_ns, |f| f.min(submit_ns)),
@@ -447,6 +459,38 @@ pub fn margin_cdf(margins_ns: &[i64], points: usize) -> Vec<(f64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_counts_only_recorder_counts_everything_and_keeps_no_sample() {
+        let mut full = Recorder::default();
+        let mut counts = Recorder {
+            counts_only: true,
+            ..Recorder::default()
+        };
+        for r in [&mut full, &mut counts] {
+            r.command(0, 4096, false);
+            r.command(1 << 30, 4096, true);
+            r.realtime(100, 50, 4096, RtOutcome::Done);
+            r.realtime(100, 150, 4096, RtOutcome::Done);
+            r.realtime(100, 50, 0, RtOutcome::NoSpace);
+            r.not_issued(3, false);
+            r.best_effort(10, 20, 4096);
+        }
+        assert_eq!(full.margins_ns.len(), 6);
+        assert_eq!(full.seek_distances_bytes.len(), 1);
+        assert_eq!(full.be_latencies_ns.len(), 1);
+        assert!(counts.margins_ns.is_empty());
+        assert!(counts.seek_distances_bytes.is_empty());
+        assert!(counts.be_latencies_ns.is_empty());
+        for r in [&full, &counts] {
+            assert_eq!((r.rt_ops, r.commands, r.metadata_commands), (6, 2, 1));
+            assert_eq!(
+                (r.misses.late, r.misses.no_space, r.misses.other),
+                (1, 1, 3)
+            );
+            assert_eq!((r.be_ops, r.be_bytes, r.rt_bytes), (1, 4096, 8192));
+        }
+    }
 
     #[test]
     fn quantiles_use_nearest_rank() {

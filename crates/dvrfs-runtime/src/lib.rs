@@ -124,6 +124,10 @@ pub struct Options {
     pub admission: Option<Admission>,
     /// Seed of the emulated disk's rare slow accesses (the simulator's `--seed`).
     pub device_seed: u64,
+    /// Keep the per-request samples of the engine's recorder (margins, latencies, seek
+    /// distances) that `bench` reports from. A long-running driver (the mount) keeps
+    /// the counters only: a sample per request would grow without bound.
+    pub keep_samples: bool,
 }
 
 impl Default for Options {
@@ -136,6 +140,7 @@ impl Default for Options {
             device_model: None,
             admission: None,
             device_seed: 1,
+            keep_samples: true,
         }
     }
 }
@@ -295,7 +300,8 @@ impl Runtime {
             })
             .or(cfg.admission);
         let origin = Instant::now();
-        let engine = Engine::new(vol, replay, cfg, now(origin))?;
+        let mut engine = Engine::new(vol, replay, cfg, now(origin))?;
+        engine.qos_mut().counts_only = !opts.keep_samples;
         let (tx, rx) = mpsc::channel();
         let (io, backend, waker) = match opts.backend {
             Backend::Threads => (
