@@ -12,61 +12,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-/// A volume mounted by `dvrfs mount` (daemon mode) for one test.
-struct Mount {
-    mnt: PathBuf,
-    log: PathBuf,
-    pid: i32,
-}
-
-impl Mount {
-    fn new(dir: &Path, img: &Path, extra: &[&str]) -> Mount {
-        let mnt = dir.join("mnt");
-        fs::create_dir_all(&mnt).unwrap();
-        let log = dir.join("mount.log");
-        let pid_file = dir.join("mount.pid");
-        let mut args: Vec<&std::ffi::OsStr> = vec![
-            "mount".as_ref(),
-            img.as_os_str(),
-            mnt.as_os_str(),
-            "--log".as_ref(),
-            log.as_os_str(),
-            "--pid-file".as_ref(),
-            pid_file.as_os_str(),
-        ];
-        args.extend(extra.iter().map(|s| std::ffi::OsStr::new(*s)));
-        ok(dvrfs(args));
-        let pid = fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
-        Mount { mnt, log, pid }
-    }
-
-    fn unmount(mut self) {
-        let o = Command::new("umount").arg(&self.mnt).output().unwrap();
-        assert!(o.status.success(), "umount: {}", stderr(&o));
-        wait_exit(self.pid);
-        self.pid = 0;
-        let log = fs::read_to_string(&self.log).unwrap();
-        assert!(log.contains("unmounted, journal committed"), "{log}");
-    }
-}
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        if mounted(&self.mnt) {
-            let _ = Command::new("umount").arg("-l").arg(&self.mnt).output();
-        }
-        if self.pid > 0 {
-            // SAFETY: signalling a pid.
-            unsafe { libc::kill(self.pid, libc::SIGKILL) };
-            wait_exit(self.pid);
-        }
-    }
-}
-
 /// target/<profile>, where the C library is built.
 fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();

@@ -1,6 +1,10 @@
 //! Helpers for the tests that run the real `dvrfs` binary on real image files.
 #![allow(dead_code)]
 
+mod mount;
+#[allow(unused_imports)]
+pub use mount::Mount;
+
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
