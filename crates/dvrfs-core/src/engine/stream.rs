@@ -592,7 +592,7 @@ impl Engine {
                 let lead = self.gather_lead();
                 self.streams
                     .values()
-                    .filter_map(move |s| self.gather_at(s, lead))
+                    .filter_map(move |s| self.gather_at(s, lead, true))
             })
             .min()
     }

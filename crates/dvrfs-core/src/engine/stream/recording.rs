@@ -218,7 +218,7 @@ impl Engine {
                 // job outlasted its interval) gives a lead from now, not a deadline
                 // that was over before the request was made.
                 let cap = self
-                    .gather_at(&self.streams[&sid], lead)
+                    .gather_at(&self.streams[&sid], lead, false)
                     .map(|g| g.max(t) + lead);
                 self.stream_write_out(sid, now, cap);
             }
@@ -359,7 +359,11 @@ impl Engine {
     /// still writes once per `D` or so, at its own phase.
     /// `lead`: [`Engine::gather_lead`], which the caller computes once for all the
     /// streams it asks about.
-    pub(super) fn gather_at(&self, s: &Stream, lead: u64) -> Option<u64> {
+    /// `phased`: the point of the stream's phase (a partial request); otherwise the
+    /// latest point the bound allows (a full request, which is written anyway and
+    /// only needs to make its commit: an earlier deadline would only take the
+    /// scheduler's room to sweep).
+    pub(super) fn gather_at(&self, s: &Stream, lead: u64, phased: bool) -> Option<u64> {
         if s.info.dir != StreamDir::Write || s.fill_len == 0 || s.closed || s.error.is_some() {
             return None;
         }
@@ -372,25 +376,24 @@ impl Engine {
             g0 + (earliest - g0).div_ceil(interval) * interval
         };
         let k = s.info.durable_ns / interval.max(1);
-        if k <= 1 {
+        if !phased || k <= 1 {
             return Some(latest);
         }
+        // Consecutive gather points are an interval apart, so their numbers
+        // (`g / I`) go down by one per step back from `latest`: the one with the
+        // stream's phase is `j` steps back.
         let phase = u64::from(s.info.id) % k;
-        let window = (0..k)
-            .map_while(|j| latest.checked_sub(j * interval))
-            .take_while(|&g| g >= s.fill_first_ns);
-        for g in window {
-            if (g / interval) % k == phase {
-                return Some(g);
-            }
+        let j = ((latest / interval) % k + k - phase) % k;
+        match latest.checked_sub(j * interval) {
+            Some(g) if g >= s.fill_first_ns => Some(g),
+            _ => Some(latest),
         }
-        Some(latest)
     }
 
     /// Writes a write stream's partial request when its gather point has come.
     pub(super) fn stream_gather(&mut self, sid: StreamId, now: Now) -> bool {
         let lead = self.gather_lead();
-        let Some(g) = self.gather_at(&self.streams[&sid], lead) else {
+        let Some(g) = self.gather_at(&self.streams[&sid], lead, true) else {
             return false;
         };
         if now.mono_ns < g {
