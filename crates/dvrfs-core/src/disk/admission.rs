@@ -89,6 +89,29 @@ pub struct Check {
 /// a tiny rate would otherwise count for ever).
 pub const MAX_COUNTED: usize = 10_000;
 
+/// The highest rate, bytes per second, at which `fits_at` holds, found by doubling
+/// from 1 B/s and then bisecting (0 when not even 1 B/s fits); the rate returned is
+/// one `fits_at` said yes to.
+fn highest_fitting_rate(fits_at: impl Fn(f64) -> bool) -> f64 {
+    if !fits_at(1.0) {
+        return 0.0;
+    }
+    let (mut lo, mut hi) = (1.0f64, 2.0f64);
+    while fits_at(hi) && hi < 1e12 {
+        lo = hi;
+        hi *= 2.0;
+    }
+    for _ in 0..60 {
+        let mid = (lo + hi) / 2.0;
+        if fits_at(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// Admission control for one device.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Admission {
@@ -219,23 +242,7 @@ impl Admission {
             });
             self.check(&all).fits
         };
-        let (mut lo, mut hi) = (0.0f64, 1.0f64);
-        if !fits_at(f64::MIN_POSITIVE.max(1.0)) {
-            return 0.0;
-        }
-        while fits_at(hi) && hi < 1e12 {
-            lo = hi;
-            hi *= 2.0;
-        }
-        for _ in 0..60 {
-            let mid = (lo + hi) / 2.0;
-            if fits_at(mid) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        highest_fitting_rate(fits_at)
     }
 
     /// The buffer depth a stream gets: `buffer_bytes / request_bytes` when it states a
@@ -354,23 +361,7 @@ impl Admission {
             });
             self.check(&all).fits
         };
-        if !fits_at(1.0) {
-            return 0.0;
-        }
-        let (mut lo, mut hi) = (1.0f64, 2.0f64);
-        while fits_at(hi) && hi < 1e12 {
-            lo = hi;
-            hi *= 2.0;
-        }
-        for _ in 0..60 {
-            let mid = (lo + hi) / 2.0;
-            if fits_at(mid) {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        highest_fitting_rate(fits_at)
     }
 
     /// The buffer depth dvrfs picks for a stream that did not state one: the smallest
