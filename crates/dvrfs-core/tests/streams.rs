@@ -588,3 +588,68 @@ fn a_stream_sync_puts_the_partial_request_on_the_disk_and_the_stream_goes_on() {
     assert_eq!(bytes, data.len());
     assert!(buf.bytes().unwrap()[..bytes] == data[..], "bytes differ");
 }
+
+#[test]
+fn a_stream_composes_its_shared_sector_unless_another_writer_changed_it() {
+    // 100,000 bytes end 1,696 bytes into a sector; the stream's next request starts
+    // there. Without another writer it is composed from what the stream wrote (no
+    // read); after a write into that sector it reads the sector back, so the other
+    // writer's bytes stay.
+    for other in [false, true] {
+        let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+        let ino = d.create(&mut e, "shared.ts");
+        let mut data = pattern(1 << 20);
+        let rec = open(&mut e, &mut d, ino, spec(StreamDir::Write, 16.0, 2 << 20)).unwrap();
+        let write = |e: &mut Engine, d: &mut Drive, bytes: &[u8]| {
+            d.run(
+                e,
+                Op::StreamWrite {
+                    stream: rec.id,
+                    data: IoBuf::from_slice(bytes),
+                },
+            )
+            .unwrap();
+        };
+        write(&mut e, &mut d, &data[..100_000]);
+        d.run(&mut e, Op::StreamSync { stream: rec.id }).unwrap();
+        if other {
+            let patch = vec![0xA5u8; 1000];
+            d.run(
+                &mut e,
+                Op::Write {
+                    ino,
+                    offset: 98_500,
+                    data: IoBuf::from_slice(&patch),
+                },
+            )
+            .unwrap();
+            data[98_500..99_500].copy_from_slice(&patch);
+        }
+        let reads_before = d.reads.0;
+        write(&mut e, &mut d, &data[100_000..]);
+        d.run(&mut e, Op::StreamClose { stream: rec.id }).unwrap();
+        assert_eq!(
+            d.reads.0 - reads_before,
+            u64::from(other),
+            "sector reads of the stream's next request (another writer: {other})"
+        );
+        let r = d
+            .run(
+                &mut e,
+                Op::Read {
+                    ino,
+                    offset: 0,
+                    buf: IoBuf::zeroed(2 << 20),
+                },
+            )
+            .unwrap();
+        let Output::Read { buf, bytes } = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(bytes, data.len());
+        assert!(
+            buf.bytes().unwrap()[..bytes] == data[..],
+            "bytes differ (another writer: {other})"
+        );
+    }
+}

@@ -222,6 +222,10 @@ enum Body {
         ino: Ino,
         offset: u64,
         data: IoBuf,
+        /// The file's bytes from the start of the 4 KiB sector holding `offset` up to
+        /// it, when the submitter knows them (a write stream's previous request
+        /// wrote them): the sector is composed from them instead of read back.
+        head: Option<IoBuf>,
         plan: Option<WritePlan>,
         accesses: Vec<Access>,
     },
@@ -248,6 +252,7 @@ impl Body {
                 ino,
                 offset,
                 data,
+                head: None,
                 plan: None,
                 accesses: vec![],
             },
@@ -594,6 +599,11 @@ impl Engine {
             }
             op => Body::of(op),
         };
+        if let Body::Write { ino, .. } | Body::Truncate { ino, .. } = &body {
+            // Another writer may change the bytes a write stream remembers of its
+            // last sector.
+            self.forget_stream_heads(*ino);
+        }
         self.ops.insert(
             id,
             OpState {
@@ -1008,8 +1018,11 @@ impl Engine {
                     );
                     self.push_access(id, io, None, 0, crcs);
                 }
-                Fill::Compose { pieces, rmw } => {
+                Fill::Compose { pieces, mut rmw } => {
                     let mut bounce = proto.sibling(io.len_bytes as usize);
+                    if k == 0 {
+                        self.compose_known_head(id, &io, &pieces, &mut rmw, &mut bounce);
+                    }
                     if rmw.is_empty() {
                         self.compose(id, &pieces, &mut bounce);
                         let crcs = sum_crcs(&io.sums, bounce.bytes());
@@ -1078,6 +1091,46 @@ impl Engine {
     }
 
     /// Fills a composed write buffer: the operation's bytes, and zeros.
+    /// A write whose first sector holds file bytes before its offset that its
+    /// submitter knows (`Body::Write::head`, a write stream's last request) takes them
+    /// into the bounce buffer instead of reading the sector back: the sector's read
+    /// is dropped from `rmw`. Only when that read is exactly the head's sector (the
+    /// access starts at it: the write's first byte lies `head` bytes into the access)
+    /// and nothing read there is checked (a granule rewritten whole reads it anyway).
+    fn compose_known_head(
+        &self,
+        id: OpId,
+        io: &PlannedIo,
+        pieces: &[(usize, Option<usize>, usize)],
+        rmw: &mut Vec<(u64, u64)>,
+        bounce: &mut IoBuf,
+    ) {
+        let Some(Body::Write {
+            head: Some(head), ..
+        }) = self.ops.get(&id).map(|s| &s.body)
+        else {
+            return;
+        };
+        let sector = crate::device::IO_ALIGN_BYTES;
+        let starts_at_head = pieces
+            .iter()
+            .any(|&(at, src, _)| src == Some(0) && at == head.len());
+        if !starts_at_head || !io.checks.is_empty() || rmw.first().is_none_or(|r| r.0 != 0) {
+            return;
+        }
+        assert!(
+            (head.len() as u64) < sector,
+            "a stream's head is what precedes its offset in one sector"
+        );
+        buf::copy(head, 0, bounce, 0, head.len());
+        let first = &mut rmw[0];
+        if first.1 <= sector {
+            rmw.remove(0);
+        } else {
+            *first = (sector, first.1 - sector);
+        }
+    }
+
     fn compose(&self, id: OpId, pieces: &[(usize, Option<usize>, usize)], bounce: &mut IoBuf) {
         let data = match self.ops.get(&id).map(|s| &s.body) {
             Some(Body::Write { data, .. }) => Some(data),

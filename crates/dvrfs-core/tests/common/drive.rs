@@ -37,6 +37,8 @@ pub struct Drive {
     pub durable: Vec<(u64, MemDevice)>,
     /// Writes starting in this byte range fail (an I/O error), when set.
     pub fail_writes_in: Option<std::ops::Range<u64>>,
+    /// Read commands the engine issued (and their bytes).
+    pub reads: (u64, u64),
 }
 
 impl Drive {
@@ -48,6 +50,7 @@ impl Drive {
             busy: None,
             others: vec![],
             fail_writes_in: None,
+            reads: (0, 0),
         }
     }
 
@@ -96,7 +99,11 @@ impl Drive {
                     }
                     _ => e.io_write(c.id, |o, b| dev.write_at(o, b)),
                 },
-                DevKind::Read => e.io_read(c.id, |o, b| dev.read_at(o, b)),
+                DevKind::Read => {
+                    self.reads.0 += 1;
+                    self.reads.1 += c.len_bytes;
+                    e.io_read(c.id, |o, b| dev.read_at(o, b))
+                }
             };
             if c.kind == DevKind::Flush {
                 self.durable.push((done, self.dev.clone()));
