@@ -194,13 +194,6 @@ pub(super) struct Stream {
     fill_at: u64,
     /// When the first byte of the request being filled was accepted.
     fill_first_ns: u64,
-    /// `(at, bytes)`: the file's bytes from `at`, the start of the 4 KiB sector
-    /// holding the end of the last request written, up to that end, as that request
-    /// (and those before it in the sector) wrote them. The next request, which
-    /// starts inside the sector after a short one, is composed with them instead of
-    /// reading the sector back (`Body::Write::head`). `None` when the last request
-    /// ended on a sector boundary or another writer touched the file.
-    head: Option<(u64, IoBuf)>,
     /// Requests being written: the engine's write, where it goes, and when the
     /// buffer would overflow without it (its deadline as the stream's guarantee; the
     /// write may be due sooner, by the commit that makes it durable).
@@ -479,7 +472,6 @@ impl Engine {
             fill_len: 0,
             fill_at: start,
             fill_first_ns: now.mono_ns,
-            head: None,
             writes: VecDeque::new(),
             error: None,
             errno: None,

@@ -14,8 +14,9 @@
 //! before each due time: there, every stream whose partial request would otherwise
 //! hold a byte longer than `D` writes it (a short request, due at the commit's due
 //! time, so the policy fits it into its sweep and the commit's cut takes it in),
-//! and the next request goes on from where it ended (the engine composes the shared
-//! sector). A full request written between two gather points is due by the next
+//! and the next request goes on from where it ended (the engine composes the
+//! shared 4 KiB sector from the bytes it remembers there rather than reading it
+//! back, `engine/tails.rs`). A full request written between two gather points is due by the next
 //! commit at the latest for the same reason. The journal write, the commit point, is
 //! due one lead after the cut (`commit.rs`). A byte accepted at `a` is therefore in
 //! a request due by the first commit cut after `a + D - I + lead`, and durable once
@@ -33,7 +34,6 @@ use super::{
 };
 use crate::alloc::Ino;
 use crate::error::Error;
-use crate::device::IO_ALIGN_BYTES;
 use crate::fs::SpaceTo;
 
 /// How long before a commit is due a write stream's partial request is written, so
@@ -256,23 +256,9 @@ impl Engine {
         let deadline = overflow.min(cap_ns.unwrap_or(u64::MAX));
         let (ino, offset) = (s.info.ino, s.fill_at);
         s.fill_len = 0;
-        let head = next_head(&mut s.head, offset, &data);
         let op = self.submit_internal(Op::Write { ino, offset, data }, deadline, sid, now);
-        if let Some(Body::Write { head: h, .. }) = self.ops.get_mut(&op).map(|o| &mut o.body) {
-            *h = head;
-        }
         let s = self.streams.get_mut(&sid).expect("listed");
         s.writes.push_back((op, offset, overflow));
-    }
-
-    /// Another writer is changing file `ino`: what write streams on it remember of
-    /// their last sector may no longer be the file's bytes.
-    pub(in crate::engine) fn forget_stream_heads(&mut self, ino: Ino) {
-        for s in self.streams.values_mut() {
-            if s.info.ino == ino {
-                s.head = None;
-            }
-        }
     }
 
     /// Whether a write stream is open on file `ino`.
@@ -436,35 +422,3 @@ impl Engine {
     }
 }
 
-/// A stream writes `data` at `offset`: returns the head that write may be composed
-/// with (`kept`, when it is the file's bytes of the sector holding `offset` up to
-/// it) and leaves in `kept` the head of the sector where `data` ends.
-fn next_head(kept: &mut Option<(u64, IoBuf)>, offset: u64, data: &IoBuf) -> Option<IoBuf> {
-    let sector = IO_ALIGN_BYTES;
-    let start = offset / sector * sector;
-    let head = match kept.take() {
-        Some((at, h)) if at == start && at + h.len() as u64 == offset && offset > start => {
-            Some(h)
-        }
-        _ => None,
-    };
-    let end = offset + data.len() as u64;
-    let last = end / sector * sector;
-    *kept = if end == last {
-        None
-    } else if last >= offset {
-        let n = (end - last) as usize;
-        let mut h = data.sibling(n);
-        buf::copy(data, (last - offset) as usize, &mut h, 0, n);
-        Some((last, h))
-    } else {
-        // The whole write lies inside the sector the head began: head and write.
-        head.as_ref().map(|h| {
-            let mut n = data.sibling(h.len() + data.len());
-            buf::copy(h, 0, &mut n, 0, h.len());
-            buf::copy(data, 0, &mut n, h.len(), data.len());
-            (start, n)
-        })
-    };
-    head
-}
