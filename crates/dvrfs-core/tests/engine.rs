@@ -534,7 +534,7 @@ fn a_write_reads_only_the_file_bytes_it_does_not_overwrite() {
     assert_eq!(write(&mut e, &mut dev, 0, &[1; 64 << 10], 1), 0);
     assert_eq!(write(&mut e, &mut dev, 64 << 10, &[2; 1000], 2), 0);
     // An append inside the sector holding bytes 64K..64K+1000: the engine composes
-    // that sector from the bytes the last append left there (engine/tails.rs).
+    // that sector from the bytes the last append left there (engine/last_sector.rs).
     assert_eq!(write(&mut e, &mut dev, (64 << 10) + 1000, &[3; 100], 3), 0);
     // Once something else may have changed them (a truncate, here to the same
     // size), the sector is read.

@@ -51,7 +51,7 @@ mod op;
 mod reservation;
 mod status;
 mod stream;
-mod tails;
+mod last_sector;
 
 pub use buf::{ExternalBuf, IoBuf};
 pub use events::SPACE_LEVELS_PCT;
@@ -225,7 +225,7 @@ enum Body {
         data: IoBuf,
         /// The file's bytes from the start of the 4 KiB sector holding `offset` up to
         /// it, when the engine remembers them from the file's last append
-        /// (`tails.rs`): the sector is composed from them instead of read back.
+        /// (`last_sector.rs`): the sector is composed from them instead of read back.
         head: Option<IoBuf>,
         plan: Option<WritePlan>,
         accesses: Vec<Access>,
@@ -405,8 +405,8 @@ pub struct Engine {
     /// How long before a commit is due the recordings' partial requests are written
     /// (`stream/recording.rs`), as of the last stream opened or closed.
     gather_lead_ns: u64,
-    /// The last sector of files being appended to (`tails.rs`).
-    tails: tails::Tails,
+    /// The last sector of files being appended to (`last_sector.rs`).
+    last_sectors: last_sector::LastSectors,
     streams: BTreeMap<StreamId, stream::Stream>,
     next_stream: StreamId,
     admission: Option<Admission>,
@@ -454,7 +454,7 @@ impl Engine {
             last_mono_ns: now.mono_ns,
             started_ns: now.mono_ns,
             gather_lead_ns: stream::GATHER_LEAD_NS.min(interval_ns / 4),
-            tails: tails::Tails::default(),
+            last_sectors: last_sector::LastSectors::default(),
             streams: BTreeMap::new(),
             next_stream: 1,
             admission: cfg.admission,
@@ -678,7 +678,7 @@ impl Engine {
                 if let Some(plan) = plan {
                     self.vol.abort_write(&plan);
                 }
-                self.tails.forget(ino);
+                self.last_sectors.forget(ino);
                 let f = self.files.get_mut(&ino).expect("running write has a file");
                 f.writes.pop_back();
                 f.spans.retain(|(o, _, _)| *o != id);
@@ -978,7 +978,7 @@ impl Engine {
         };
         if let Some(Body::Write { data, head, .. }) = self.ops.get_mut(&id).map(|o| &mut o.body)
         {
-            *head = self.tails.plan_write(ino, offset, data, planned);
+            *head = self.last_sectors.plan_write(ino, offset, data, planned);
         }
         self.run_write_plan(id, plan, now);
         true
@@ -1161,7 +1161,7 @@ impl Engine {
         if !self.room_for(self.destructive_estimate(), now) {
             return false;
         }
-        self.tails.forget(ino);
+        self.last_sectors.forget(ino);
         match self.vol.truncate(ino, size, now.wall_ns) {
             Err(e) => self.finish(id, Err(e), now),
             Ok(None) => self.finish(id, Ok(Output::Done), now),
@@ -1283,7 +1283,7 @@ impl Engine {
             }
         };
         if let Some(v) = victim {
-            self.tails.forget(v);
+            self.last_sectors.forget(v);
             if !self.vol.inode_exists(v) {
                 self.files.remove(&v);
             }
@@ -1686,7 +1686,7 @@ impl Engine {
                         let f = self.file_io(ino);
                         if f.poisoned_from.is_none() {
                             f.poisoned_from = Some((id, msg));
-                            self.tails.forget(ino);
+                            self.last_sectors.forget(ino);
                         }
                     }
                 }

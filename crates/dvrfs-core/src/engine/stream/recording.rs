@@ -16,7 +16,7 @@
 //! time, so the policy fits it into its sweep and the commit's cut takes it in),
 //! and the next request goes on from where it ended (the engine composes the
 //! shared 4 KiB sector from the bytes it remembers there rather than reading it
-//! back, `engine/tails.rs`). A full request written between two gather points is due by the next
+//! back, `engine/last_sector.rs`). A full request written between two gather points is due by the next
 //! commit at the latest for the same reason. The journal write, the commit point, is
 //! due one lead after the cut (`commit.rs`). A byte accepted at `a` is therefore in
 //! a request due by the first commit cut after `a + D - I + lead`, and durable once

@@ -16,7 +16,7 @@
 //! pending writes before it, so the tail is the planned file's bytes; it is dropped
 //! whenever anything else could change them: a write that does not end at the file's
 //! end and touches the sector, a truncate, a name removal that may free the inode, a
-//! failed write. At most [`MAX_TAILS`] files are remembered (the oldest is forgotten
+//! failed write. At most [`MAX_FILES`] files are remembered (the oldest is forgotten
 //! first): a forgotten tail only costs the read it would have saved.
 
 use super::buf::{self, IoBuf};
@@ -25,7 +25,7 @@ use crate::device::IO_ALIGN_BYTES;
 use std::collections::BTreeMap;
 
 /// Files whose last sector the engine remembers at most (4 KiB each at most).
-pub const MAX_TAILS: usize = 1024;
+pub const MAX_FILES: usize = 1024;
 
 /// A file's bytes from `at` (a sector start) to `at + bytes.len()` (its planned end).
 struct Tail {
@@ -36,7 +36,7 @@ struct Tail {
 }
 
 #[derive(Default)]
-pub(super) struct Tails {
+pub(super) struct LastSectors {
     map: BTreeMap<Ino, Tail>,
     seq: u64,
 }
@@ -45,7 +45,7 @@ fn sector_start(x: u64) -> u64 {
     x / IO_ALIGN_BYTES * IO_ALIGN_BYTES
 }
 
-impl Tails {
+impl LastSectors {
     /// A write of `data` at `offset` on file `ino` whose planned size before it is
     /// `planned` is being planned: returns the head it is composed with (the file's
     /// bytes from the start of the sector holding `offset` up to it), and remembers
@@ -100,13 +100,13 @@ impl Tails {
                     seq: self.seq,
                 },
             );
-            if self.map.len() > MAX_TAILS {
+            if self.map.len() > MAX_FILES {
                 let oldest = self
                     .map
                     .iter()
                     .min_by_key(|(_, t)| t.seq)
                     .map(|(i, _)| *i)
-                    .expect("more than MAX_TAILS entries");
+                    .expect("more than MAX_FILES entries");
                 self.map.remove(&oldest);
             }
         }
@@ -135,7 +135,7 @@ mod tests {
 
     #[test]
     fn an_append_after_a_short_one_gets_the_shared_sector() {
-        let mut t = Tails::default();
+        let mut t = LastSectors::default();
         let first: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
         assert!(t.plan_write(7, 0, &bytes(&first), 0).is_none());
         let head = t.plan_write(7, 5000, &bytes(&[1; 100]), 5000).expect("head");
@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_write_elsewhere_or_a_forget_drops_the_tail() {
-        let mut t = Tails::default();
+        let mut t = LastSectors::default();
         t.plan_write(1, 0, &bytes(&[0; 100]), 0);
         // A rewrite inside the file.
         assert!(t.plan_write(1, 10, &bytes(&[9; 10]), 100).is_none());
@@ -163,12 +163,12 @@ mod tests {
 
     #[test]
     fn the_oldest_tail_is_forgotten_past_the_limit() {
-        let mut t = Tails::default();
-        for ino in 0..=MAX_TAILS as u32 {
+        let mut t = LastSectors::default();
+        for ino in 0..=MAX_FILES as u32 {
             t.plan_write(ino, 0, &bytes(&[1; 10]), 0);
         }
-        assert_eq!(t.len(), MAX_TAILS);
+        assert_eq!(t.len(), MAX_FILES);
         assert!(t.plan_write(0, 10, &bytes(&[1; 10]), 10).is_none());
-        assert!(t.plan_write(MAX_TAILS as u32, 10, &bytes(&[1; 10]), 10).is_some());
+        assert!(t.plan_write(MAX_FILES as u32, 10, &bytes(&[1; 10]), 10).is_some());
     }
 }
