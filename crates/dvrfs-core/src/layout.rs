@@ -5,7 +5,7 @@ use crate::alloc::BITS_PER_BITMAP_BLOCK;
 use crate::error::{Error, Result};
 use crate::format::inode::{INODES_PER_BLOCK, RUNS_PER_BLOCK};
 use crate::format::sums::SUMS_PER_BLOCK;
-use crate::format::superblock::{AllocPolicy, Superblock};
+use crate::format::superblock::{AllocPolicy, Superblock, MIN_TAIL_LOG_BLOCKS};
 use crate::format::{Uuid, META_BLOCK_BYTES};
 
 pub const MIN_DATA_BLOCK_BYTES: u64 = 64 << 10;
@@ -43,6 +43,30 @@ pub const DEFAULT_SUM_GRANULE_BYTES: u64 = 512 << 10;
 /// looks (a crash, a full disk), not an archive.
 pub const DEFAULT_EVENT_RING_BLOCKS: u64 = 32;
 
+/// Bounds of the tail log mkfs gives a volume by default: a 1,024th of the device,
+/// from 4 MiB to 256 MiB (FORMAT.md section 11a). The ring must hold about two
+/// partial requests of every recording the disk admits: 200 recordings of 1 MiB
+/// requests on an 8 TB disk fit in 256 MiB, and a small image still holds a few.
+pub const MIN_DEFAULT_TAIL_LOG_BYTES: u64 = 4 << 20;
+pub const MAX_DEFAULT_TAIL_LOG_BYTES: u64 = 256 << 20;
+
+/// How large a tail log mkfs makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TailLogSize {
+    /// None (`mkfs --no-tail-log`): recordings gather in place, as before the log.
+    Off,
+    /// [`default_tail_log_blocks`] of the device.
+    Auto,
+    /// This many 4 KiB blocks.
+    Blocks(u64),
+}
+
+/// The default tail log of a device of `device_bytes`, in blocks.
+pub fn default_tail_log_blocks(device_bytes: u64) -> u64 {
+    (device_bytes / 1024).clamp(MIN_DEFAULT_TAIL_LOG_BYTES, MAX_DEFAULT_TAIL_LOG_BYTES)
+        / META_BLOCK_BYTES as u64
+}
+
 /// Everything mkfs needs to know.
 #[derive(Clone, Debug)]
 pub struct MkfsParams {
@@ -63,6 +87,8 @@ pub struct MkfsParams {
     /// Blocks of the event log's ring (`FEATURE_EVENTS`, FORMAT.md section 10b);
     /// `None`: no event area, the layout of a volume made before it existed.
     pub event_ring_blocks: Option<u64>,
+    /// The tail log (`FEATURE_TAIL_LOG`, FORMAT.md section 11a).
+    pub tail_log: TailLogSize,
 }
 
 impl MkfsParams {
@@ -80,6 +106,7 @@ impl MkfsParams {
             created_ns: 0,
             sum_granule_bytes: Some(DEFAULT_SUM_GRANULE_BYTES.min(DEFAULT_DATA_BLOCK_BYTES)),
             event_ring_blocks: Some(DEFAULT_EVENT_RING_BLOCKS),
+            tail_log: TailLogSize::Auto,
         }
     }
 }
@@ -162,8 +189,24 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         0 => 0,
         _ => dynamic_start + dynamic_blocks + sum_blocks,
     };
-    let meta_blocks = dynamic_start + dynamic_blocks + sum_blocks + events_blocks;
-    let backup_blocks = meta_blocks - journal_blocks;
+    // The tail log ends the primary region and has no backup copy.
+    let tail_log_blocks = match p.tail_log {
+        TailLogSize::Off => 0,
+        TailLogSize::Auto => default_tail_log_blocks(device_bytes),
+        TailLogSize::Blocks(n) if n < MIN_TAIL_LOG_BLOCKS => {
+            return Err(Error::InvalidArgument(format!(
+                "tail log of {n} blocks: give at least {MIN_TAIL_LOG_BLOCKS} ({} KiB)",
+                MIN_TAIL_LOG_BLOCKS * 4
+            )))
+        }
+        TailLogSize::Blocks(n) => n,
+    };
+    let tail_log_start = match tail_log_blocks {
+        0 => 0,
+        _ => dynamic_start + dynamic_blocks + sum_blocks + events_blocks,
+    };
+    let meta_blocks = dynamic_start + dynamic_blocks + sum_blocks + events_blocks + tail_log_blocks;
+    let backup_blocks = meta_blocks - journal_blocks - tail_log_blocks;
 
     let align = bs.min(DATA_ALIGN_BYTES);
     let data_start_bytes = div_ceil(meta_blocks * mb, align) * align;
@@ -229,9 +272,17 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
             | match events_blocks {
                 0 => 0,
                 _ => crate::format::superblock::FEATURE_EVENTS,
+            }
+            | match tail_log_blocks {
+                0 => 0,
+                _ => crate::format::superblock::FEATURE_TAIL_LOG,
             },
         events_start,
         events_blocks,
+        tail_log_start,
+        tail_log_blocks,
+        tail_log_tail: 0,
+        tail_log_head: 0,
     };
     sb.validate()
         .map_err(|e| Error::InvalidArgument(format!("internal layout error: {e}")))?;
@@ -289,9 +340,11 @@ mod tests {
                 (sb.inode_table_start, sb.inode_table_blocks),
                 (sb.sum_start, sb.sum_blocks),
                 (sb.events_start, sb.events_blocks),
+                (sb.tail_log_start, sb.tail_log_blocks),
             ];
-            assert!(sb.has_events());
-            assert_eq!(sb.events_start + sb.events_blocks, sb.meta_blocks);
+            assert!(sb.has_events() && sb.has_tail_log());
+            assert_eq!(sb.events_start + sb.events_blocks, sb.tail_log_start);
+            assert_eq!(sb.tail_log_start + sb.tail_log_blocks, sb.meta_blocks);
             assert_eq!(sb.area_of(0), Area::Superblock);
             for (i, &(start, len)) in areas.iter().enumerate() {
                 for n in [start, start + len - 1].into_iter().filter(|_| len > 0) {
@@ -302,6 +355,7 @@ mod tests {
                         Area::InodeTable(n - start),
                         Area::Sums(n - start),
                         Area::Events(n - start),
+                        Area::TailLog(n - start),
                     ][i];
                     assert_eq!(sb.area_of(n), want, "block {n} of {sb:?}");
                 }

@@ -52,6 +52,24 @@ const _: () = assert!(T_ENTRIES == 16);
 const _: () = assert!(TAIL_ENTRY_BYTES == 24);
 const _: () = assert!(MAX_TAILS == 158);
 const _: () = assert!(T_ENTRIES + MAX_TAILS * TAIL_ENTRY_BYTES <= TAILS_BYTES);
+/// Files one lost-tail record lists on a volume with a tail log, whose fields take
+/// the payload's last 48 bytes (`tail_log::SB_TAIL_LOG_AT`).
+pub const MAX_TAILS_WITH_TAIL_LOG: usize =
+    (super::tail_log::SB_TAIL_LOG_AT - TAILS_AT - T_ENTRIES) / TAIL_ENTRY_BYTES;
+const _: () = assert!(MAX_TAILS_WITH_TAIL_LOG == 156);
+const _: () = assert!(
+    TAILS_AT + T_ENTRIES + MAX_TAILS_WITH_TAIL_LOG * TAIL_ENTRY_BYTES
+        <= super::tail_log::SB_TAIL_LOG_AT
+);
+
+/// Files the lost-tail record of a volume lists (`tail_log`: it has a tail log).
+pub fn max_tails(tail_log: bool) -> usize {
+    if tail_log {
+        MAX_TAILS_WITH_TAIL_LOG
+    } else {
+        MAX_TAILS
+    }
+}
 
 /// A file whose accepted bytes were not all in the committed size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,8 +92,8 @@ pub struct Tails {
 
 /// Encodes a lost-tail record into its place of a superblock payload (at most
 /// [`MAX_TAILS`] files; the caller counts the rest in `left_out`).
-pub fn encode_tails(t: &Tails, sb_payload: &mut [u8]) {
-    assert!(t.files.len() <= MAX_TAILS, "{} tails", t.files.len());
+pub fn encode_tails(t: &Tails, sb_payload: &mut [u8], tail_log: bool) {
+    assert!(t.files.len() <= max_tails(tail_log), "{} tails", t.files.len());
     let payload = &mut sb_payload[TAILS_AT..];
     put_u64(payload, T_TXN, t.txn);
     put_u32(payload, T_COUNT, t.files.len() as u32);
@@ -91,10 +109,10 @@ pub fn encode_tails(t: &Tails, sb_payload: &mut [u8]) {
 
 /// Decodes the lost-tail record of a superblock payload; entries that make no sense
 /// (inode 0, nothing lost) are dropped and counted in the second value.
-pub fn decode_tails(sb_payload: &[u8]) -> Result<(Tails, usize), BlockError> {
+pub fn decode_tails(sb_payload: &[u8], tail_log: bool) -> Result<(Tails, usize), BlockError> {
     let payload = &sb_payload[TAILS_AT..];
     let count = get_u32(payload, T_COUNT) as usize;
-    if count > MAX_TAILS {
+    if count > max_tails(tail_log) {
         return Err(BlockError::Malformed("lost-tail count"));
     }
     let mut bad = 0;
@@ -636,18 +654,18 @@ mod tests {
             left_out: 3,
         };
         let mut p = vec![0u8; PAYLOAD_BYTES];
-        encode_tails(&t, &mut p);
+        encode_tails(&t, &mut p, false);
         assert!(
             p[..TAILS_AT].iter().all(|&b| b == 0),
             "the superblock's fields untouched"
         );
-        assert_eq!(decode_tails(&p), Ok((t, 0)));
+        assert_eq!(decode_tails(&p, false), Ok((t, 0)));
         // An entry that lost nothing is damage: dropped, counted.
         put_u64(&mut p, TAILS_AT + T_ENTRIES + TE_ACCEPTED, 0);
-        let (back, bad) = decode_tails(&p).unwrap();
+        let (back, bad) = decode_tails(&p, false).unwrap();
         assert_eq!((back.files.len(), bad), (MAX_TAILS - 1, 1));
         put_u32(&mut p, TAILS_AT + T_COUNT, MAX_TAILS as u32 + 1);
-        assert!(decode_tails(&p).is_err());
+        assert!(decode_tails(&p, false).is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod inode;
 pub mod journal;
 pub mod sums;
 pub mod superblock;
+pub mod tail_log;
 
 /// Size of every metadata block.
 pub const META_BLOCK_BYTES: usize = 4096;
@@ -63,6 +64,8 @@ pub enum BlockType {
     Sums = 11,
     /// The event log's ring (`events.rs`).
     EventLog = 12,
+    /// A header block of a tail-log batch (`tail_log.rs`).
+    TailLog = 13,
 }
 
 impl BlockType {
@@ -81,6 +84,7 @@ impl BlockType {
             10 => FrameIndex,
             11 => Sums,
             12 => EventLog,
+            13 => TailLog,
             _ => return None,
         })
     }
@@ -100,6 +104,7 @@ impl BlockType {
             FrameIndex => "frame index",
             Sums => "data checksum",
             EventLog => "event log",
+            TailLog => "tail log",
         }
     }
 }

@@ -108,6 +108,18 @@ pub struct Superblock {
     /// reserved bytes: `events::TAILS_AT`, not a field of this struct.)
     pub events_start: u64,
     pub events_blocks: u64,
+    /// The tail log (`format/tail_log.rs`, [`FEATURE_TAIL_LOG`]): a ring of
+    /// `tail_log_blocks` blocks from `tail_log_start`, the last area of the primary
+    /// region and the only one besides the journal with no copy in the backup region.
+    /// All four are 0 without the feature. They lie in the last 48 bytes of the
+    /// payload (`tail_log::SB_TAIL_LOG_AT`), which the lost-tail record gives up.
+    pub tail_log_start: u64,
+    pub tail_log_blocks: u64,
+    /// Log positions (blocks, from 0 at mkfs, never reused): the batches in
+    /// `[tail_log_tail, tail_log_head)` hold bytes not yet in place, replayed at
+    /// recovery. Committed with every transaction, like `last_txn`.
+    pub tail_log_tail: u64,
+    pub tail_log_head: u64,
 }
 
 /// Every regular file's inode record carries its map checksum (FORMAT.md section 7):
@@ -119,8 +131,15 @@ pub const FEATURE_MAP_SUMS: u32 = 1;
 /// (`events::TAILS_AT`). Set by mkfs since 2026-11-27; an older volume opens without
 /// them (no event log, no lost-tail report).
 pub const FEATURE_EVENTS: u32 = 2;
+/// The volume has a tail log (`tail_log_*`): a recording's partial request is
+/// logged in the commit instead of written in place at each gather point, and
+/// replayed into its file at recovery (FORMAT.md section 11a). Set by mkfs since
+/// 2026-11-28 unless `--no-tail-log`; a volume without it keeps the in-place gather.
+pub const FEATURE_TAIL_LOG: u32 = 4;
 /// The feature bits this build knows; a superblock with another is malformed.
-pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS | FEATURE_EVENTS;
+pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS | FEATURE_EVENTS | FEATURE_TAIL_LOG;
+/// Fewest blocks of a tail log (two 512 KiB requests and their headers).
+pub const MIN_TAIL_LOG_BLOCKS: u64 = 258;
 /// Fewest blocks of an event area.
 pub const MIN_EVENTS_BLOCKS: u64 = 1;
 
@@ -169,6 +188,8 @@ pub enum Area {
     Sums(u64),
     /// The event area: block `k` of the event log's ring.
     Events(u64),
+    /// The tail log: block `k` of its ring (never checkpointed, no backup copy).
+    TailLog(u64),
     /// The dynamic area (directories, indirect runs, symlinks), or past it.
     Dynamic,
 }
@@ -184,9 +205,28 @@ impl Superblock {
         self.features & FEATURE_EVENTS != 0
     }
 
-    /// The backup region holds every primary metadata block except the journal.
+    /// The volume has a tail log ([`FEATURE_TAIL_LOG`]).
+    pub fn has_tail_log(&self) -> bool {
+        self.features & FEATURE_TAIL_LOG != 0
+    }
+
+    /// The backup region holds every primary metadata block except the journal and
+    /// the tail log (which ends the primary region): both only matter until the
+    /// next commit puts what they hold in place, so a second copy would only add
+    /// writes.
     pub fn backup_blocks(&self) -> u64 {
-        self.meta_blocks - self.journal_blocks
+        self.meta_blocks - self.journal_blocks - self.tail_log_blocks
+    }
+
+    /// Whether block `n` lies in the tail log.
+    pub fn in_tail_log(&self, n: u64) -> bool {
+        n >= self.tail_log_start && n < self.tail_log_start + self.tail_log_blocks
+    }
+
+    /// Byte offset of the ring block holding log position `pos`.
+    pub fn tail_log_offset(&self, pos: u64) -> u64 {
+        debug_assert!(self.tail_log_blocks > 0);
+        self.primary_offset(self.tail_log_start + pos % self.tail_log_blocks)
     }
 
     /// Byte offset of the primary copy of metadata block `n`.
@@ -196,7 +236,7 @@ impl Superblock {
 
     /// Byte offset of the backup copy of metadata block `n` (`n` outside the journal).
     pub fn backup_offset(&self, n: u64) -> u64 {
-        debug_assert!(!self.in_journal(n));
+        debug_assert!(!self.in_journal(n) && !self.in_tail_log(n));
         let idx = if n >= self.journal_start + self.journal_blocks {
             n - self.journal_blocks
         } else {
@@ -234,6 +274,8 @@ impl Superblock {
             Area::Sums(i)
         } else if let Some(i) = within(self.events_start, self.events_blocks) {
             Area::Events(i)
+        } else if let Some(i) = within(self.tail_log_start, self.tail_log_blocks) {
+            Area::TailLog(i)
         } else {
             Area::Dynamic
         }
@@ -279,6 +321,13 @@ impl Superblock {
         put_u32(p, S_FEATURES, self.features);
         put_u64(p, S_EVENTS, self.events_start);
         put_u64(p, S_EVENTS + 8, self.events_blocks);
+        if self.has_tail_log() {
+            use super::tail_log::{SBT_BLOCKS, SBT_HEAD, SBT_START, SBT_TAIL};
+            put_u64(p, SBT_START, self.tail_log_start);
+            put_u64(p, SBT_BLOCKS, self.tail_log_blocks);
+            put_u64(p, SBT_TAIL, self.tail_log_tail);
+            put_u64(p, SBT_HEAD, self.tail_log_head);
+        }
         seal_block(
             &mut b[..],
             &Header {
@@ -342,7 +391,19 @@ impl Superblock {
             features: get_u32(p, S_FEATURES),
             events_start: get_u64(p, S_EVENTS),
             events_blocks: get_u64(p, S_EVENTS + 8),
+            tail_log_start: 0,
+            tail_log_blocks: 0,
+            tail_log_tail: 0,
+            tail_log_head: 0,
         };
+        let mut sb = sb;
+        if sb.has_tail_log() {
+            use super::tail_log::{SBT_BLOCKS, SBT_HEAD, SBT_START, SBT_TAIL};
+            sb.tail_log_start = get_u64(p, SBT_START);
+            sb.tail_log_blocks = get_u64(p, SBT_BLOCKS);
+            sb.tail_log_tail = get_u64(p, SBT_TAIL);
+            sb.tail_log_head = get_u64(p, SBT_HEAD);
+        }
         sb.validate()?;
         Ok(sb)
     }
@@ -426,6 +487,29 @@ impl Superblock {
             next = match next.checked_add(self.events_blocks) {
                 Some(n) => n,
                 None => return m("event area"),
+            };
+        }
+        // The tail log, with its feature bit, comes last; its live part is never
+        // longer than the ring.
+        if !self.has_tail_log() {
+            if self.tail_log_start != 0
+                || self.tail_log_blocks != 0
+                || self.tail_log_tail != 0
+                || self.tail_log_head != 0
+            {
+                return m("tail log");
+            }
+        } else {
+            if self.tail_log_start != next
+                || self.tail_log_blocks < MIN_TAIL_LOG_BLOCKS
+                || self.tail_log_tail > self.tail_log_head
+                || self.tail_log_head - self.tail_log_tail > self.tail_log_blocks
+            {
+                return m("tail log");
+            }
+            next = match next.checked_add(self.tail_log_blocks) {
+                Some(n) => n,
+                None => return m("tail log"),
             };
         }
         if next != self.meta_blocks || self.meta_blocks >= u32::MAX as u64 {

@@ -154,7 +154,7 @@ impl Volume {
     /// [`Volume::bridge_gaps`]).
     fn in_memory_whole(&self, n: u64) -> bool {
         match self.sb.area_of(n) {
-            Area::Superblock | Area::Journal => false,
+            Area::Superblock | Area::Journal | Area::TailLog(_) => false,
             Area::DataBitmap(_) | Area::MetaBitmap(_) => true,
             Area::InodeTable(k) => k < self.report.inode_blocks_read,
             Area::Sums(_) => self.sums.is_some(),
@@ -184,8 +184,9 @@ impl Volume {
         let mut b = new_block();
         match sb.area_of(n) {
             Area::Superblock => return Some(self.encode_superblock(seq)),
-            // The journal is written by the commit, never checkpointed.
-            Area::Journal => return None,
+            // The journal and the tail log are written by the commit, never
+            // checkpointed.
+            Area::Journal | Area::TailLog(_) => return None,
             Area::DataBitmap(k) => {
                 self.data.used().encode_block(k, payload_mut(&mut b[..]));
                 seal_block(&mut b[..], &header(BlockType::DataBitmap));
@@ -256,7 +257,7 @@ pub(super) fn checkpoint_writes(sb: &Superblock, images: &[(u64, &[u8])]) -> (Wr
         .collect();
     let mut backup: Vec<(u64, &[u8])> = images
         .iter()
-        .filter(|(n, _)| !sb.in_journal(*n))
+        .filter(|(n, _)| !sb.in_journal(*n) && !sb.in_tail_log(*n))
         .map(|(n, b)| (sb.backup_offset(*n), *b))
         .collect();
     if let Some((_, sb_image)) = images.iter().find(|(n, _)| *n == 0) {

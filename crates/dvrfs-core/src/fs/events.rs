@@ -21,7 +21,7 @@ use super::*;
 use crate::device::Device;
 use crate::format::events::{
     decode_event, decode_tails, encode_event, encode_tails, event_slot, EventRecord, Tail, Tails,
-    What, EVENTS_PER_BLOCK, EVENT_PATH_BYTES, MAX_TAILS,
+    max_tails, What, EVENTS_PER_BLOCK, EVENT_PATH_BYTES,
 };
 use crate::format::{
     parse_header, payload, payload_mut, seal_block, verify_block, BlockType, Header,
@@ -147,7 +147,7 @@ impl Volume {
     }
 
     /// Sets the lost-tail record the next transaction writes: the files whose
-    /// accepted size is above their applied size now (at most [`MAX_TAILS`], the
+    /// accepted size is above their applied size now (at most `max_tails`, the
     /// largest losses first; the rest counted). It lies in the superblock, which every
     /// transaction carries; a change alone makes a transaction (the superblock
     /// dirty). Call right before [`Volume::snapshot`].
@@ -164,8 +164,9 @@ impl Volume {
                 t.ino,
             )
         });
-        let left_out = files.len().saturating_sub(MAX_TAILS) as u32;
-        files.truncate(MAX_TAILS);
+        let max = max_tails(self.sb.has_tail_log());
+        let left_out = files.len().saturating_sub(max) as u32;
+        files.truncate(max);
         if a.tails.files != files || a.tails.left_out != left_out {
             a.tails.files = files;
             a.tails.left_out = left_out;
@@ -280,7 +281,7 @@ impl Volume {
             tails: Tails::default(),
         };
         match superblock_image(dev, &sb, overlay)? {
-            Some(img) => match decode_tails(payload(&img)) {
+            Some(img) => match decode_tails(payload(&img), sb.has_tail_log()) {
                 Ok((t, bad)) => {
                     if bad > 0 {
                         report.event_problems.push((
@@ -360,7 +361,7 @@ impl Volume {
             let h = parse_header(&b).expect("encode sealed it");
             let mut t = a.tails.clone();
             t.txn = seq;
-            encode_tails(&t, payload_mut(&mut b));
+            encode_tails(&t, payload_mut(&mut b), self.sb.has_tail_log());
             seal_block(&mut b, &h);
         }
         b

@@ -468,6 +468,8 @@ impl Volume {
             Area::InodeTable(_) => BlockType::InodeTable,
             Area::Sums(_) => BlockType::Sums,
             Area::Events(_) => BlockType::EventLog,
+            // Not compared either (one copy).
+            Area::TailLog(_) => BlockType::TailLog,
             Area::Dynamic => match self.owners.get(&n) {
                 Some(Owner::DirBlock { .. }) => BlockType::Directory,
                 Some(Owner::Indirect { .. }) => BlockType::Runs,

@@ -413,7 +413,7 @@ fn read_journal<D: Device>(dev: &D, sb: &Superblock) -> Result<Option<Replay>> {
 
 /// The superblock image a transaction holds, if any: it must decode, and agree with
 /// the volume's superblock in everything but what a commit changes (the ZRR cursor,
-/// the last transaction, the inode-table mark).
+/// the last transaction, the inode-table mark, the tail log's tail and head).
 fn journal_superblock(
     r: &Replay,
     sb: &Superblock,
@@ -426,6 +426,8 @@ fn journal_superblock(
     same.zrr_cursor = sb.zrr_cursor;
     same.last_txn = sb.last_txn;
     same.inode_blocks_used = sb.inode_blocks_used;
+    same.tail_log_tail = sb.tail_log_tail;
+    same.tail_log_head = sb.tail_log_head;
     if same != *sb {
         return Err("describes another volume layout than the superblock's".into());
     }
