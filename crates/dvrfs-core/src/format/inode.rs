@@ -22,6 +22,25 @@ pub const MAP_SUM_OFFSET: usize = INODES_PER_BLOCK * INODE_BYTES;
 const _: () = assert!(MAP_SUM_OFFSET == 3840);
 const _: () = assert!(MAP_SUM_OFFSET + INODES_PER_BLOCK * 4 <= PAYLOAD_BYTES);
 
+/// After the map checksums: one `u64` per record, the file's **tail-log floor** (on
+/// a volume with `FEATURE_TAIL_LOG`, FORMAT.md section 11a): tail-log batches at log
+/// positions below it hold nothing of this file any more. A truncation sets it to
+/// the log position the next batch will take, so bytes logged before the cut are
+/// never replayed over the shorter file. 0 elsewhere.
+pub const TAIL_FLOOR_OFFSET: usize = MAP_SUM_OFFSET + INODES_PER_BLOCK * 4;
+const _: () = assert!(TAIL_FLOOR_OFFSET == 3900);
+const _: () = assert!(TAIL_FLOOR_OFFSET + INODES_PER_BLOCK * 8 <= PAYLOAD_BYTES);
+
+/// Stores record `j`'s tail-log floor in an inode-table payload.
+pub fn put_tail_floor(payload: &mut [u8], j: usize, floor: u64) {
+    put_u64(payload, TAIL_FLOOR_OFFSET + 8 * j, floor);
+}
+
+/// Record `j`'s tail-log floor.
+pub fn get_tail_floor(payload: &[u8], j: usize) -> u64 {
+    get_u64(payload, TAIL_FLOOR_OFFSET + 8 * j)
+}
+
 /// CRC32C of a file's size (u64) and its runs as stored (16 bytes each, lost runs
 /// included); never 0, which means "not kept".
 pub fn map_sum<'a>(size_bytes: u64, runs: impl Iterator<Item = &'a Run>) -> u32 {

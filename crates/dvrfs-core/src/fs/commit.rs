@@ -5,7 +5,7 @@ use super::*;
 use crate::device::AlignedBuf;
 use crate::format::dir::{encode_dir, encode_symlink};
 use crate::format::inode::{
-    encode_runs, map_sum, put_map_sum, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES,
+    encode_runs, map_sum, put_map_sum, put_tail_floor, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES,
     RUNS_PER_BLOCK,
 };
 use crate::format::journal::{encode_transaction, transaction_blocks};
@@ -203,6 +203,9 @@ impl Volume {
                         inode_record(inode).encode(&mut p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
                         if inode.kind() == Some(Kind::File) {
                             put_map_sum(p, j, map_sum(inode.attr.size_bytes, inode.runs.iter()));
+                            if let Some(&floor) = self.tail_floors.get(&(ino as Ino)) {
+                                put_tail_floor(p, j, floor);
+                            }
                         }
                     }
                 }

@@ -804,6 +804,8 @@ impl Volume {
             0,
             "inode {ino}: truncated with writes in flight"
         );
+        // Nothing logged for the file before the truncation is replayed over it.
+        self.raise_tail_floor(ino);
         if size_bytes > old {
             let mut plan = WritePlan {
                 ino,

@@ -51,7 +51,10 @@ impl LoadReport {
     /// commit's lost-tail record lists files (a crash after its checkpoint, while the
     /// next transaction was being written).
     pub fn crashed(&self) -> bool {
-        self.replayed_txn.is_some() || !self.lost_tails.is_empty() || self.tails_left_out > 0
+        self.replayed_txn.is_some()
+            || !self.lost_tails.is_empty()
+            || self.tails_left_out > 0
+            || self.tail_log.replay_records > 0
     }
 }
 

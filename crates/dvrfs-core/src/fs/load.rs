@@ -20,7 +20,7 @@ use crate::alloc::Bitmap;
 use crate::device::Device;
 use crate::format::dir::decode_dir;
 use crate::format::inode::{
-    decode_runs, get_map_sum, map_sum, InodeRecord, Run, INDIRECT_SLOTS, INLINE_RUNS,
+    decode_runs, get_map_sum, get_tail_floor, map_sum, InodeRecord, Run, INDIRECT_SLOTS, INLINE_RUNS,
     INODES_PER_BLOCK, INODE_BYTES, MAX_RUNS, RUNS_PER_BLOCK,
 };
 use crate::format::journal::{decode_transaction, parse_head, transaction_blocks};
@@ -70,6 +70,9 @@ pub struct LoadReport {
     pub lost_tails: Vec<super::LostTail>,
     /// Files with a lost tail the record had no room to list.
     pub tails_left_out: u32,
+    /// What the tail log held (`fs/tail_log.rs`): records, what replay writes, what
+    /// could not be used.
+    pub tail_log: super::tail_log::TailLogReport,
 }
 
 /// Inode-table blocks a loader reads past the superblock's mark (1 MiB, one bulk
@@ -502,6 +505,8 @@ impl Volume {
             in_fsck: opts.repair,
             sums: None,
             events: Default::default(),
+            tail_floors: BTreeMap::new(),
+            tail_replay: Vec::new(),
             sb: sb.clone(),
         };
         let partial = match &opts.only_paths {
@@ -537,6 +542,11 @@ impl Volume {
         }
         if opts.only_paths.is_none() {
             v.load_events(dev, &overlay, &mut report)?;
+            v.load_tail_log(dev, &mut report)?;
+            if !opts.writable {
+                // Only a writable open replays; the report says what waits.
+                v.tail_replay.clear();
+            }
         }
         // The inode-table mark: set on a volume made before it existed, raised where
         // it was stale (reported above), stored with the next commit.
@@ -670,6 +680,8 @@ impl Volume {
             },
         )?;
         let mut records = Vec::new();
+        let mut floors: Vec<(Ino, u64)> = Vec::new();
+        let tail_log = sb.has_tail_log();
         let mut lost_inodes = vec![];
         let read = match sb.inode_blocks_used {
             0 => sb.inode_table_blocks,
@@ -697,11 +709,16 @@ impl Volume {
                     let rec = InodeRecord::decode(raw);
                     if !rec.is_free() {
                         records.push((ino, rec, get_map_sum(p, j)));
+                        let floor = get_tail_floor(p, j);
+                        if floor > 0 && tail_log {
+                            floors.push((ino as Ino, floor));
+                        }
                     }
                 }
                 Ok(())
             },
         )?;
+        self.tail_floors.extend(floors);
         if stray {
             r.report.problems.push((
                 None,

@@ -27,6 +27,7 @@ pub mod fsck;
 mod load;
 mod mkfs;
 mod ops;
+pub mod tail_log;
 
 pub use blocking::{Clock, Fs, ManualClock, Now};
 pub use commit::{Transaction, BRIDGE_GAP_BLOCKS};
@@ -238,6 +239,10 @@ pub struct Volume {
     sums: Option<Sums>,
     /// The event log and the lost-tail record (`fs/events.rs`).
     events: events::Events,
+    /// Files' tail-log floors (`fs/tail_log.rs`): batches below hold nothing of them.
+    tail_floors: BTreeMap<Ino, u64>,
+    /// What the tail log holds to replay, found at open (`fs/tail_log.rs`).
+    tail_replay: Vec<tail_log::ReplayWrite>,
 }
 
 impl Volume {
@@ -525,6 +530,7 @@ impl Volume {
             .remove(&ino)
             .ok_or_else(|| Error::Corrupt(format!("inode {ino} freed twice")))?;
         let is_file = inode.kind() == Some(Kind::File);
+        self.tail_floors.remove(&ino);
         // A metadata block goes only if it is this inode's (a damaged map may name a
         // block another structure owns: fsck frees the damaged inode, not the block).
         let mine =
