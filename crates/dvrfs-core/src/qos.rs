@@ -56,6 +56,10 @@ pub struct Recorder {
     pub metadata_bytes: u64,
     pub commits: u64,
     pub flushes: u64,
+    /// Bytes of recordings' partial requests logged in the tail log, and gathers
+    /// written in place because the ring was full (`engine/tail_log.rs`).
+    pub tail_logged_bytes: u64,
+    pub tail_log_full: u64,
     /// Keep the counters and no per-request sample (`margins_ns`, `be_latencies_ns`,
     /// `seek_distances_bytes` stay empty): a driver that runs for months (the
     /// mount) would otherwise hold a sample of every request it ever served.

@@ -3,7 +3,9 @@
 //! A commit job runs these stages, each only after the previous one has completed:
 //!
 //! ```text
-//!   DataFlush      flush, if any data write completed since the last flush
+//!   TailLog        the batch of recordings' tails at the tail log's head (metadata
+//!                  class, the journal write's deadline), if the cut made one
+//!   DataFlush      flush, if any data write (or the batch) completed since the last flush
 //!   Journal        the transaction at the journal head               (metadata class)
 //!   JournalFlush   flush: the commit point
 //!   Primary        the dirty blocks to the primary region, coalesced  (metadata class)
@@ -39,6 +41,7 @@ use crate::fs::Transaction;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum CommitStage {
+    TailLog,
     DataFlush,
     Journal,
     JournalFlush,
@@ -83,6 +86,12 @@ pub(super) struct CommitJob {
     primary: Vec<(u64, AlignedBuf)>,
     backup: Vec<(u64, AlignedBuf)>,
     invalidate: Option<(u64, AlignedBuf)>,
+    /// The tail-log batch the transaction names inside `[tail, head)`: written in
+    /// the `TailLog` stage, made durable by the data flush, before the journal
+    /// write that commits it (`tail_log.rs`).
+    tail_writes: Vec<(u64, AlignedBuf)>,
+    tail_written: bool,
+    tail_flushed: bool,
     freed: Vec<u64>,
     /// fsyncs this job completes, with their deadlines.
     waiters: Vec<(OpId, Option<u64>)>,
@@ -109,6 +118,9 @@ impl CommitJob {
             primary: vec![],
             backup: vec![],
             invalidate: None,
+            tail_writes: vec![],
+            tail_written: false,
+            tail_flushed: false,
             freed: vec![],
             waiters: vec![],
             final_op: None,
@@ -139,9 +151,14 @@ impl CommitJob {
         j
     }
 
-    fn txn(t: Transaction, invalidate: Option<(u64, AlignedBuf)>) -> CommitJob {
+    fn txn(
+        t: Transaction,
+        invalidate: Option<(u64, AlignedBuf)>,
+        tail_writes: Vec<(u64, AlignedBuf)>,
+    ) -> CommitJob {
         use CommitStage::*;
         let mut stages = vec![
+            TailLog,
             DataFlush,
             Journal,
             JournalFlush,
@@ -160,6 +177,7 @@ impl CommitJob {
         j.freed = t.freed;
         j.partial = t.partial;
         j.invalidate = invalidate;
+        j.tail_writes = tail_writes;
         j.is_txn = true;
         j
     }
@@ -326,8 +344,15 @@ impl Engine {
                         .chain(job.urgent_ns)
                         .min();
                     let mut deadline = job.deadline_ns.min(cap.unwrap_or(u64::MAX));
-                    if stage == CommitStage::Journal {
+                    if matches!(stage, CommitStage::Journal | CommitStage::TailLog) {
                         deadline = deadline.min(job.journal_by_ns);
+                    }
+                    if stage == CommitStage::Journal {
+                        // The batch this transaction names is on the media first.
+                        assert!(
+                            job.tail_writes.is_empty() && (!job.tail_written || job.tail_flushed),
+                            "a transaction would commit a tail-log batch not yet durable"
+                        );
                     }
                     let deadline = deadline.max(now.mono_ns);
                     let _ = interval;
@@ -338,10 +363,14 @@ impl Engine {
                     }
                     let writes: Vec<(u64, AlignedBuf)> = match stage {
                         CommitStage::DataFlush => {
-                            if self.data_unflushed {
+                            if self.data_unflushed || job.tail_written {
                                 job.flush_wanted = true;
                             }
                             continue;
+                        }
+                        CommitStage::TailLog => {
+                            job.tail_written = !job.tail_writes.is_empty();
+                            std::mem::take(&mut job.tail_writes)
                         }
                         CommitStage::Journal => job.journal.take().into_iter().collect(),
                         CommitStage::Primary => std::mem::take(&mut job.primary),
@@ -353,8 +382,11 @@ impl Engine {
                         self.add_commit_piece(offset, buf, deadline, now);
                     }
                 }
-                Some(_) => {
+                Some(stage) => {
                     // The started stage is complete.
+                    if stage == CommitStage::DataFlush && job.tail_written {
+                        job.tail_flushed = true;
+                    }
                     job.stages.pop_front();
                     job.started = false;
                     changed = true;
@@ -410,10 +442,15 @@ impl Engine {
         let invalidate = final_waiter.map(|_| self.vol.invalidate_journal_write());
         // Events of the state being cut, and the record of what it leaves out.
         self.before_cut(now);
+        // The recordings' tails handed over since the last cut, and the log's bounds.
+        let batch = self.tail_log_cut();
         let mut job = match self.vol.snapshot() {
             Some(t) => {
                 let partial = t.partial;
-                let mut j = CommitJob::txn(t, if partial { None } else { invalidate });
+                let tail_writes = batch
+                    .map(|b| self.tail_log_writes(b, t.txn))
+                    .unwrap_or_default();
+                let mut j = CommitJob::txn(t, if partial { None } else { invalidate }, tail_writes);
                 if partial {
                     // The unmount waits for the last part.
                     self.commit.final_waiter = final_waiter;
@@ -422,6 +459,9 @@ impl Engine {
                     j.final_op = final_waiter.map(|(id, _)| id);
                 }
                 j
+            }
+            None if batch.is_some() => {
+                unreachable!("a tail-log batch moves the head: the superblock is dirty")
             }
             None if final_waiter.is_some() => {
                 use CommitStage::*;

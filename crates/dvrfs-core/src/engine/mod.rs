@@ -52,6 +52,7 @@ mod reservation;
 mod status;
 mod stream;
 mod last_sector;
+mod tail_log;
 
 pub use buf::{ExternalBuf, IoBuf};
 pub use events::SPACE_LEVELS_PCT;
@@ -413,6 +414,8 @@ pub struct Engine {
     /// The highest space level (`events::SPACE_LEVELS_PCT`) the used space has
     /// crossed, 0 for none: `space_low` / `space_ok` events mark the crossings.
     space_level_pct: u16,
+    /// The tail log, on a volume with one (`tail_log.rs`).
+    tail: Option<tail_log::TailLog>,
 }
 
 impl Engine {
@@ -428,6 +431,10 @@ impl Engine {
         let sched = sched::by_name(&cfg.scheduler, cfg.settings, cfg.estimator)
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let interval_ns = vol.commit_interval_ms() as u64 * 1_000_000;
+        let sb = vol.superblock();
+        let tail = sb
+            .has_tail_log()
+            .then(|| tail_log::TailLog::new(sb.tail_log_blocks, sb.tail_log_head));
         let mut e = Engine {
             vol,
             sched,
@@ -459,6 +466,7 @@ impl Engine {
             next_stream: 1,
             admission: cfg.admission,
             space_level_pct: 0,
+            tail,
         };
         e.space_level_pct = e.space_level_now(e.space_level_pct);
         e.recovery_events(now);
@@ -469,6 +477,8 @@ impl Engine {
                 .start(CommitJob::replay(primary, backup, invalidate), now.mono_ns);
             e.progress(now);
         }
+        e.tail_log_start_replay(now);
+        e.progress(now);
         Ok(e)
     }
 
@@ -516,7 +526,7 @@ impl Engine {
 
     /// Whether anything dirty awaits a commit.
     pub fn has_uncommitted(&self) -> bool {
-        self.vol.dirty_blocks() > 0 || self.commit.busy()
+        self.vol.dirty_blocks() > 0 || self.commit.busy() || self.tail_log_replaying()
     }
 
     /// The engine's bookkeeping, checked (the simulator calls it after every run).
@@ -1162,6 +1172,7 @@ impl Engine {
             return false;
         }
         self.last_sectors.forget(ino);
+        self.tail_log_forget(ino);
         match self.vol.truncate(ino, size, now.wall_ns) {
             Err(e) => self.finish(id, Err(e), now),
             Ok(None) => self.finish(id, Ok(Output::Done), now),
@@ -1925,6 +1936,10 @@ impl Engine {
         }
         if let Some(sid) = st.stream {
             self.stream_io_done(sid, id, st.deadline_ns, result, now);
+            return;
+        }
+        if st.owner == tail_log::TAIL_REPLAY_OWNER {
+            self.tail_replay_write_done(result);
             return;
         }
         if let (Err(Error::NoSpace { .. }), Some(ino)) = (&result, st.body.file()) {

@@ -43,6 +43,7 @@
 
 mod events;
 mod recording;
+mod tail_log;
 
 pub use recording::GATHER_LEAD_NS;
 
@@ -152,6 +153,11 @@ pub struct StreamStats {
     /// overflowed: not misses of the stream's guarantee (`late`), but bytes durable
     /// one commit later than promised.
     pub durability_late: u64,
+    /// Write stream, on a volume with a tail log: bytes of partial requests logged
+    /// at gather points instead of written in place, and gathers written in place
+    /// because the ring was full (`engine/tail_log.rs`).
+    pub tail_logged_bytes: u64,
+    pub tail_log_full: u64,
 }
 
 /// A prefetched request of a read stream.
@@ -191,6 +197,8 @@ pub(super) struct Stream {
     // write
     fill: Option<IoBuf>,
     fill_len: usize,
+    /// Bytes of the request being filled already in the tail log (from its start).
+    logged_len: usize,
     fill_at: u64,
     /// When the first byte of the request being filled was accepted.
     fill_first_ns: u64,
@@ -470,6 +478,7 @@ impl Engine {
             ended: false,
             fill: None,
             fill_len: 0,
+            logged_len: 0,
             fill_at: start,
             fill_first_ns: now.mono_ns,
             writes: VecDeque::new(),
@@ -502,6 +511,7 @@ impl Engine {
                 };
                 s.syncs.push(id);
                 if s.info.dir == StreamDir::Write && s.fill_len > 0 {
+                    // In place: a sync wants the bytes in the file, not in the log.
                     self.stream_write_out(stream, now, None);
                 }
                 return Ok(());

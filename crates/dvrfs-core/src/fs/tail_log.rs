@@ -115,6 +115,19 @@ impl Volume {
         std::mem::take(&mut self.tail_replay)
     }
 
+    /// Makes the next commit cut a transaction (its superblock carries the tail
+    /// log's bounds): bytes were handed to the log.
+    pub fn touch_superblock(&mut self) {
+        if self.writable {
+            self.dirty.insert(0);
+        }
+    }
+
+    /// A replay write failed (reported with the open's tail-log figures).
+    pub fn tail_replay_problem(&mut self, why: String) {
+        self.report.tail_log.problems.push(why);
+    }
+
     /// The engine applied the replay's writes.
     pub fn tail_replay_done(&mut self) {
         self.report.tail_log.replayed = true;

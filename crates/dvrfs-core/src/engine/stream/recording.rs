@@ -191,6 +191,7 @@ impl Engine {
                     IoBuf::zeroed(d)
                 });
                 s.fill_len = 0;
+                s.logged_len = 0;
                 s.fill_at = s.pos;
             }
             let room = d - s.fill_len;
@@ -200,7 +201,8 @@ impl Engine {
                 s.wake_ns = Some(s.credit_time(need).max(t + 1));
                 break;
             }
-            if s.fill_len == 0 {
+            if s.fill_len == s.logged_len {
+                // The oldest byte the durability bound is now about.
                 s.fill_first_ns = t;
             }
             let fill = s.fill.as_mut().expect("made above");
@@ -238,7 +240,7 @@ impl Engine {
 
     /// Writes the buffer being filled: due when the buffer would overflow, or by
     /// `cap_ns` if that is sooner (a gather: by the commit it is written for).
-    pub(super) fn stream_write_out(&mut self, sid: StreamId, now: Now, cap_ns: Option<u64>) {
+    pub(in crate::engine) fn stream_write_out(&mut self, sid: StreamId, now: Now, cap_ns: Option<u64>) {
         let t = now.mono_ns;
         let s = self.streams.get_mut(&sid).expect("listed");
         let Some(mut data) = s.fill.take() else {
@@ -256,6 +258,7 @@ impl Engine {
         let deadline = overflow.min(cap_ns.unwrap_or(u64::MAX));
         let (ino, offset) = (s.info.ino, s.fill_at);
         s.fill_len = 0;
+        s.logged_len = 0;
         let op = self.submit_internal(Op::Write { ino, offset, data }, deadline, sid, now);
         let s = self.streams.get_mut(&sid).expect("listed");
         s.writes.push_back((op, offset, overflow));
@@ -365,7 +368,11 @@ impl Engine {
     /// only needs to make its commit: an earlier deadline would only take the
     /// scheduler's room to sweep).
     pub(super) fn gather_at(&self, s: &Stream, lead: u64, phased: bool) -> Option<u64> {
-        if s.info.dir != StreamDir::Write || s.fill_len == 0 || s.closed || s.error.is_some() {
+        if s.info.dir != StreamDir::Write
+            || s.fill_len == s.logged_len
+            || s.closed
+            || s.error.is_some()
+        {
             return None;
         }
         let (due, interval) = self.commit.cadence();
@@ -399,6 +406,11 @@ impl Engine {
         };
         if now.mono_ns < g {
             return false;
+        }
+        // With a tail log the bytes go into the next commit's batch; without one, or
+        // with the ring full, in place (due by that commit).
+        if self.tail_log_gather(sid, now) {
+            return true;
         }
         // Past gather points (the cadence fell behind) count from now.
         self.stream_write_out(sid, now, Some(g.max(now.mono_ns) + lead));
