@@ -100,6 +100,15 @@ pub struct MkfsArgs {
     /// if smaller]
     #[arg(long)]
     pub checksum_granule: Option<String>,
+    /// Size of the tail log, the ring where recordings' partial requests are logged
+    /// at each commit instead of written in place [default: a 1024th of the device,
+    /// 4M to 256M]
+    #[arg(long, conflicts_with = "no_tail_log")]
+    pub tail_log: Option<String>,
+    /// Make a volume without a tail log: recordings write their partial requests in
+    /// place at each gather point (the layout before 2026-11-28)
+    #[arg(long)]
+    pub no_tail_log: bool,
 }
 
 #[derive(Args, Debug)]

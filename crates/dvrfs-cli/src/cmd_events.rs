@@ -299,3 +299,27 @@ pub fn lost_tail_line(t: &LostTail) -> String {
 pub fn lost_tail_json(t: &LostTail) -> Value {
     json!({ "ino": t.ino, "path": t.path, "survived_bytes": t.size_bytes, "accepted_bytes": t.accepted_bytes })
 }
+
+/// What the tail log held at open (FORMAT.md section 11a), as the mount's log and
+/// fsck say it: the records replayed into their files (or, read-only, waiting for
+/// the next writable open), then each record or block that could not be used.
+pub fn tail_log_lines(r: &dvrfs_core::fs::tail_log::TailLogReport, writable: bool) -> Vec<String> {
+    let mut out = vec![];
+    if r.replay_records > 0 {
+        out.push(format!(
+            "tail log: {} records, {} bytes {} {} file(s)",
+            r.replay_records,
+            r.replay_bytes,
+            if writable {
+                "replayed into"
+            } else {
+                "to replay (at the next writable open) into"
+            },
+            r.replay_files
+        ));
+    }
+    for p in &r.problems {
+        out.push(format!("tail log: {p}"));
+    }
+    out
+}

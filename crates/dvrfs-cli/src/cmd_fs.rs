@@ -31,6 +31,7 @@ struct MkfsPlan {
     sum_granule_bytes: Option<u64>,
     alloc: AllocPolicy,
     commit_interval_ms: u32,
+    tail_log: dvrfs_core::layout::TailLogSize,
 }
 
 /// `base` with the settings the flags chose.
@@ -42,6 +43,7 @@ fn mkfs_params(a: &MkfsArgs, plan: &MkfsPlan, base: MkfsParams) -> MkfsParams {
         zones: a.zones,
         commit_interval_ms: plan.commit_interval_ms,
         sum_granule_bytes: plan.sum_granule_bytes,
+        tail_log: plan.tail_log,
         ..base
     }
 }
@@ -92,11 +94,31 @@ fn check_mkfs_args(a: &MkfsArgs) -> CliResult<MkfsPlan> {
             Some(bytes)
         }
     };
+    use dvrfs_core::layout::TailLogSize;
+    let tail_log = match (a.no_tail_log, a.tail_log.as_deref()) {
+        (true, _) => TailLogSize::Off,
+        (false, None) => TailLogSize::Auto,
+        (false, Some(t)) => {
+            let bytes = parse_size("--tail-log", t)?;
+            let min = dvrfs_core::format::superblock::MIN_TAIL_LOG_BLOCKS * 4096;
+            if bytes < min || bytes % 4096 != 0 {
+                return Err(CliError::usage(
+                    format!(
+                        "invalid --tail-log {t:?}: {bytes} bytes is not a multiple of 4K of at least {}",
+                        human_bytes(min)
+                    ),
+                    "leave it out for the default (a 1024th of the device, 4M to 256M), or give --no-tail-log",
+                ));
+            }
+            TailLogSize::Blocks(bytes / 4096)
+        }
+    };
     Ok(MkfsPlan {
         block_bytes,
         sum_granule_bytes,
         alloc,
         commit_interval_ms,
+        tail_log,
     })
 }
 
@@ -388,6 +410,14 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
             "not_closed_cleanly": report.crashed,
             "lost_tails": report.lost_tails.iter().map(crate::cmd_events::lost_tail_json).collect::<Vec<_>>(),
             "lost_tails_not_listed": report.tails_left_out,
+            "tail_log": {
+                "records": report.tail_log.records,
+                "replay_records": report.tail_log.replay_records,
+                "replay_bytes": report.tail_log.replay_bytes,
+                "replay_files": report.tail_log.replay_files,
+                "replayed": report.tail_log.replayed,
+                "problems": report.tail_log.problems,
+            },
             "damaged": report.damaged.iter().map(|(path, lost)| json!({
                 "path": path,
                 "lost": lost.iter().map(|(s, e)| [s, e]).collect::<Vec<_>>(),
@@ -424,6 +454,9 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
                 target.display()
             );
         }
+        for line in crate::cmd_events::tail_log_lines(&report.tail_log, a.repair) {
+            outln!("{}: {line}", target.display());
+        }
         // Which files came back shorter than their writers had handed over.
         for t in &report.lost_tails {
             outln!(
@@ -437,7 +470,7 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
                 "{}: {} more file(s) lost their last accepted bytes (the record lists at most {})",
                 target.display(),
                 report.tails_left_out,
-                dvrfs_core::format::events::MAX_TAILS
+                dvrfs_core::format::events::max_tails(report.tail_log.head > 0 || report.tail_log.tail > 0)
             );
         }
         if report.clean() {
@@ -518,6 +551,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
             "inode_table": region(sb.inode_table_start * mb, sb.inode_table_blocks * mb),
             "checksums": region(sb.sum_start * mb, sb.sum_blocks * mb),
             "events": region(sb.events_start * mb, sb.events_blocks * mb),
+            "tail_log": region(sb.tail_log_start * mb, sb.tail_log_blocks * mb),
             "data": region(sb.data_start_bytes, sb.data_blocks * bs),
             "backup": region(sb.backup_start_bytes, sb.backup_blocks() * mb),
         },

@@ -448,6 +448,12 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             );
         }
     }
+    // What the tail log gave back.
+    if let Ok(t) = rt.query(|v| v.load_report().tail_log.clone()) {
+        for line in crate::cmd_events::tail_log_lines(&t, true) {
+            eprintln!("{} dvrfs: {}: {line}", stamp(), target.display());
+        }
+    }
     // And which files came back shorter than their writers had handed over.
     if let Ok((crashed, replayed, tails, left_out)) = rt.query(|v| {
         let r = v.load_report();

@@ -38,6 +38,11 @@ pub struct FsckReport {
     pub tails_left_out: u32,
     /// The volume was not closed cleanly (a replay, or a lost-tail record).
     pub crashed: bool,
+    /// What the tail log held (FORMAT.md section 11a): replayed by `--repair` (a
+    /// writable open), else waiting for the next writable open. A record that could
+    /// not be used is listed in its problems, not as an error: what it held is lost,
+    /// and the lost-tail lines count it.
+    pub tail_log: super::tail_log::TailLogReport,
 }
 
 /// A file's path and its lost byte ranges `[start, end)`.
@@ -216,6 +221,7 @@ pub fn fsck<D: Device>(
         lost_tails: report.lost_tails.clone(),
         tails_left_out: report.tails_left_out,
         crashed: report.crashed(),
+        tail_log: report.tail_log.clone(),
     };
     if repair {
         fs.sync()?;

@@ -4,7 +4,7 @@
 //! cheap): what a power cut right after it would leave on the media, since writes
 //! after a flush may all be lost (the media model of `device.rs`).
 
-use dvrfs_core::device::{Device, MemDevice};
+use dvrfs_core::device::{CrashDevice, Device, MemDevice};
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{
     Completion, DevCommand, DevKind, Engine, EngineConfig, Now, Op, OpId, Output,
@@ -39,6 +39,10 @@ pub struct Drive {
     pub fail_writes_in: Option<std::ops::Range<u64>>,
     /// Read commands the engine issued (and their bytes).
     pub reads: (u64, u64),
+    /// When set, commands go to this device instead (a power cut at a chosen
+    /// write), and `crashed_at` is when its power went.
+    pub crash: Option<CrashDevice>,
+    pub crashed_at: Option<u64>,
 }
 
 impl Drive {
@@ -51,6 +55,8 @@ impl Drive {
             others: vec![],
             fail_writes_in: None,
             reads: (0, 0),
+            crash: None,
+            crashed_at: None,
         }
     }
 
@@ -90,7 +96,10 @@ impl Drive {
         };
         self.t = self.t.max(next);
         if let Some((c, done)) = self.busy.take_if(|(_, done)| *done <= self.t) {
-            let dev = &mut self.dev;
+            let dev: &mut dyn Device = match self.crash.as_mut() {
+                Some(c) => c,
+                None => &mut self.dev,
+            };
             let r = match c.kind {
                 DevKind::Flush => dev.flush(),
                 DevKind::Write => match &self.fail_writes_in {
@@ -105,7 +114,10 @@ impl Drive {
                     e.io_read(c.id, |o, b| dev.read_at(o, b))
                 }
             };
-            if c.kind == DevKind::Flush {
+            if self.crash.as_ref().is_some_and(|cd| cd.crashed()) {
+                self.crashed_at.get_or_insert(self.t);
+            }
+            if c.kind == DevKind::Flush && self.crash.is_none() {
                 self.durable.push((done, self.dev.clone()));
             }
             e.complete(c.id, r, Now::mono(done));

@@ -1,0 +1,438 @@
+//! The tail log (FORMAT.md section 11a): recordings' partial requests are logged in
+//! the commit and replayed into their files at recovery, instead of being written in
+//! place at every gather point.
+//!
+//! Recordings run through the engine in virtual time (`common::drive`) on a
+//! `CrashDevice` whose power is cut at every write of the run, in order and as a
+//! random subset (the media model of `device.rs`): the replayed volume must hold,
+//! byte for byte, a prefix of what each recording handed over, at least what it had
+//! handed over a durability interval plus the lead and the commit's time before the
+//! cut. Then the cases the replay rule exists for: a truncated or deleted file gets
+//! nothing back, a block of an earlier lap of the ring and a corrupt record are
+//! reported and skipped, a full ring falls back to writing in place, and a volume
+//! made without the log keeps the in-place gather.
+
+mod common;
+
+use common::drive::{Drive, MS};
+use dvrfs_core::device::{CrashDevice, CrashMode, Device, MemDevice};
+use dvrfs_core::disk::Admission;
+use dvrfs_core::engine::{
+    Engine, EngineConfig, IoBuf, Now, Op, Output, StreamDir, StreamSpec, GATHER_LEAD_NS,
+};
+use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
+use dvrfs_core::format::tail_log::encode_batch;
+use dvrfs_core::fs::{mkfs, Fs};
+use dvrfs_core::layout::{MkfsParams, TailLogSize};
+use dvrfs_core::{OpenOptions, Volume};
+
+const TICK_NS: u64 = 40 * MS;
+/// The commit's own time on the test drive, with room for what runs beside it.
+const COMMIT_NS: u64 = 30 * MS;
+/// Durability bound of a recording with the default interval.
+const BOUND_NS: u64 = 1_000 * MS + GATHER_LEAD_NS + COMMIT_NS;
+
+fn pattern(seed: u64, from: u64, len: usize) -> Vec<u8> {
+    (from..from + len as u64)
+        .map(|i| ((i ^ (seed << 40)).wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
+/// A 256 MiB volume of 1 MiB blocks with the given tail log.
+fn formatted(tail_log: TailLogSize) -> MemDevice {
+    let mut dev = MemDevice::new(256 << 20);
+    let mut p = MkfsParams::new(256 << 20, [0x4c; 16], 5);
+    p.data_block_bytes = 1 << 20;
+    p.alloc = AllocPolicy::Zrr;
+    p.tail_log = tail_log;
+    mkfs(&mut dev, &p, &mut |_, _| {}).expect("mkfs");
+    dev
+}
+
+fn engine_on(dev: &MemDevice) -> (Engine, Drive) {
+    let (vol, replay) = Volume::load(dev, &OpenOptions::writable()).unwrap();
+    let cfg = EngineConfig {
+        admission: Some(Admission::bandwidth(100e6, 0.1)),
+        ..EngineConfig::new(512)
+    };
+    let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
+    (e, Drive::new(dev.clone()))
+}
+
+/// Recordings at these rates (bits/s), each in its own file `/rN`.
+struct Run {
+    e: Engine,
+    d: Drive,
+    rates: Vec<f64>,
+    inos: Vec<u32>,
+    sids: Vec<u32>,
+    /// Per recording, (time, bytes handed over by then) after each piece.
+    accepted: Vec<Vec<(u64, u64)>>,
+}
+
+impl Run {
+    fn start(dev: &MemDevice, rates: &[f64], crash: Option<(CrashMode, u64)>) -> Run {
+        let (mut e, mut d) = engine_on(dev);
+        let mut inos = vec![];
+        let mut sids = vec![];
+        for (i, &r) in rates.iter().enumerate() {
+            let ino = d.create(&mut e, &format!("r{i}"));
+            let spec = StreamSpec {
+                dir: StreamDir::Write,
+                rate_bps: r,
+                request_bytes: 512 << 10,
+                buffer_bytes: None,
+                reserve_bytes: (r / 8.0 * 30.0) as u64 + (4 << 20),
+                start_bytes: 0,
+                durable_ns: None,
+            };
+            let info = match d.run(&mut e, Op::StreamOpen { ino, spec }) {
+                Ok(Output::Stream(i)) => i,
+                o => panic!("{o:?}"),
+            };
+            inos.push(ino);
+            sids.push(info.id);
+        }
+        // Cut the power only once the files exist (committed): from the first write
+        // after now.
+        d.run(&mut e, Op::Fsync).unwrap();
+        if let Some((mode, n)) = crash {
+            d.durable.clear();
+            let mut cd = CrashDevice::new(d.dev.clone(), mode, n);
+            cd.crash_after_writes(n);
+            d.crash = Some(cd);
+        }
+        Run {
+            e,
+            d,
+            rates: rates.to_vec(),
+            accepted: vec![vec![(0, 0)]; inos.len()],
+            inos,
+            sids,
+        }
+    }
+
+    /// Feeds every recording until `until_ns` or the power cut.
+    fn feed(&mut self, until_ns: u64) {
+        let mut tick = self.d.t / TICK_NS + 1;
+        while tick * TICK_NS <= until_ns && self.d.crashed_at.is_none() {
+            for i in 0..self.inos.len() {
+                let total = self.accepted[i].last().unwrap().1;
+                let due = (self.rates[i] / 8.0 * (tick * TICK_NS) as f64 / 1e9) as u64;
+                if due <= total {
+                    continue;
+                }
+                let data = pattern(i as u64, total, (due - total) as usize);
+                let op = Op::StreamWrite {
+                    stream: self.sids[i],
+                    data: IoBuf::from_slice(&data),
+                };
+                let id = self.e.submit(op, None, 1, self.d.now()).unwrap();
+                let c = self.d.wait(&mut self.e, id);
+                if self.d.crashed_at.is_some() {
+                    return;
+                }
+                c.result.unwrap();
+                self.accepted[i].push((self.d.t, due));
+            }
+            tick += 1;
+            self.d.run_until(&mut self.e, tick * TICK_NS);
+        }
+    }
+
+    fn handed_by(&self, i: usize, t: u64) -> u64 {
+        self.accepted[i]
+            .iter()
+            .take_while(|(at, _)| *at <= t)
+            .last()
+            .map_or(0, |a| a.1)
+    }
+}
+
+/// Opens what the media hold (writable: the journal and the tail log are
+/// replayed) and checks every recording against what it handed over by `cut_ns`.
+fn check(media: MemDevice, run: &Run, cut_ns: u64, what: &str) -> Fs<MemDevice> {
+    let mut fs = Fs::open(media, OpenOptions::writable()).expect("the volume opens");
+    for i in 0..run.inos.len() {
+        let ino = fs.resolve(&format!("/r{i}")).expect("the file exists");
+        let size = fs.stat(ino).unwrap().size_bytes;
+        let mut got = vec![0; size as usize];
+        assert_eq!(fs.read(ino, 0, &mut got).unwrap(), size as usize);
+        assert!(
+            got == pattern(i as u64, 0, size as usize),
+            "{what}: /r{i}'s {size} bytes are not what was written"
+        );
+        let handed = run.handed_by(i, cut_ns);
+        assert!(size <= handed, "{what}: /r{i} has {size} bytes, {handed} handed over");
+        let needed = run.handed_by(i, cut_ns.saturating_sub(BOUND_NS));
+        assert!(
+            size >= needed,
+            "{what}: /r{i} kept {size} bytes, but {needed} were handed over a bound before the cut"
+        );
+    }
+    fs
+}
+
+#[test]
+fn slow_recordings_use_the_log_and_write_only_whole_requests_in_place() {
+    // 16 MiB: the slow recordings' first bytes stay live for their whole 16.8 s
+    // fill, and the ring holds everything logged after them meanwhile.
+    let dev = formatted(TailLogSize::Blocks(4096));
+    let mut run = Run::start(&dev, &[250e3, 250e3, 4e6], None);
+    run.feed(12_000 * MS);
+    let stats: Vec<_> = run
+        .sids
+        .iter()
+        .map(|s| run.e.stream_info(*s).unwrap().1.clone())
+        .collect();
+    // 250 kbit/s fills a 512 KiB request in 16.8 s: nothing in place in 12 s; every
+    // second's bytes in the log instead.
+    for s in &stats[..2] {
+        assert_eq!(s.requests, 0, "{s:?}");
+        assert!(s.tail_logged_bytes >= 250_000 / 8 * 10, "{s:?}");
+        assert_eq!(s.tail_log_full, 0);
+    }
+    // 4 Mbit/s: whole requests only (5.9 MB in 12 s), a partial one logged at most
+    // per interval.
+    assert!(stats[2].requests <= 12, "{:?}", stats[2]);
+    let (tail, head, batches, _) = run.e.tail_log_state().unwrap();
+    assert!(head > tail && batches > 0, "{tail} {head} {batches}");
+    // A clean close writes every partial request in place: the log ends empty.
+    let mut fs = check(run.d.dev.clone(), &run, 12_000 * MS, "a copy of the live image");
+    drop(fs);
+    for sid in run.sids.clone() {
+        run.d.run(&mut run.e, Op::StreamClose { stream: sid }).unwrap();
+    }
+    run.d.run(&mut run.e, Op::Unmount).unwrap();
+    let v = Volume::load(&run.d.dev, &OpenOptions::read_only()).unwrap().0;
+    let (t, h) = v.tail_log_bounds();
+    assert_eq!(t, h, "a clean unmount leaves nothing to replay");
+    assert!(!v.load_report().crashed());
+    fs = Fs::open(run.d.dev.clone(), OpenOptions::writable()).unwrap();
+    assert_eq!(fs.load_report().tail_log.replay_records, 0);
+}
+
+#[test]
+fn a_power_cut_at_any_write_keeps_every_byte_older_than_the_bound() {
+    let dev = formatted(TailLogSize::Auto);
+    let rates = [250e3, 1e6, 4e6];
+    // The reference run: how many writes a 6 s run makes after the files exist.
+    let mut probe = Run::start(&dev, &rates, Some((CrashMode::InOrderTorn, u64::MAX)));
+    probe.feed(6_000 * MS);
+    let writes = probe.d.crash.as_ref().unwrap().writes;
+    assert!(writes > 30, "{writes} writes");
+    let mut replayed = 0;
+    for mode in [CrashMode::InOrderTorn, CrashMode::RandomSubsetTorn] {
+        for cut in 0..writes {
+            let mut run = Run::start(&dev, &rates, Some((mode, cut)));
+            run.feed(6_000 * MS);
+            let at = run.d.crashed_at.expect("the power went");
+            let media = run.d.crash.as_ref().unwrap().crash_image().unwrap();
+            let fs = check(media, &run, at, &format!("cut at write {cut} ({mode:?})"));
+            let r = &fs.load_report().tail_log;
+            assert!(r.problems.is_empty(), "cut at write {cut}: {:?}", r.problems);
+            replayed += r.replay_records;
+            common::assert_fsck_clean(fs.device());
+        }
+    }
+    // The log, not the in-place writes, kept the slow recordings' bytes.
+    assert!(replayed > writes / 2, "{replayed} records replayed");
+}
+
+/// Runs `rates` for `secs` seconds and returns the run and the media as a power cut
+/// at the end would leave them (the last flush).
+fn run_then_cut(tail_log: TailLogSize, rates: &[f64], secs: u64) -> (Run, MemDevice) {
+    let dev = formatted(tail_log);
+    let mut run = Run::start(&dev, rates, None);
+    run.feed(secs * 1_000 * MS);
+    let media = run.d.durable_at(run.d.t);
+    (run, media)
+}
+
+#[test]
+fn a_truncated_file_gets_no_logged_bytes_back() {
+    // Two recordings: /r0's records keep the batches they share with /r1 live.
+    let (mut run, _) = run_then_cut(TailLogSize::Auto, &[250e3, 250e3], 3);
+    let ino = run.inos[1];
+    // Bytes of /r1 are live in the log; cut the file to 1000 bytes, commit.
+    assert!(run.e.tail_log_state().unwrap().2 > 0);
+    run.d
+        .run(&mut run.e, Op::Truncate { ino, size_bytes: 1000 })
+        .unwrap();
+    run.d.run(&mut run.e, Op::Fsync).unwrap();
+    let media = run.d.durable_at(run.d.t);
+    let fs = Fs::open(media, OpenOptions::writable()).unwrap();
+    let ino = fs.resolve("/r1").unwrap();
+    assert_eq!(fs.stat(ino).unwrap().size_bytes, 1000, "no byte came back");
+    let r = &fs.load_report().tail_log;
+    assert!(r.settled_records > 0, "{r:?}");
+    // /r0's records were replayed from the same batches.
+    assert!(r.replay_records > 0 && r.replay_files == 1, "{r:?}");
+    assert!(fs.stat(fs.resolve("/r0").unwrap()).unwrap().size_bytes > 50_000);
+}
+
+#[test]
+fn a_deleted_file_gets_no_logged_bytes_back() {
+    let (mut run, _) = run_then_cut(TailLogSize::Auto, &[250e3, 250e3], 3);
+    let root = run.e.volume().root();
+    run.d
+        .run(&mut run.e, Op::StreamClose { stream: run.sids[0] })
+        .unwrap();
+    run.d
+        .run(
+            &mut run.e,
+            Op::Unlink {
+                parent: root,
+                name: b"r0".to_vec(),
+            },
+        )
+        .unwrap();
+    // A new file may take the number: it is another generation.
+    let again = run.d.create(&mut run.e, "new");
+    run.d.run(&mut run.e, Op::Fsync).unwrap();
+    let media = run.d.durable_at(run.d.t);
+    let fs = Fs::open(media, OpenOptions::writable()).unwrap();
+    assert!(fs.resolve("/r0").is_err());
+    assert_eq!(fs.stat(again).unwrap().size_bytes, 0);
+    let r1 = fs.resolve("/r1").unwrap();
+    assert!(fs.stat(r1).unwrap().size_bytes > 0, "the other recording replayed");
+}
+
+/// The batch at the live tail of `media`: its position and ring block offset.
+fn tail_batch(media: &MemDevice) -> (Superblock, u64) {
+    let v = Volume::load(media, &OpenOptions::read_only()).unwrap().0;
+    let sb = v.superblock().clone();
+    let (tail, head) = v.tail_log_bounds();
+    assert!(head > tail, "nothing live in the log");
+    (sb, tail)
+}
+
+#[test]
+fn a_block_of_an_earlier_lap_is_not_replayed() {
+    // A 258-block ring (1 MiB) and 4 Mbit/s: the ring wraps every few seconds.
+    let (run, media) = run_then_cut(TailLogSize::Blocks(258), &[4e6], 9);
+    let (sb, tail) = tail_batch(&media);
+    assert!(tail > 2 * sb.tail_log_blocks, "the ring wrapped twice ({tail})");
+    // The live batch's header never landed: its ring block holds a batch of the
+    // previous lap, which names an entry of the recording with other bytes.
+    let mut media = media;
+    let junk = vec![0xEE; 8192];
+    let size = Volume::load(&media, &OpenOptions::read_only())
+        .unwrap()
+        .0
+        .stat(run.inos[0])
+        .unwrap()
+        .size_bytes;
+    let stale = encode_batch(&sb.uuid, 1, tail - sb.tail_log_blocks, &[(run.inos[0], 0, size, &junk)]);
+    media.poke(sb.tail_log_offset(tail), &stale[..4096]);
+    let fs = Fs::open(media, OpenOptions::writable()).unwrap();
+    let r = &fs.load_report().tail_log;
+    assert!(
+        r.problems.iter().any(|p| p.contains("misplaced")),
+        "{:?}",
+        r.problems
+    );
+    let ino = fs.resolve("/r0").unwrap();
+    let n = fs.stat(ino).unwrap().size_bytes as usize;
+    let mut got = vec![0; n];
+    let mut fs = fs;
+    fs.read(ino, 0, &mut got).unwrap();
+    assert!(got == pattern(0, 0, n), "only the recording's own bytes");
+}
+
+fn byte_at(dev: &MemDevice, off: u64) -> u8 {
+    let mut b = vec![0u8; 4096];
+    dev.read_at(off / 4096 * 4096, &mut b).unwrap();
+    b[(off % 4096) as usize]
+}
+
+#[test]
+fn a_corrupt_record_is_reported_and_skipped() {
+    let (_run, media) = run_then_cut(TailLogSize::Auto, &[250e3], 5);
+    let (sb, tail) = tail_batch(&media);
+    // Flip a byte of the first entry's bytes (right after the batch's one header).
+    let mut bad = media.clone();
+    let off = sb.tail_log_offset(tail + 1) + 100;
+    bad.poke(off, &[byte_at(&media, off) ^ 0x40]);
+    let mut fs = Fs::open(bad, OpenOptions::writable()).unwrap();
+    let r = fs.load_report().tail_log.clone();
+    assert!(
+        r.problems.iter().any(|p| p.contains("checksum")),
+        "{:?}",
+        r.problems
+    );
+    let ino = fs.resolve("/r0").unwrap();
+    let n = fs.stat(ino).unwrap().size_bytes as usize;
+    let mut got = vec![0; n];
+    fs.read(ino, 0, &mut got).unwrap();
+    assert!(got == pattern(0, 0, n), "nothing past the bad record was replayed");
+    // A damaged header: reported, the open goes on.
+    let mut bad = media.clone();
+    let off = sb.tail_log_offset(tail) + 60;
+    bad.poke(off, &[byte_at(&media, off) ^ 1]);
+    let fs = Fs::open(bad, OpenOptions::writable()).unwrap();
+    assert!(
+        fs.load_report()
+            .tail_log
+            .problems
+            .iter()
+            .any(|p| p.contains("no batch header")),
+        "{:?}",
+        fs.load_report().tail_log
+    );
+}
+
+#[test]
+fn a_full_ring_falls_back_to_writing_in_place_and_keeps_the_bound() {
+    // Ten slow recordings hold their bytes live for 16.8 s each: far more than a
+    // 258-block ring holds.
+    let rates = [250e3; 10];
+    let (run, _) = run_then_cut(TailLogSize::Blocks(258), &rates, 8);
+    let full: u64 = run
+        .sids
+        .iter()
+        .map(|s| run.e.stream_info(*s).unwrap().1.tail_log_full)
+        .sum();
+    assert!(full > 0, "the ring filled");
+    for cut in (2_000..=8_000).step_by(500) {
+        let media = run.d.durable_at(cut * MS);
+        let fs = check(media, &run, cut * MS, &format!("cut at {cut} ms"));
+        assert!(fs.load_report().tail_log.problems.is_empty());
+    }
+}
+
+#[test]
+fn a_volume_without_the_log_keeps_the_in_place_gather() {
+    let (run, media) = run_then_cut(TailLogSize::Off, &[250e3], 6);
+    let st = run.e.stream_info(run.sids[0]).unwrap().1.clone();
+    assert!(!run.e.volume().superblock().has_tail_log());
+    assert!(run.e.tail_log_state().is_none());
+    // One short request per interval, in place; nothing logged.
+    assert!(st.requests >= 4, "{st:?}");
+    assert_eq!(st.tail_logged_bytes, 0);
+    let fs = check(media, &run, run.d.t, "without the log");
+    assert_eq!(fs.load_report().tail_log, Default::default());
+}
+
+#[test]
+fn a_read_only_open_reports_what_waits_and_writes_nothing() {
+    let (run, media) = run_then_cut(TailLogSize::Auto, &[250e3], 4);
+    let v = Volume::load(&media, &OpenOptions::read_only()).unwrap().0;
+    let r = &v.load_report().tail_log;
+    assert!(r.replay_records > 0 && r.replay_bytes > 0, "{r:?}");
+    assert!(!r.replayed);
+    let committed = v.stat(run.inos[0]).unwrap().size_bytes;
+    // The lost-tail line counts the logged bytes as surviving.
+    let (report, _) = dvrfs_core::fs::fsck::fsck(media.clone(), false, &mut |_, _| {}).unwrap();
+    assert_eq!(report.tail_log.replay_records, r.replay_records);
+    for t in &report.lost_tails {
+        assert!(t.size_bytes >= committed + r.replay_bytes, "{t:?}");
+    }
+    // The media are untouched: a writable open still finds it all.
+    let fs = Fs::open(media, OpenOptions::writable()).unwrap();
+    assert_eq!(fs.load_report().tail_log.replay_records, r.replay_records);
+    assert_eq!(
+        fs.stat(run.inos[0]).unwrap().size_bytes,
+        committed + r.replay_bytes
+    );
+}
