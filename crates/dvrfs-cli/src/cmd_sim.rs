@@ -125,6 +125,10 @@ pub struct SimArgs {
     /// With --stream-recordings: the streams' durability interval [default: the commit interval, 1s]
     #[arg(long)]
     pub durable: Option<String>,
+    /// With --stream-recordings: format the simulated volume without a tail log, so
+    /// recordings write their partial requests in place at each gather point
+    #[arg(long)]
+    pub no_tail_log: bool,
     /// With --stream-recordings: how often the application writes (one frame)
     #[arg(long, default_value = "40ms")]
     pub frame: String,
@@ -300,6 +304,7 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
             durable_ns,
             frame_ns,
         });
+        s.cfg.tail_log = !a.no_tail_log;
     } else if durable_ns.is_some() {
         return Err(CliError::usage(
             "--durable applies to engine-stream recordings",

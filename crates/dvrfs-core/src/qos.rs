@@ -287,6 +287,11 @@ pub struct StreamRecordingsReport {
     pub late: u64,
     /// Landed after the commit they were due for (bytes durable one commit late).
     pub durability_late: u64,
+    /// Bytes of partial requests logged in the commits' tail-log batches instead of
+    /// written in place, and gathers written in place because the ring was full
+    /// (`engine/tail_log.rs`; 0 on a volume without the log, `--no-tail-log`).
+    pub tail_logged_bytes: u64,
+    pub tail_log_full: u64,
 }
 
 /// One neighbour of a `--find-max` answer.
@@ -436,6 +441,8 @@ impl Report {
                 requests: o.stream_requests,
                 late: o.stream_late,
                 durability_late: o.stream_durability_late,
+                tail_logged_bytes: o.stream_tail_logged_bytes,
+                tail_log_full: o.stream_tail_log_full,
             }),
         }
     }

@@ -184,6 +184,10 @@ pub struct SimConfig {
     /// published comparisons were made without them (`docs/checksums.md` measures
     /// what they add).
     pub checksums: bool,
+    /// Format the volume with a tail log (`mkfs`'s default): recordings' partial
+    /// requests are logged in the commits instead of written in place at each
+    /// gather point (`engine/tail_log.rs`). False: `--no-tail-log`.
+    pub tail_log: bool,
     /// An application-level `fsync` this often (0: never), as an NVR that checkpoints
     /// its recordings would issue; the crash test uses it to know what was durable.
     pub fsync_every_ns: u64,
@@ -227,6 +231,7 @@ impl SimConfig {
             seed: 1,
             commit_interval_ms: 1000,
             checksums: false,
+            tail_log: true,
             fsync_every_ns: 0,
             keep_series: false,
             trace: false,
@@ -337,6 +342,10 @@ pub struct SimOutcome {
     pub stream_requests: u64,
     pub stream_late: u64,
     pub stream_durability_late: u64,
+    /// Their bytes logged in the tail log, and gathers written in place because
+    /// the ring was full.
+    pub stream_tail_logged_bytes: u64,
+    pub stream_tail_log_full: u64,
 }
 
 impl SimOutcome {
@@ -493,6 +502,9 @@ pub fn prepare_device<D: Device>(
     p.commit_interval_ms = cfg.commit_interval_ms;
     if !cfg.checksums {
         p.sum_granule_bytes = None;
+    }
+    if !cfg.tail_log {
+        p.tail_log = crate::layout::TailLogSize::Off;
     }
     mkfs(&mut dev, &p, &mut |_, _| {})?;
     let mut fs = Fs::open_with(
@@ -980,6 +992,9 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             self.out.stream_late += st.late;
             self.out.stream_durability_late += st.durability_late;
         }
+        let q = self.host.engine.qos();
+        self.out.stream_tail_logged_bytes = q.tail_logged_bytes;
+        self.out.stream_tail_log_full = q.tail_log_full;
         let q = self.host.engine.qos().clone();
         fill_outcome(&mut self.out, self.host.engine.scheduler(), q);
         client_outcome(&mut self.out, &self.client);
