@@ -470,7 +470,9 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
                 "{}: {} more file(s) lost their last accepted bytes (the record lists at most {})",
                 target.display(),
                 report.tails_left_out,
-                dvrfs_core::format::events::max_tails(report.tail_log.head > 0 || report.tail_log.tail > 0)
+                dvrfs_core::format::events::max_tails(
+                    report.tail_log.head > 0 || report.tail_log.tail > 0
+                )
             );
         }
         if report.clean() {

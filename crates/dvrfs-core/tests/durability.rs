@@ -145,7 +145,11 @@ fn recording(mbit: f64, durable_ns: Option<u64>) -> (StreamStats, u64) {
     assert_eq!(stats.app_bytes, accepted.last().unwrap().1);
     // After a short request the next one starts inside a sector: the stream
     // composes it with the bytes it wrote there, never reads the sector back.
-    assert_eq!(d.reads, (0, 0), "reads (commands, bytes) of a fresh recording");
+    assert_eq!(
+        d.reads,
+        (0, 0),
+        "reads (commands, bytes) of a fresh recording"
+    );
     // On an idle disk every request lands by the commit it was due for.
     assert_eq!(stats.durability_late, 0, "{stats:?}");
     let bound = info.durable_ns + GATHER_LEAD_NS + COMMIT_NS;

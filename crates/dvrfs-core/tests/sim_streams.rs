@@ -13,7 +13,12 @@ fn run_streams(workload: &str, mbit: f64, durable_ns: Option<u64>) -> SimOutcome
     run_streams_with(workload, mbit, durable_ns, false)
 }
 
-fn run_streams_with(workload: &str, mbit: f64, durable_ns: Option<u64>, tail_log: bool) -> SimOutcome {
+fn run_streams_with(
+    workload: &str,
+    mbit: f64,
+    durable_ns: Option<u64>,
+    tail_log: bool,
+) -> SimOutcome {
     let model = DiskModel::builtin("avfs-250g").unwrap();
     let mut cfg = SimConfig::new(Workload::parse(workload).unwrap());
     cfg.tail_log = tail_log;
@@ -149,7 +154,11 @@ fn with_the_tail_log_slow_recordings_write_whole_requests_only() {
     assert_eq!(logged.stream_tail_log_full, 0);
     assert!(logged.stream_requests <= 8, "{}", logged.stream_requests);
     // About 29 s of 4 x 31 KB/s went through the log.
-    assert!(logged.stream_tail_logged_bytes > 3_000_000, "{}", logged.stream_tail_logged_bytes);
+    assert!(
+        logged.stream_tail_logged_bytes > 3_000_000,
+        "{}",
+        logged.stream_tail_logged_bytes
+    );
     // The commits themselves (journal, checkpoint, flushes) cost the same; the
     // 116 short writes in place are what the log saves (2.2 s busy against 3.7 s).
     assert!(logged.busy_ns < in_place.busy_ns);

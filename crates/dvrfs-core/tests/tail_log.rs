@@ -163,7 +163,10 @@ fn check(media: MemDevice, run: &Run, cut_ns: u64, what: &str) -> Fs<MemDevice> 
             "{what}: /r{i}'s {size} bytes are not what was written"
         );
         let handed = run.handed_by(i, cut_ns);
-        assert!(size <= handed, "{what}: /r{i} has {size} bytes, {handed} handed over");
+        assert!(
+            size <= handed,
+            "{what}: /r{i} has {size} bytes, {handed} handed over"
+        );
         let needed = run.handed_by(i, cut_ns.saturating_sub(BOUND_NS));
         assert!(
             size >= needed,
@@ -198,13 +201,22 @@ fn slow_recordings_use_the_log_and_write_only_whole_requests_in_place() {
     let (tail, head, batches, _) = run.e.tail_log_state().unwrap();
     assert!(head > tail && batches > 0, "{tail} {head} {batches}");
     // A clean close writes every partial request in place: the log ends empty.
-    let mut fs = check(run.d.dev.clone(), &run, 12_000 * MS, "a copy of the live image");
+    let mut fs = check(
+        run.d.dev.clone(),
+        &run,
+        12_000 * MS,
+        "a copy of the live image",
+    );
     drop(fs);
     for sid in run.sids.clone() {
-        run.d.run(&mut run.e, Op::StreamClose { stream: sid }).unwrap();
+        run.d
+            .run(&mut run.e, Op::StreamClose { stream: sid })
+            .unwrap();
     }
     run.d.run(&mut run.e, Op::Unmount).unwrap();
-    let v = Volume::load(&run.d.dev, &OpenOptions::read_only()).unwrap().0;
+    let v = Volume::load(&run.d.dev, &OpenOptions::read_only())
+        .unwrap()
+        .0;
     let (t, h) = v.tail_log_bounds();
     assert_eq!(t, h, "a clean unmount leaves nothing to replay");
     assert!(!v.load_report().crashed());
@@ -230,7 +242,11 @@ fn a_power_cut_at_any_write_keeps_every_byte_older_than_the_bound() {
             let media = run.d.crash.as_ref().unwrap().crash_image().unwrap();
             let fs = check(media, &run, at, &format!("cut at write {cut} ({mode:?})"));
             let r = &fs.load_report().tail_log;
-            assert!(r.problems.is_empty(), "cut at write {cut}: {:?}", r.problems);
+            assert!(
+                r.problems.is_empty(),
+                "cut at write {cut}: {:?}",
+                r.problems
+            );
             replayed += r.replay_records;
             common::assert_fsck_clean(fs.device());
         }
@@ -257,7 +273,13 @@ fn a_truncated_file_gets_no_logged_bytes_back() {
     // Bytes of /r1 are live in the log; cut the file to 1000 bytes, commit.
     assert!(run.e.tail_log_state().unwrap().2 > 0);
     run.d
-        .run(&mut run.e, Op::Truncate { ino, size_bytes: 1000 })
+        .run(
+            &mut run.e,
+            Op::Truncate {
+                ino,
+                size_bytes: 1000,
+            },
+        )
         .unwrap();
     run.d.run(&mut run.e, Op::Fsync).unwrap();
     let media = run.d.durable_at(run.d.t);
@@ -276,7 +298,12 @@ fn a_deleted_file_gets_no_logged_bytes_back() {
     let (mut run, _) = run_then_cut(TailLogSize::Auto, &[250e3, 250e3], 3);
     let root = run.e.volume().root();
     run.d
-        .run(&mut run.e, Op::StreamClose { stream: run.sids[0] })
+        .run(
+            &mut run.e,
+            Op::StreamClose {
+                stream: run.sids[0],
+            },
+        )
         .unwrap();
     run.d
         .run(
@@ -295,7 +322,10 @@ fn a_deleted_file_gets_no_logged_bytes_back() {
     assert!(fs.resolve("/r0").is_err());
     assert_eq!(fs.stat(again).unwrap().size_bytes, 0);
     let r1 = fs.resolve("/r1").unwrap();
-    assert!(fs.stat(r1).unwrap().size_bytes > 0, "the other recording replayed");
+    assert!(
+        fs.stat(r1).unwrap().size_bytes > 0,
+        "the other recording replayed"
+    );
 }
 
 /// The batch at the live tail of `media`: its position and ring block offset.
@@ -312,7 +342,10 @@ fn a_block_of_an_earlier_lap_is_not_replayed() {
     // A 258-block ring (1 MiB) and 4 Mbit/s: the ring wraps every few seconds.
     let (run, media) = run_then_cut(TailLogSize::Blocks(258), &[4e6], 9);
     let (sb, tail) = tail_batch(&media);
-    assert!(tail > 2 * sb.tail_log_blocks, "the ring wrapped twice ({tail})");
+    assert!(
+        tail > 2 * sb.tail_log_blocks,
+        "the ring wrapped twice ({tail})"
+    );
     // The live batch's header never landed: its ring block holds a batch of the
     // previous lap, which names an entry of the recording with other bytes.
     let mut media = media;
@@ -323,7 +356,12 @@ fn a_block_of_an_earlier_lap_is_not_replayed() {
         .stat(run.inos[0])
         .unwrap()
         .size_bytes;
-    let stale = encode_batch(&sb.uuid, 1, tail - sb.tail_log_blocks, &[(run.inos[0], 0, size, &junk)]);
+    let stale = encode_batch(
+        &sb.uuid,
+        1,
+        tail - sb.tail_log_blocks,
+        &[(run.inos[0], 0, size, &junk)],
+    );
     media.poke(sb.tail_log_offset(tail), &stale[..4096]);
     let fs = Fs::open(media, OpenOptions::writable()).unwrap();
     let r = &fs.load_report().tail_log;
@@ -365,7 +403,10 @@ fn a_corrupt_record_is_reported_and_skipped() {
     let n = fs.stat(ino).unwrap().size_bytes as usize;
     let mut got = vec![0; n];
     fs.read(ino, 0, &mut got).unwrap();
-    assert!(got == pattern(0, 0, n), "nothing past the bad record was replayed");
+    assert!(
+        got == pattern(0, 0, n),
+        "nothing past the bad record was replayed"
+    );
     // A damaged header: reported, the open goes on.
     let mut bad = media.clone();
     let off = sb.tail_log_offset(tail) + 60;

@@ -105,7 +105,11 @@ impl TailLog {
 
     /// Blocks the pending entries take as a batch, with `extra` more bytes.
     fn pending_blocks_with(&self, extra: Option<u64>) -> u64 {
-        let lens = self.pending.iter().map(|p| p.bytes.len() as u64).chain(extra);
+        let lens = self
+            .pending
+            .iter()
+            .map(|p| p.bytes.len() as u64)
+            .chain(extra);
         let n = self.pending.len() + extra.is_some() as usize;
         if n == 0 {
             0
@@ -345,7 +349,10 @@ impl Engine {
 
     /// A replay write finished (its completion is the tail log's, not a driver's).
     pub(super) fn tail_replay_write_done(&mut self, result: Result<super::Output>) {
-        let log = self.tail.as_mut().expect("replay writes come from the tail log");
+        let log = self
+            .tail
+            .as_mut()
+            .expect("replay writes come from the tail log");
         log.replaying -= 1;
         if let Err(e) = result {
             // Its batch stays live: the next open tries again.

@@ -93,7 +93,11 @@ pub struct Tails {
 /// Encodes a lost-tail record into its place of a superblock payload (at most
 /// [`MAX_TAILS`] files; the caller counts the rest in `left_out`).
 pub fn encode_tails(t: &Tails, sb_payload: &mut [u8], tail_log: bool) {
-    assert!(t.files.len() <= max_tails(tail_log), "{} tails", t.files.len());
+    assert!(
+        t.files.len() <= max_tails(tail_log),
+        "{} tails",
+        t.files.len()
+    );
     let payload = &mut sb_payload[TAILS_AT..];
     put_u64(payload, T_TXN, t.txn);
     put_u32(payload, T_COUNT, t.files.len() as u32);

@@ -120,7 +120,12 @@ pub fn entry_crc(bytes: &[u8]) -> u32 {
 /// Encodes a whole batch at log position `pos` for transaction `txn`: the header
 /// blocks then each entry's bytes, padded. `entries` gives (inode, generation, file
 /// offset, bytes). The result is `batch_blocks` x 4 KiB.
-pub fn encode_batch(uuid: &Uuid, txn: u64, pos: u64, entries: &[(u32, u32, u64, &[u8])]) -> Vec<u8> {
+pub fn encode_batch(
+    uuid: &Uuid,
+    txn: u64,
+    pos: u64,
+    entries: &[(u32, u32, u64, &[u8])],
+) -> Vec<u8> {
     assert!(!entries.is_empty(), "an empty batch is never written");
     let headers = entries.len().div_ceil(ENTRIES_PER_HEADER);
     let total = batch_blocks(entries.iter().map(|e| e.3.len() as u64));
@@ -254,10 +259,16 @@ mod tests {
         let bytes = encode_batch(&U, 12, 1000, &[(5, 2, 65536, &a), (6, 1, 0, &b)]);
         assert_eq!(bytes.len(), (1 + 2 + 1) * 4096);
         let h = decode_header(&bytes[..4096], &U, 1000).unwrap();
-        assert_eq!((h.txn, h.batch_pos, h.batch_blocks, h.headers), (12, 1000, 4, 1));
+        assert_eq!(
+            (h.txn, h.batch_pos, h.batch_blocks, h.headers),
+            (12, 1000, 4, 1)
+        );
         assert_eq!(h.entries.len(), 2);
         let e = h.entries[0];
-        assert_eq!((e.ino, e.generation, e.offset_bytes, e.len_bytes), (5, 2, 65536, 5000));
+        assert_eq!(
+            (e.ino, e.generation, e.offset_bytes, e.len_bytes),
+            (5, 2, 65536, 5000)
+        );
         assert_eq!(e.data_pos, 1001);
         let at = (e.data_pos - 1000) as usize * 4096;
         assert_eq!(entry_crc(&bytes[at..at + 5000]), e.crc);
@@ -266,12 +277,17 @@ mod tests {
 
     #[test]
     fn many_entries_take_several_headers() {
-        let one = vec![1u8; 10];
+        let one = [1u8; 10];
         let entries: Vec<_> = (1..=300u32).map(|i| (i, 0, 0, &one[..])).collect();
         let bytes = encode_batch(&U, 1, 0, &entries);
         assert_eq!(bytes.len() as u64, (3 + 300) * 4096);
         let counts: Vec<usize> = (0..3)
-            .map(|i| decode_header(&bytes[i * 4096..(i + 1) * 4096], &U, i as u64).unwrap().entries.len())
+            .map(|i| {
+                decode_header(&bytes[i * 4096..(i + 1) * 4096], &U, i as u64)
+                    .unwrap()
+                    .entries
+                    .len()
+            })
             .collect();
         assert_eq!(counts, [125, 125, 50]);
     }
@@ -285,6 +301,9 @@ mod tests {
             decode_header(&bytes[..4096], &U, 74),
             Err(BlockError::Misplaced { found: 10 })
         );
-        assert_eq!(decode_header(&bytes[..4096], &[4; 16], 10), Err(BlockError::WrongUuid));
+        assert_eq!(
+            decode_header(&bytes[..4096], &[4; 16], 10),
+            Err(BlockError::WrongUuid)
+        );
     }
 }

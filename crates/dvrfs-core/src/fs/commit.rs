@@ -5,8 +5,8 @@ use super::*;
 use crate::device::AlignedBuf;
 use crate::format::dir::{encode_dir, encode_symlink};
 use crate::format::inode::{
-    encode_runs, map_sum, put_map_sum, put_tail_floor, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES,
-    RUNS_PER_BLOCK,
+    encode_runs, map_sum, put_map_sum, put_tail_floor, InodeRecord, INLINE_RUNS, INODES_PER_BLOCK,
+    INODE_BYTES, RUNS_PER_BLOCK,
 };
 use crate::format::journal::{encode_transaction, transaction_blocks};
 use crate::format::superblock::Area;

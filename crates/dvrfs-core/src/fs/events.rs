@@ -20,8 +20,8 @@
 use super::*;
 use crate::device::Device;
 use crate::format::events::{
-    decode_event, decode_tails, encode_event, encode_tails, event_slot, EventRecord, Tail, Tails,
-    max_tails, What, EVENTS_PER_BLOCK, EVENT_PATH_BYTES,
+    decode_event, decode_tails, encode_event, encode_tails, event_slot, max_tails, EventRecord,
+    Tail, Tails, What, EVENTS_PER_BLOCK, EVENT_PATH_BYTES,
 };
 use crate::format::{
     parse_header, payload, payload_mut, seal_block, verify_block, BlockType, Header,

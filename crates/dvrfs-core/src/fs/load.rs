@@ -20,8 +20,8 @@ use crate::alloc::Bitmap;
 use crate::device::Device;
 use crate::format::dir::decode_dir;
 use crate::format::inode::{
-    decode_runs, get_map_sum, get_tail_floor, map_sum, InodeRecord, Run, INDIRECT_SLOTS, INLINE_RUNS,
-    INODES_PER_BLOCK, INODE_BYTES, MAX_RUNS, RUNS_PER_BLOCK,
+    decode_runs, get_map_sum, get_tail_floor, map_sum, InodeRecord, Run, INDIRECT_SLOTS,
+    INLINE_RUNS, INODES_PER_BLOCK, INODE_BYTES, MAX_RUNS, RUNS_PER_BLOCK,
 };
 use crate::format::journal::{decode_transaction, parse_head, transaction_blocks};
 use crate::format::{payload, verify_block, BlockType, META_BLOCK_BYTES};

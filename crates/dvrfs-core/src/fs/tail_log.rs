@@ -136,7 +136,11 @@ impl Volume {
     /// Reads `[tail, head)` of the ring at open and plans the replay (module docs).
     /// The lost-tail record's files are then given the size they will have after
     /// the replay: logged bytes survive the crash.
-    pub(super) fn load_tail_log<D: Device>(&mut self, dev: &D, report: &mut LoadReport) -> Result<()> {
+    pub(super) fn load_tail_log<D: Device>(
+        &mut self,
+        dev: &D,
+        report: &mut LoadReport,
+    ) -> Result<()> {
         let sb = self.sb.clone();
         if !sb.has_tail_log() {
             return Ok(());
@@ -156,12 +160,20 @@ impl Volume {
             let h = match decode_header(&block, &sb.uuid, p) {
                 Ok(h) if h.index == 0 && h.batch_pos + h.batch_blocks as u64 <= head => h,
                 Ok(h) if h.index != 0 => {
-                    note_unreadable(&mut unreadable_from, p, "a batch's later header block".into());
+                    note_unreadable(
+                        &mut unreadable_from,
+                        p,
+                        "a batch's later header block".into(),
+                    );
                     p += 1;
                     continue;
                 }
                 Ok(_) => {
-                    note_unreadable(&mut unreadable_from, p, "a batch running past the head".into());
+                    note_unreadable(
+                        &mut unreadable_from,
+                        p,
+                        "a batch running past the head".into(),
+                    );
                     p += 1;
                     continue;
                 }
@@ -212,7 +224,9 @@ impl Volume {
                 t.size_bytes = t.size_bytes.max(s);
             }
         }
-        report.lost_tails.retain(|t| t.size_bytes < t.accepted_bytes);
+        report
+            .lost_tails
+            .retain(|t| t.size_bytes < t.accepted_bytes);
         report.tail_log = rep;
         self.tail_replay = plan;
         Ok(())

@@ -16,7 +16,10 @@ impl Stream {
     pub(in crate::engine) fn take_unlogged(&mut self) -> (u64, Vec<u8>) {
         let (from, to) = (self.logged_len, self.fill_len);
         assert!(from < to, "a gather with nothing new to log");
-        let fill = self.fill.as_ref().expect("a partial request is being filled");
+        let fill = self
+            .fill
+            .as_ref()
+            .expect("a partial request is being filled");
         let bytes = match fill.bytes() {
             Some(b) => b[from..to].to_vec(),
             None => vec![0; to - from],
