@@ -14,7 +14,7 @@ mod common;
 use common::drive::{setup, Drive, MS};
 use dvrfs_core::device::{CrashDevice, CrashMode, MemDevice};
 use dvrfs_core::disk::Admission;
-use dvrfs_core::engine::{Engine, EngineConfig, IoBuf, Now, Op, Output, StreamDir, StreamSpec};
+use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamSpec};
 use dvrfs_core::format::events::{Dir, EventRecord, RefuseCause, What, EVENTS_PER_BLOCK};
 use dvrfs_core::format::superblock::{AllocPolicy, FEATURE_EVENTS};
 use dvrfs_core::format::{payload_mut, seal_block, verify_block, BlockType};
@@ -35,13 +35,7 @@ fn formatted(ring: Option<u64>) -> MemDevice {
 }
 
 fn engine_on(dev: &MemDevice) -> (Engine, Drive) {
-    let (vol, replay) = Volume::load(dev, &OpenOptions::writable()).unwrap();
-    let cfg = EngineConfig {
-        admission: Some(Admission::bandwidth(100e6, 0.1)),
-        ..EngineConfig::new(512)
-    };
-    let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
-    (e, Drive::new(dev.clone()))
+    common::drive::engine_on(dev, Some(Admission::bandwidth(100e6, 0.1)))
 }
 
 fn spec(dir: StreamDir, mbit: f64) -> StreamSpec {

@@ -17,13 +17,11 @@ mod common;
 use common::drive::{Drive, MS};
 use dvrfs_core::device::{CrashDevice, CrashMode, Device, MemDevice};
 use dvrfs_core::disk::Admission;
-use dvrfs_core::engine::{
-    Engine, EngineConfig, IoBuf, Now, Op, Output, StreamDir, StreamSpec, GATHER_LEAD_NS,
-};
+use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamSpec, GATHER_LEAD_NS};
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
 use dvrfs_core::format::tail_log::encode_batch;
-use dvrfs_core::fs::{mkfs, Fs};
-use dvrfs_core::layout::{MkfsParams, TailLogSize};
+use dvrfs_core::fs::Fs;
+use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::{OpenOptions, Volume};
 
 const TICK_NS: u64 = 40 * MS;
@@ -40,23 +38,13 @@ fn pattern(seed: u64, from: u64, len: usize) -> Vec<u8> {
 
 /// A 256 MiB volume of 1 MiB blocks with the given tail log.
 fn formatted(tail_log: TailLogSize) -> MemDevice {
-    let mut dev = MemDevice::new(256 << 20);
-    let mut p = MkfsParams::new(256 << 20, [0x4c; 16], 5);
-    p.data_block_bytes = 1 << 20;
-    p.alloc = AllocPolicy::Zrr;
-    p.tail_log = tail_log;
-    mkfs(&mut dev, &p, &mut |_, _| {}).expect("mkfs");
-    dev
+    common::formatted_with(256 << 20, 1 << 20, AllocPolicy::Zrr, 5, |p| {
+        p.tail_log = tail_log
+    })
 }
 
 fn engine_on(dev: &MemDevice) -> (Engine, Drive) {
-    let (vol, replay) = Volume::load(dev, &OpenOptions::writable()).unwrap();
-    let cfg = EngineConfig {
-        admission: Some(Admission::bandwidth(100e6, 0.1)),
-        ..EngineConfig::new(512)
-    };
-    let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
-    (e, Drive::new(dev.clone()))
+    common::drive::engine_on(dev, Some(Admission::bandwidth(100e6, 0.1)))
 }
 
 /// Recordings at these rates (bits/s), each in its own file `/rN`.

@@ -933,6 +933,25 @@ impl Engine {
     /// An engine operation on behalf of stream `sid`; its completion goes to the
     /// stream, not to the driver. Started by the next pass of `progress`.
     fn submit_internal(&mut self, op: Op, deadline_ns: u64, sid: StreamId, now: Now) -> OpId {
+        self.submit_own(
+            op,
+            Some(deadline_ns),
+            STREAM_OWNER_BASE | sid,
+            Some(sid),
+            now,
+        )
+    }
+
+    /// An engine operation of the engine's own (a stream's, or the tail log's
+    /// replay): its completion is routed by `stream` or `owner`, never to a driver.
+    pub(in crate::engine) fn submit_own(
+        &mut self,
+        op: Op,
+        deadline_ns: Option<u64>,
+        owner: u32,
+        stream: Option<StreamId>,
+        now: Now,
+    ) -> OpId {
         let id = self.next_op;
         self.next_op += 1;
         debug_assert!(matches!(op, Op::Read { .. } | Op::Write { .. }));
@@ -941,14 +960,14 @@ impl Engine {
             id,
             OpState {
                 body,
-                deadline_ns: Some(deadline_ns),
-                owner: STREAM_OWNER_BASE | sid,
+                deadline_ns,
+                owner,
                 submit: now,
                 stage: Stage::Deferred,
                 pieces_left: 0,
                 error: None,
                 cancelled: false,
-                stream: Some(sid),
+                stream,
             },
         );
         self.deferred.push_back(id);

@@ -37,7 +37,7 @@
 //! writes of the engine's own; their batches stay live until the writes are applied,
 //! and the commit that follows moves the tail past them.
 
-use super::{Engine, IoBuf, Now, Op, OpId, OpState, Stage, StreamId};
+use super::{Engine, IoBuf, Now, Op, StreamId};
 use crate::alloc::Ino;
 use crate::device::AlignedBuf;
 use crate::error::Result;
@@ -319,32 +319,11 @@ impl Engine {
                 offset: w.offset_bytes,
                 data: IoBuf::from_slice(&w.bytes),
             };
-            self.submit_replay_write(op, now);
+            self.submit_own(op, None, TAIL_REPLAY_OWNER, None, now);
         }
         if self.tail.as_ref().is_some_and(|l| l.replaying == 0) {
             self.vol.tail_replay_done();
         }
-    }
-
-    fn submit_replay_write(&mut self, op: Op, now: Now) -> OpId {
-        let id = self.next_op;
-        self.next_op += 1;
-        self.ops.insert(
-            id,
-            OpState {
-                body: super::Body::of(op),
-                deadline_ns: None,
-                owner: TAIL_REPLAY_OWNER,
-                submit: now,
-                stage: Stage::Deferred,
-                pieces_left: 0,
-                error: None,
-                cancelled: false,
-                stream: None,
-            },
-        );
-        self.deferred.push_back(id);
-        id
     }
 
     /// A replay write finished (its completion is the tail log's, not a driver's).

@@ -17,14 +17,21 @@ pub const MS: u64 = 1_000_000;
 /// A freshly formatted 256 MiB volume of 1 MiB blocks (ZRR, `seed`), its engine
 /// (the default policy, admission as given) at time 0, and the drive.
 pub fn setup(admission: Option<Admission>, seed: u64) -> (Engine, Drive) {
-    let dev = super::formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, seed);
-    let (vol, replay) = Volume::load(&dev, &OpenOptions::writable()).unwrap();
+    engine_on(
+        &super::formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, seed),
+        admission,
+    )
+}
+
+/// An engine on (a copy of) `dev` at time 0 with the default policy, and the drive.
+pub fn engine_on(dev: &MemDevice, admission: Option<Admission>) -> (Engine, Drive) {
+    let (vol, replay) = Volume::load(dev, &OpenOptions::writable()).unwrap();
     let cfg = EngineConfig {
         admission,
         ..EngineConfig::new(512)
     };
     let e = Engine::new(vol, replay, cfg, Now::mono(0)).unwrap();
-    (e, Drive::new(dev))
+    (e, Drive::new(dev.clone()))
 }
 
 pub struct Drive {

@@ -20,10 +20,22 @@ pub enum Node {
 pub type Model = BTreeMap<String, Node>;
 
 pub fn formatted(device_bytes: u64, block_bytes: u64, alloc: AllocPolicy, seed: u64) -> MemDevice {
+    formatted_with(device_bytes, block_bytes, alloc, seed, |_| {})
+}
+
+/// As [`formatted`], with mkfs's parameters edited by `edit` first.
+pub fn formatted_with(
+    device_bytes: u64,
+    block_bytes: u64,
+    alloc: AllocPolicy,
+    seed: u64,
+    edit: impl FnOnce(&mut MkfsParams),
+) -> MemDevice {
     let mut dev = MemDevice::new(device_bytes);
     let mut p = MkfsParams::new(device_bytes, [seed as u8 ^ 0x5a; 16], seed);
     p.data_block_bytes = block_bytes;
     p.alloc = alloc;
+    edit(&mut p);
     mkfs(&mut dev, &p, &mut |_, _| {}).expect("mkfs");
     dev
 }
