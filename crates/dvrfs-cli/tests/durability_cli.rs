@@ -57,8 +57,9 @@ fn feed(rate_bits_per_s: f64, run: Duration, mut write: impl FnMut(&[u8])) -> Ve
     out
 }
 
-/// The file as the volume holds it now (opened by `dvrfs get`, which replays the
-/// journal in memory), checked against what was handed over before `killed`.
+/// The file as the volume holds it now (opened by `dvrfs get` straight after the
+/// kill: a read-only open, which uses the journal's images and the tail log's bytes
+/// in memory), checked against what was handed over before `killed`.
 fn check(img: &Path, path: &str, handed: &[(Instant, u64)], killed: Instant, what: &str) {
     check_within(img, path, handed, killed, what, BOUND)
 }
@@ -76,14 +77,6 @@ fn check_within(
     let dir = img.parent().unwrap();
     let local = dir.join("back");
     let _ = fs::remove_file(&local);
-    // A read-only open (`get`) does not replay the tail log, where a slow
-    // recording's last seconds are (FORMAT.md section 11a): a writable open does,
-    // as a remount would.
-    ok(dvrfs([
-        "fsck".as_ref(),
-        img.as_os_str(),
-        "--repair".as_ref(),
-    ]));
     ok(dvrfs([
         "get".as_ref(),
         img.as_os_str(),
@@ -572,10 +565,7 @@ fn kinds_and_paths(ev: &serde_json::Value) -> Vec<(String, String)> {
 fn after_kill_9_of_record_fsck_and_events_name_the_file_whose_tail_was_lost() {
     let dir = tempdir();
     let img = dir.path().join("fs.img");
-    // The lost-tail record as it reads without a tail log (a read-only fsck and
-    // `stat` then agree on the size; with the log, `stat` shows the committed size
-    // and fsck the one replay leaves: `tests/tail_log.rs` in the core).
-    mkfs(&img, "2G", &["--no-tail-log"]);
+    mkfs(&img, "2G", &[]);
     let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
         .args(["record".as_ref(), img.as_os_str(), "/rec.ts".as_ref()])
         .args(["--rate", "0.625M", "--duration", "1m"])

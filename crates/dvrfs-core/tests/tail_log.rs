@@ -137,10 +137,59 @@ impl Run {
     }
 }
 
-/// Opens what the media hold (writable: the journal and the tail log are
-/// replayed) and checks every recording against what it handed over by `cut_ns`.
-fn check(media: MemDevice, run: &Run, cut_ns: u64, what: &str) -> Fs<MemDevice> {
+/// Every file's bytes as `fs` reads them, by path (its size from `stat`).
+fn contents(fs: &mut Fs<MemDevice>, paths: &[&str]) -> Vec<Option<Vec<u8>>> {
+    paths
+        .iter()
+        .map(|p| {
+            let ino = fs.resolve(p).ok()?;
+            let size = fs.stat(ino).unwrap().size_bytes;
+            let mut got = vec![0; size as usize];
+            assert_eq!(fs.read(ino, 0, &mut got).unwrap(), size as usize, "{p}");
+            // Nothing past the size.
+            let mut more = vec![0; 4096];
+            assert_eq!(fs.read(ino, size, &mut more).unwrap(), 0, "{p}");
+            Some(got)
+        })
+        .collect()
+}
+
+/// A read-only open of `media` (`get`, `ls`, `stat`) shows every file as the
+/// writable open's replay leaves it: sizes and bytes. Returns the writable open.
+fn read_only_agrees(media: MemDevice, paths: &[&str], what: &str) -> Fs<MemDevice> {
+    let mut ro = Fs::open(media.clone(), OpenOptions::read_only()).expect("read-only open");
+    let seen = contents(&mut ro, paths);
+    // A path-only open (`stat`, `ls`) loads only what it resolves.
+    let mut few = Fs::open(
+        media.clone(),
+        OpenOptions::paths_only(&paths.iter().map(|p| p.to_string()).collect::<Vec<_>>()),
+    )
+    .expect("path-only open");
+    assert!(
+        seen == contents(&mut few, paths),
+        "{what}: a path-only open sees other bytes"
+    );
+    drop((ro, few));
     let mut fs = Fs::open(media, OpenOptions::writable()).expect("the volume opens");
+    let replayed = contents(&mut fs, paths);
+    for (p, (a, b)) in paths.iter().zip(seen.iter().zip(&replayed)) {
+        assert!(
+            a == b,
+            "{what}: {p}: a read-only open sees {:?} bytes, the replay leaves {:?}",
+            a.as_ref().map(Vec::len),
+            b.as_ref().map(Vec::len)
+        );
+    }
+    fs
+}
+
+/// Opens what the media hold (writable: the journal and the tail log are
+/// replayed; read-only first, which must see the same) and checks every recording
+/// against what it handed over by `cut_ns`.
+fn check(media: MemDevice, run: &Run, cut_ns: u64, what: &str) -> Fs<MemDevice> {
+    let paths: Vec<String> = (0..run.inos.len()).map(|i| format!("/r{i}")).collect();
+    let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+    let mut fs = read_only_agrees(media, &paths, what);
     for i in 0..run.inos.len() {
         let ino = fs.resolve(&format!("/r{i}")).expect("the file exists");
         let size = fs.stat(ino).unwrap().size_bytes;
@@ -271,7 +320,17 @@ fn a_truncated_file_gets_no_logged_bytes_back() {
         .unwrap();
     run.d.run(&mut run.e, Op::Fsync).unwrap();
     let media = run.d.durable_at(run.d.t);
-    let fs = Fs::open(media, OpenOptions::writable()).unwrap();
+    let ro = Fs::open(media.clone(), OpenOptions::read_only()).unwrap();
+    let r1 = ro.resolve("/r1").unwrap();
+    assert_eq!(
+        ro.stat(r1).unwrap().size_bytes,
+        1000,
+        "read-only: nothing extra"
+    );
+    assert!(ro.logged_tail(r1).is_none());
+    assert!(ro.logged_tail(ro.resolve("/r0").unwrap()).is_some());
+    drop(ro);
+    let fs = read_only_agrees(media, &["/r0", "/r1"], "after a truncation");
     let ino = fs.resolve("/r1").unwrap();
     assert_eq!(fs.stat(ino).unwrap().size_bytes, 1000, "no byte came back");
     let r = &fs.load_report().tail_log;
@@ -306,7 +365,16 @@ fn a_deleted_file_gets_no_logged_bytes_back() {
     let again = run.d.create(&mut run.e, "new");
     run.d.run(&mut run.e, Op::Fsync).unwrap();
     let media = run.d.durable_at(run.d.t);
-    let fs = Fs::open(media, OpenOptions::writable()).unwrap();
+    let ro = Fs::open(media.clone(), OpenOptions::read_only()).unwrap();
+    assert!(ro.resolve("/r0").is_err());
+    assert_eq!(
+        ro.stat(again).unwrap().size_bytes,
+        0,
+        "read-only: nothing extra"
+    );
+    assert!(ro.logged_tail(again).is_none());
+    drop(ro);
+    let fs = read_only_agrees(media, &["/r0", "/new", "/r1"], "after a delete");
     assert!(fs.resolve("/r0").is_err());
     assert_eq!(fs.stat(again).unwrap().size_bytes, 0);
     let r1 = fs.resolve("/r1").unwrap();
@@ -450,7 +518,14 @@ fn a_read_only_open_reports_what_waits_and_writes_nothing() {
     let r = &v.load_report().tail_log;
     assert!(r.replay_records > 0 && r.replay_bytes > 0, "{r:?}");
     assert!(!r.replayed);
-    let committed = v.stat(run.inos[0]).unwrap().size_bytes;
+    // It serves the bytes the replay would write past the committed size.
+    let logged = v.logged_tail(run.inos[0]).expect("bytes to serve");
+    let committed = logged.from_bytes;
+    assert_eq!(logged.bytes.len() as u64, r.replay_bytes);
+    assert_eq!(
+        v.stat(run.inos[0]).unwrap().size_bytes,
+        committed + r.replay_bytes
+    );
     // The lost-tail line counts the logged bytes as surviving.
     let (report, _) = dvrfs_core::fs::fsck::fsck(media.clone(), false, &mut |_, _| {}).unwrap();
     assert_eq!(report.tail_log.replay_records, r.replay_records);

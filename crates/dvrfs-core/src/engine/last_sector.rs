@@ -138,7 +138,9 @@ mod tests {
         let mut t = LastSectors::default();
         let first: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
         assert!(t.plan_write(7, 0, &bytes(&first), 0).is_none());
-        let head = t.plan_write(7, 5000, &bytes(&[1; 100]), 5000).expect("head");
+        let head = t
+            .plan_write(7, 5000, &bytes(&[1; 100]), 5000)
+            .expect("head");
         assert_eq!(head.bytes().unwrap(), &first[4096..]);
         // Inside one sector: the head grows by the write.
         let head = t.plan_write(7, 5100, &bytes(&[2; 10]), 5100).expect("head");
@@ -169,6 +171,8 @@ mod tests {
         }
         assert_eq!(t.len(), MAX_FILES);
         assert!(t.plan_write(0, 10, &bytes(&[1; 10]), 10).is_none());
-        assert!(t.plan_write(MAX_FILES as u32, 10, &bytes(&[1; 10]), 10).is_some());
+        assert!(t
+            .plan_write(MAX_FILES as u32, 10, &bytes(&[1; 10]), 10)
+            .is_some());
     }
 }

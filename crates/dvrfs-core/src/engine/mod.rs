@@ -47,11 +47,11 @@
 mod buf;
 mod commit;
 mod events;
+mod last_sector;
 mod op;
 mod reservation;
 mod status;
 mod stream;
-mod last_sector;
 mod tail_log;
 
 pub use buf::{ExternalBuf, IoBuf};
@@ -871,9 +871,11 @@ impl Engine {
             }
         };
         // Bytes of a recording still in its write stream's buffer are read from
-        // there (a player following a recording): taken out of the op for the copy.
+        // there (a player following a recording), and on a read-only open the bytes
+        // the tail log holds past the committed size (`engine/tail_log.rs`): taken
+        // out of the op for the copy.
         let mut overlay = None;
-        if self.has_write_stream(ino) {
+        if self.has_write_stream(ino) || self.vol.logged_tail(ino).is_some() {
             let st = self.ops.get_mut(&id).expect("op exists");
             let Body::Read { buf, .. } = &mut st.body else {
                 unreachable!()
@@ -883,6 +885,7 @@ impl Engine {
                 buf::zero(&mut b, d, l);
             }
             let n = self.overlay_stream_writes(ino, offset, &mut b, plan.bytes);
+            let n = self.overlay_logged_tail(ino, offset, &mut b, n);
             overlay = Some((b, n));
         }
         let st = self.ops.get_mut(&id).expect("op exists");
@@ -986,8 +989,7 @@ impl Engine {
             }
             Ok(Some(p)) => p,
         };
-        if let Some(Body::Write { data, head, .. }) = self.ops.get_mut(&id).map(|o| &mut o.body)
-        {
+        if let Some(Body::Write { data, head, .. }) = self.ops.get_mut(&id).map(|o| &mut o.body) {
             *head = self.last_sectors.plan_write(ino, offset, data, planned);
         }
         self.run_write_plan(id, plan, now);

@@ -345,6 +345,45 @@ impl Engine {
         }
     }
 
+    /// A read of `ino` at `offset` into `buf`, whose first `bytes` bytes are
+    /// planned (the committed file, and what write streams hold): on a read-only
+    /// open, the bytes the tail log would replay past the committed size are read
+    /// from memory (`fs/tail_log.rs`, `Volume::logged_tail`), so `get`, `play` and
+    /// the sizes `stat` and `ls` show agree on what was made durable. Past the disk's
+    /// bytes the buffer was zeroed (`overlay_stream_writes`: the size counts these
+    /// bytes). Returns the read's new length.
+    pub(in crate::engine) fn overlay_logged_tail(
+        &self,
+        ino: Ino,
+        offset: u64,
+        buf: &mut IoBuf,
+        bytes: usize,
+    ) -> usize {
+        let Some(t) = self.vol.logged_tail(ino) else {
+            return bytes;
+        };
+        let end = offset + buf.len() as u64;
+        let (from, to) = (t.from_bytes.max(offset), t.end_bytes().min(end));
+        if from >= to {
+            return bytes;
+        }
+        // The committed file ends where the logged bytes start: a plan of the disk
+        // never reaches into them.
+        assert!(
+            offset + bytes as u64 <= t.from_bytes.max(offset),
+            "a read of inode {ino} planned past its committed size"
+        );
+        let (d, s, n) = (
+            (from - offset) as usize,
+            (from - t.from_bytes) as usize,
+            (to - from) as usize,
+        );
+        if let Some(b) = buf.bytes_mut() {
+            b[d..d + n].copy_from_slice(&t.bytes[s..s + n]);
+        }
+        bytes.max(d + n)
+    }
+
     /// Replay writes still running (the blocking driver's open waits for them).
     pub(super) fn tail_log_replaying(&self) -> bool {
         self.tail.as_ref().is_some_and(TailLog::replaying)

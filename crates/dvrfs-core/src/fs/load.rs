@@ -507,6 +507,7 @@ impl Volume {
             events: Default::default(),
             tail_floors: BTreeMap::new(),
             tail_replay: Vec::new(),
+            tail_read: BTreeMap::new(),
             sb: sb.clone(),
         };
         let partial = match &opts.only_paths {
@@ -542,11 +543,12 @@ impl Volume {
         }
         if opts.only_paths.is_none() {
             v.load_events(dev, &overlay, &mut report)?;
-            v.load_tail_log(dev, &mut report)?;
-            if !opts.writable {
-                // Only a writable open replays; the report says what waits.
-                v.tail_replay.clear();
-            }
+        }
+        // Every open plans the replay (a path-only one for the files it loaded): a
+        // writable open writes it, a read-only one serves it (`fs/tail_log.rs`).
+        v.load_tail_log(dev, &mut report)?;
+        if !opts.writable {
+            v.keep_tail_for_reading(&mut report);
         }
         // The inode-table mark: set on a volume made before it existed, raised where
         // it was stale (reported above), stored with the next commit.
@@ -945,6 +947,10 @@ impl Volume {
         let rec = InodeRecord::decode(&p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
         if rec.is_free() {
             return Ok(());
+        }
+        let floor = get_tail_floor(p, j);
+        if floor > 0 && sb.has_tail_log() {
+            self.tail_floors.insert(ino as Ino, floor);
         }
         // A path-only load sees too few records to settle contested extents; it gives
         // its answer up for the full load's on any damage it meets.

@@ -243,6 +243,9 @@ pub struct Volume {
     tail_floors: BTreeMap<Ino, u64>,
     /// What the tail log holds to replay, found at open (`fs/tail_log.rs`).
     tail_replay: Vec<tail_log::ReplayWrite>,
+    /// A read-only open's view of the same plan: per file, the logged bytes the
+    /// replay would append, served past the committed size (`fs/tail_log.rs`).
+    tail_read: BTreeMap<Ino, tail_log::LoggedTail>,
 }
 
 impl Volume {

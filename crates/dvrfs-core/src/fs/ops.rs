@@ -96,7 +96,7 @@ impl Volume {
             nlink: i.attr.nlink,
             uid: i.attr.uid,
             gid: i.attr.gid,
-            size_bytes: i.attr.size_bytes,
+            size_bytes: self.size_with_log(ino, i.attr.size_bytes),
             mtime_ns: i.attr.mtime_ns,
             ctime_ns: i.attr.ctime_ns,
             blocks: if i.kind() == Some(Kind::File) {

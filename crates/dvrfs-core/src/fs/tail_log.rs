@@ -13,6 +13,16 @@
 //! leave, so consecutive entries of one recording chain. The engine writes the plan
 //! (`engine/tail_log.rs`) through its ordinary write path at a writable open.
 //!
+//! **A read-only open** (`ls`, `stat`, `get`, `play`, `fsck` without `--repair`)
+//! computes the same plan with the same code and writes nothing: it keeps, per file,
+//! the bytes the plan appends ([`LoggedTail`], one contiguous run from the committed
+//! size, since the plan's writes of a file chain), and [`Volume::stat`] reports the
+//! size the replay would leave, and the engine's reads serve those bytes past the
+//! committed size (`Engine::overlay_logged_tail`). So every reader sees what was made
+//! durable, crashed volume or not. They are bounded by the live part of the ring
+//! (at most 256 MiB, `MAX_TAIL_LOG_BLOCKS`-sized rings aside: `[tail, head)` never
+//! exceeds the ring).
+//!
 //! Fault model: a header block that does not verify (torn, damaged, or left from an
 //! earlier lap of the ring where this lap wrote nothing) is reported and the reader
 //! steps to the next block; an entry whose bytes fail their CRC is reported and
@@ -27,6 +37,12 @@ use crate::format::META_BLOCK_BYTES;
 /// Bytes of the ring read at once.
 const READ_CHUNK_BLOCKS: u64 = 256;
 
+/// Most logged bytes a read-only open keeps in memory to serve past the files'
+/// committed sizes: the largest ring mkfs makes by default. A larger ring
+/// (`mkfs --tail-log`) can hold more live bytes; past this, the rest of a file's
+/// tail is reported and served after the next writable open replays it.
+pub const MAX_READ_ONLY_TAIL_BYTES: u64 = crate::layout::MAX_DEFAULT_TAIL_LOG_BYTES;
+
 /// Logged bytes to write into a file at open.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReplayWrite {
@@ -37,6 +53,21 @@ pub struct ReplayWrite {
     pub batch_pos: u64,
     pub offset_bytes: u64,
     pub bytes: Vec<u8>,
+}
+
+/// Logged bytes a read-only open serves past a file's committed size: what the
+/// replay would append, `[from_bytes, from_bytes + bytes.len())`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggedTail {
+    /// The file's committed size, where the bytes start.
+    pub from_bytes: u64,
+    pub bytes: Vec<u8>,
+}
+
+impl LoggedTail {
+    pub fn end_bytes(&self) -> u64 {
+        self.from_bytes + self.bytes.len() as u64
+    }
 }
 
 /// What the open found in the tail log.
@@ -113,6 +144,58 @@ impl Volume {
     /// The replay plan found at open (taken once, by the engine).
     pub fn take_tail_replay(&mut self) -> Vec<ReplayWrite> {
         std::mem::take(&mut self.tail_replay)
+    }
+
+    /// A read-only open: the replay plan becomes, per file, the bytes served past
+    /// its committed size (nothing is written). The plan's writes of one file chain
+    /// (each starts where the one before ended, the first at the committed size):
+    /// `plan_batch` makes them so, and this checks it.
+    pub(super) fn keep_tail_for_reading(&mut self, report: &mut LoadReport) {
+        assert!(!self.writable, "a writable open replays its tail log");
+        let mut kept_bytes = 0u64;
+        let mut cut: BTreeSet<Ino> = BTreeSet::new();
+        for w in std::mem::take(&mut self.tail_replay) {
+            if cut.contains(&w.ino) || kept_bytes + w.bytes.len() as u64 > MAX_READ_ONLY_TAIL_BYTES
+            {
+                // A file's bytes chain: once one is left out, so are the rest.
+                if cut.insert(w.ino) {
+                    report.tail_log.problems.push(format!(
+                        "inode {}: logged bytes from {} on are past the {} MiB a read-only open serves; a writable open replays them",
+                        w.ino,
+                        w.offset_bytes,
+                        MAX_READ_ONLY_TAIL_BYTES >> 20
+                    ));
+                }
+                continue;
+            }
+            kept_bytes += w.bytes.len() as u64;
+            let committed = self.inodes[&w.ino].attr.size_bytes;
+            let t = self.tail_read.entry(w.ino).or_insert(LoggedTail {
+                from_bytes: committed,
+                bytes: Vec::new(),
+            });
+            assert_eq!(
+                w.offset_bytes,
+                t.end_bytes(),
+                "inode {}: the replay plan's writes do not chain",
+                w.ino
+            );
+            assert!(!w.bytes.is_empty(), "an empty replay write");
+            t.bytes.extend_from_slice(&w.bytes);
+        }
+    }
+
+    /// The size readers see of file `ino` whose committed size is `committed`: on a
+    /// read-only open, where the replay would leave it.
+    pub(super) fn size_with_log(&self, ino: Ino, committed: u64) -> u64 {
+        self.tail_read
+            .get(&ino)
+            .map_or(committed, |t| t.end_bytes().max(committed))
+    }
+
+    /// The logged bytes a read-only open serves past `ino`'s committed size.
+    pub fn logged_tail(&self, ino: Ino) -> Option<&LoggedTail> {
+        self.tail_read.get(&ino)
     }
 
     /// Makes the next commit cut a transaction (its superblock carries the tail

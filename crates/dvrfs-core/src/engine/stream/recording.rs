@@ -240,7 +240,12 @@ impl Engine {
 
     /// Writes the buffer being filled: due when the buffer would overflow, or by
     /// `cap_ns` if that is sooner (a gather: by the commit it is written for).
-    pub(in crate::engine) fn stream_write_out(&mut self, sid: StreamId, now: Now, cap_ns: Option<u64>) {
+    pub(in crate::engine) fn stream_write_out(
+        &mut self,
+        sid: StreamId,
+        now: Now,
+        cap_ns: Option<u64>,
+    ) {
         let t = now.mono_ns;
         let s = self.streams.get_mut(&sid).expect("listed");
         let Some(mut data) = s.fill.take() else {
@@ -433,4 +438,3 @@ impl Engine {
         g0 + (now_ns - g0).div_ceil(interval) * interval
     }
 }
-
