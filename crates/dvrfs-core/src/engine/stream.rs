@@ -46,12 +46,13 @@ mod recording;
 mod tail_log;
 
 pub use recording::GATHER_LEAD_NS;
+pub(super) use tail_log::InFlightUnlogged;
 
 use super::{buf, Body, Engine, IoBuf, Now, Op, OpId, OpState, Output, Stage};
 use crate::alloc::Ino;
 use crate::disk::StreamLoad;
 use crate::error::{Error, Result};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Identifies an open stream.
 pub type StreamId = u32;
@@ -202,6 +203,10 @@ pub(super) struct Stream {
     fill_at: u64,
     /// When the first byte of the request being filled was accepted.
     fill_first_ns: u64,
+    /// Requests being written whose last bytes are in neither the tail log nor a
+    /// commit yet: a logging recording's full requests, due only at their buffer's
+    /// overflow; the next gather point logs those bytes (`stream/tail_log.rs`).
+    unlogged_writes: BTreeMap<OpId, tail_log::InFlightUnlogged>,
     /// Requests being written: the engine's write, where it goes, and when the
     /// buffer would overflow without it (its deadline as the stream's guarantee; the
     /// write may be due sooner, by the commit that makes it durable).
@@ -481,6 +486,7 @@ impl Engine {
             logged_len: 0,
             fill_at: start,
             fill_first_ns: now.mono_ns,
+            unlogged_writes: BTreeMap::new(),
             writes: VecDeque::new(),
             error: None,
             errno: None,
@@ -835,6 +841,8 @@ impl Engine {
                         s.error.get_or_insert_with(|| e.to_string());
                     }
                 }
+                // Applied: the next commit carries its bytes, logged or not.
+                self.tail_log_landed(sid, op);
             }
         }
     }

@@ -37,6 +37,7 @@
 //! writes of the engine's own; their batches stay live until the writes are applied,
 //! and the commit that follows moves the tail past them.
 
+use super::stream::InFlightUnlogged;
 use super::{Engine, IoBuf, Now, Op, StreamId};
 use crate::alloc::Ino;
 use crate::device::AlignedBuf;
@@ -82,6 +83,10 @@ pub(super) struct TailLog {
     head: u64,
     batches: VecDeque<LiveBatch>,
     pending: Vec<Pending>,
+    /// Ring blocks held for bytes of requests being written that the next gather
+    /// logs (`stream/tail_log.rs`, `InFlightUnlogged`): counted as used by every
+    /// room check, so that gather always fits.
+    reserved_blocks: u64,
     /// Replay writes not yet completed.
     replaying: usize,
 }
@@ -99,6 +104,7 @@ impl TailLog {
             head,
             batches: VecDeque::new(),
             pending: Vec::new(),
+            reserved_blocks: 0,
             replaying: 0,
         }
     }
@@ -121,6 +127,19 @@ impl TailLog {
     pub(super) fn replaying(&self) -> bool {
         self.replaying > 0
     }
+
+    /// Whether the pending entries with `extra` more bytes, the held blocks and
+    /// `reserve` more fit between the live tail and the end of the ring.
+    fn fits(&self, tail: u64, extra: Option<u64>, reserve: u64) -> bool {
+        self.head + self.pending_blocks_with(extra) + self.reserved_blocks + reserve - tail
+            <= self.ring_blocks
+    }
+}
+
+/// Ring blocks held for `n` bytes logged later: their data blocks, and a header
+/// block (an entry adds at most one to its batch).
+fn reserve_for(n: u64) -> u64 {
+    crate::format::tail_log::data_blocks(n) + 1
 }
 
 impl Engine {
@@ -160,10 +179,17 @@ impl Engine {
         let Some(generation) = self.vol.file_generation(ino) else {
             return false;
         };
+        // First the requests being written that left their last bytes to the log:
+        // the ring holds room for them.
+        self.tail_log_in_flight(sid, ino, generation);
+        if n == 0 {
+            // Nothing new in the request being filled.
+            self.vol.touch_superblock();
+            return true;
+        }
         let tail = self.tail_log_prune();
         let log = self.tail.as_ref().expect("checked above");
-        let need = log.pending_blocks_with(Some(n as u64));
-        if log.head + need - tail > log.ring_blocks {
+        if !log.fits(tail, Some(n as u64), 0) {
             self.streams
                 .get_mut(&sid)
                 .expect("listed")
@@ -185,6 +211,90 @@ impl Engine {
         // The next commit must cut, even with nothing else dirty.
         self.vol.touch_superblock();
         true
+    }
+
+    /// Logs the bytes of stream `sid`'s requests being written that wait for the log
+    /// (they lie before the request being filled, so its entry follows them and
+    /// replay chains them), releasing the room held for them.
+    fn tail_log_in_flight(&mut self, sid: StreamId, ino: Ino, generation: u32) {
+        let parts = self.streams[&sid].in_flight_unlogged();
+        for (op, u) in parts {
+            let at = self.streams[&sid]
+                .request_at(op)
+                .expect("an unlogged request is being written");
+            let (from, len) = ((u.from_bytes - at) as usize, (u.end_bytes - u.from_bytes) as usize);
+            let bytes = match self.ops.get(&op).map(|o| &o.body) {
+                Some(super::Body::Write { data, .. }) => match data.bytes() {
+                    Some(b) => b[from..from + len].to_vec(),
+                    None => vec![0; len],
+                },
+                _ => unreachable!("a stream's request being written is a write"),
+            };
+            let s = self.streams.get_mut(&sid).expect("listed");
+            s.settle_in_flight(op);
+            s.count_logged(len as u64);
+            self.qos.tail_logged_bytes += len as u64;
+            let log = self.tail.as_mut().expect("bytes are left to the log only with one");
+            log.reserved_blocks -= u.reserved_blocks;
+            log.pending.push(Pending {
+                stream: sid,
+                ino,
+                generation,
+                offset_bytes: u.from_bytes,
+                bytes,
+            });
+        }
+    }
+
+    /// A logging recording's request is full (`stream/tail_log.rs`): it is written
+    /// out due only at its buffer's overflow, and its bytes not yet logged are left
+    /// to the next gather point, with room held for them in the ring. False (and
+    /// nothing done) for a fast recording, without a writable log, or when the ring
+    /// has no room: the request is then due by the next commit, as before.
+    pub(super) fn tail_log_defer_full(&mut self, sid: StreamId, now: Now) -> bool {
+        if self.tail.is_none() || !self.vol.is_writable() {
+            return false;
+        }
+        let s = &self.streams[&sid];
+        if !s.fills_slower_than_durable() {
+            return false;
+        }
+        let (_, n) = s.unlogged();
+        let (from, end, first_ns) = s.unlogged_fill();
+        let reserve = if n == 0 { 0 } else { reserve_for(n as u64) };
+        let tail = self.tail_log_prune();
+        let log = self.tail.as_mut().expect("checked above");
+        if !log.fits(tail, None, reserve) {
+            return false;
+        }
+        log.reserved_blocks += reserve;
+        self.stream_write_out(sid, now, None);
+        if n > 0 {
+            self.streams
+                .get_mut(&sid)
+                .expect("listed")
+                .leave_to_log(InFlightUnlogged {
+                    from_bytes: from,
+                    end_bytes: end,
+                    first_ns,
+                    reserved_blocks: reserve,
+                });
+        }
+        true
+    }
+
+    /// Request `op` of stream `sid` was applied: bytes it left to the log and that
+    /// were not logged yet go with the next commit; the room held for them is free.
+    pub(super) fn tail_log_landed(&mut self, sid: StreamId, op: super::OpId) {
+        let Some(u) = self
+            .streams
+            .get_mut(&sid)
+            .and_then(|s| s.settle_in_flight(op))
+        else {
+            return;
+        };
+        let log = self.tail.as_mut().expect("bytes are left to the log only with one");
+        log.reserved_blocks -= u.reserved_blocks;
     }
 
     /// The ring is full: every stream whose logged bytes hold the tail and are still
@@ -231,7 +341,7 @@ impl Engine {
             let pos = log.head;
             // The gathers checked the room against a tail that can only have moved on.
             assert!(
-                pos + blocks - tail <= log.ring_blocks,
+                pos + blocks + log.reserved_blocks - tail <= log.ring_blocks,
                 "a tail-log batch of {blocks} blocks at {pos} would overwrite the live tail at {tail}"
             );
             log.head += blocks;

@@ -214,8 +214,14 @@ impl Engine {
             s.stats.app_bytes += n as u64;
             changed = true;
             if s.fill_len == d {
-                // Due by the commit its gather point belongs to at the latest, so the
-                // bytes are durable as soon as if they had been gathered.
+                // A logging recording leaves the request's last bytes to the next
+                // gather point: the request is due at its buffer's overflow.
+                if self.tail_log_defer_full(sid, now) {
+                    continue;
+                }
+                // Otherwise due by the commit its gather point belongs to at the
+                // latest, so the bytes are durable as soon as if they had been
+                // gathered.
                 let lead = self.gather_lead();
                 // A gather point already past (the commit cadence fell behind: a
                 // job outlasted its interval) gives a lead from now, not a deadline
@@ -373,16 +379,19 @@ impl Engine {
     /// only needs to make its commit: an earlier deadline would only take the
     /// scheduler's room to sweep).
     pub(super) fn gather_at(&self, s: &Stream, lead: u64, phased: bool) -> Option<u64> {
+        // The oldest byte in neither the log nor a request due by a commit: in the
+        // request being filled, or in a request being written whose last bytes
+        // wait for the log (which a closed stream still gathers).
+        let first_ns = s.oldest_unlogged_ns()?;
         if s.info.dir != StreamDir::Write
-            || s.fill_len == s.logged_len
-            || s.closed
+            || (s.closed && s.unlogged_writes.is_empty())
             || s.error.is_some()
         {
             return None;
         }
         let (due, interval) = self.commit.cadence();
         let g0 = due.saturating_sub(lead);
-        let earliest = s.fill_first_ns + (s.info.durable_ns - interval.min(s.info.durable_ns));
+        let earliest = first_ns + (s.info.durable_ns - interval.min(s.info.durable_ns));
         let latest = if earliest <= g0 {
             g0
         } else {
@@ -398,7 +407,7 @@ impl Engine {
         let phase = u64::from(s.info.id) % k;
         let j = ((latest / interval) % k + k - phase) % k;
         match latest.checked_sub(j * interval) {
-            Some(g) if g >= s.fill_first_ns => Some(g),
+            Some(g) if g >= first_ns => Some(g),
             _ => Some(latest),
         }
     }
