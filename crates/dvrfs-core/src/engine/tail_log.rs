@@ -222,7 +222,10 @@ impl Engine {
             let at = self.streams[&sid]
                 .request_at(op)
                 .expect("an unlogged request is being written");
-            let (from, len) = ((u.from_bytes - at) as usize, (u.end_bytes - u.from_bytes) as usize);
+            let (from, len) = (
+                (u.from_bytes - at) as usize,
+                (u.end_bytes - u.from_bytes) as usize,
+            );
             let bytes = match self.ops.get(&op).map(|o| &o.body) {
                 Some(super::Body::Write { data, .. }) => match data.bytes() {
                     Some(b) => b[from..from + len].to_vec(),
@@ -234,7 +237,10 @@ impl Engine {
             s.settle_in_flight(op);
             s.count_logged(len as u64);
             self.qos.tail_logged_bytes += len as u64;
-            let log = self.tail.as_mut().expect("bytes are left to the log only with one");
+            let log = self
+                .tail
+                .as_mut()
+                .expect("bytes are left to the log only with one");
             log.reserved_blocks -= u.reserved_blocks;
             log.pending.push(Pending {
                 stream: sid,
@@ -293,7 +299,10 @@ impl Engine {
         else {
             return;
         };
-        let log = self.tail.as_mut().expect("bytes are left to the log only with one");
+        let log = self
+            .tail
+            .as_mut()
+            .expect("bytes are left to the log only with one");
         log.reserved_blocks -= u.reserved_blocks;
     }
 
