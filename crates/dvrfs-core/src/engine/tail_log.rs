@@ -10,6 +10,18 @@
 //! as without the log. A gather makes the superblock dirty, so the cadence cuts a
 //! commit.
 //!
+//! **Whole requests of logging recordings** (`stream/tail_log.rs`: a request that
+//! does not fill within `D`). A full request is written out due only at its buffer's
+//! overflow ([`Engine::tail_log_defer_full`]), not by the next commit: its bytes not
+//! yet logged stay recorded against it, with room held for them in the ring
+//! (`reserved_blocks`, counted by every room check), and the next gather point logs
+//! them from the request's buffer, before the request being filled
+//! (`tail_log_in_flight`), unless the request is applied first, when the next commit
+//! carries them ([`Engine::tail_log_landed`]). Their entry dies when that request is
+//! applied and committed, as any other. Without room the request is due by the next
+//! commit, as before. A fast recording keeps that rule: its full requests are never
+//! logged.
+//!
 //! **Cut.** Right before a transaction is cut, the pending entries become one batch
 //! at the log's head ([`Engine::tail_log_cut`]); the superblock of that transaction
 //! names it inside `[tail, head)`. The commit job writes the batch before its data

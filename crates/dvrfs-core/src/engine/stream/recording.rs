@@ -17,7 +17,9 @@
 //! and the next request goes on from where it ended (the engine composes the
 //! shared 4 KiB sector from the bytes it remembers there rather than reading it
 //! back, `engine/last_sector.rs`). A full request written between two gather points is due by the next
-//! commit at the latest for the same reason. The journal write, the commit point, is
+//! commit at the latest for the same reason, except a logging recording's on a
+//! volume with a tail log: its last bytes are logged at the next gather point
+//! instead, and it is due at its buffer's overflow (`engine/tail_log.rs`). The journal write, the commit point, is
 //! due one lead after the cut (`commit.rs`). A byte accepted at `a` is therefore in
 //! a request due by the first commit cut after `a + D - I + lead`, and durable once
 //! that commit's journal flush completes: within `D + lead` plus the commit's own
