@@ -106,7 +106,7 @@ pub struct MkfsArgs {
     #[arg(long, conflicts_with = "no_tail_log")]
     pub tail_log: Option<String>,
     /// Make a volume without a tail log: recordings write their partial requests in
-    /// place at each gather point (the layout before 2026-11-28)
+    /// place at each gather point (the layout before 2026-11-27)
     #[arg(long)]
     pub no_tail_log: bool,
 }

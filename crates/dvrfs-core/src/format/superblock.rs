@@ -134,7 +134,7 @@ pub const FEATURE_EVENTS: u32 = 2;
 /// The volume has a tail log (`tail_log_*`): a recording's partial request is
 /// logged in the commit instead of written in place at each gather point, and
 /// replayed into its file at recovery (FORMAT.md section 11a). Set by mkfs since
-/// 2026-11-28 unless `--no-tail-log`; a volume without it keeps the in-place gather.
+/// 2026-11-27 unless `--no-tail-log`; a volume without it keeps the in-place gather.
 pub const FEATURE_TAIL_LOG: u32 = 4;
 /// The feature bits this build knows; a superblock with another is malformed.
 pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS | FEATURE_EVENTS | FEATURE_TAIL_LOG;
