@@ -46,11 +46,14 @@ fn create_in(e: &mut Engine, d: &mut Drive, parent: u32, name: &str) -> u32 {
     }
 }
 
+/// Recordings at the volume's commit interval, as `write_spec` opens them.
 fn ask(mbit: f64) -> HeadroomAsk {
     HeadroomAsk {
         rate_bps: mbit * 1e6,
         request_bytes: REQ,
         buffer_bytes: None,
+        dir: StreamDir::Write,
+        durable_ns: None,
     }
 }
 
@@ -114,6 +117,8 @@ fn status_lists_the_streams_by_path_and_its_headroom_is_what_the_engine_admits()
 
     let adm = st.admission.clone().expect("opened with a model");
     assert!(adm.load > 0.0 && adm.load <= 1.0, "{adm:?}");
+    // The interval the recordings are counted with: the volume's.
+    assert_eq!(adm.asked.durable_ns, Some(1_000_000_000), "{adm:?}");
     let more = adm.more_streams;
     assert!(more > 0, "{adm:?}");
     // Exactly `more` more 6 Mbit/s recordings are admitted, and not one beyond.
@@ -162,4 +167,30 @@ fn without_an_admission_model_status_says_so_and_still_counts_space() {
     assert!(st.space.used_bytes >= 1 << 20, "{:?}", st.space);
     assert_eq!(st.space.held_bytes, 0);
     assert!(st.disk.commands > 0);
+}
+
+#[test]
+fn the_headroom_for_slow_recordings_counts_their_short_requests() {
+    // 250 kbit/s recordings write a short request every durability interval: fewer
+    // fit at 1 s than at 10 s, and fewer at 10 s than playbacks of the same rate
+    // (whole requests), each figure what the engine admits (`tests/streams.rs`).
+    let model = DiskModel::builtin("nvr-8t").unwrap();
+    let (e, _d) = setup(Some(Admission::from_model(&model, 0.1)), 7);
+    let more = |dir, durable_ns| {
+        let a = HeadroomAsk {
+            dir,
+            durable_ns,
+            ..ask(0.25)
+        };
+        e.status(a).admission.unwrap().more_streams
+    };
+    let at_1s = more(StreamDir::Write, None);
+    let at_10s = more(StreamDir::Write, Some(10_000_000_000));
+    let playbacks = more(StreamDir::Read, None);
+    assert!(
+        at_1s < 100 && at_1s < at_10s && at_10s <= playbacks,
+        "{at_1s} {at_10s} {playbacks}"
+    );
+    // An interval below the volume's commit interval is counted at the interval.
+    assert_eq!(more(StreamDir::Write, Some(1)), at_1s);
 }

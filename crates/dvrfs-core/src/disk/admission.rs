@@ -28,6 +28,20 @@
 //! conservative for streams with long buffers; journal commits are covered by the
 //! best-effort share, not charged.
 //!
+//! **Recordings gather** (`engine/stream/recording.rs`). A write stream with a
+//! durability interval writes what it holds at least once per *gather period* `P`
+//! (its interval rounded down to whole commit intervals, the engine's
+//! `gather_period_ns`): a slow stream, whose request does not fill within `P`, writes
+//! a short request of `q = min(d, r P)` bytes (rounded up to 4 KiB, the sectors it
+//! covers) every `P`, and every request is due within `P` of its oldest byte. So its
+//! slack is at most `P`, whatever its buffer, and its bytes per round are `T q / P`:
+//! `min(slack, P)` and `q` are what the round is planned with
+//! ([`StreamLoad::slack_ns`], [`StreamLoad::transfer_rate_bytes_per_s`]). A slow
+//! stream at `P` = 1 s costs one positioning a second, which is most of a disk's time
+//! for a few hundred of them (`docs/durability.md`, "What it costs"); a fast one
+//! (its request fills within `P`) is planned as before, but with at most `P` of
+//! slack. A playback has no period.
+//!
 //! **Without a disk model** (an SSD, an image on tmpfs) positioning is free and the
 //! bound is the bandwidth: `sum_i r_i <= (1 - s) * bandwidth`, the bandwidth configured
 //! or measured by `dvrfs calibrate`.
@@ -36,6 +50,10 @@ use super::geometry::Geometry;
 use super::model::DiskModel;
 use super::seek::SeekCurve;
 
+/// The sector a short request's bytes are rounded up to: the engine writes whole
+/// sectors (composing the one a request shares with the next).
+const SECTOR_BYTES: u64 = 4096;
+
 /// One admitted (or asked-for) stream, as admission sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StreamLoad {
@@ -43,6 +61,11 @@ pub struct StreamLoad {
     pub request_bytes: u64,
     /// Buffer, in requests.
     pub depth: u32,
+    /// A recording's gather period, ns: at most this long after its oldest byte was
+    /// accepted, what it holds is written (its durability interval rounded down to
+    /// whole commit intervals, the engine's `gather_period_ns`). `None`: a playback,
+    /// which moves whole requests only.
+    pub durable_ns: Option<u64>,
 }
 
 impl StreamLoad {
@@ -51,12 +74,86 @@ impl StreamLoad {
         (self.request_bytes / 2).max(1)
     }
 
-    /// How long after it is issued a request of this stream is due, in ns (0 when the
-    /// buffer is too small to give any).
-    pub fn slack_ns(&self) -> f64 {
+    /// How long after it is issued a request is due by the buffer alone, in ns (0
+    /// when the buffer is too small to give any): the stream's guarantee, and what a
+    /// buffer dvrfs chooses is sized by.
+    pub fn buffer_slack_ns(&self) -> f64 {
         let buffer = self.depth as f64 * self.request_bytes as f64;
         let usable = buffer - self.request_bytes as f64 - self.burst_bytes() as f64;
         (usable / self.rate_bytes_per_s * 1e9).max(0.0)
+    }
+
+    /// How long after it is issued a request of this stream is due at the latest,
+    /// in ns: the buffer's slack, and for a recording at most its gather period.
+    pub fn slack_ns(&self) -> f64 {
+        let buffer = self.buffer_slack_ns();
+        match self.durable_ns {
+            Some(p) => buffer.min(p as f64),
+            None => buffer,
+        }
+    }
+
+    /// The request the stream writes or reads at a time, bytes: a whole request, or
+    /// for a recording whose request does not fill within its gather period what it
+    /// gathers in one (`rate x period`, up to whole sectors).
+    pub fn written_request_bytes(&self) -> u64 {
+        let Some(p) = self.durable_ns else {
+            return self.request_bytes;
+        };
+        let gathered = (self.rate_bytes_per_s * p as f64 / 1e9).ceil();
+        if gathered.is_nan() || gathered >= self.request_bytes as f64 {
+            // Fills within the period (or a rate too large to count).
+            return self.request_bytes;
+        }
+        (gathered as u64)
+            .div_ceil(SECTOR_BYTES)
+            .saturating_mul(SECTOR_BYTES)
+            .clamp(SECTOR_BYTES.min(self.request_bytes), self.request_bytes)
+    }
+
+    /// The bytes per second the disk moves for the stream: its rate, or a short
+    /// request per gather period when its request does not fill within one (a little
+    /// more than the rate: whole sectors).
+    pub fn transfer_rate_bytes_per_s(&self) -> f64 {
+        let q = self.written_request_bytes();
+        match self.durable_ns {
+            Some(p) if q < self.request_bytes && p > 0 => {
+                (q as f64 / p as f64 * 1e9).max(self.rate_bytes_per_s)
+            }
+            _ => self.rate_bytes_per_s,
+        }
+    }
+}
+
+/// A stream asked for, before admission gives it a buffer: a [`StreamLoad`] without
+/// its depth, and the buffer it states, if it does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StreamAsk {
+    pub rate_bytes_per_s: f64,
+    pub request_bytes: u64,
+    /// `None`: dvrfs chooses ([`Admission::choose_depth`]).
+    pub buffer_bytes: Option<u64>,
+    /// As [`StreamLoad::durable_ns`].
+    pub durable_ns: Option<u64>,
+}
+
+impl StreamAsk {
+    /// The load of this stream with a buffer of `depth` requests.
+    pub fn with_depth(&self, depth: u32) -> StreamLoad {
+        StreamLoad {
+            rate_bytes_per_s: self.rate_bytes_per_s,
+            request_bytes: self.request_bytes,
+            depth,
+            durable_ns: self.durable_ns,
+        }
+    }
+
+    /// The same stream at another rate.
+    pub fn at_rate(&self, rate_bytes_per_s: f64) -> StreamAsk {
+        StreamAsk {
+            rate_bytes_per_s,
+            ..*self
+        }
     }
 }
 
@@ -161,7 +258,9 @@ impl Admission {
         let rt = 1.0 - self.be_share;
         match &self.capacity {
             Capacity::Bandwidth { bytes_per_s } => {
-                let sum = streams.iter().fold(0.0, |a, s| a + s.rate_bytes_per_s);
+                let sum = streams
+                    .iter()
+                    .fold(0.0, |a, s| a + s.transfer_rate_bytes_per_s());
                 let load = sum / (rt * bytes_per_s);
                 Check {
                     fits: load <= 1.0,
@@ -188,7 +287,7 @@ impl Admission {
                     .map(|s| s.slack_ns() / 1e6)
                     .fold(f64::INFINITY, f64::min);
                 let cost_ms = streams.iter().fold(*sweep_seek_ms, |a, s| {
-                    a + s.rate_bytes_per_s * round_ms / inner_rate_bytes_per_s
+                    a + s.transfer_rate_bytes_per_s() * round_ms / inner_rate_bytes_per_s
                         + rotation_ms
                         + settle_ms
                 });
@@ -231,8 +330,8 @@ impl Admission {
         }
     }
 
-    /// The highest rate a stream with `like`'s request size and buffer could still be
-    /// admitted at beside `admitted` (0 if none), bytes per second.
+    /// The highest rate a stream with `like`'s request size, buffer and gather period
+    /// could still be admitted at beside `admitted` (0 if none), bytes per second.
     pub fn headroom(&self, admitted: &[StreamLoad], like: StreamLoad) -> f64 {
         let fits_at = |rate: f64| {
             let mut all = admitted.to_vec();
@@ -252,56 +351,37 @@ impl Admission {
     pub fn depth_for(
         &self,
         admitted: &[StreamLoad],
-        rate_bytes_per_s: f64,
-        request_bytes: u64,
-        buffer_bytes: Option<u64>,
+        ask: &StreamAsk,
         min_slack_ns: f64,
         max_buffer_bytes: u64,
     ) -> u32 {
-        match buffer_bytes {
-            Some(b) => (b / request_bytes.max(1)) as u32,
+        match ask.buffer_bytes {
+            Some(b) => (b / ask.request_bytes.max(1)) as u32,
             None => self
-                .choose_depth(
-                    admitted,
-                    rate_bytes_per_s,
-                    request_bytes,
-                    min_slack_ns,
-                    max_buffer_bytes,
-                )
-                .unwrap_or((max_buffer_bytes / request_bytes.max(1)) as u32),
+                .choose_depth(admitted, ask, min_slack_ns, max_buffer_bytes)
+                .unwrap_or((max_buffer_bytes / ask.request_bytes.max(1)) as u32),
         }
     }
 
-    /// How many streams of one kind are admitted on an idle device, one after the
+    /// How many streams like `ask` are admitted on an idle device, one after the
     /// other as the engine admits them (each with [`Admission::depth_for`]): the
     /// figure `dvrfs capacity` prints beside its bounds. At most `MAX_COUNTED`.
     pub fn count_admitted(
         &self,
-        rate_bytes_per_s: f64,
-        request_bytes: u64,
-        buffer_bytes: Option<u64>,
+        ask: &StreamAsk,
         min_slack_ns: f64,
         max_buffer_bytes: u64,
     ) -> usize {
-        self.count_admitted_beside(
-            &[],
-            rate_bytes_per_s,
-            request_bytes,
-            buffer_bytes,
-            min_slack_ns,
-            max_buffer_bytes,
-        )
+        self.count_admitted_beside(&[], ask, min_slack_ns, max_buffer_bytes)
     }
 
-    /// How many more streams of one kind are admitted beside the streams `already`
+    /// How many more streams like `ask` are admitted beside the streams `already`
     /// admitted, one after the other as the engine admits them: the headroom `dvrfs
     /// status` prints. At most `MAX_COUNTED`.
     pub fn count_admitted_beside(
         &self,
         already: &[StreamLoad],
-        rate_bytes_per_s: f64,
-        request_bytes: u64,
-        buffer_bytes: Option<u64>,
+        ask: &StreamAsk,
         min_slack_ns: f64,
         max_buffer_bytes: u64,
     ) -> usize {
@@ -311,19 +391,8 @@ impl Admission {
             return 0;
         }
         while admitted.len() - before < MAX_COUNTED {
-            let depth = self.depth_for(
-                &admitted,
-                rate_bytes_per_s,
-                request_bytes,
-                buffer_bytes,
-                min_slack_ns,
-                max_buffer_bytes,
-            );
-            admitted.push(StreamLoad {
-                rate_bytes_per_s,
-                request_bytes,
-                depth,
-            });
+            let depth = self.depth_for(&admitted, ask, min_slack_ns, max_buffer_bytes);
+            admitted.push(ask.with_depth(depth));
             if !self.check(&admitted).fits {
                 return admitted.len() - 1 - before;
             }
@@ -331,64 +400,60 @@ impl Admission {
         MAX_COUNTED
     }
 
-    /// The highest rate one more stream with `request_bytes` requests is admitted at
-    /// beside `admitted`, with the buffer the engine would give it
+    /// The highest rate one more stream like `like` (its request size, buffer and
+    /// gather period; its rate is what is searched) is admitted at beside
+    /// `admitted`, with the buffer the engine would give it
     /// ([`Admission::depth_for`]), bytes per second (0 if none is). The "fits at up
     /// to" of a refusal fixes the buffer; this lets it grow with the rate as the
     /// engine's own choice does.
     pub fn largest_admitted(
         &self,
         admitted: &[StreamLoad],
-        request_bytes: u64,
-        buffer_bytes: Option<u64>,
+        like: &StreamAsk,
         min_slack_ns: f64,
         max_buffer_bytes: u64,
     ) -> f64 {
         let fits_at = |rate: f64| {
-            let depth = self.depth_for(
-                admitted,
-                rate,
-                request_bytes,
-                buffer_bytes,
-                min_slack_ns,
-                max_buffer_bytes,
-            );
+            let ask = like.at_rate(rate);
+            let depth = self.depth_for(admitted, &ask, min_slack_ns, max_buffer_bytes);
             let mut all = admitted.to_vec();
-            all.push(StreamLoad {
-                rate_bytes_per_s: rate,
-                request_bytes,
-                depth,
-            });
+            all.push(ask.with_depth(depth));
             self.check(&all).fits
         };
         highest_fitting_rate(fits_at)
     }
 
-    /// The buffer depth dvrfs picks for a stream that did not state one: the smallest
-    /// that gives at least `min_slack_ns` of slack and fits beside `admitted`, up to
-    /// `max_buffer_bytes`; `None` when no depth fits.
+    /// The buffer depth dvrfs picks for a stream like `ask` that did not state one:
+    /// the smallest whose buffer gives at least `min_slack_ns` of slack and that fits
+    /// beside `admitted`, up to `max_buffer_bytes`; `None` when no depth fits. A
+    /// recording's slack stops growing with its buffer at its gather period
+    /// ([`StreamLoad::slack_ns`]): no depth past the one that reaches it fits if that
+    /// one does not.
     pub fn choose_depth(
         &self,
         admitted: &[StreamLoad],
-        rate_bytes_per_s: f64,
-        request_bytes: u64,
+        ask: &StreamAsk,
         min_slack_ns: f64,
         max_buffer_bytes: u64,
     ) -> Option<u32> {
-        let max_depth = (max_buffer_bytes / request_bytes.max(1)).max(2) as u32;
-        (2..=max_depth).find(|&depth| {
-            let s = StreamLoad {
-                rate_bytes_per_s,
-                request_bytes,
-                depth,
-            };
-            if s.slack_ns() < min_slack_ns && depth < max_depth {
-                return false;
+        let max_depth = (max_buffer_bytes / ask.request_bytes.max(1)).max(2) as u32;
+        let mut all = admitted.to_vec();
+        for depth in 2..=max_depth {
+            let s = ask.with_depth(depth);
+            if s.buffer_slack_ns() < min_slack_ns && depth < max_depth {
+                continue;
             }
-            let mut all = admitted.to_vec();
             all.push(s);
-            self.check(&all).fits
-        })
+            if self.check(&all).fits {
+                return Some(depth);
+            }
+            all.pop();
+            if s.slack_ns() < s.buffer_slack_ns() {
+                // Capped by the gather period: a larger buffer plans the same.
+                return None;
+            }
+        }
+        None
     }
 }
 
@@ -397,11 +462,16 @@ mod tests {
     use super::*;
     use crate::disk::{capacity, StreamParams};
 
+    /// The engine's: a second of slack, buffers up to 256 MiB.
+    const AUTO_SLACK: f64 = 1e9;
+    const MAX_BUFFER: u64 = 256 << 20;
+
     fn atsc(depth: u32) -> StreamLoad {
         StreamLoad {
             rate_bytes_per_s: 19.39e6 / 8.0,
             request_bytes: 512 * 1024,
             depth,
+            durable_ns: None,
         }
     }
 
@@ -486,15 +556,103 @@ mod tests {
     fn chosen_depth_fits_and_gives_the_slack_asked() {
         let m = DiskModel::builtin("avfs-250g").unwrap();
         let a = Admission::from_model(&m, 0.1);
-        let d = a
-            .choose_depth(&[], 19.39e6 / 8.0, 512 * 1024, 1e9, 64 << 20)
-            .unwrap();
+        let ask = StreamAsk {
+            rate_bytes_per_s: 19.39e6 / 8.0,
+            request_bytes: 512 * 1024,
+            buffer_bytes: None,
+            durable_ns: None,
+        };
+        let d = a.choose_depth(&[], &ask, 1e9, 64 << 20).unwrap();
         assert!(atsc(d).slack_ns() >= 1e9);
         assert!(atsc(d - 1).slack_ns() < 1e9);
         let busy = vec![atsc(8); 40];
-        assert_eq!(
-            a.choose_depth(&busy, 19.39e6 / 8.0, 512 * 1024, 1e9, 64 << 20),
-            None
+        assert_eq!(a.choose_depth(&busy, &ask, 1e9, 64 << 20), None);
+    }
+
+    fn recordings(mbit: f64, durable_s: Option<u64>) -> StreamAsk {
+        StreamAsk {
+            rate_bytes_per_s: mbit * 1e6 / 8.0,
+            request_bytes: 512 * 1024,
+            buffer_bytes: None,
+            durable_ns: durable_s.map(|s| s * 1_000_000_000),
+        }
+    }
+
+    #[test]
+    fn a_slow_recording_costs_a_short_request_per_period() {
+        // 250 kbit/s fills a 512 KiB request in 16.8 s: at a period of 1 s it writes
+        // 31,250 bytes (8 sectors) a second, and a request is due within the second.
+        let slow = recordings(0.25, Some(1)).with_depth(4);
+        assert_eq!(slow.written_request_bytes(), 32768);
+        assert!((slow.transfer_rate_bytes_per_s() - 32768.0).abs() < 1e-6);
+        assert!(slow.buffer_slack_ns() > 30e9);
+        assert_eq!(slow.slack_ns(), 1e9);
+        let m = DiskModel::builtin("nvr-8t").unwrap();
+        let a = Admission::from_model(&m, 0.1);
+        let count = |d| a.count_admitted(&recordings(0.25, d), AUTO_SLACK, MAX_BUFFER);
+        let whole = count(None);
+        let by_period: Vec<usize> = [1, 2, 5, 10].map(|s| count(Some(s))).to_vec();
+        // One positioning a second each: fewer than a hundred fit at 1 s, against
+        // 678 planned with whole requests (and the buffers dvrfs chooses).
+        assert!(by_period[0] < 100, "{by_period:?}");
+        assert!(whole > 600, "{whole}");
+        assert!(by_period.windows(2).all(|w| w[0] < w[1]), "{by_period:?}");
+        assert!(by_period[3] < whole, "{by_period:?} {whole}");
+        // They agree with the round bound of `capacity` for a request of the period's
+        // bytes and a round of the period: T = 0.9 s for the streams, each costing
+        // its 32 KiB at the inner rate, a revolution and the settle.
+        let r = capacity(
+            &m,
+            &StreamParams {
+                bitrate_bps: 32768.0 * 8.0,
+                request_bytes: 32768,
+                depth: 2,
+                be_share: 0.1,
+            },
         );
+        assert_eq!(by_period[0] as u32, r.round_bound_streams, "{r:?}");
+    }
+
+    #[test]
+    fn a_fast_recording_whose_request_fills_within_the_period_is_planned_as_before() {
+        // 19.39 Mbit/s fills 512 KiB in 0.22 s; with the buffer dvrfs chooses (just
+        // over a second of slack) a period of 2 s or more changes nothing.
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let a = Admission::from_model(&m, 0.1);
+        for d in [2, 5, 10] {
+            let ask = recordings(19.39, Some(d));
+            let load = ask.with_depth(8);
+            assert_eq!(load.written_request_bytes(), 512 * 1024);
+            assert_eq!(load.transfer_rate_bytes_per_s(), 19.39e6 / 8.0);
+            assert_eq!(load.slack_ns(), atsc(8).slack_ns());
+            assert_eq!(
+                a.count_admitted(&ask, AUTO_SLACK, MAX_BUFFER),
+                a.count_admitted(&recordings(19.39, None), AUTO_SLACK, MAX_BUFFER)
+            );
+        }
+    }
+
+    #[test]
+    fn a_recording_capped_by_its_period_gets_no_larger_buffer_for_nothing() {
+        // Beside a full disk no depth fits; the search stops at the depth whose
+        // slack reaches the period instead of trying every buffer up to 256 MiB.
+        let m = DiskModel::builtin("nvr-8t").unwrap();
+        let a = Admission::from_model(&m, 0.1);
+        let ask = recordings(0.25, Some(1));
+        let n = a.count_admitted(&ask, AUTO_SLACK, MAX_BUFFER);
+        let full = vec![ask.with_depth(2); n];
+        assert!(a.check(&full).fits);
+        assert_eq!(
+            a.choose_depth(&full[1..], &ask, AUTO_SLACK, MAX_BUFFER),
+            Some(2)
+        );
+        assert!(!a.check(&[&full[..], &[ask.with_depth(2)]].concat()).fits);
+        assert_eq!(a.choose_depth(&full, &ask, AUTO_SLACK, MAX_BUFFER), None);
+        assert!(!a.check(&[&full[..], &[ask.with_depth(512)]].concat()).fits);
+        // The refusal's rate is one the period's cost admits.
+        let h = a.headroom(&full[1..], ask.with_depth(2));
+        let mut with = full[1..].to_vec();
+        with.push(ask.at_rate(h).with_depth(2));
+        assert!(a.check(&with).fits);
     }
 }

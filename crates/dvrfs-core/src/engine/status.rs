@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stream::{StreamDir, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
+use super::stream::{stream_ask, StreamDir, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
 use super::Engine;
 use crate::alloc::Ino;
 use crate::disk::{Admission, StreamLoad};
@@ -24,6 +24,19 @@ pub struct HeadroomAsk {
     pub request_bytes: u64,
     /// `None`: the buffer dvrfs would choose (as `record` and the mount do).
     pub buffer_bytes: Option<u64>,
+    /// Recordings (`write`, planned with their durability interval) or playbacks
+    /// (`read`). A status from before recordings were planned so says nothing: it
+    /// counted whole requests, as for playbacks.
+    #[serde(default = "playbacks")]
+    pub dir: StreamDir,
+    /// Recordings: their durability interval, ns (`None`: the volume's commit
+    /// interval; a status fills it in). `None` for playbacks.
+    #[serde(default)]
+    pub durable_ns: Option<u64>,
+}
+
+fn playbacks() -> StreamDir {
+    StreamDir::Read
 }
 
 /// A snapshot of the engine for the operator.
@@ -150,18 +163,11 @@ impl Engine {
             commits: self.qos.commits,
         };
         let open: Vec<_> = self.streams.values().filter(|s| s.is_open()).collect();
-        let loads: Vec<StreamLoad> = open
-            .iter()
-            .map(|s| StreamLoad {
-                rate_bytes_per_s: s.info().rate_bytes_per_s,
-                request_bytes: s.info().request_bytes,
-                depth: s.info().depth,
-            })
-            .collect();
+        let loads = self.open_loads();
         let admission = self
             .admission
             .as_ref()
-            .map(|adm| admission_status(adm, &loads, ask));
+            .map(|adm| admission_status(adm, &loads, ask, self.commit.interval_ns()));
         let streams = open
             .iter()
             .map(|s| {
@@ -248,35 +254,48 @@ impl Status {
 }
 
 /// What admission says beside the streams `open` (their loads): its load and round,
-/// and the headroom for streams like `ask`. Without streams: an idle device's
-/// (`dvrfs status` on a volume that is not mounted).
-pub fn admission_status(adm: &Admission, open: &[StreamLoad], ask: HeadroomAsk) -> AdmissionStatus {
+/// and the headroom for streams like `ask` on a volume committing every
+/// `commit_interval_ns` (a recording's durability interval is never shorter).
+/// Without streams: an idle device's (`dvrfs status` on a volume that is not
+/// mounted).
+pub fn admission_status(
+    adm: &Admission,
+    open: &[StreamLoad],
+    ask: HeadroomAsk,
+    commit_interval_ns: u64,
+) -> AdmissionStatus {
     let check = adm.check(open);
-    let rate = ask.rate_bps / 8.0;
+    let asked = HeadroomAsk {
+        durable_ns: match ask.dir {
+            StreamDir::Read => None,
+            StreamDir::Write => Some(
+                ask.durable_ns
+                    .unwrap_or(commit_interval_ns)
+                    .max(commit_interval_ns),
+            ),
+        },
+        ..ask
+    };
+    let like = stream_ask(
+        asked.dir,
+        asked.rate_bps,
+        asked.request_bytes,
+        asked.buffer_bytes,
+        asked.durable_ns,
+        commit_interval_ns,
+    );
     AdmissionStatus {
         against: adm.describe(),
         be_share: adm.be_share,
         load: check.load,
         round_ms: check.round_ms,
-        asked: ask,
-        more_streams: if rate > 0.0 {
-            adm.count_admitted_beside(
-                open,
-                rate,
-                ask.request_bytes,
-                ask.buffer_bytes,
-                AUTO_SLACK_NS,
-                MAX_STREAM_BUFFER_BYTES,
-            )
+        asked,
+        more_streams: if like.rate_bytes_per_s > 0.0 {
+            adm.count_admitted_beside(open, &like, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES)
         } else {
             0
         },
-        largest_rate_bps: adm.largest_admitted(
-            open,
-            ask.request_bytes,
-            ask.buffer_bytes,
-            AUTO_SLACK_NS,
-            MAX_STREAM_BUFFER_BYTES,
-        ) * 8.0,
+        largest_rate_bps: adm.largest_admitted(open, &like, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES)
+            * 8.0,
     }
 }

@@ -41,16 +41,17 @@
 //! The stream's slack (`depth * d - d - b) / r` is what admission plans with
 //! (`disk::admission`).
 
+mod admit;
 mod events;
 mod recording;
 mod tail_log;
 
+pub use admit::{gather_period_ns, stream_ask};
 pub use recording::GATHER_LEAD_NS;
 pub(super) use tail_log::InFlightUnlogged;
 
 use super::{buf, Body, Engine, IoBuf, Now, Op, OpId, OpState, Output, Stage};
 use crate::alloc::Ino;
-use crate::disk::StreamLoad;
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -67,7 +68,8 @@ pub const MAX_STREAM_BUFFER_BYTES: u64 = 256 << 20;
 /// Largest request of a stream.
 pub const MAX_STREAM_REQUEST_BYTES: u64 = 16 << 20;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StreamDir {
     /// A playback: the engine prefetches.
     Read,
@@ -226,14 +228,6 @@ pub(super) struct Stream {
 }
 
 impl Stream {
-    fn load(&self) -> StreamLoad {
-        StreamLoad {
-            rate_bytes_per_s: self.rate,
-            request_bytes: self.info.request_bytes,
-            depth: self.info.depth,
-        }
-    }
-
     fn credit_at(&self, now: u64) -> f64 {
         let dt = now.saturating_sub(self.credit_at) as f64 / 1e9;
         (self.credit + self.rate * dt).min(self.burst)
@@ -301,121 +295,7 @@ fn spec_error(msg: String) -> Error {
     Error::InvalidArgument(msg)
 }
 
-/// `512 KiB`, `4 MiB`, `2.5 MiB`.
-fn size(bytes: u64) -> String {
-    if bytes >= 1 << 20 {
-        let m = bytes as f64 / (1u64 << 20) as f64;
-        if m.fract() == 0.0 {
-            format!("{m:.0} MiB")
-        } else {
-            format!("{m:.1} MiB")
-        }
-    } else {
-        format!("{} KiB", bytes / 1024)
-    }
-}
-
-fn mbit(bytes_per_s: f64) -> String {
-    format!("{:.2} Mbit/s", bytes_per_s * 8.0 / 1e6)
-}
-
-/// As [`mbit`], rounded down to the hundredth shown.
-fn mbit_floor(bytes_per_s: f64) -> String {
-    format!("{:.2} Mbit/s", (bytes_per_s * 8.0 / 1e4).floor() / 100.0)
-}
-
 impl Engine {
-    /// Admission: the stream's buffer depth and the load with it, or why not.
-    fn admit(&self, ino: Ino, spec: &StreamSpec) -> Result<(u32, f64)> {
-        let rate = spec.rate_bps / 8.0;
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(spec_error(format!(
-                "a stream's rate must be a positive number of bits per second, not {}",
-                spec.rate_bps
-            )));
-        }
-        let d = spec.request_bytes;
-        if d == 0 || !d.is_multiple_of(4096) || d > MAX_STREAM_REQUEST_BYTES {
-            return Err(spec_error(format!(
-                "a stream's request size must be a multiple of 4 KiB up to {} MiB, not {d} bytes",
-                MAX_STREAM_REQUEST_BYTES >> 20
-            )));
-        }
-        if let Some(b) = spec.buffer_bytes {
-            if b < 2 * d || b > MAX_STREAM_BUFFER_BYTES {
-                return Err(spec_error(format!(
-                    "a stream's buffer must hold at least two requests ({} bytes) and at most {} MiB, not {b} bytes",
-                    2 * d,
-                    MAX_STREAM_BUFFER_BYTES >> 20
-                )));
-            }
-        }
-        if !self.vol.inode_exists(ino) {
-            return Err(Error::NotFound(format!("inode {ino}")));
-        }
-        let st = self.vol.stat(ino)?;
-        if st.kind != crate::format::dir::Kind::File {
-            return Err(spec_error(format!(
-                "inode {ino} is not a regular file: streams read and write files"
-            )));
-        }
-        let Some(adm) = &self.admission else {
-            return Err(Error::Refused(
-                "this volume was opened without an admission model: open it with a device model (--device-model) or a bandwidth (--bandwidth)".into(),
-            ));
-        };
-        let admitted: Vec<StreamLoad> = self
-            .streams
-            .values()
-            .filter(|s| !s.closed)
-            .map(Stream::load)
-            .collect();
-        let depth = adm.depth_for(
-            &admitted,
-            rate,
-            d,
-            spec.buffer_bytes,
-            AUTO_SLACK_NS,
-            MAX_STREAM_BUFFER_BYTES,
-        );
-        let load = StreamLoad {
-            rate_bytes_per_s: rate,
-            request_bytes: d,
-            depth,
-        };
-        let mut all = admitted.clone();
-        all.push(load);
-        let check = adm.check(&all);
-        if check.fits {
-            return Ok((depth, check.load));
-        }
-        let used = adm.check(&admitted).load;
-        let left = adm.headroom(&admitted, load);
-        Err(Error::Refused(format!(
-            "asked for a {} stream of {} in {} requests with a {} buffer; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
-            spec.dir.name(),
-            mbit(rate),
-            size(d),
-            size(depth as u64 * d),
-            adm.describe(),
-            adm.be_share * 100.0,
-            admitted.len(),
-            used * 100.0,
-            check.load * 100.0,
-            if left > 0.0 {
-                // Rounded down: the rate printed is one that is admitted when asked
-                // for (rounded to the nearest, 275.599 printed as 275.60 and 275.6M
-                // was then refused).
-                format!(
-                    "a stream like it fits at up to {} (a larger buffer may also help)",
-                    mbit_floor(left)
-                )
-            } else {
-                "no stream like it fits now: close a stream or ask for a larger buffer".to_string()
-            }
-        )))
-    }
-
     /// Admits the stream or says why not (`stream_open`, in `stream/events.rs`,
     /// records which).
     fn stream_admit(&mut self, ino: Ino, spec: &StreamSpec, now: Now) -> Result<Output> {
@@ -429,9 +309,8 @@ impl Engine {
                 interval_ns / 1_000_000
             )));
         }
-        let (depth, load) = self.admit(ino, spec)?;
-        let d = spec.request_bytes;
-        let rate = spec.rate_bps / 8.0;
+        let (l, load) = self.admit(ino, spec)?;
+        let (d, depth, rate) = (l.request_bytes, l.depth, l.rate_bytes_per_s);
         let mut reserved = 0;
         let start = match spec.dir {
             StreamDir::Read => spec.start_bytes,
@@ -446,13 +325,10 @@ impl Engine {
         };
         let id = self.next_stream;
         self.next_stream += 1;
-        let l = StreamLoad {
-            rate_bytes_per_s: rate,
-            request_bytes: d,
-            depth,
-        };
         let burst = l.burst_bytes() as f64;
-        let slack_ns = l.slack_ns() as u64;
+        // The guarantee is the buffer's: a recording's requests may be due sooner
+        // (durability), which admission planned with.
+        let slack_ns = l.buffer_slack_ns() as u64;
         let info = StreamInfo {
             id,
             ino,
@@ -468,7 +344,7 @@ impl Engine {
         };
         let credit = match spec.dir {
             // The first byte is due one slack after the open.
-            StreamDir::Read => -(l.slack_ns() / 1e9 * rate),
+            StreamDir::Read => -(l.buffer_slack_ns() / 1e9 * rate),
             StreamDir::Write => burst,
         };
         let s = Stream {

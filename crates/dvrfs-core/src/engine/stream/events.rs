@@ -4,9 +4,8 @@
 //! (`engine/events.rs` has the rest; FORMAT.md section 10b the bytes).
 
 use super::super::{Engine, Now, Output};
-use super::{Stream, StreamDir, StreamSpec, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
+use super::{Stream, StreamDir, StreamSpec};
 use crate::alloc::Ino;
-use crate::disk::StreamLoad;
 use crate::error::{Error, Result};
 use crate::format::events::{Dir, What};
 
@@ -66,26 +65,7 @@ impl Engine {
         let Some(adm) = &self.admission else {
             return 0.0;
         };
-        let admitted: Vec<StreamLoad> = self
-            .streams
-            .values()
-            .filter(|s| !s.closed)
-            .map(Stream::load)
-            .collect();
-        let rate = spec.rate_bps / 8.0;
-        let depth = adm.depth_for(
-            &admitted,
-            rate,
-            spec.request_bytes,
-            spec.buffer_bytes,
-            AUTO_SLACK_NS,
-            MAX_STREAM_BUFFER_BYTES,
-        );
-        let load = StreamLoad {
-            rate_bytes_per_s: rate,
-            request_bytes: spec.request_bytes,
-            depth,
-        };
+        let (admitted, load) = self.plan(adm, spec);
         adm.headroom(&admitted, load).max(0.0)
     }
 

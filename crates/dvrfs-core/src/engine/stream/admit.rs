@@ -1,0 +1,262 @@
+//! Admission as the engine asks it: a stream's spec checked, turned into the load
+//! `disk::admission` plans with (a recording with its gather period), and admitted
+//! beside the open streams or refused with what was asked and what is left.
+//!
+//! A recording's load is what it really makes the disk do: with its durability
+//! interval `D` it writes what it holds once per gather period (`D` rounded down to
+//! whole commit intervals, [`gather_period_ns`]), so a slow one writes a short
+//! request per period and every request is due within the period
+//! (`disk/admission.rs`, "Recordings gather"). Planning it with whole requests and
+//! its buffer's slack admitted 1,140 recordings of 250 kbit/s on `nvr-8t` where the
+//! disk serves fewer than a hundred at `D` = 1 s (`docs/durability.md`).
+
+use super::{
+    spec_error, Engine, Error, Ino, Result, Stream, StreamDir, StreamSpec, AUTO_SLACK_NS,
+    MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
+};
+use crate::disk::admission::StreamAsk;
+use crate::disk::{Admission, StreamLoad};
+
+/// How often, at the longest, a recording with durability interval `durable_ns` on
+/// a volume committing every `interval_ns` writes what it holds: the interval
+/// rounded down to whole commit intervals (gather points lie an interval apart, and
+/// a partial request is written at the first one that keeps its oldest byte within
+/// `D`: `recording.rs`, `Engine::gather_at`). An interval shorter than a commit
+/// interval (which the engine refuses, but `dvrfs capacity` may be asked about) is
+/// taken as it is; never 0.
+pub fn gather_period_ns(durable_ns: u64, interval_ns: u64) -> u64 {
+    let period = if interval_ns == 0 || durable_ns < interval_ns {
+        durable_ns
+    } else {
+        durable_ns / interval_ns * interval_ns
+    };
+    debug_assert!(period <= durable_ns);
+    period.max(1)
+}
+
+/// A stream as admission plans it: a playback as asked; a recording with the gather
+/// period of its durability interval (`None`: the commit interval `interval_ns`;
+/// one shorter than that is planned at the commit interval, where the engine
+/// refuses it).
+pub fn stream_ask(
+    dir: StreamDir,
+    rate_bps: f64,
+    request_bytes: u64,
+    buffer_bytes: Option<u64>,
+    durable_ns: Option<u64>,
+    interval_ns: u64,
+) -> StreamAsk {
+    StreamAsk {
+        rate_bytes_per_s: rate_bps / 8.0,
+        request_bytes,
+        buffer_bytes,
+        durable_ns: match dir {
+            StreamDir::Read => None,
+            StreamDir::Write => Some(gather_period_ns(
+                durable_ns.unwrap_or(interval_ns).max(interval_ns),
+                interval_ns,
+            )),
+        },
+    }
+}
+
+/// `512 KiB`, `4 MiB`, `2.5 MiB`.
+fn size(bytes: u64) -> String {
+    if bytes >= 1 << 20 {
+        let m = bytes as f64 / (1u64 << 20) as f64;
+        if m.fract() == 0.0 {
+            format!("{m:.0} MiB")
+        } else {
+            format!("{m:.1} MiB")
+        }
+    } else {
+        format!("{} KiB", bytes / 1024)
+    }
+}
+
+fn mbit(bytes_per_s: f64) -> String {
+    format!("{:.2} Mbit/s", bytes_per_s * 8.0 / 1e6)
+}
+
+/// As [`mbit`], rounded down to the hundredth shown.
+fn mbit_floor(bytes_per_s: f64) -> String {
+    format!("{:.2} Mbit/s", (bytes_per_s * 8.0 / 1e4).floor() / 100.0)
+}
+
+/// `1 s`, `2.5 s`.
+fn seconds(ns: u64) -> String {
+    let s = ns as f64 / 1e9;
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+impl Engine {
+    /// The open streams' loads, as admission plans them.
+    pub(in crate::engine) fn open_loads(&self) -> Vec<StreamLoad> {
+        let interval_ns = self.commit.interval_ns();
+        self.streams
+            .values()
+            .filter(|s| !s.closed)
+            .map(|s| s.load(interval_ns))
+            .collect()
+    }
+
+    /// What admission plans `spec` with: the open streams' loads, the stream as
+    /// asked and with the buffer it would get.
+    pub(super) fn plan(&self, adm: &Admission, spec: &StreamSpec) -> (Vec<StreamLoad>, StreamLoad) {
+        let admitted = self.open_loads();
+        let ask = stream_ask(
+            spec.dir,
+            spec.rate_bps,
+            spec.request_bytes,
+            spec.buffer_bytes,
+            spec.durable_ns,
+            self.commit.interval_ns(),
+        );
+        let depth = adm.depth_for(&admitted, &ask, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES);
+        (admitted, ask.with_depth(depth))
+    }
+
+    /// Admission: the stream's load (its buffer depth in it) and the device's load
+    /// with it, or why not.
+    pub(super) fn admit(&self, ino: Ino, spec: &StreamSpec) -> Result<(StreamLoad, f64)> {
+        let rate = spec.rate_bps / 8.0;
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(spec_error(format!(
+                "a stream's rate must be a positive number of bits per second, not {}",
+                spec.rate_bps
+            )));
+        }
+        let d = spec.request_bytes;
+        if d == 0 || !d.is_multiple_of(4096) || d > MAX_STREAM_REQUEST_BYTES {
+            return Err(spec_error(format!(
+                "a stream's request size must be a multiple of 4 KiB up to {} MiB, not {d} bytes",
+                MAX_STREAM_REQUEST_BYTES >> 20
+            )));
+        }
+        if let Some(b) = spec.buffer_bytes {
+            if b < 2 * d || b > MAX_STREAM_BUFFER_BYTES {
+                return Err(spec_error(format!(
+                    "a stream's buffer must hold at least two requests ({} bytes) and at most {} MiB, not {b} bytes",
+                    2 * d,
+                    MAX_STREAM_BUFFER_BYTES >> 20
+                )));
+            }
+        }
+        if !self.vol.inode_exists(ino) {
+            return Err(Error::NotFound(format!("inode {ino}")));
+        }
+        let st = self.vol.stat(ino)?;
+        if st.kind != crate::format::dir::Kind::File {
+            return Err(spec_error(format!(
+                "inode {ino} is not a regular file: streams read and write files"
+            )));
+        }
+        let Some(adm) = &self.admission else {
+            return Err(Error::Refused(
+                "this volume was opened without an admission model: open it with a device model (--device-model) or a bandwidth (--bandwidth)".into(),
+            ));
+        };
+        let (admitted, load) = self.plan(adm, spec);
+        let mut all = admitted.clone();
+        all.push(load);
+        let check = adm.check(&all);
+        if check.fits {
+            return Ok((load, check.load));
+        }
+        let used = adm.check(&admitted).load;
+        let left = adm.headroom(&admitted, load);
+        // A recording whose slack its gather period caps gains nothing from a larger
+        // buffer; a longer durability interval spares it short requests.
+        let capped = load.slack_ns() < load.buffer_slack_ns();
+        let (q, gathers) = (load.written_request_bytes(), load.durable_ns);
+        Err(Error::Refused(format!(
+            "asked for a {} stream of {} in {} requests with a {} buffer{}; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
+            spec.dir.name(),
+            mbit(rate),
+            size(d),
+            size(load.depth as u64 * d),
+            match gathers {
+                Some(p) if q < d => format!(
+                    ", writing {} every {} to keep its bytes durable",
+                    size(q),
+                    seconds(p)
+                ),
+                _ => String::new(),
+            },
+            adm.describe(),
+            adm.be_share * 100.0,
+            admitted.len(),
+            used * 100.0,
+            check.load * 100.0,
+            match (left > 0.0, capped) {
+                // Rounded down: the rate printed is one that is admitted when asked
+                // for (rounded to the nearest, 275.599 printed as 275.60 and 275.6M
+                // was then refused).
+                (true, false) => format!(
+                    "a stream like it fits at up to {} (a larger buffer may also help)",
+                    mbit_floor(left)
+                ),
+                (true, true) => format!(
+                    "a stream like it fits at up to {} (a longer durability interval, durable=, may also help)",
+                    mbit_floor(left)
+                ),
+                (false, false) => {
+                    "no stream like it fits now: close a stream or ask for a larger buffer".to_string()
+                }
+                (false, true) => {
+                    "no stream like it fits now: close a stream or ask for a longer durability interval (durable=)".to_string()
+                }
+            }
+        )))
+    }
+}
+
+impl Stream {
+    /// The load admission planned this stream with, on a volume committing every
+    /// `interval_ns`.
+    pub(super) fn load(&self, interval_ns: u64) -> StreamLoad {
+        stream_ask(
+            self.info.dir,
+            self.info.rate_bytes_per_s * 8.0,
+            self.info.request_bytes,
+            None,
+            Some(self.info.durable_ns),
+            interval_ns,
+        )
+        .with_depth(self.info.depth)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEC: u64 = 1_000_000_000;
+
+    #[test]
+    fn the_gather_period_is_the_durability_interval_in_whole_commit_intervals() {
+        assert_eq!(gather_period_ns(SEC, SEC), SEC);
+        assert_eq!(gather_period_ns(10 * SEC, SEC), 10 * SEC);
+        // Gather points lie an interval apart: 2.5 s gathers every 2 s.
+        assert_eq!(gather_period_ns(5 * SEC / 2, SEC), 2 * SEC);
+        // Shorter than an interval (capacity's question): as it is, never 0.
+        assert_eq!(gather_period_ns(SEC / 2, SEC), SEC / 2);
+        assert_eq!(gather_period_ns(0, SEC), 1);
+        assert_eq!(gather_period_ns(3 * SEC, 0), 3 * SEC);
+    }
+
+    #[test]
+    fn a_playback_has_no_period_and_a_recording_never_one_below_the_commit_interval() {
+        let read = stream_ask(StreamDir::Read, 4e6, 512 << 10, None, Some(SEC), SEC);
+        assert_eq!(read.durable_ns, None);
+        let write = stream_ask(StreamDir::Write, 4e6, 512 << 10, None, None, 2 * SEC);
+        assert_eq!(write.durable_ns, Some(2 * SEC));
+        let short = stream_ask(StreamDir::Write, 4e6, 512 << 10, None, Some(SEC), 2 * SEC);
+        assert_eq!(short.durable_ns, Some(2 * SEC));
+        assert_eq!(write.rate_bytes_per_s, 500_000.0);
+    }
+}
