@@ -2,9 +2,14 @@
 
 use crate::args::{parse_duration_ms, parse_size};
 use crate::error::{CliError, CliResult};
-use dvrfs_core::disk::{capacity, Admission, DiskModel, Estimator, StreamParams};
-use dvrfs_core::engine::{DevKind, EngineConfig, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
+use dvrfs_core::disk::{
+    capacity, durable_bounds, Admission, DiskModel, Estimator, StreamAsk, StreamParams,
+};
+use dvrfs_core::engine::{
+    gather_period_ns, DevKind, EngineConfig, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES,
+};
 use dvrfs_core::format::superblock::AllocPolicy;
+use dvrfs_core::layout::DEFAULT_COMMIT_INTERVAL_MS;
 use dvrfs_core::qos::{Neighbour, Report, SeedRun};
 use dvrfs_core::sched::{self, Class, SchedSettings};
 use dvrfs_core::sim::{self, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
@@ -141,6 +146,9 @@ pub struct CapacityArgs {
     pub disk: String,
     #[command(flatten)]
     pub stream: StreamOpts,
+    /// Recordings' durability interval: the *_durable figures count recordings that write what they hold at least this often (in whole commit intervals of 1s; shorter: as given)
+    #[arg(long, default_value = "1s")]
+    pub durable: String,
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -744,21 +752,35 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
 pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
     let model = load_disk(&a.disk)?;
     let sp = stream_params(&a.stream)?;
+    let durable_ms = parse_duration_ms("--durable", &a.durable)?;
+    if durable_ms == 0 {
+        return Err(CliError::usage(
+            format!("--durable {}: must be positive", a.durable),
+            "e.g. --durable 1s (the commit interval, the default) or --durable 10s",
+        ));
+    }
+    let interval_ns = u64::from(DEFAULT_COMMIT_INTERVAL_MS) * 1_000_000;
+    let period_ns = gather_period_ns(durable_ms * 1_000_000, interval_ns);
     let r = capacity(&model, &sp);
+    let rd = durable_bounds(&model, &sp, period_ns);
     // What admission (record, the mount, the C API) takes on this disk, counted the
-    // way it admits: with the depth given, and with the buffers it chooses itself.
+    // way it admits: with the depth given, and with the buffers it chooses itself;
+    // playbacks (whole requests) and recordings with the durability interval.
     let adm = Admission::from_model(&model, sp.be_share);
-    let count = |buffer| {
-        adm.count_admitted(
-            sp.bitrate_bps / 8.0,
-            sp.request_bytes,
-            buffer,
-            AUTO_SLACK_NS,
-            MAX_STREAM_BUFFER_BYTES,
-        )
+    let count = |buffer, durable_ns| {
+        let ask = StreamAsk {
+            rate_bytes_per_s: sp.bitrate_bps / 8.0,
+            request_bytes: sp.request_bytes,
+            buffer_bytes: buffer,
+            durable_ns,
+        };
+        adm.count_admitted(&ask, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES)
     };
-    let admitted = count(Some(sp.depth as u64 * sp.request_bytes));
-    let admitted_auto = count(None);
+    let depth_buffer = Some(sp.depth as u64 * sp.request_bytes);
+    let admitted = count(depth_buffer, None);
+    let admitted_auto = count(None, None);
+    let recorded = count(depth_buffer, Some(period_ns));
+    let recorded_auto = count(None, Some(period_ns));
     if a.json {
         let mut v = serde_json::to_value(&r)
             .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
@@ -769,6 +791,23 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             o.insert("depth".into(), sp.depth.into());
             o.insert("admission_streams".into(), admitted.into());
             o.insert("admission_streams_auto_buffer".into(), admitted_auto.into());
+            o.insert("durable_ms".into(), durable_ms.into());
+            o.insert("gather_period_ms".into(), (period_ns / 1_000_000).into());
+            o.insert("durable_request_bytes".into(), rd.request_bytes.into());
+            o.insert("durable_round_ms".into(), rd.round_ms.into());
+            o.insert(
+                "round_bound_streams_durable".into(),
+                rd.round_bound_streams.into(),
+            );
+            o.insert(
+                "batched_round_bound_streams_durable".into(),
+                rd.batched_round_bound_streams.into(),
+            );
+            o.insert("admission_streams_durable".into(), recorded.into());
+            o.insert(
+                "admission_streams_auto_buffer_durable".into(),
+                recorded_auto.into(),
+            );
         }
         crate::output::print_json(&v);
     } else {
@@ -796,6 +835,16 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             admitted,
             sp.depth,
             admitted_auto
+        );
+        outln!(
+            "  recordings, durable within {}: each writes {} every {} ms: round bound {} streams; admission admits {} of depth {} ({} with the buffers dvrfs chooses)",
+            a.durable,
+            crate::output::human_bytes(rd.request_bytes),
+            rd.round_ms.round(),
+            rd.round_bound_streams,
+            recorded,
+            sp.depth,
+            recorded_auto
         );
         outln!(
             "  best-effort share {:.0}% of disk time kept free for best-effort traffic",

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use dvrfs_core::engine::{admission_status, HeadroomAsk, Status, DEFAULT_REQUEST_BYTES};
+use dvrfs_core::engine::{admission_status, HeadroomAsk, Status, StreamDir, DEFAULT_REQUEST_BYTES};
 use serde::Serialize;
 
 use crate::args::{parse_duration_ms, parse_size};
@@ -29,6 +29,12 @@ pub struct StatusArgs {
     /// Its buffer (default: the one dvrfs would choose, as `record` and the mount do)
     #[arg(long)]
     pub buffer: Option<String>,
+    /// The streams counted: recordings (write) or playbacks (read)
+    #[arg(long, default_value = "write")]
+    pub dir: String,
+    /// Recordings: their durability interval (default: the volume's commit interval)
+    #[arg(long)]
+    pub durable: Option<String>,
     /// How long to watch the disk's load on a mounted volume (0: only since mount)
     #[arg(long, default_value = "1s")]
     pub sample: String,
@@ -76,6 +82,7 @@ pub fn status(a: &StatusArgs) -> CliResult<u8> {
                 ));
             }
             let first = daemon_status(&image, ask)?;
+            check_durable(a, ask, first.space.commit_interval_ms)?;
             let (sample, last) = if sample_ms > 0 {
                 std::thread::sleep(Duration::from_millis(sample_ms));
                 let last = daemon_status(&image, ask)?;
@@ -90,8 +97,11 @@ pub fn status(a: &StatusArgs) -> CliResult<u8> {
         None => {
             let fs = target::open_fs(&image, Access::Read)?;
             let mut st = fs.engine().status(ask);
+            let interval_ms = st.space.commit_interval_ms;
+            check_durable(a, ask, interval_ms)?;
             let (_, adm) = admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
-            st.admission = Some(admission_status(&adm, &[], ask));
+            let interval_ns = u64::from(interval_ms) * 1_000_000;
+            st.admission = Some(admission_status(&adm, &[], ask, interval_ns));
             report(&image, None, None, st)
         }
     };
@@ -121,6 +131,26 @@ fn headroom_ask(a: &StatusArgs) -> CliResult<HeadroomAsk> {
             ),
         ));
     }
+    let dir = match a.dir.as_str() {
+        "write" => StreamDir::Write,
+        "read" => StreamDir::Read,
+        other => {
+            return Err(CliError::usage(
+                format!("invalid --dir {other:?}"),
+                "--dir write counts recordings (the default), --dir read playbacks",
+            ))
+        }
+    };
+    let durable_ns = match (&a.durable, dir) {
+        (None, _) => None,
+        (Some(d), StreamDir::Write) => Some(parse_duration_ms("--durable", d)? * 1_000_000),
+        (Some(_), StreamDir::Read) => {
+            return Err(CliError::usage(
+                "--durable applies to recordings, not to playbacks (--dir read)",
+                "leave it out, or count recordings (--dir write)",
+            ))
+        }
+    };
     Ok(HeadroomAsk {
         rate_bps: bit_rate("--rate", &a.rate)?,
         request_bytes,
@@ -129,7 +159,25 @@ fn headroom_ask(a: &StatusArgs) -> CliResult<HeadroomAsk> {
             .as_deref()
             .map(|b| parse_size("--buffer", b))
             .transpose()?,
+        dir,
+        durable_ns,
     })
+}
+
+/// A recording's durability interval cannot be shorter than the volume's commit
+/// interval (the engine refuses such a stream): neither can the one counted.
+fn check_durable(a: &StatusArgs, ask: HeadroomAsk, commit_interval_ms: u32) -> CliResult<()> {
+    let interval_ns = u64::from(commit_interval_ms) * 1_000_000;
+    match ask.durable_ns {
+        Some(d) if d < interval_ns => Err(CliError::usage(
+            format!(
+                "--durable {}: a recording's durability interval cannot be shorter than the volume's commit interval ({commit_interval_ms} ms)",
+                a.durable.as_deref().unwrap_or_default()
+            ),
+            format!("ask for at least {commit_interval_ms}ms, or leave --durable out (the commit interval)"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The volume `arg` names and where it is mounted: `arg` is the volume, or the
@@ -260,13 +308,18 @@ fn print(r: &Report) {
                 }
             );
             outln!(
-                "headroom:  {} more stream(s) of {} in {} requests with {}; the largest one stream admitted now: {}",
+                "headroom:  {} more stream(s) of {} in {} requests with {} ({}); the largest one stream admitted now: {}",
                 a.more_streams,
                 mbit(a.asked.rate_bps),
                 human_bytes(a.asked.request_bytes),
                 match a.asked.buffer_bytes {
                     Some(b) => format!("a {} buffer", human_bytes(b)),
                     None => "the buffer dvrfs chooses".to_string(),
+                },
+                match (a.asked.dir, a.asked.durable_ns) {
+                    (StreamDir::Write, Some(d)) => format!("recordings durable within {:.1} s", d as f64 / 1e9),
+                    (StreamDir::Write, None) => "recordings".to_string(),
+                    (StreamDir::Read, _) => "playbacks".to_string(),
                 },
                 mbit((a.largest_rate_bps / 1e4).floor() * 1e4)
             );

@@ -59,6 +59,14 @@
 //! streams get at most `1 - s` of it: every bound is computed on `(1 - s)` of the
 //! bandwidth and of each round (`*_full` fields: the same bounds without the share).
 //!
+//! **Recordings with a durability interval** ([`durable_bounds`]). A recording
+//! writes what it holds at least once per gather period `P` (its durability interval
+//! in whole commit intervals), so its rounds last at most `P`, and a slow one writes
+//! a short request of `rate x P` bytes per period: (b) and (b') with the round cut to
+//! `P` and `d` to that request. For 250 kbit/s on `nvr-8t` at `P` = 1 s this is a
+//! positioning a second per stream, a tenth of the streams (b) gives whole requests
+//! (`docs/durability.md`, "What it costs").
+//!
 //! Everything is plain arithmetic on the model; invalid stream parameters (see
 //! [`StreamParams::validate`]) give a report of zeros rather than a panic.
 
@@ -202,6 +210,60 @@ pub fn capacity(model: &DiskModel, p: &StreamParams) -> CapacityReport {
     report
 }
 
+/// (b) and (b') for recordings that write what they hold at least every
+/// `period_ns` (their durability interval in whole commit intervals, the engine's
+/// `gather_period_ns`), as admission plans them (`admission.rs`, "Recordings
+/// gather"): a round lasts at most the period, and a stream whose request does not
+/// fill within it writes a short request of `rate x period` bytes (whole sectors)
+/// per period instead of a whole one.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DurableBounds {
+    /// The request a stream writes per round of (b): a whole one, or the short one
+    /// of a period.
+    pub request_bytes: u64,
+    /// Round of (b): the playout time of a request, at most the period.
+    pub round_ms: f64,
+    pub round_bound_streams: u32,
+    /// Round of (b'): the playout time of k requests, at most the period.
+    pub batched_round_ms: f64,
+    pub batched_round_bound_streams: u32,
+}
+
+/// [`DurableBounds`] for streams `p` on disk `model` with a gather period of
+/// `period_ns` (zeros for invalid parameters or a period of 0).
+pub fn durable_bounds(model: &DiskModel, p: &StreamParams, period_ns: u64) -> DurableBounds {
+    let r = capacity(model, p);
+    let load = super::StreamLoad {
+        rate_bytes_per_s: p.bitrate_bps / 8.0,
+        request_bytes: p.request_bytes,
+        depth: p.depth,
+        durable_ns: Some(period_ns),
+    };
+    let mut b = DurableBounds {
+        request_bytes: load.written_request_bytes(),
+        round_ms: 0.0,
+        round_bound_streams: 0,
+        batched_round_ms: 0.0,
+        batched_round_bound_streams: 0,
+    };
+    if p.validate().is_err() || period_ns == 0 {
+        return b;
+    }
+    let period_ms = period_ns as f64 / 1e6;
+    let transfer_rate = load.transfer_rate_bytes_per_s();
+    let rt = 1.0 - p.be_share;
+    let bound = |round_ms: f64| {
+        let cost_ms =
+            transfer_rate * round_ms / r.inner_rate_bytes_per_s + r.rotation_ms + r.settle_ms;
+        round_bound(rt * round_ms, r.sweep_seek_ms, cost_ms)
+    };
+    b.round_ms = r.round_ms.min(period_ms);
+    b.round_bound_streams = bound(b.round_ms);
+    b.batched_round_ms = r.batched_round_ms.min(period_ms);
+    b.batched_round_bound_streams = bound(b.batched_round_ms);
+    b
+}
+
 /// Largest q with q * cost + sweep <= round.
 fn round_bound(round_ms: f64, sweep_seek_ms: f64, cost_ms: f64) -> u32 {
     to_count((round_ms - sweep_seek_ms) / cost_ms)
@@ -314,5 +376,53 @@ mod tests {
             },
         );
         assert_eq!(r.bandwidth_bound_streams, MAX_STREAMS);
+    }
+
+    #[test]
+    fn a_gather_period_bounds_slow_streams_by_their_short_requests_and_not_fast_ones() {
+        let m = DiskModel::builtin("nvr-8t").unwrap();
+        let at = |bitrate_bps, period_s: u64| {
+            let p = StreamParams {
+                bitrate_bps,
+                be_share: 0.1,
+                ..atsc()
+            };
+            (
+                capacity(&m, &p),
+                durable_bounds(&m, &p, period_s * 1_000_000_000),
+            )
+        };
+        // 250 kbit/s at 1 s: 32 KiB a second each, against 512 KiB per 16.8 s.
+        let (whole, slow) = at(250e3, 1);
+        assert_eq!(slow.request_bytes, 32768);
+        assert_eq!(slow.round_ms, 1000.0);
+        assert!(
+            slow.round_bound_streams * 10 < whole.round_bound_streams,
+            "{slow:?} {whole:?}"
+        );
+        // Streams of 32 KiB requests at 32 KiB/s: the same round, the same bound.
+        let same = capacity(
+            &m,
+            &StreamParams {
+                bitrate_bps: 32768.0 * 8.0,
+                request_bytes: 32768,
+                depth: 2,
+                be_share: 0.1,
+            },
+        );
+        assert_eq!(slow.round_bound_streams, same.round_bound_streams);
+        // 19.39 Mbit/s fills its request in 0.22 s: (b) is unchanged at 1 s, (b')
+        // (seven requests, 1.5 s) is cut to the period; at 10 s neither moves.
+        let (whole, fast) = at(19.39e6, 1);
+        assert_eq!(fast.request_bytes, 512 * 1024);
+        assert_eq!(fast.round_bound_streams, whole.round_bound_streams);
+        assert_eq!(fast.batched_round_ms, 1000.0);
+        assert!(fast.batched_round_bound_streams < whole.batched_round_bound_streams);
+        let (whole, fast) = at(19.39e6, 10);
+        assert_eq!(fast.round_bound_streams, whole.round_bound_streams);
+        assert_eq!(
+            fast.batched_round_bound_streams,
+            whole.batched_round_bound_streams
+        );
     }
 }

@@ -20,8 +20,8 @@ pub mod hdd;
 pub mod model;
 pub mod seek;
 
-pub use admission::{Admission, StreamLoad};
-pub use capacity::{capacity, CapacityReport, StreamParams};
+pub use admission::{Admission, StreamAsk, StreamLoad};
+pub use capacity::{capacity, durable_bounds, CapacityReport, DurableBounds, StreamParams};
 pub use estimator::Estimator;
 pub use hdd::Hdd;
 pub use model::{DiskModel, ModelError};

@@ -20,7 +20,7 @@
 //! send it); changing what an existing kind carries needs [`VERSION`] raised.
 
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::engine::{HeadroomAsk, StreamId, StreamInfo, StreamStats};
+use dvrfs_core::engine::{HeadroomAsk, StreamDir, StreamId, StreamInfo, StreamStats};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::{IoBuf, Op, Output, Stat};
 use dvrfs_runtime::RuntimeError;
@@ -311,11 +311,21 @@ impl Request {
             Request::Admission => {
                 e.u8(14);
             }
-            Request::Status { ask } => {
+            // Playbacks are what kind 15 counted (whole requests), so a daemon from
+            // before kind 17 answers them; recordings need 17.
+            Request::Status { ask } if ask.dir == StreamDir::Read && ask.durable_ns.is_none() => {
                 e.u8(15)
                     .f64(ask.rate_bps)
                     .u64(ask.request_bytes)
                     .opt_u64(ask.buffer_bytes);
+            }
+            Request::Status { ask } => {
+                e.u8(17)
+                    .f64(ask.rate_bps)
+                    .u64(ask.request_bytes)
+                    .opt_u64(ask.buffer_bytes)
+                    .bool(ask.dir == StreamDir::Write)
+                    .opt_u64(ask.durable_ns);
             }
             Request::Events => {
                 e.u8(16);
@@ -373,14 +383,30 @@ impl Request {
                     stream: d.u32("stream")?,
                 },
                 14 => Request::Admission,
+                // A client from before kind 17: its headroom counted whole
+                // requests, as for playbacks.
                 15 => Request::Status {
                     ask: HeadroomAsk {
                         rate_bps: d.f64("rate")?,
                         request_bytes: d.u64("request")?,
                         buffer_bytes: d.opt_u64("buffer")?,
+                        dir: StreamDir::Read,
+                        durable_ns: None,
                     },
                 },
                 16 => Request::Events,
+                17 => Request::Status {
+                    ask: HeadroomAsk {
+                        rate_bps: d.f64("rate")?,
+                        request_bytes: d.u64("request")?,
+                        buffer_bytes: d.opt_u64("buffer")?,
+                        dir: match d.bool("direction")? {
+                            true => StreamDir::Write,
+                            false => StreamDir::Read,
+                        },
+                        durable_ns: d.opt_u64("durable")?,
+                    },
+                },
                 k => {
                     return Err(Malformed(format!(
                         "request kind {k} is unknown to this daemon (a newer client: use the dvrfs of the daemon's version)"
@@ -741,6 +767,17 @@ mod tests {
                     rate_bps: 6e6,
                     request_bytes: 512 << 10,
                     buffer_bytes: None,
+                    dir: StreamDir::Read,
+                    durable_ns: None,
+                },
+            },
+            Request::Status {
+                ask: HeadroomAsk {
+                    rate_bps: 250e3,
+                    request_bytes: 512 << 10,
+                    buffer_bytes: Some(2 << 20),
+                    dir: StreamDir::Write,
+                    durable_ns: Some(10_000_000_000),
                 },
             },
         ];
