@@ -825,22 +825,22 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             r.bandwidth_bound_streams_full
         );
         outln!(
-            "  round bound       {} streams (round of {:.0} ms; {} with the whole disk)",
+            "  round bound       {} streams (round of {:.0} ms; {} with the whole disk), moving whole requests",
             r.round_bound_streams,
             r.round_ms,
             r.round_bound_streams_full
         );
         outln!(
-            "  admission admits  {} streams of depth {} ({} with the buffers dvrfs chooses, as record and the mount do without buffer=)",
+            "  admission admits  {} playbacks of depth {} ({} with the buffers dvrfs chooses, as play and the mount do without buffer=)",
             admitted,
             sp.depth,
             admitted_auto
         );
         outln!(
-            "  recordings, durable within {}: each writes {} every {} ms: round bound {} streams; admission admits {} of depth {} ({} with the buffers dvrfs chooses)",
+            "  recordings        durable within {}, each writes {} every {:.0} ms: round bound {} streams; admission admits {} of depth {} ({} with the buffers dvrfs chooses)",
             a.durable,
             crate::output::human_bytes(rd.request_bytes),
-            rd.round_ms.round(),
+            rd.round_ms,
             rd.round_bound_streams,
             recorded,
             sp.depth,

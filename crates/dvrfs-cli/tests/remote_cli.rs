@@ -548,6 +548,23 @@ fn status_of_a_mounted_volume_shows_the_daemons_streams() {
         v["status"]["admission"]["against"].as_str().is_some(),
         "{v}"
     );
+    // The headroom is counted for recordings at the daemon's commit interval (a
+    // request of kind 17); playbacks go as kind 15, which older daemons answer.
+    let asked = &v["status"]["admission"]["asked"];
+    assert_eq!(asked["dir"], "write", "{v}");
+    assert_eq!(asked["durable_ns"], 1_000_000_000u64, "{v}");
+    let reads = json(&ok(dvrfs([
+        "status".as_ref(),
+        img.as_os_str(),
+        "--json".as_ref(),
+        "--sample".as_ref(),
+        "0s".as_ref(),
+        "--dir".as_ref(),
+        "read".as_ref(),
+    ])));
+    let asked = &reads["status"]["admission"]["asked"];
+    assert_eq!(asked["dir"], "read", "{reads}");
+    assert!(asked["durable_ns"].is_null(), "{reads}");
     // Given the mount point, the same daemon answers.
     let v = status(&m.mnt);
     assert_eq!(v["status"]["streams"][0]["path"], "/rec.ts", "{v}");

@@ -245,11 +245,68 @@ fn capacity_json_has_both_bounds() {
     // never more than the bandwidth allows.
     for v in [&v, &v8] {
         let bw = v["bandwidth_bound_streams"].as_u64().unwrap();
-        for k in ["admission_streams", "admission_streams_auto_buffer"] {
+        for k in [
+            "admission_streams",
+            "admission_streams_auto_buffer",
+            "admission_streams_durable",
+            "admission_streams_auto_buffer_durable",
+        ] {
             let n = v[k].as_u64().unwrap_or_else(|| panic!("{k} missing: {v}"));
             assert!((1..=bw).contains(&n), "{k} = {n}, bandwidth bound {bw}");
         }
     }
+}
+
+#[test]
+fn capacity_counts_slow_recordings_by_the_short_requests_of_their_durability_interval() {
+    // docs/durability.md's table ("What it costs"): 250 kbit/s on nvr-8t.
+    let at = |durable: &str| {
+        let args = [
+            "capacity",
+            "--disk",
+            "nvr-8t",
+            "--bitrate",
+            "250K",
+            "--durable",
+            durable,
+            "--json",
+        ];
+        ok_json(&args).0
+    };
+    let (v1, v10) = (at("1s"), at("10s"));
+    assert_eq!(v1["durable_ms"], 1000);
+    assert_eq!(v1["gather_period_ms"], 1000);
+    assert_eq!(v1["durable_request_bytes"], 32768);
+    assert_eq!(v1["round_bound_streams_durable"], 94, "{v1}");
+    assert_eq!(v10["round_bound_streams_durable"], 779, "{v10}");
+    // The whole-request figures do not depend on it.
+    assert_eq!(v1["round_bound_streams"], 1140, "{v1}");
+    assert_eq!(v1["round_bound_streams"], v10["round_bound_streams"]);
+    assert_eq!(v1["admission_streams"], v10["admission_streams"]);
+    // What admission takes of such recordings: the same 94 at 1 s.
+    assert_eq!(v1["admission_streams_auto_buffer_durable"], 94, "{v1}");
+    // 2.5 s gathers every 2 s (gather points lie a commit interval apart).
+    assert_eq!(at("2500ms")["gather_period_ms"], 2000);
+    // The default is the commit interval.
+    let (d, _) = ok_json(&[
+        "capacity",
+        "--disk",
+        "nvr-8t",
+        "--bitrate",
+        "250K",
+        "--json",
+    ]);
+    assert_eq!(d["round_bound_streams_durable"], 94, "{d}");
+    let out = dvrfs(&["capacity", "--disk", "nvr-8t", "--bitrate", "250K"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("durable within 1s, each writes 32 KiB every 1000 ms: round bound 94 streams; admission admits 94"),
+        "{text}"
+    );
+    fails_with(
+        &["capacity", "--disk", "nvr-8t", "--durable", "0s"],
+        "--durable 0s: must be positive",
+    );
 }
 
 #[test]

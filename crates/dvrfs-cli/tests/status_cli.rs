@@ -44,11 +44,55 @@ fn status_at_rest_shows_the_space_and_the_headroom_capacity_counts() {
         "6M",
         "--json",
     ])));
+    // Recordings at the volume's commit interval (1 s), as capacity's default.
     assert_eq!(
-        st["admission"]["more_streams"], cap["admission_streams_auto_buffer"],
+        st["admission"]["more_streams"], cap["admission_streams_auto_buffer_durable"],
         "status {v}\ncapacity {cap}"
     );
+    assert_eq!(st["admission"]["asked"]["dir"], "write", "{v}");
+    assert_eq!(
+        st["admission"]["asked"]["durable_ns"], 1_000_000_000u64,
+        "{v}"
+    );
     assert!(st["admission"]["largest_rate_bps"].as_f64().unwrap() > 6e6);
+    // Playbacks: whole requests, capacity's admission_streams_auto_buffer.
+    let status_of = |extra: &[&str]| {
+        let mut args = vec![
+            "status",
+            img.to_str().unwrap(),
+            "--device-model",
+            "avfs-250g",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        json(&ok(dvrfs(args)))
+    };
+    let reads = status_of(&["--rate", "6M", "--dir", "read"]);
+    assert_eq!(
+        reads["status"]["admission"]["more_streams"], cap["admission_streams_auto_buffer"],
+        "status {reads}\ncapacity {cap}"
+    );
+    // Slow recordings: fewer at 1 s than at 10 s, as capacity counts them.
+    let slow = |durable: &str| {
+        let st = status_of(&["--rate", "250K", "--durable", durable]);
+        let cap = json(&ok(dvrfs([
+            "capacity",
+            "--disk",
+            "avfs-250g",
+            "--bitrate",
+            "250K",
+            "--durable",
+            durable,
+            "--json",
+        ])));
+        let more = st["status"]["admission"]["more_streams"].as_u64().unwrap();
+        assert_eq!(
+            more, cap["admission_streams_auto_buffer_durable"],
+            "{st}\n{cap}"
+        );
+        more
+    };
+    assert!(slow("1s") < slow("10s"));
 
     let text = ok(dvrfs([
         "status".as_ref(),
@@ -61,8 +105,8 @@ fn status_at_rest_shows_the_space_and_the_headroom_capacity_counts() {
     assert!(text.contains("not mounted"), "{text}");
     assert!(
         text.contains(&format!(
-            "headroom:  {} more stream(s) of 6.00 Mbit/s",
-            cap["admission_streams_auto_buffer"]
+            "headroom:  {} more stream(s) of 6.00 Mbit/s in 512 KiB requests with the buffer dvrfs chooses (recordings durable within 1.0 s)",
+            cap["admission_streams_auto_buffer_durable"]
         )),
         "{text}"
     );
@@ -94,6 +138,19 @@ fn status_refuses_bad_flags_clearly() {
     fails(
         dvrfs(["status".as_ref(), dir.path().join("none.img").as_os_str()]),
         "none.img",
+    );
+    let img = img.to_str().unwrap();
+    fails(
+        dvrfs(["status", img, "--dir", "sideways"]),
+        "invalid --dir \"sideways\"",
+    );
+    fails(
+        dvrfs(["status", img, "--dir", "read", "--durable", "5s"]),
+        "--durable applies to recordings",
+    );
+    fails(
+        dvrfs(["status", img, "--durable", "500ms"]),
+        "cannot be shorter than the volume's commit interval (1000 ms)",
     );
 }
 
