@@ -215,15 +215,22 @@ fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliRes
     })
 }
 
-fn refused_hint(e: CliError) -> CliError {
-    e.hint("ask for a lower --rate or a larger --buffer, or end another stream first")
+/// The way out of a refusal: a recording whose requests its durability interval
+/// makes due gains nothing from a larger buffer (the engine's message says so).
+fn refused_hint(e: CliError, interval_bound: bool) -> CliError {
+    if interval_bound {
+        e.hint("ask for a lower --rate or a longer --durable, or end another stream first")
+    } else {
+        e.hint("ask for a lower --rate or a larger --buffer, or end another stream first")
+    }
 }
 
 fn open_stream(rt: &Handle, ino: u32, spec: StreamSpec) -> CliResult<StreamInfo> {
     match rt.open_stream(ino, spec) {
         Ok(i) => Ok(i),
         Err(dvrfs_runtime::RuntimeError::Engine(e @ CoreError::Refused(_))) => {
-            Err(refused_hint(CliError::from(e)))
+            let interval_bound = e.to_string().contains("longer durability interval");
+            Err(refused_hint(CliError::from(e), interval_bound))
         }
         Err(e) => Err(e.into()),
     }

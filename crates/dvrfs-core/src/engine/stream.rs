@@ -39,7 +39,8 @@
 //! playback wants its bytes even late. A read of the application that finds its data
 //! not yet there, or a write that finds the buffer full, waits and counts a stall.
 //! The stream's slack (`depth * d - d - b) / r` is what admission plans with
-//! (`disk::admission`).
+//! (`disk::admission`), a recording's at most its gather period, with the short
+//! requests that period makes it write (`stream/admit.rs`).
 
 mod admit;
 mod events;

@@ -56,9 +56,9 @@ const GATHER_SWEEP_FACTOR: f64 = 2.0;
 impl Engine {
     /// The gather lead: [`GATHER_LEAD_NS`] (at most a quarter of the commit
     /// interval), or, when admission's model gives a longer sweep writing one short
-    /// request of every open recording (what each gathers in its gather period, at
-    /// most a request: `StreamLoad::written_request_bytes`, as admission plans it)
-    /// times [`GATHER_SWEEP_FACTOR`], that, up to half the interval. Beyond half the interval the recordings' short requests cannot
+    /// request of every open recording (what each gathers in its durability
+    /// interval, at most a request) times [`GATHER_SWEEP_FACTOR`], that, up to half
+    /// the interval. Beyond half the interval the recordings' short requests cannot
     /// all land before their commit on this disk: they are counted as
     /// `durability_late` (docs/durability.md, "Where the bound does not hold").
     fn compute_gather_lead(&self) -> u64 {
@@ -71,7 +71,14 @@ impl Engine {
             .streams
             .values()
             .filter(|s| s.info.dir == StreamDir::Write && !s.closed)
-            .map(|s| s.load(interval).written_request_bytes());
+            // What it gathers in its interval. Admission plans the same short request
+            // rounded to whole sectors and per gather period
+            // (`StreamLoad::written_request_bytes`); the lead keeps the figures
+            // durability.md measured.
+            .map(|s| {
+                let gathered = s.rate * s.info.durable_ns as f64 / 1e9;
+                (gathered as u64).min(s.info.request_bytes)
+            });
         let sweep = adm.sweep_ns(shorts) * GATHER_SWEEP_FACTOR;
         (sweep as u64).clamp(base, (interval / 2).max(base))
     }
