@@ -146,9 +146,12 @@ pub struct CapacityArgs {
     pub disk: String,
     #[command(flatten)]
     pub stream: StreamOpts,
-    /// Recordings' durability interval: the *_durable figures count recordings that write what they hold at least this often (in whole commit intervals of 1s; shorter: as given)
+    /// Recordings' durability interval: the *_durable figures count recordings that hand over what they hold at least this often (in whole commit intervals of 1s; shorter: as given)
     #[arg(long, default_value = "1s")]
     pub durable: String,
+    /// The *_durable figures for a volume without a tail log (mkfs --no-tail-log): recordings write what they gather in place
+    #[arg(long)]
+    pub no_tail_log: bool,
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -761,8 +764,9 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
     }
     let interval_ns = u64::from(DEFAULT_COMMIT_INTERVAL_MS) * 1_000_000;
     let period_ns = gather_period_ns(durable_ms * 1_000_000, interval_ns);
+    let tail_log = !a.no_tail_log;
     let r = capacity(&model, &sp);
-    let rd = durable_bounds(&model, &sp, period_ns);
+    let rd = durable_bounds(&model, &sp, period_ns, tail_log);
     // What admission (record, the mount, the C API) takes on this disk, counted the
     // way it admits: with the depth given, and with the buffers it chooses itself;
     // playbacks (whole requests) and recordings with the durability interval.
@@ -773,6 +777,7 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             request_bytes: sp.request_bytes,
             buffer_bytes: buffer,
             durable_ns,
+            tail_log: tail_log && durable_ns.is_some(),
         };
         adm.count_admitted(&ask, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES)
     };
@@ -793,6 +798,8 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             o.insert("admission_streams_auto_buffer".into(), admitted_auto.into());
             o.insert("durable_ms".into(), durable_ms.into());
             o.insert("gather_period_ms".into(), (period_ns / 1_000_000).into());
+            o.insert("tail_log".into(), tail_log.into());
+            o.insert("durable_gathered_bytes".into(), rd.gathered_bytes.into());
             o.insert("durable_request_bytes".into(), rd.request_bytes.into());
             o.insert("durable_round_ms".into(), rd.round_ms.into());
             o.insert(
@@ -837,9 +844,14 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             admitted_auto
         );
         outln!(
-            "  recordings        durable within {}, each writes {} every {:.0} ms: round bound {} streams; admission admits {} of depth {} ({} with the buffers dvrfs chooses)",
+            "  recordings        durable within {}, each {} {} every {:.0} ms: round bound {} streams; admission admits {} of depth {} ({} with the buffers dvrfs chooses)",
             a.durable,
-            crate::output::human_bytes(rd.request_bytes),
+            if tail_log {
+                "logs (the tail log; whole requests in place)"
+            } else {
+                "writes in place"
+            },
+            crate::output::human_bytes(rd.gathered_bytes),
             rd.round_ms,
             rd.round_bound_streams,
             recorded,

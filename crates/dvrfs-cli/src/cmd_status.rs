@@ -97,11 +97,10 @@ pub fn status(a: &StatusArgs) -> CliResult<u8> {
         None => {
             let fs = target::open_fs(&image, Access::Read)?;
             let mut st = fs.engine().status(ask);
-            let interval_ms = st.space.commit_interval_ms;
-            check_durable(a, ask, interval_ms)?;
+            check_durable(a, ask, st.space.commit_interval_ms)?;
             let (_, adm) = admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
-            let interval_ns = u64::from(interval_ms) * 1_000_000;
-            st.admission = Some(admission_status(&adm, &[], ask, interval_ns));
+            let mode = fs.engine().gather_mode();
+            st.admission = Some(admission_status(&adm, &[], ask, mode));
             report(&image, None, None, st)
         }
     };

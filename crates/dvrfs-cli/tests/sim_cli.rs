@@ -259,9 +259,9 @@ fn capacity_json_has_both_bounds() {
 
 #[test]
 fn capacity_counts_slow_recordings_by_the_short_requests_of_their_durability_interval() {
-    // docs/durability.md's table ("What it costs"): 250 kbit/s on nvr-8t.
-    let at = |durable: &str| {
-        let args = [
+    // docs/durability.md's tables ("What it costs"): 250 kbit/s on nvr-8t.
+    let at = |durable: &str, extra: &[&str]| {
+        let mut args = vec![
             "capacity",
             "--disk",
             "nvr-8t",
@@ -271,23 +271,36 @@ fn capacity_counts_slow_recordings_by_the_short_requests_of_their_durability_int
             durable,
             "--json",
         ];
+        args.extend_from_slice(extra);
         ok_json(&args).0
     };
-    let (v1, v10) = (at("1s"), at("10s"));
+    // In place: a short request of 32 KiB a second each.
+    let (v1, v10) = (at("1s", &["--no-tail-log"]), at("10s", &["--no-tail-log"]));
+    assert_eq!(v1["tail_log"], false);
     assert_eq!(v1["durable_ms"], 1000);
     assert_eq!(v1["gather_period_ms"], 1000);
+    assert_eq!(v1["durable_gathered_bytes"], 32768);
     assert_eq!(v1["durable_request_bytes"], 32768);
     assert_eq!(v1["round_bound_streams_durable"], 94, "{v1}");
     assert_eq!(v10["round_bound_streams_durable"], 779, "{v10}");
-    // The whole-request figures do not depend on it.
-    assert_eq!(v1["round_bound_streams"], 1140, "{v1}");
-    assert_eq!(v1["round_bound_streams"], v10["round_bound_streams"]);
-    assert_eq!(v1["admission_streams"], v10["admission_streams"]);
     // What admission takes of such recordings: the same 94 at 1 s.
     assert_eq!(v1["admission_streams_auto_buffer_durable"], 94, "{v1}");
+    // With the tail log (mkfs's default, and capacity's): whole requests in place,
+    // the 32 KiB logged beside them, still due within the second.
+    let (l1, l10) = (at("1s", &[]), at("10s", &[]));
+    assert_eq!(l1["tail_log"], true);
+    assert_eq!(l1["durable_gathered_bytes"], 32768);
+    assert_eq!(l1["durable_request_bytes"], 524288);
+    assert_eq!(l1["round_bound_streams_durable"], 91, "{l1}");
+    assert_eq!(l10["round_bound_streams_durable"], 637, "{l10}");
+    // The whole-request figures do not depend on either.
+    for v in [&v10, &l1, &l10] {
+        assert_eq!(v["round_bound_streams"], 1140, "{v}");
+        assert_eq!(v["admission_streams"], v1["admission_streams"]);
+    }
     // 2.5 s gathers every 2 s (gather points lie a commit interval apart).
-    assert_eq!(at("2500ms")["gather_period_ms"], 2000);
-    // The default is the commit interval.
+    assert_eq!(at("2500ms", &[])["gather_period_ms"], 2000);
+    // The default interval is the commit interval.
     let (d, _) = ok_json(&[
         "capacity",
         "--disk",
@@ -296,11 +309,18 @@ fn capacity_counts_slow_recordings_by_the_short_requests_of_their_durability_int
         "250K",
         "--json",
     ]);
-    assert_eq!(d["round_bound_streams_durable"], 94, "{d}");
-    let out = dvrfs(&["capacity", "--disk", "nvr-8t", "--bitrate", "250K"]);
+    assert_eq!(d["round_bound_streams_durable"], 91, "{d}");
+    let out = dvrfs(&[
+        "capacity",
+        "--disk",
+        "nvr-8t",
+        "--bitrate",
+        "250K",
+        "--no-tail-log",
+    ]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("durable within 1s, each writes 32 KiB every 1000 ms: round bound 94 streams; admission admits 94"),
+        text.contains("durable within 1s, each writes in place 32 KiB every 1000 ms: round bound 94 streams; admission admits 94"),
         "{text}"
     );
     fails_with(

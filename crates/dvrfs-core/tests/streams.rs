@@ -9,9 +9,11 @@ use common::drive::{setup, Drive};
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{
-    DevCommand, DevKind, Engine, EngineConfig, IoBuf, Now, Op, Output, StreamDir, StreamInfo,
-    StreamSpec,
+    stream_ask, DevCommand, DevKind, Engine, EngineConfig, GatherMode, IoBuf, Now, Op, Output,
+    StreamDir, StreamInfo, StreamSpec, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES,
 };
+use dvrfs_core::format::superblock::AllocPolicy;
+use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::{Error, OpenOptions, Volume};
 use std::collections::HashMap;
 
@@ -83,8 +85,12 @@ fn the_rate_a_refusal_says_fits_is_admitted_when_asked_for() {
         assert!(open_ids.len() < 1000, "never refused");
     }
     // `dvrfs capacity` counts exactly what the engine admitted.
+    let mode = GatherMode {
+        commit_interval_ns: 1_000_000_000,
+        tail_log: true,
+    };
     let counted = Admission::from_model(&model, 0.1).count_admitted(
-        &dvrfs_core::engine::stream_ask(StreamDir::Read, 6e6, 512 << 10, None, None, 1_000_000_000),
+        &stream_ask(StreamDir::Read, 6e6, 512 << 10, None, None, mode),
         dvrfs_core::engine::AUTO_SLACK_NS,
         dvrfs_core::engine::MAX_STREAM_BUFFER_BYTES,
     );
@@ -106,11 +112,23 @@ fn the_rate_a_refusal_says_fits_is_admitted_when_asked_for() {
     open(&mut e, &mut d, ino, auto(rate)).unwrap_or_else(|err| panic!("{rate} Mbit/s: {err}"));
 }
 
+/// An engine on a fresh 256 MiB volume with a tail log (mkfs's default) or without.
+fn setup_log(adm: Admission, tail_log: bool) -> (Engine, Drive) {
+    let dev = common::formatted_with(256 << 20, 1 << 20, AllocPolicy::Zrr, 5, |p| {
+        if !tail_log {
+            p.tail_log = TailLogSize::Off;
+        }
+    });
+    common::drive::engine_on(&dev, Some(adm))
+}
+
 #[test]
 fn slow_recordings_are_admitted_for_the_short_requests_their_durability_interval_makes() {
-    // 250 kbit/s recordings on nvr-8t's model write a 32 KiB request every second
-    // at a durability interval of 1 s (the commit interval): admission counts one
-    // positioning a second each and refuses the one the model says does not fit,
+    // 250 kbit/s recordings on nvr-8t's model gather 32 KiB every second at a
+    // durability interval of 1 s (the commit interval), written in place as a short
+    // request, or logged beside their whole requests on a volume with a tail log:
+    // admission counts one positioning a second each (their requests are due within
+    // the second either way) and refuses the one the model says does not fit,
     // naming the way out. At 10 s the same disk takes many more. (Beside the ones at
     // 1 s, none at 10 s fits: the round is a second, and admission charges every
     // stream a positioning each round.)
@@ -122,72 +140,71 @@ fn slow_recordings_are_admitted_for_the_short_requests_their_durability_interval
         durable_ns: Some(durable_s * 1_000_000_000),
         ..spec(StreamDir::Write, 0.25, 0)
     };
-    let counted = |durable_s: u64| {
-        adm.count_admitted(
-            &dvrfs_core::engine::stream_ask(
-                StreamDir::Write,
-                250e3,
-                512 << 10,
-                None,
-                Some(durable_s * 1_000_000_000),
-                1_000_000_000,
-            ),
-            dvrfs_core::engine::AUTO_SLACK_NS,
-            dvrfs_core::engine::MAX_STREAM_BUFFER_BYTES,
-        )
+    let counted = |durable_s: u64, tail_log| {
+        let mode = GatherMode {
+            commit_interval_ns: 1_000_000_000,
+            tail_log,
+        };
+        let ask = stream_ask(
+            StreamDir::Write,
+            250e3,
+            512 << 10,
+            None,
+            Some(durable_s * 1_000_000_000),
+            mode,
+        );
+        adm.count_admitted(&ask, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES)
     };
-    let (at_1s, at_10s) = (counted(1), counted(10));
-    assert!((50..100).contains(&at_1s), "{at_1s}");
-    assert!(at_10s > 5 * at_1s, "{at_10s} {at_1s}");
-    let (mut e, mut d) = setup(Some(adm.clone()), 5);
-    let mut open_ids = vec![];
-    let msg = loop {
-        let ino = d.create(&mut e, &format!("c{}", open_ids.len()));
-        match open(&mut e, &mut d, ino, rec(1)) {
-            Ok(i) => {
-                assert_eq!(
-                    i.slack_ns, 8_388_608_000,
-                    "the guarantee is the buffer's: {i:?}"
-                );
-                open_ids.push(i.id)
+    for (tail_log, says) in [
+        (false, "writing 32 KiB every 1 s"),
+        (true, "logging 32 KiB every 1 s"),
+    ] {
+        let (at_1s, at_10s) = (counted(1, tail_log), counted(10, tail_log));
+        assert!((50..100).contains(&at_1s), "{at_1s}");
+        assert!(at_10s > 5 * at_1s, "{at_10s} {at_1s}");
+        let (mut e, mut d) = setup_log(adm.clone(), tail_log);
+        let mut open_ids = vec![];
+        let msg = loop {
+            let ino = d.create(&mut e, &format!("c{}", open_ids.len()));
+            match open(&mut e, &mut d, ino, rec(1)) {
+                Ok(i) => {
+                    let buffer = 8_388_608_000;
+                    assert_eq!(i.slack_ns, buffer, "the guarantee is the buffer's: {i:?}");
+                    open_ids.push(i.id)
+                }
+                Err(err) => break err.to_string(),
             }
-            Err(err) => break err.to_string(),
+            assert!(open_ids.len() < 1000, "never refused");
+        };
+        assert_eq!(open_ids.len(), at_1s, "tail log {tail_log}: {msg}");
+        assert!(msg.contains(says), "{msg}");
+        assert!(msg.contains("longer durability interval"), "{msg}");
+        // With one closed, a recording of 40 Mbit/s is refused, naming a rate that
+        // is admitted when asked for.
+        let stream = open_ids[0];
+        d.run(&mut e, Op::StreamClose { stream }).unwrap();
+        let ino = d.create(&mut e, "big");
+        let fast = StreamSpec {
+            rate_bps: 40e6,
+            ..rec(1)
+        };
+        let msg = open(&mut e, &mut d, ino, fast.clone())
+            .unwrap_err()
+            .to_string();
+        let at = msg.find("fits at up to ").expect(&msg) + "fits at up to ".len();
+        let rate: f64 = msg[at..].split(' ').next().unwrap().parse().unwrap();
+        assert!((0.25..40.0).contains(&rate), "{msg}");
+        let fits = StreamSpec {
+            rate_bps: rate * 1e6,
+            ..fast
+        };
+        open(&mut e, &mut d, ino, fits).unwrap_or_else(|err| panic!("{rate} Mbit/s: {err}"));
+        // On a fresh volume, as many at 10 s as at 1 s all fit, and more.
+        let (mut e, mut d) = setup_log(adm.clone(), tail_log);
+        for k in 0..=at_1s {
+            let ino = d.create(&mut e, &format!("c{k}"));
+            open(&mut e, &mut d, ino, rec(10)).unwrap_or_else(|err| panic!("{k}: {err}"));
         }
-        assert!(open_ids.len() < 1000, "never refused");
-    };
-    assert_eq!(open_ids.len(), at_1s, "{msg}");
-    assert!(msg.contains("writing 32 KiB every 1 s"), "{msg}");
-    assert!(msg.contains("longer durability interval"), "{msg}");
-    // With one closed, a recording of 40 Mbit/s is refused, naming a rate that is
-    // admitted when asked for.
-    d.run(
-        &mut e,
-        Op::StreamClose {
-            stream: open_ids[0],
-        },
-    )
-    .unwrap();
-    let ino = d.create(&mut e, "big");
-    let fast = StreamSpec {
-        rate_bps: 40e6,
-        ..rec(1)
-    };
-    let msg = open(&mut e, &mut d, ino, fast.clone())
-        .unwrap_err()
-        .to_string();
-    let at = msg.find("fits at up to ").expect(&msg) + "fits at up to ".len();
-    let rate: f64 = msg[at..].split(' ').next().unwrap().parse().unwrap();
-    assert!((0.25..40.0).contains(&rate), "{msg}");
-    let fits = StreamSpec {
-        rate_bps: rate * 1e6,
-        ..fast
-    };
-    open(&mut e, &mut d, ino, fits).unwrap_or_else(|err| panic!("{rate} Mbit/s: {err}"));
-    // On a fresh volume, as many at 10 s as at 1 s all fit, and more.
-    let (mut e, mut d) = setup(Some(adm), 5);
-    for k in 0..=at_1s {
-        let ino = d.create(&mut e, &format!("c{k}"));
-        open(&mut e, &mut d, ino, rec(10)).unwrap_or_else(|err| panic!("{k}: {err}"));
     }
 }
 

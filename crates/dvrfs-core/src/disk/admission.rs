@@ -29,18 +29,27 @@
 //! best-effort share, not charged.
 //!
 //! **Recordings gather** (`engine/stream/recording.rs`). A write stream with a
-//! durability interval writes what it holds at least once per *gather period* `P`
-//! (its interval rounded down to whole commit intervals, the engine's
-//! `gather_period_ns`): a slow stream, whose request does not fill within `P`, writes
-//! a short request of `q = min(d, r P)` bytes (rounded up to 4 KiB, the sectors it
-//! covers) every `P`, and every request is due within `P` of its oldest byte. So its
-//! slack is at most `P`, whatever its buffer, and its bytes per round are `T q / P`:
-//! `min(slack, P)` and `q` are what the round is planned with
-//! ([`StreamLoad::slack_ns`], [`StreamLoad::transfer_rate_bytes_per_s`]). A slow
-//! stream at `P` = 1 s costs one positioning a second, which is most of a disk's time
-//! for a few hundred of them (`docs/durability.md`, "What it costs"); a fast one
-//! (its request fills within `P`) is planned as before, but with at most `P` of
-//! slack. A playback has no period.
+//! durability interval hands over what it holds at least once per *gather period*
+//! `P` (its interval rounded down to whole commit intervals, the engine's
+//! `gather_period_ns`), and a full request is due by the commit after it fills: every
+//! request is due within `P` of its oldest byte not yet durable, so its slack is at
+//! most `P`, whatever its buffer ([`StreamLoad::slack_ns`]). What it gathers in a
+//! period is `q = min(d, r P)` bytes (rounded up to 4 KiB, the sectors it covers):
+//!
+//! - **in place** (a volume without a tail log): a slow stream, whose request does
+//!   not fill within `P`, writes `q` as a short request every `P`, so its bytes per
+//!   round are `T q / P` with the positioning of the round. A slow stream at `P` =
+//!   1 s costs one positioning a second, which is most of a disk's time for a few
+//!   hundred of them (`docs/durability.md`, "What it costs");
+//! - **tail log** (the volume has one, `engine/tail_log.rs`): `q` goes into the
+//!   commit's one sequential batch and the stream writes whole requests in place; it
+//!   moves its bytes twice, `T (r + q / P)` a round (the batch's one positioning per
+//!   commit is left to the best-effort share, as the journal's are).
+//!
+//! The round still charges every stream a positioning (the worst case: requests of
+//! recordings started together fall due in the same second). A fast stream (its
+//! request fills within `P`) moves what it did before, with at most `P` of slack. A
+//! playback has no period.
 //!
 //! **Without a disk model** (an SSD, an image on tmpfs) positioning is free and the
 //! bound is the bandwidth: `sum_i r_i <= (1 - s) * bandwidth`, the bandwidth configured
@@ -62,10 +71,13 @@ pub struct StreamLoad {
     /// Buffer, in requests.
     pub depth: u32,
     /// A recording's gather period, ns: at most this long after its oldest byte was
-    /// accepted, what it holds is written (its durability interval rounded down to
-    /// whole commit intervals, the engine's `gather_period_ns`). `None`: a playback,
-    /// which moves whole requests only.
+    /// accepted, what it holds is handed over (its durability interval rounded down
+    /// to whole commit intervals, the engine's `gather_period_ns`). `None`: a
+    /// playback, which moves whole requests only.
     pub durable_ns: Option<u64>,
+    /// A recording on a volume with a tail log: what it gathers goes into the
+    /// commit's batch, and only whole requests are written in place.
+    pub tail_log: bool,
 }
 
 impl StreamLoad {
@@ -93,10 +105,10 @@ impl StreamLoad {
         }
     }
 
-    /// The request the stream writes or reads at a time, bytes: a whole request, or
-    /// for a recording whose request does not fill within its gather period what it
-    /// gathers in one (`rate x period`, up to whole sectors).
-    pub fn written_request_bytes(&self) -> u64 {
+    /// What a recording gathers in one period, bytes: `rate x period` in whole
+    /// sectors, at most a request (a whole request for a playback, or a recording
+    /// whose request fills within its period).
+    pub fn gathered_bytes(&self) -> u64 {
         let Some(p) = self.durable_ns else {
             return self.request_bytes;
         };
@@ -111,16 +123,32 @@ impl StreamLoad {
             .clamp(SECTOR_BYTES.min(self.request_bytes), self.request_bytes)
     }
 
+    /// The request the stream writes or reads in place at a time, bytes: a whole
+    /// request, or for a recording without a tail log whose request does not fill
+    /// within its period the short one it gathers.
+    pub fn written_request_bytes(&self) -> u64 {
+        if self.tail_log {
+            self.request_bytes
+        } else {
+            self.gathered_bytes()
+        }
+    }
+
     /// The bytes per second the disk moves for the stream: its rate, or a short
-    /// request per gather period when its request does not fill within one (a little
-    /// more than the rate: whole sectors).
+    /// request per period when it writes those in place (a little more than the
+    /// rate: whole sectors), or with a tail log its rate in place and what it
+    /// gathers once more in the log.
     pub fn transfer_rate_bytes_per_s(&self) -> f64 {
-        let q = self.written_request_bytes();
-        match self.durable_ns {
-            Some(p) if q < self.request_bytes && p > 0 => {
-                (q as f64 / p as f64 * 1e9).max(self.rate_bytes_per_s)
-            }
-            _ => self.rate_bytes_per_s,
+        let Some(p) = self.durable_ns.filter(|&p| p > 0) else {
+            return self.rate_bytes_per_s;
+        };
+        let per_period = self.gathered_bytes() as f64 / p as f64 * 1e9;
+        if self.tail_log {
+            self.rate_bytes_per_s + per_period
+        } else if self.gathered_bytes() < self.request_bytes {
+            per_period.max(self.rate_bytes_per_s)
+        } else {
+            self.rate_bytes_per_s
         }
     }
 }
@@ -135,6 +163,8 @@ pub struct StreamAsk {
     pub buffer_bytes: Option<u64>,
     /// As [`StreamLoad::durable_ns`].
     pub durable_ns: Option<u64>,
+    /// As [`StreamLoad::tail_log`].
+    pub tail_log: bool,
 }
 
 impl StreamAsk {
@@ -145,6 +175,7 @@ impl StreamAsk {
             request_bytes: self.request_bytes,
             depth,
             durable_ns: self.durable_ns,
+            tail_log: self.tail_log,
         }
     }
 
@@ -472,6 +503,7 @@ mod tests {
             request_bytes: 512 * 1024,
             depth,
             durable_ns: None,
+            tail_log: false,
         }
     }
 
@@ -561,6 +593,7 @@ mod tests {
             request_bytes: 512 * 1024,
             buffer_bytes: None,
             durable_ns: None,
+            tail_log: false,
         };
         let d = a.choose_depth(&[], &ask, 1e9, 64 << 20).unwrap();
         assert!(atsc(d).slack_ns() >= 1e9);
@@ -575,6 +608,7 @@ mod tests {
             request_bytes: 512 * 1024,
             buffer_bytes: None,
             durable_ns: durable_s.map(|s| s * 1_000_000_000),
+            tail_log: false,
         }
     }
 
@@ -654,5 +688,37 @@ mod tests {
         let mut with = full[1..].to_vec();
         with.push(ask.at_rate(h).with_depth(2));
         assert!(a.check(&with).fits);
+    }
+
+    #[test]
+    fn a_tail_logged_recording_writes_whole_requests_and_moves_its_bytes_twice() {
+        // With a tail log the 32 KiB a 250 kbit/s recording gathers each second go
+        // into the commit's batch: in place it writes whole requests, and the disk
+        // moves its bytes once in the log and once in place. Its requests are still
+        // due within the period, so the count stays near the in-place one.
+        let logged = StreamAsk {
+            tail_log: true,
+            ..recordings(0.25, Some(1))
+        };
+        let load = logged.with_depth(4);
+        assert_eq!(load.gathered_bytes(), 32768);
+        assert_eq!(load.written_request_bytes(), 512 * 1024);
+        assert!((load.transfer_rate_bytes_per_s() - (31250.0 + 32768.0)).abs() < 1e-6);
+        assert_eq!(load.slack_ns(), 1e9);
+        let m = DiskModel::builtin("nvr-8t").unwrap();
+        let a = Admission::from_model(&m, 0.1);
+        let in_place = a.count_admitted(&recordings(0.25, Some(1)), AUTO_SLACK, MAX_BUFFER);
+        let with_log = a.count_admitted(&logged, AUTO_SLACK, MAX_BUFFER);
+        assert!(
+            with_log <= in_place && with_log + 5 >= in_place,
+            "{with_log} {in_place}"
+        );
+        // A playback never logs.
+        let read = StreamAsk {
+            tail_log: true,
+            durable_ns: None,
+            ..logged
+        };
+        assert_eq!(read.with_depth(4).transfer_rate_bytes_per_s(), 31250.0);
     }
 }

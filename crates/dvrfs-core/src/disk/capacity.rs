@@ -60,12 +60,13 @@
 //! bandwidth and of each round (`*_full` fields: the same bounds without the share).
 //!
 //! **Recordings with a durability interval** ([`durable_bounds`]). A recording
-//! writes what it holds at least once per gather period `P` (its durability interval
-//! in whole commit intervals), so its rounds last at most `P`, and a slow one writes
-//! a short request of `rate x P` bytes per period: (b) and (b') with the round cut to
-//! `P` and `d` to that request. For 250 kbit/s on `nvr-8t` at `P` = 1 s this is a
-//! positioning a second per stream, a tenth of the streams (b) gives whole requests
-//! (`docs/durability.md`, "What it costs").
+//! hands over what it holds at least once per gather period `P` (its durability
+//! interval in whole commit intervals), so its rounds last at most `P`; without a
+//! tail log a slow one writes a short request of `rate x P` bytes per period, with
+//! one it writes whole requests and the same bytes once more into the log: (b) and
+//! (b') with the round cut to `P` and the bytes moved per round. For 250 kbit/s on
+//! `nvr-8t` at `P` = 1 s this is a positioning a second per stream, a tenth of the
+//! streams (b) gives whole requests (`docs/durability.md`, "What it costs").
 //!
 //! Everything is plain arithmetic on the model; invalid stream parameters (see
 //! [`StreamParams::validate`]) give a report of zeros rather than a panic.
@@ -210,16 +211,19 @@ pub fn capacity(model: &DiskModel, p: &StreamParams) -> CapacityReport {
     report
 }
 
-/// (b) and (b') for recordings that write what they hold at least every
+/// (b) and (b') for recordings that hand over what they hold at least every
 /// `period_ns` (their durability interval in whole commit intervals, the engine's
 /// `gather_period_ns`), as admission plans them (`admission.rs`, "Recordings
-/// gather"): a round lasts at most the period, and a stream whose request does not
-/// fill within it writes a short request of `rate x period` bytes (whole sectors)
-/// per period instead of a whole one.
+/// gather"): a round lasts at most the period, and each period a stream gathers up
+/// to `rate x period` bytes (whole sectors), written in place as a short request
+/// when its request does not fill within the period, or with a tail log once more
+/// into the log beside its whole requests.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DurableBounds {
-    /// The request a stream writes per round of (b): a whole one, or the short one
-    /// of a period.
+    /// What a stream gathers in a period.
+    pub gathered_bytes: u64,
+    /// The request a stream writes in place per round of (b): a whole one, or
+    /// without a tail log the short one of a period.
     pub request_bytes: u64,
     /// Round of (b): the playout time of a request, at most the period.
     pub round_ms: f64,
@@ -230,16 +234,24 @@ pub struct DurableBounds {
 }
 
 /// [`DurableBounds`] for streams `p` on disk `model` with a gather period of
-/// `period_ns` (zeros for invalid parameters or a period of 0).
-pub fn durable_bounds(model: &DiskModel, p: &StreamParams, period_ns: u64) -> DurableBounds {
+/// `period_ns`, on a volume with a tail log or without (zeros for invalid parameters
+/// or a period of 0).
+pub fn durable_bounds(
+    model: &DiskModel,
+    p: &StreamParams,
+    period_ns: u64,
+    tail_log: bool,
+) -> DurableBounds {
     let r = capacity(model, p);
     let load = super::StreamLoad {
         rate_bytes_per_s: p.bitrate_bps / 8.0,
         request_bytes: p.request_bytes,
         depth: p.depth,
         durable_ns: Some(period_ns),
+        tail_log,
     };
     let mut b = DurableBounds {
+        gathered_bytes: load.gathered_bytes(),
         request_bytes: load.written_request_bytes(),
         round_ms: 0.0,
         round_bound_streams: 0,
@@ -389,7 +401,7 @@ mod tests {
             };
             (
                 capacity(&m, &p),
-                durable_bounds(&m, &p, period_s * 1_000_000_000),
+                durable_bounds(&m, &p, period_s * 1_000_000_000, false),
             )
         };
         // 250 kbit/s at 1 s: 32 KiB a second each, against 512 KiB per 16.8 s.

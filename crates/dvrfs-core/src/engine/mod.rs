@@ -62,8 +62,8 @@ pub use status::{
     admission_status, AdmissionStatus, DiskStatus, HeadroomAsk, SpaceStatus, Status, StreamStatus,
 };
 pub use stream::{
-    gather_period_ns, stream_ask, StreamDir, StreamId, StreamInfo, StreamSpec, StreamStats,
-    AUTO_SLACK_NS, GATHER_LEAD_NS, MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
+    gather_period_ns, stream_ask, GatherMode, StreamDir, StreamId, StreamInfo, StreamSpec,
+    StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS, MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
 };
 
 use crate::alloc::Ino;

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::stream::{stream_ask, StreamDir, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
+use super::stream::{stream_ask, GatherMode, StreamDir, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
 use super::Engine;
 use crate::alloc::Ino;
 use crate::disk::{Admission, StreamLoad};
@@ -167,7 +167,7 @@ impl Engine {
         let admission = self
             .admission
             .as_ref()
-            .map(|adm| admission_status(adm, &loads, ask, self.commit.interval_ns()));
+            .map(|adm| admission_status(adm, &loads, ask, self.gather_mode()));
         let streams = open
             .iter()
             .map(|s| {
@@ -254,25 +254,22 @@ impl Status {
 }
 
 /// What admission says beside the streams `open` (their loads): its load and round,
-/// and the headroom for streams like `ask` on a volume committing every
-/// `commit_interval_ns` (a recording's durability interval is never shorter).
+/// and the headroom for streams like `ask` on a volume gathering as `mode` says (a
+/// recording's durability interval is never shorter than its commit interval).
 /// Without streams: an idle device's (`dvrfs status` on a volume that is not
 /// mounted).
 pub fn admission_status(
     adm: &Admission,
     open: &[StreamLoad],
     ask: HeadroomAsk,
-    commit_interval_ns: u64,
+    mode: GatherMode,
 ) -> AdmissionStatus {
     let check = adm.check(open);
+    let interval_ns = mode.commit_interval_ns;
     let asked = HeadroomAsk {
         durable_ns: match ask.dir {
             StreamDir::Read => None,
-            StreamDir::Write => Some(
-                ask.durable_ns
-                    .unwrap_or(commit_interval_ns)
-                    .max(commit_interval_ns),
-            ),
+            StreamDir::Write => Some(ask.durable_ns.unwrap_or(interval_ns).max(interval_ns)),
         },
         ..ask
     };
@@ -282,7 +279,7 @@ pub fn admission_status(
         asked.request_bytes,
         asked.buffer_bytes,
         asked.durable_ns,
-        commit_interval_ns,
+        mode,
     );
     AdmissionStatus {
         against: adm.describe(),

@@ -47,7 +47,7 @@ mod events;
 mod recording;
 mod tail_log;
 
-pub use admit::{gather_period_ns, stream_ask};
+pub use admit::{gather_period_ns, stream_ask, GatherMode};
 pub use recording::GATHER_LEAD_NS;
 pub(super) use tail_log::InFlightUnlogged;
 

@@ -34,18 +34,27 @@ pub fn gather_period_ns(durable_ns: u64, interval_ns: u64) -> u64 {
     period.max(1)
 }
 
+/// What a volume's recordings gather with: its commit interval, and whether what
+/// they gather goes into a tail log or is written in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatherMode {
+    pub commit_interval_ns: u64,
+    pub tail_log: bool,
+}
+
 /// A stream as admission plans it: a playback as asked; a recording with the gather
-/// period of its durability interval (`None`: the commit interval `interval_ns`;
-/// one shorter than that is planned at the commit interval, where the engine
-/// refuses it).
+/// period of its durability interval (`None`: the commit interval; one shorter than
+/// that is planned at the commit interval, where the engine refuses it) and the
+/// volume's way of gathering.
 pub fn stream_ask(
     dir: StreamDir,
     rate_bps: f64,
     request_bytes: u64,
     buffer_bytes: Option<u64>,
     durable_ns: Option<u64>,
-    interval_ns: u64,
+    mode: GatherMode,
 ) -> StreamAsk {
+    let interval_ns = mode.commit_interval_ns;
     StreamAsk {
         rate_bytes_per_s: rate_bps / 8.0,
         request_bytes,
@@ -57,6 +66,7 @@ pub fn stream_ask(
                 interval_ns,
             )),
         },
+        tail_log: dir == StreamDir::Write && mode.tail_log,
     }
 }
 
@@ -94,13 +104,21 @@ fn seconds(ns: u64) -> String {
 }
 
 impl Engine {
+    /// How this volume's recordings gather (what admission plans them with).
+    pub fn gather_mode(&self) -> GatherMode {
+        GatherMode {
+            commit_interval_ns: self.commit.interval_ns(),
+            tail_log: self.tail.is_some(),
+        }
+    }
+
     /// The open streams' loads, as admission plans them.
     pub(in crate::engine) fn open_loads(&self) -> Vec<StreamLoad> {
-        let interval_ns = self.commit.interval_ns();
+        let mode = self.gather_mode();
         self.streams
             .values()
             .filter(|s| !s.closed)
-            .map(|s| s.load(interval_ns))
+            .map(|s| s.load(mode))
             .collect()
     }
 
@@ -114,7 +132,7 @@ impl Engine {
             spec.request_bytes,
             spec.buffer_bytes,
             spec.durable_ns,
-            self.commit.interval_ns(),
+            self.gather_mode(),
         );
         let depth = adm.depth_for(&admitted, &ask, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES);
         (admitted, ask.with_depth(depth))
@@ -172,7 +190,7 @@ impl Engine {
         // A recording whose slack its gather period caps gains nothing from a larger
         // buffer; a longer durability interval spares it short requests.
         let capped = load.slack_ns() < load.buffer_slack_ns();
-        let (q, gathers) = (load.written_request_bytes(), load.durable_ns);
+        let (q, gathers) = (load.gathered_bytes(), load.durable_ns);
         Err(Error::Refused(format!(
             "asked for a {} stream of {} in {} requests with a {} buffer{}; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
             spec.dir.name(),
@@ -181,7 +199,8 @@ impl Engine {
             size(load.depth as u64 * d),
             match gathers {
                 Some(p) if q < d => format!(
-                    ", writing {} every {} to keep its bytes durable",
+                    ", {} {} every {} to keep its bytes durable",
+                    if load.tail_log { "logging" } else { "writing" },
                     size(q),
                     seconds(p)
                 ),
@@ -216,16 +235,15 @@ impl Engine {
 }
 
 impl Stream {
-    /// The load admission planned this stream with, on a volume committing every
-    /// `interval_ns`.
-    pub(super) fn load(&self, interval_ns: u64) -> StreamLoad {
+    /// The load admission planned this stream with, on a volume gathering so.
+    pub(super) fn load(&self, mode: GatherMode) -> StreamLoad {
         stream_ask(
             self.info.dir,
             self.info.rate_bytes_per_s * 8.0,
             self.info.request_bytes,
             None,
             Some(self.info.durable_ns),
-            interval_ns,
+            mode,
         )
         .with_depth(self.info.depth)
     }
@@ -251,11 +269,22 @@ mod tests {
 
     #[test]
     fn a_playback_has_no_period_and_a_recording_never_one_below_the_commit_interval() {
-        let read = stream_ask(StreamDir::Read, 4e6, 512 << 10, None, Some(SEC), SEC);
-        assert_eq!(read.durable_ns, None);
-        let write = stream_ask(StreamDir::Write, 4e6, 512 << 10, None, None, 2 * SEC);
-        assert_eq!(write.durable_ns, Some(2 * SEC));
-        let short = stream_ask(StreamDir::Write, 4e6, 512 << 10, None, Some(SEC), 2 * SEC);
+        let mode = |commit_interval_ns| GatherMode {
+            commit_interval_ns,
+            tail_log: true,
+        };
+        let read = stream_ask(StreamDir::Read, 4e6, 512 << 10, None, Some(SEC), mode(SEC));
+        assert_eq!((read.durable_ns, read.tail_log), (None, false));
+        let write = stream_ask(StreamDir::Write, 4e6, 512 << 10, None, None, mode(2 * SEC));
+        assert_eq!((write.durable_ns, write.tail_log), (Some(2 * SEC), true));
+        let short = stream_ask(
+            StreamDir::Write,
+            4e6,
+            512 << 10,
+            None,
+            Some(SEC),
+            mode(2 * SEC),
+        );
         assert_eq!(short.durable_ns, Some(2 * SEC));
         assert_eq!(write.rate_bytes_per_s, 500_000.0);
     }
