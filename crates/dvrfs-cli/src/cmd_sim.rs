@@ -800,6 +800,10 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             o.insert("gather_period_ms".into(), (period_ns / 1_000_000).into());
             o.insert("tail_log".into(), tail_log.into());
             o.insert("durable_gathered_bytes".into(), rd.gathered_bytes.into());
+            o.insert(
+                "durable_logged_bytes".into(),
+                rd.logged_bytes.round().into(),
+            );
             o.insert("durable_request_bytes".into(), rd.request_bytes.into());
             o.insert("durable_round_ms".into(), rd.round_ms.into());
             o.insert(
@@ -844,15 +848,18 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             admitted_auto
         );
         outln!(
-            "  recordings        durable within {}, each {} {} every {:.0} ms: round bound {} streams; admission admits {} of depth {} ({} with the buffers dvrfs chooses)",
+            "  recordings        durable within {} (gathering up to {} every {} ms, {}): round bound {} streams; admission admits {} of depth {} ({} with the buffers dvrfs chooses)",
             a.durable,
-            if tail_log {
-                "logs (the tail log; whole requests in place)"
-            } else {
-                "writes in place"
-            },
             crate::output::human_bytes(rd.gathered_bytes),
-            rd.round_ms,
+            period_ns / 1_000_000,
+            if tail_log {
+                format!(
+                    "about {} of it logged, whole requests in place",
+                    crate::output::human_bytes(rd.logged_bytes as u64)
+                )
+            } else {
+                "written in place".to_string()
+            },
             rd.round_bound_streams,
             recorded,
             sp.depth,

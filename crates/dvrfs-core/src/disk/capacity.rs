@@ -217,11 +217,13 @@ pub fn capacity(model: &DiskModel, p: &StreamParams) -> CapacityReport {
 /// gather"): a round lasts at most the period, and each period a stream gathers up
 /// to `rate x period` bytes (whole sectors), written in place as a short request
 /// when its request does not fill within the period, or with a tail log once more
-/// into the log beside its whole requests.
+/// into the log beside its whole requests (what it logs on average).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DurableBounds {
-    /// What a stream gathers in a period.
+    /// What a stream gathers in a period, at most.
     pub gathered_bytes: u64,
+    /// With a tail log, what a stream logs in a period on average (0 without).
+    pub logged_bytes: f64,
     /// The request a stream writes in place per round of (b): a whole one, or
     /// without a tail log the short one of a period.
     pub request_bytes: u64,
@@ -252,6 +254,7 @@ pub fn durable_bounds(
     };
     let mut b = DurableBounds {
         gathered_bytes: load.gathered_bytes(),
+        logged_bytes: load.logged_bytes_per_period(),
         request_bytes: load.written_request_bytes(),
         round_ms: 0.0,
         round_bound_streams: 0,
