@@ -621,11 +621,20 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
         print_text(&report, "sim", "simulated");
     }
     if !a.find_max && report.recordings_stopped > 0 {
-        eprintln!(
-            "dvrfs: {} recording(s) stopped before the end of the run: the disk was full",
-            report.recordings_stopped
+        let (refused, full) = (
+            report.recordings_refused,
+            report.recordings_stopped - report.recordings_refused,
         );
-        eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
+        if refused > 0 {
+            eprintln!("dvrfs: admission refused {refused} recording(s): the disk model does not take them at this rate and durability interval");
+            eprintln!("hint: record fewer streams, or give them a longer --durable (dvrfs capacity --disk {} --bitrate {} --durable D counts what fits); every request they could not issue counts as missed", a.disk, a.run.stream.bitrate);
+        }
+        if full > 0 {
+            eprintln!(
+                "dvrfs: {full} recording(s) stopped before the end of the run: the disk was full"
+            );
+            eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
+        }
         return Ok(STREAMS_STOPPED_EXIT);
     }
     Ok(0)
@@ -688,10 +697,16 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
             r.misses.other
         );
     }
-    if r.recordings_stopped > 0 {
+    if r.recordings_stopped > r.recordings_refused {
         outln!(
             "  STOPPED           {} recording(s) could not go on (disk full)",
-            r.recordings_stopped
+            r.recordings_stopped - r.recordings_refused
+        );
+    }
+    if r.recordings_refused > 0 {
+        outln!(
+            "  REFUSED           {} recording(s) refused by admission (never ran)",
+            r.recordings_refused
         );
     }
     outln!(

@@ -464,6 +464,36 @@ fn stopped_recordings_are_reported_and_fail_the_run() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("stopped"));
 }
 
+/// Engine-stream recordings beyond what admission takes are refused at open, and the
+/// run says so (not "the disk was full"): 91 of 250 kbit/s at 1 s on nvr-8t, as
+/// `capacity` counts them.
+#[test]
+fn recordings_admission_refuses_are_reported_as_refused() {
+    let out = dvrfs(&[
+        "sim",
+        "--disk",
+        "nvr-8t",
+        "--workload",
+        "0r100w",
+        "--bitrate",
+        "250K",
+        "--fill",
+        "0%",
+        "--duration",
+        "5s",
+        "--stream-recordings",
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["recordings_stopped"], 9, "{v}");
+    assert_eq!(v["recordings_refused"], 9, "{v}");
+    assert_eq!(v["misses"]["no_space"], 0, "{v}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("admission refused 9 recording(s)"), "{err}");
+    assert!(!err.contains("disk was full"), "{err}");
+}
+
 /// Issue 9's report items: `--best-effort delete` is in the report, the buffer plot of
 /// a recordings-only workload shows a recording (named), `capacity` takes no mixer
 /// settings, and a bad block size is a usage error (exit 2).

@@ -213,9 +213,12 @@ pub struct Report {
     /// The misses by cause: late, failed reads, requests a stream could not issue.
     pub misses: MissCauses,
     pub failed_reads: u64,
-    /// Recordings that stopped before the end (the disk was full): every request
-    /// they could not issue is counted in `deadline_misses` (cause `no_space`).
+    /// Recordings that stopped before the end (the disk was full, or admission
+    /// refused an engine-stream recording): every request they could not issue is
+    /// counted in `deadline_misses` (cause `no_space` for a full disk).
     pub recordings_stopped: u32,
+    /// Of them, the recordings admission refused (`--stream-recordings`).
+    pub recordings_refused: u32,
     /// `--best-effort delete`: the file it deleted (`null` for other generators).
     pub delete: Option<DeleteReport>,
     pub p_miss: f64,
@@ -353,6 +356,7 @@ impl Report {
             misses: o.misses,
             failed_reads: o.failed_reads,
             recordings_stopped: o.recordings_stopped,
+            recordings_refused: o.recordings_refused,
             delete: o.delete.map(|d| DeleteReport {
                 bytes: d.bytes,
                 submitted_s: d.submit_ns as f64 / 1e9,

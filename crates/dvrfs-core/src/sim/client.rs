@@ -134,6 +134,8 @@ pub struct Client {
     /// Reads failed for their deadline, recordings that could not go on.
     pub failed_reads: u64,
     pub recordings_stopped: u32,
+    /// Of them, engine-stream recordings admission refused at open.
+    pub recordings_refused: u32,
     /// Sizes of the recordings as of the last completed application fsync.
     pub(super) durable_sizes: Vec<u64>,
     /// Sizes when the fsync in flight was submitted.
@@ -176,6 +178,7 @@ impl Client {
             stopped: false,
             failed_reads: 0,
             recordings_stopped: 0,
+            recordings_refused: 0,
             durable_sizes: Vec::new(),
             sync_snapshot: None,
             sync_in_flight: false,

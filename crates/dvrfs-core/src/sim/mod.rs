@@ -287,8 +287,10 @@ pub struct SimOutcome {
     /// Misses by cause.
     pub misses: MissCauses,
     pub failed_reads: u64,
-    /// Recordings that could not go on (disk full) before the end of the run.
+    /// Recordings that could not go on (disk full, or refused by admission: of them
+    /// `recordings_refused`) before the end of the run.
     pub recordings_stopped: u32,
+    pub recordings_refused: u32,
     /// The delete generator's file: its size, when its unlink was submitted and when
     /// it completed (virtual ns).
     pub delete: Option<DeleteOutcome>,
@@ -1044,6 +1046,7 @@ pub fn client_outcome(out: &mut SimOutcome, client: &Client) {
     out.streams = client.streams();
     out.failed_reads = client.failed_reads;
     out.recordings_stopped = client.recordings_stopped;
+    out.recordings_refused = client.recordings_refused;
     out.delete = client
         .delete_started
         .map(|(bytes, submit_ns)| DeleteOutcome {

@@ -49,7 +49,8 @@ impl Client {
 
     /// The open of recording `s` completed: admitted, its first frame is due one frame
     /// time after its phase; refused, the recording never runs (every frame it would
-    /// have written counts as a miss, with `recordings_stopped`).
+    /// have written counts as a miss, with `recordings_stopped`, and if admission
+    /// refused it, `recordings_refused`).
     pub(super) fn engine_stream_opened(
         &mut self,
         host: &mut impl Host,
@@ -66,6 +67,9 @@ impl Client {
             Ok(other) => unreachable!("a stream open gives a stream, not {other:?}"),
             Err(e) => {
                 let no_space = matches!(e, crate::error::Error::NoSpace { .. });
+                if matches!(e, crate::error::Error::Refused(_)) {
+                    self.recordings_refused += 1;
+                }
                 self.stop_stream(host, s, no_space);
             }
         }
