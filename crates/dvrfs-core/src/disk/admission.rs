@@ -655,18 +655,16 @@ mod tests {
         assert!(whole > 600, "{whole}");
         assert!(by_period.windows(2).all(|w| w[0] < w[1]), "{by_period:?}");
         assert!(by_period[3] < whole, "{by_period:?} {whole}");
-        // They agree with the round bound of `capacity` for a request of the period's
-        // bytes and a round of the period: T = 0.9 s for the streams, each costing
-        // its 32 KiB at the inner rate, a revolution and the settle.
-        let r = capacity(
-            &m,
-            &StreamParams {
-                bitrate_bps: 32768.0 * 8.0,
-                request_bytes: 32768,
-                depth: 2,
-                be_share: 0.1,
-            },
-        );
+        // They agree with the round bound of `capacity` for such recordings: a round
+        // of the period, each stream costing its 32 KiB at the inner rate, a
+        // revolution and the settle.
+        let p = StreamParams {
+            bitrate_bps: 250e3,
+            request_bytes: 512 * 1024,
+            depth: 8,
+            be_share: 0.1,
+        };
+        let r = crate::disk::durable_bounds(&m, &p, 1_000_000_000, false);
         assert_eq!(by_period[0] as u32, r.round_bound_streams, "{r:?}");
     }
 

@@ -35,7 +35,10 @@ mod value;
 use error::{decode_error, encode_error};
 pub use events::EventLog;
 use op::{decode_op, encode_op};
-use value::{decode_info, decode_stat, decode_stats, encode_info, encode_stat, encode_stats, kind};
+use value::{
+    decode_dir, decode_info, decode_stat, decode_stats, encode_info, encode_stat, encode_stats,
+    kind,
+};
 
 /// The first bytes of each side's hello.
 pub const MAGIC: [u8; 8] = *b"DVRFSRPC";
@@ -400,10 +403,7 @@ impl Request {
                         rate_bps: d.f64("rate")?,
                         request_bytes: d.u64("request")?,
                         buffer_bytes: d.opt_u64("buffer")?,
-                        dir: match d.bool("direction")? {
-                            true => StreamDir::Write,
-                            false => StreamDir::Read,
-                        },
+                        dir: decode_dir(&mut d)?,
                         durable_ns: d.opt_u64("durable")?,
                     },
                 },

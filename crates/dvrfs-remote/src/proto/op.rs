@@ -260,10 +260,7 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
         15 => {
             let ino = d.u32("ino")?;
             let spec = StreamSpec {
-                dir: match d.bool("direction")? {
-                    true => StreamDir::Write,
-                    false => StreamDir::Read,
-                },
+                dir: super::value::decode_dir(d)?,
                 rate_bps: d.f64("rate")?,
                 request_bytes: d.u64("request")?,
                 buffer_bytes: d.opt_u64("buffer")?,

@@ -64,14 +64,19 @@ pub(super) fn encode_info(e: &mut Enc, i: &StreamInfo) {
         .u64(i.durable_ns);
 }
 
+/// A stream's direction: `true` for a recording.
+pub(super) fn decode_dir(d: &mut Dec) -> DecResult<StreamDir> {
+    Ok(match d.bool("direction")? {
+        true => StreamDir::Write,
+        false => StreamDir::Read,
+    })
+}
+
 pub(super) fn decode_info(d: &mut Dec) -> DecResult<StreamInfo> {
     Ok(StreamInfo {
         id: d.u32("stream")?,
         ino: d.u32("ino")?,
-        dir: match d.bool("direction")? {
-            true => StreamDir::Write,
-            false => StreamDir::Read,
-        },
+        dir: decode_dir(d)?,
         rate_bytes_per_s: d.f64("rate")?,
         request_bytes: d.u64("request")?,
         depth: d.u32("depth")?,
