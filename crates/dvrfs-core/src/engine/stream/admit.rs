@@ -14,7 +14,7 @@ use super::{
     spec_error, Engine, Error, Ino, Result, Stream, StreamDir, StreamSpec, AUTO_SLACK_NS,
     MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
 };
-use crate::disk::admission::StreamAsk;
+use crate::disk::admission::{Capacity, StreamAsk};
 use crate::disk::{Admission, StreamLoad};
 
 /// How often, at the longest, a recording with durability interval `durable_ns` on
@@ -187,9 +187,11 @@ impl Engine {
         }
         let used = adm.check(&admitted).load;
         let left = adm.headroom(&admitted, load);
-        // A recording whose slack its gather period caps gains nothing from a larger
-        // buffer; a longer durability interval spares it short requests.
-        let capped = load.slack_ns() < load.buffer_slack_ns();
+        // On a disk, a recording whose slack its gather period caps gains nothing from
+        // a larger buffer; a longer durability interval spares it short requests. (A
+        // bandwidth has no rounds: the hint stays the buffer's.)
+        let capped = matches!(adm.capacity, Capacity::Disk { .. })
+            && load.slack_ns() < load.buffer_slack_ns();
         let (q, gathers) = (load.gathered_bytes(), load.durable_ns);
         Err(Error::Refused(format!(
             "asked for a {} stream of {} in {} requests with a {} buffer{}; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
