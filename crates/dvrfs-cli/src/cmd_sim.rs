@@ -2,11 +2,10 @@
 
 use crate::args::{parse_duration_ms, parse_size};
 use crate::error::{CliError, CliResult};
-use dvrfs_core::disk::{
-    capacity, durable_bounds, Admission, DiskModel, Estimator, StreamAsk, StreamParams,
-};
+use dvrfs_core::disk::{capacity, durable_bounds, Admission, DiskModel, Estimator, StreamParams};
 use dvrfs_core::engine::{
-    gather_period_ns, DevKind, EngineConfig, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES,
+    stream_ask, DevKind, EngineConfig, GatherMode, StreamDir, AUTO_SLACK_NS,
+    MAX_STREAM_BUFFER_BYTES,
 };
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::layout::DEFAULT_COMMIT_INTERVAL_MS;
@@ -146,7 +145,7 @@ pub struct CapacityArgs {
     pub disk: String,
     #[command(flatten)]
     pub stream: StreamOpts,
-    /// Recordings' durability interval: the *_durable figures count recordings that hand over what they hold at least this often (in whole commit intervals of 1s; shorter: as given)
+    /// Recordings' durability interval: the *_durable figures count recordings that hand over what they hold at least this often (in whole commit intervals of 1s; shorter: on a volume committing that often)
     #[arg(long, default_value = "1s")]
     pub durable: String,
     /// The *_durable figures for a volume without a tail log (mkfs --no-tail-log): recordings write what they gather in place
@@ -777,30 +776,34 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             "e.g. --durable 1s (the commit interval, the default) or --durable 10s",
         ));
     }
-    let interval_ns = u64::from(DEFAULT_COMMIT_INTERVAL_MS) * 1_000_000;
-    let period_ns = gather_period_ns(durable_ms * 1_000_000, interval_ns);
-    let tail_log = !a.no_tail_log;
+    // Recordings on a volume with the default commit interval (one that commits
+    // more often, when asked for a shorter durability interval), with a tail log
+    // (mkfs's default) or without.
+    let durable_ns = durable_ms * 1_000_000;
+    let mode = GatherMode {
+        commit_interval_ns: (u64::from(DEFAULT_COMMIT_INTERVAL_MS) * 1_000_000).min(durable_ns),
+        tail_log: !a.no_tail_log,
+    };
+    let ask = |dir, buffer| {
+        let rate = sp.bitrate_bps;
+        stream_ask(dir, rate, sp.request_bytes, buffer, Some(durable_ns), mode)
+    };
+    let dur = ask(StreamDir::Write, None).durable.expect("a recording's");
+    let period_ns = dur.period_ns;
+    let tail_log = mode.tail_log;
     let r = capacity(&model, &sp);
-    let rd = durable_bounds(&model, &sp, period_ns, tail_log);
+    let rd = durable_bounds(&model, &sp, dur);
     // What admission (record, the mount, the C API) takes on this disk, counted the
     // way it admits: with the depth given, and with the buffers it chooses itself;
     // playbacks (whole requests) and recordings with the durability interval.
     let adm = Admission::from_model(&model, sp.be_share);
-    let count = |buffer, durable_ns| {
-        let ask = StreamAsk {
-            rate_bytes_per_s: sp.bitrate_bps / 8.0,
-            request_bytes: sp.request_bytes,
-            buffer_bytes: buffer,
-            durable_ns,
-            tail_log: tail_log && durable_ns.is_some(),
-        };
-        adm.count_admitted(&ask, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES)
-    };
+    let count =
+        |dir, buffer| adm.count_admitted(&ask(dir, buffer), AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES);
     let depth_buffer = Some(sp.depth as u64 * sp.request_bytes);
-    let admitted = count(depth_buffer, None);
-    let admitted_auto = count(None, None);
-    let recorded = count(depth_buffer, Some(period_ns));
-    let recorded_auto = count(None, Some(period_ns));
+    let admitted = count(StreamDir::Read, depth_buffer);
+    let admitted_auto = count(StreamDir::Read, None);
+    let recorded = count(StreamDir::Write, depth_buffer);
+    let recorded_auto = count(StreamDir::Write, None);
     if a.json {
         let mut v = serde_json::to_value(&r)
             .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;

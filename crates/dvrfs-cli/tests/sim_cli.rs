@@ -285,14 +285,16 @@ fn capacity_counts_slow_recordings_by_the_short_requests_of_their_durability_int
     assert_eq!(v10["round_bound_streams_durable"], 779, "{v10}");
     // What admission takes of such recordings: the same 94 at 1 s.
     assert_eq!(v1["admission_streams_auto_buffer_durable"], 94, "{v1}");
-    // With the tail log (mkfs's default, and capacity's): whole requests in place,
-    // the 32 KiB logged beside them, still due within the second.
+    // With the tail log (mkfs's default, and capacity's): every byte logged, whole
+    // requests in place due at the buffer's overflow, whatever the interval.
     let (l1, l10) = (at("1s", &[]), at("10s", &[]));
     assert_eq!(l1["tail_log"], true);
     assert_eq!(l1["durable_gathered_bytes"], 32768);
+    assert_eq!(l1["durable_logged_bytes"], 31250.0);
     assert_eq!(l1["durable_request_bytes"], 524288);
-    assert_eq!(l1["round_bound_streams_durable"], 91, "{l1}");
-    assert_eq!(l10["round_bound_streams_durable"], 675, "{l10}");
+    assert_eq!(l1["round_bound_streams_durable"], 861, "{l1}");
+    assert_eq!(l10["round_bound_streams_durable"], 861, "{l10}");
+    assert_eq!(l1["admission_streams_auto_buffer_durable"], 569, "{l1}");
     // The whole-request figures do not depend on either.
     for v in [&v10, &l1, &l10] {
         assert_eq!(v["round_bound_streams"], 1140, "{v}");
@@ -309,7 +311,7 @@ fn capacity_counts_slow_recordings_by_the_short_requests_of_their_durability_int
         "250K",
         "--json",
     ]);
-    assert_eq!(d["round_bound_streams_durable"], 91, "{d}");
+    assert_eq!(d["round_bound_streams_durable"], 861, "{d}");
     let out = dvrfs(&[
         "capacity",
         "--disk",
@@ -465,8 +467,8 @@ fn stopped_recordings_are_reported_and_fail_the_run() {
 }
 
 /// Engine-stream recordings beyond what admission takes are refused at open, and the
-/// run says so (not "the disk was full"): 91 of 250 kbit/s at 1 s on nvr-8t, as
-/// `capacity` counts them.
+/// run says so (not "the disk was full"): 94 of 250 kbit/s at 1 s on nvr-8t without
+/// a tail log, as `capacity --no-tail-log` counts them.
 #[test]
 fn recordings_admission_refuses_are_reported_as_refused() {
     let out = dvrfs(&[
@@ -482,15 +484,16 @@ fn recordings_admission_refuses_are_reported_as_refused() {
         "--duration",
         "5s",
         "--stream-recordings",
+        "--no-tail-log",
         "--json",
     ]);
     assert_eq!(out.status.code(), Some(3), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["recordings_stopped"], 9, "{v}");
-    assert_eq!(v["recordings_refused"], 9, "{v}");
+    assert_eq!(v["recordings_stopped"], 6, "{v}");
+    assert_eq!(v["recordings_refused"], 6, "{v}");
     assert_eq!(v["misses"]["no_space"], 0, "{v}");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("admission refused 9 recording(s)"), "{err}");
+    assert!(err.contains("admission refused 6 recording(s)"), "{err}");
     assert!(!err.contains("disk was full"), "{err}");
 }
 

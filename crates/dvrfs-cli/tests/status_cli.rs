@@ -72,7 +72,8 @@ fn status_at_rest_shows_the_space_and_the_headroom_capacity_counts() {
         reads["status"]["admission"]["more_streams"], cap["admission_streams_auto_buffer"],
         "status {reads}\ncapacity {cap}"
     );
-    // Slow recordings: fewer at 1 s than at 10 s, as capacity counts them.
+    // Slow recordings, as capacity counts them: on this volume (it has a tail log)
+    // they log every byte and their interval does not matter.
     let slow = |durable: &str| {
         let st = status_of(&["--rate", "250K", "--durable", durable]);
         let cap = json(&ok(dvrfs([
@@ -92,7 +93,7 @@ fn status_at_rest_shows_the_space_and_the_headroom_capacity_counts() {
         );
         more
     };
-    assert!(slow("1s") < slow("10s"));
+    assert_eq!(slow("1s"), slow("10s"));
 
     let text = ok(dvrfs([
         "status".as_ref(),

@@ -9,6 +9,8 @@ use dvrfs_core::disk::{Admission, DiskModel};
 use dvrfs_core::engine::{
     Engine, HeadroomAsk, IoBuf, Op, Output, StreamDir, StreamInfo, StreamSpec,
 };
+use dvrfs_core::format::superblock::AllocPolicy;
+use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::Error;
 
 const REQ: u64 = 512 << 10;
@@ -170,27 +172,50 @@ fn without_an_admission_model_status_says_so_and_still_counts_space() {
 }
 
 #[test]
-fn the_headroom_for_slow_recordings_counts_their_short_requests() {
-    // 250 kbit/s recordings write a short request every durability interval: fewer
-    // fit at 1 s than at 10 s, and fewer at 10 s than playbacks of the same rate
-    // (whole requests), each figure what the engine admits (`tests/streams.rs`).
+fn the_headroom_for_slow_recordings_counts_what_their_durability_interval_costs() {
+    // 250 kbit/s recordings. Without a tail log they write a short request every
+    // durability interval: fewer fit at 1 s than at 10 s, and fewer at 10 s than
+    // playbacks of the same rate (whole requests). With one (mkfs's default) they
+    // log every byte and write whole requests due at their buffer's overflow: the
+    // interval does not matter, and their bytes are moved twice. Each figure is what
+    // the engine admits (`tests/streams.rs`).
     let model = DiskModel::builtin("nvr-8t").unwrap();
-    let (e, _d) = setup(Some(Admission::from_model(&model, 0.1)), 7);
-    let more = |dir, durable_ns| {
-        let a = HeadroomAsk {
-            dir,
-            durable_ns,
-            ..ask(0.25)
+    let adm = Admission::from_model(&model, 0.1);
+    let counts = |tail_log: bool| {
+        let dev = common::formatted_with(256 << 20, 1 << 20, AllocPolicy::Zrr, 7, |p| {
+            if !tail_log {
+                p.tail_log = TailLogSize::Off;
+            }
+        });
+        let (e, _d) = common::drive::engine_on(&dev, Some(adm.clone()));
+        let more = |dir, durable_ns| {
+            let a = HeadroomAsk {
+                dir,
+                durable_ns,
+                ..ask(0.25)
+            };
+            e.status(a).admission.unwrap().more_streams
         };
-        e.status(a).admission.unwrap().more_streams
+        // An interval below the volume's commit interval is counted at the interval.
+        assert_eq!(
+            more(StreamDir::Write, Some(1)),
+            more(StreamDir::Write, None)
+        );
+        (
+            more(StreamDir::Write, None),
+            more(StreamDir::Write, Some(10_000_000_000)),
+            more(StreamDir::Read, None),
+        )
     };
-    let at_1s = more(StreamDir::Write, None);
-    let at_10s = more(StreamDir::Write, Some(10_000_000_000));
-    let playbacks = more(StreamDir::Read, None);
+    let (at_1s, at_10s, playbacks) = counts(false);
     assert!(
         at_1s < 100 && at_1s < at_10s && at_10s <= playbacks,
         "{at_1s} {at_10s} {playbacks}"
     );
-    // An interval below the volume's commit interval is counted at the interval.
-    assert_eq!(more(StreamDir::Write, Some(1)), at_1s);
+    let (logged_1s, logged_10s, playbacks) = counts(true);
+    assert_eq!(logged_1s, logged_10s);
+    assert!(
+        logged_1s > 5 * at_1s && logged_1s < playbacks,
+        "{logged_1s} {at_1s} {playbacks}"
+    );
 }

@@ -28,29 +28,33 @@
 //! conservative for streams with long buffers; journal commits are covered by the
 //! best-effort share, not charged.
 //!
-//! **Recordings gather** (`engine/stream/recording.rs`). A write stream with a
-//! durability interval hands over what it holds at least once per *gather period*
-//! `P` (its interval rounded down to whole commit intervals, the engine's
-//! `gather_period_ns`), and a full request is due by the commit after it fills: every
-//! request is due within `P` of its oldest byte not yet durable, so its slack is at
-//! most `P`, whatever its buffer ([`StreamLoad::slack_ns`]). What it gathers in a
-//! period is `q = min(d, r P)` bytes (rounded up to 4 KiB, the sectors it covers):
+//! **Recordings gather** (`engine/stream/recording.rs`, `engine/tail_log.rs`). A
+//! write stream with a durability interval `D` hands over what it holds at least
+//! once per *gather period* `P` (`D` rounded down to whole commit intervals, the
+//! engine's `gather_period_ns`), and what it gathers in a period is `q = min(d, r P)`
+//! bytes (rounded up to 4 KiB, the sectors it covers) ([`Durability`]):
 //!
-//! - **in place** (a volume without a tail log): a slow stream, whose request does
-//!   not fill within `P`, writes `q` as a short request every `P`, so its bytes per
-//!   round are `T q / P` with the positioning of the round. A slow stream at `P` =
-//!   1 s costs one positioning a second, which is most of a disk's time for a few
-//!   hundred of them (`docs/durability.md`, "What it costs");
-//! - **tail log** (the volume has one, `engine/tail_log.rs`): `q` goes into the
-//!   commit's one sequential batch and the stream writes whole requests in place; it
-//!   moves what it logs twice, `T (r + l / P)` a round with `l` what it logs in a
-//!   period on average ([`StreamLoad::logged_bytes_per_period`]; the batch's one
-//!   positioning per commit is left to the best-effort share, as the journal's are).
+//! - **in place** (a volume without a tail log): a full request is due by the commit
+//!   after it fills, so every request is due within `P` of its oldest byte and the
+//!   slack is at most `P`, whatever the buffer ([`StreamLoad::slack_ns`]); a slow
+//!   stream, whose request does not fill within `P`, writes `q` as a short request
+//!   every `P`, so its bytes per round are `T q / P` with the positioning of the
+//!   round. A slow stream at `P` = 1 s costs one positioning a second, which is most
+//!   of a disk's time for a few hundred of them (`docs/durability.md`, "What it
+//!   costs");
+//! - **tail log**, a request that fills within `D`: its partial request goes into
+//!   the commit's one sequential batch at each gather point and its full requests
+//!   stay due by the next commit (slack at most `P`); it moves what it logs twice,
+//!   `T (r + l / P)` a round with `l` what it logs in a period on average
+//!   ([`StreamLoad::logged_bytes_per_period`]);
+//! - **tail log**, a request that fills more slowly than `D`: every byte goes into
+//!   the log, and its full requests are due at the buffer's overflow: planned with
+//!   its buffer's slack, moving `2 r T` a round.
 //!
-//! The round still charges every stream a positioning (the worst case: requests of
-//! recordings started together fall due in the same second). A fast stream (its
-//! request fills within `P`) moves what it did before, with at most `P` of slack. A
-//! playback has no period.
+//! The batch's one positioning per commit is left to the best-effort share, as the
+//! journal's are. The round still charges every stream a positioning (the worst
+//! case: requests of recordings started together fall due together). A playback has
+//! no durability interval.
 //!
 //! **Without a disk model** (an SSD, an image on tmpfs) positioning is free and the
 //! bound is the bandwidth: `sum_i r_i <= (1 - s) * bandwidth`, the bandwidth configured
@@ -64,6 +68,20 @@ use super::seek::SeekCurve;
 /// sectors (composing the one a request shares with the next).
 const SECTOR_BYTES: u64 = 4096;
 
+/// How a recording keeps what it holds durable (`engine/stream/recording.rs`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Durability {
+    /// Its durability interval `D`, ns.
+    pub interval_ns: u64,
+    /// Its gather period: at most this long after its oldest byte was accepted,
+    /// what it holds is handed over (`D` rounded down to whole commit intervals, the
+    /// engine's `gather_period_ns`), ns.
+    pub period_ns: u64,
+    /// The volume has a tail log: what it gathers goes into the commit's batch, and
+    /// only whole requests are written in place.
+    pub tail_log: bool,
+}
+
 /// One admitted (or asked-for) stream, as admission sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StreamLoad {
@@ -71,14 +89,8 @@ pub struct StreamLoad {
     pub request_bytes: u64,
     /// Buffer, in requests.
     pub depth: u32,
-    /// A recording's gather period, ns: at most this long after its oldest byte was
-    /// accepted, what it holds is handed over (its durability interval rounded down
-    /// to whole commit intervals, the engine's `gather_period_ns`). `None`: a
-    /// playback, which moves whole requests only.
-    pub durable_ns: Option<u64>,
-    /// A recording on a volume with a tail log: what it gathers goes into the
-    /// commit's batch, and only whole requests are written in place.
-    pub tail_log: bool,
+    /// A recording's; `None`: a playback, which moves whole requests only.
+    pub durable: Option<Durability>,
 }
 
 impl StreamLoad {
@@ -96,13 +108,24 @@ impl StreamLoad {
         (usable / self.rate_bytes_per_s * 1e9).max(0.0)
     }
 
+    /// A recording with a tail log whose request fills more slowly than its
+    /// durability interval: it logs every byte, and its full requests are due at
+    /// its buffer's overflow (the engine's `fills_slower_than_durable`).
+    pub fn logs_all(&self) -> bool {
+        self.durable.is_some_and(|d| {
+            let fill_ns = self.request_bytes as f64 / self.rate_bytes_per_s.max(1.0) * 1e9;
+            d.tail_log && fill_ns > d.interval_ns as f64
+        })
+    }
+
     /// How long after it is issued a request of this stream is due at the latest,
-    /// in ns: the buffer's slack, and for a recording at most its gather period.
+    /// in ns: the buffer's slack, and for a recording whose full requests are due by
+    /// the next commit at most its gather period.
     pub fn slack_ns(&self) -> f64 {
         let buffer = self.buffer_slack_ns();
-        match self.durable_ns {
-            Some(p) => buffer.min(p as f64),
-            None => buffer,
+        match self.durable {
+            Some(d) if !self.logs_all() => buffer.min(d.period_ns as f64),
+            _ => buffer,
         }
     }
 
@@ -110,10 +133,10 @@ impl StreamLoad {
     /// sectors, at most a request (a whole request for a playback, or a recording
     /// whose request fills within its period).
     pub fn gathered_bytes(&self) -> u64 {
-        let Some(p) = self.durable_ns else {
+        let Some(d) = self.durable else {
             return self.request_bytes;
         };
-        let gathered = (self.rate_bytes_per_s * p as f64 / 1e9).ceil();
+        let gathered = (self.rate_bytes_per_s * d.period_ns as f64 / 1e9).ceil();
         if gathered.is_nan() || gathered >= self.request_bytes as f64 {
             // Fills within the period (or a rate too large to count).
             return self.request_bytes;
@@ -128,31 +151,31 @@ impl StreamLoad {
     /// request, or for a recording without a tail log whose request does not fill
     /// within its period the short one it gathers.
     pub fn written_request_bytes(&self) -> u64 {
-        if self.tail_log {
-            self.request_bytes
-        } else {
-            self.gathered_bytes()
+        match self.durable {
+            Some(d) if !d.tail_log => self.gathered_bytes(),
+            _ => self.request_bytes,
         }
     }
 
-    /// What a recording with a tail log logs in a period on average, bytes: at each
-    /// gather point the bytes of its partial request not yet logged. With `g = rate
-    /// x period` and requests of `d`: a request that does not fill within a period
-    /// is logged up to its last gather point, `d - g / 2` of it on average, so `g -
-    /// g^2 / (2 d)` a period (all of `g` for a slow one); one that fills within a
-    /// period is caught half full on average, `d / 2` a period. (20 recordings of
-    /// 4 Mbit/s at 1 s logged 47 % of their bytes in `dvrfs sim`; this gives 52 %.)
-    /// The positioning a round is charged for the worst case; the log is one
+    /// What a recording with a tail log logs in a period on average, bytes. One
+    /// that logs every byte ([`StreamLoad::logs_all`]): `g = rate x period`. One
+    /// whose request fills within its interval logs at each gather point the bytes
+    /// of its partial request not yet logged: with requests of `d`, a request that
+    /// does not fill within a period is logged up to its last gather point, `d - g /
+    /// 2` of it on average, so `g - g^2 / (2 d)` a period; one that fills within a
+    /// period is caught half full on average, `d / 2` a period. The positioning a round is charged for the worst case; the log is one
     /// sequential write a commit for all the recordings, whose phases differ.
     pub fn logged_bytes_per_period(&self) -> f64 {
-        let Some(p) = self.durable_ns.filter(|_| self.tail_log) else {
+        let Some(dur) = self.durable.filter(|d| d.tail_log) else {
             return 0.0;
         };
         let (g, d) = (
-            self.rate_bytes_per_s * p as f64 / 1e9,
+            self.rate_bytes_per_s * dur.period_ns as f64 / 1e9,
             self.request_bytes as f64,
         );
-        if g >= d {
+        if self.logs_all() {
+            g
+        } else if g >= d {
             d / 2.0
         } else {
             g - g * g / (2.0 * d)
@@ -163,13 +186,14 @@ impl StreamLoad {
     /// request per period when it writes those in place (a little more than the
     /// rate: whole sectors), or with a tail log its rate in place and what it logs.
     pub fn transfer_rate_bytes_per_s(&self) -> f64 {
-        let Some(p) = self.durable_ns.filter(|&p| p > 0) else {
+        let Some(d) = self.durable.filter(|d| d.period_ns > 0) else {
             return self.rate_bytes_per_s;
         };
-        if self.tail_log {
-            self.rate_bytes_per_s + self.logged_bytes_per_period() / p as f64 * 1e9
+        let p = d.period_ns as f64 / 1e9;
+        if d.tail_log {
+            self.rate_bytes_per_s + self.logged_bytes_per_period() / p
         } else if self.gathered_bytes() < self.request_bytes {
-            (self.gathered_bytes() as f64 / p as f64 * 1e9).max(self.rate_bytes_per_s)
+            (self.gathered_bytes() as f64 / p).max(self.rate_bytes_per_s)
         } else {
             self.rate_bytes_per_s
         }
@@ -184,10 +208,8 @@ pub struct StreamAsk {
     pub request_bytes: u64,
     /// `None`: dvrfs chooses ([`Admission::choose_depth`]).
     pub buffer_bytes: Option<u64>,
-    /// As [`StreamLoad::durable_ns`].
-    pub durable_ns: Option<u64>,
-    /// As [`StreamLoad::tail_log`].
-    pub tail_log: bool,
+    /// As [`StreamLoad::durable`].
+    pub durable: Option<Durability>,
 }
 
 impl StreamAsk {
@@ -197,8 +219,7 @@ impl StreamAsk {
             rate_bytes_per_s: self.rate_bytes_per_s,
             request_bytes: self.request_bytes,
             depth,
-            durable_ns: self.durable_ns,
-            tail_log: self.tail_log,
+            durable: self.durable,
         }
     }
 
@@ -525,8 +546,7 @@ mod tests {
             rate_bytes_per_s: 19.39e6 / 8.0,
             request_bytes: 512 * 1024,
             depth,
-            durable_ns: None,
-            tail_log: false,
+            durable: None,
         }
     }
 
@@ -615,8 +635,7 @@ mod tests {
             rate_bytes_per_s: 19.39e6 / 8.0,
             request_bytes: 512 * 1024,
             buffer_bytes: None,
-            durable_ns: None,
-            tail_log: false,
+            durable: None,
         };
         let d = a.choose_depth(&[], &ask, 1e9, 64 << 20).unwrap();
         assert!(atsc(d).slack_ns() >= 1e9);
@@ -625,14 +644,29 @@ mod tests {
         assert_eq!(a.choose_depth(&busy, &ask, 1e9, 64 << 20), None);
     }
 
+    /// Recordings of `mbit` in 512 KiB requests durable within `durable_s` seconds
+    /// (whole commit intervals), written in place (`None`: whole requests only).
     fn recordings(mbit: f64, durable_s: Option<u64>) -> StreamAsk {
         StreamAsk {
             rate_bytes_per_s: mbit * 1e6 / 8.0,
             request_bytes: 512 * 1024,
             buffer_bytes: None,
-            durable_ns: durable_s.map(|s| s * 1_000_000_000),
-            tail_log: false,
+            durable: durable_s.map(|s| Durability {
+                interval_ns: s * 1_000_000_000,
+                period_ns: s * 1_000_000_000,
+                tail_log: false,
+            }),
         }
+    }
+
+    /// As [`recordings`], on a volume with a tail log.
+    fn logging(mbit: f64, durable_s: u64) -> StreamAsk {
+        let mut r = recordings(mbit, Some(durable_s));
+        r.durable = r.durable.map(|d| Durability {
+            tail_log: true,
+            ..d
+        });
+        r
     }
 
     #[test]
@@ -664,7 +698,7 @@ mod tests {
             depth: 8,
             be_share: 0.1,
         };
-        let r = crate::disk::durable_bounds(&m, &p, 1_000_000_000, false);
+        let r = crate::disk::durable_bounds(&m, &p, recordings(0.25, Some(1)).durable.unwrap());
         assert_eq!(by_period[0] as u32, r.round_bound_streams, "{r:?}");
     }
 
@@ -712,44 +746,60 @@ mod tests {
     }
 
     #[test]
-    fn a_tail_logged_recording_writes_whole_requests_and_moves_its_bytes_twice() {
-        // With a tail log the 32 KiB a 250 kbit/s recording gathers each second go
-        // into the commit's batch: in place it writes whole requests, and the disk
-        // moves its bytes once in the log and once in place. Its requests are still
-        // due within the period, so the count stays near the in-place one.
-        let logged = StreamAsk {
-            tail_log: true,
-            ..recordings(0.25, Some(1))
-        };
-        let load = logged.with_depth(4);
-        assert_eq!(load.gathered_bytes(), 32768);
+    fn a_slow_recording_with_a_tail_log_is_planned_with_its_buffer_and_its_bytes_twice() {
+        // With a tail log a 250 kbit/s recording (its request fills in 16.8 s, longer
+        // than its interval) logs every byte and writes whole requests in place, due
+        // at its buffer's overflow: the disk moves its bytes twice, and it is planned
+        // with its buffer's slack, so many more fit than written in place.
+        let load = logging(0.25, 1).with_depth(4);
+        assert!(load.logs_all());
         assert_eq!(load.written_request_bytes(), 512 * 1024);
-        // All but the bytes of its last second before a request fills: 30,319 a
-        // second of its 31,250.
-        let in_log = 31250.0 - 31250.0 * 31250.0 / (2.0 * 524288.0);
-        assert!((load.logged_bytes_per_period() - in_log).abs() < 1e-6);
-        assert!((load.transfer_rate_bytes_per_s() - (31250.0 + in_log)).abs() < 1e-6);
-        // A fast one is caught half full: 40 Mbit/s fills 512 KiB in 0.1 s.
-        let fast = StreamAsk {
-            tail_log: true,
-            ..recordings(40.0, Some(1))
-        };
-        assert_eq!(fast.with_depth(8).logged_bytes_per_period(), 262144.0);
-        assert_eq!(load.slack_ns(), 1e9);
+        assert_eq!(load.logged_bytes_per_period(), 31250.0);
+        assert_eq!(load.transfer_rate_bytes_per_s(), 62500.0);
+        assert_eq!(load.slack_ns(), load.buffer_slack_ns());
         let m = DiskModel::builtin("nvr-8t").unwrap();
         let a = Admission::from_model(&m, 0.1);
-        let in_place = a.count_admitted(&recordings(0.25, Some(1)), AUTO_SLACK, MAX_BUFFER);
-        let with_log = a.count_admitted(&logged, AUTO_SLACK, MAX_BUFFER);
-        assert!(
-            with_log <= in_place && with_log + 5 >= in_place,
-            "{with_log} {in_place}"
+        let count = |ask: &StreamAsk| a.count_admitted(ask, AUTO_SLACK, MAX_BUFFER);
+        let (in_place, with_log, whole) = (
+            count(&recordings(0.25, Some(1))),
+            count(&logging(0.25, 1)),
+            count(&recordings(0.25, None)),
         );
+        assert!(
+            with_log > 5 * in_place && with_log < whole,
+            "{in_place} {with_log} {whole}"
+        );
+    }
+
+    #[test]
+    fn a_fast_recording_with_a_tail_log_logs_half_a_request_per_period() {
+        // 4 Mbit/s fills 512 KiB in 1.05 s, within its interval of 2 s: its full
+        // requests stay due by the next commit (slack at most the period), and at
+        // each gather point its partial request is logged, half a request on
+        // average (40 Mbit/s: 262,144 bytes a period).
+        let fast = logging(4.0, 2).with_depth(8);
+        assert!(!fast.logs_all());
+        assert_eq!(fast.slack_ns(), 2e9);
+        assert_eq!(fast.logged_bytes_per_period(), 262144.0);
+        assert_eq!(fast.transfer_rate_bytes_per_s(), 500_000.0 + 131072.0);
+        // At 1.5 s (gathering every second) it does not fill within the period:
+        // logged up to its last gather point, 52 % of its bytes.
+        let mut between = logging(4.0, 1).with_depth(8);
+        between.durable = between.durable.map(|d| Durability {
+            interval_ns: 1_500_000_000,
+            ..d
+        });
+        assert!(!between.logs_all());
+        let g = 500_000.0;
+        let in_log = g - g * g / (2.0 * 524288.0);
+        assert!((between.logged_bytes_per_period() - in_log).abs() < 1e-6);
+        // At 1 s it fills more slowly than its interval (1.05 s): it logs every byte.
+        assert!(logging(4.0, 1).with_depth(8).logs_all());
         // A playback never logs.
         let read = StreamAsk {
-            tail_log: true,
-            durable_ns: None,
-            ..logged
+            durable: None,
+            ..logging(4.0, 1)
         };
-        assert_eq!(read.with_depth(4).transfer_rate_bytes_per_s(), 31250.0);
+        assert_eq!(read.with_depth(4).transfer_rate_bytes_per_s(), 500_000.0);
     }
 }

@@ -73,6 +73,7 @@
 
 use serde::Serialize;
 
+use super::admission::{Durability, StreamLoad};
 use super::geometry::Geometry;
 use super::model::DiskModel;
 use super::seek::SeekCurve;
@@ -211,13 +212,13 @@ pub fn capacity(model: &DiskModel, p: &StreamParams) -> CapacityReport {
     report
 }
 
-/// (b) and (b') for recordings that hand over what they hold at least every
-/// `period_ns` (their durability interval in whole commit intervals, the engine's
-/// `gather_period_ns`), as admission plans them (`admission.rs`, "Recordings
-/// gather"): a round lasts at most the period, and each period a stream gathers up
-/// to `rate x period` bytes (whole sectors), written in place as a short request
-/// when its request does not fill within the period, or with a tail log once more
-/// into the log beside its whole requests (what it logs on average).
+/// (b) and (b') for recordings with durability `dur`, as admission plans them
+/// (`admission.rs`, "Recordings gather"): each period a stream gathers up to `rate x
+/// period` bytes (whole sectors), written in place as a short request when its
+/// request does not fill within the period, or with a tail log once more into the
+/// log beside its whole requests (what it logs on average); a round lasts at most the
+/// period, unless the stream logs every byte and its full requests are due at its
+/// buffer's overflow.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DurableBounds {
     /// What a stream gathers in a period, at most.
@@ -235,22 +236,15 @@ pub struct DurableBounds {
     pub batched_round_bound_streams: u32,
 }
 
-/// [`DurableBounds`] for streams `p` on disk `model` with a gather period of
-/// `period_ns`, on a volume with a tail log or without (zeros for invalid parameters
-/// or a period of 0).
-pub fn durable_bounds(
-    model: &DiskModel,
-    p: &StreamParams,
-    period_ns: u64,
-    tail_log: bool,
-) -> DurableBounds {
+/// [`DurableBounds`] for streams `p` on disk `model` with durability `dur` (zeros
+/// for invalid parameters or a period of 0).
+pub fn durable_bounds(model: &DiskModel, p: &StreamParams, dur: Durability) -> DurableBounds {
     let r = capacity(model, p);
-    let load = super::StreamLoad {
+    let load = StreamLoad {
         rate_bytes_per_s: p.bitrate_bps / 8.0,
         request_bytes: p.request_bytes,
         depth: p.depth,
-        durable_ns: Some(period_ns),
-        tail_log,
+        durable: Some(dur),
     };
     let mut b = DurableBounds {
         gathered_bytes: load.gathered_bytes(),
@@ -261,10 +255,15 @@ pub fn durable_bounds(
         batched_round_ms: 0.0,
         batched_round_bound_streams: 0,
     };
-    if p.validate().is_err() || period_ns == 0 {
+    if p.validate().is_err() || dur.period_ns == 0 {
         return b;
     }
-    let period_ms = period_ns as f64 / 1e6;
+    // The period caps the round unless the full requests are due at the overflow.
+    let cap_ms = if load.logs_all() {
+        f64::INFINITY
+    } else {
+        dur.period_ns as f64 / 1e6
+    };
     let transfer_rate = load.transfer_rate_bytes_per_s();
     let rt = 1.0 - p.be_share;
     let bound = |round_ms: f64| {
@@ -272,9 +271,9 @@ pub fn durable_bounds(
             transfer_rate * round_ms / r.inner_rate_bytes_per_s + r.rotation_ms + r.settle_ms;
         round_bound(rt * round_ms, r.sweep_seek_ms, cost_ms)
     };
-    b.round_ms = r.round_ms.min(period_ms);
+    b.round_ms = r.round_ms.min(cap_ms);
     b.round_bound_streams = bound(b.round_ms);
-    b.batched_round_ms = r.batched_round_ms.min(period_ms);
+    b.batched_round_ms = r.batched_round_ms.min(cap_ms);
     b.batched_round_bound_streams = bound(b.batched_round_ms);
     b
 }
@@ -404,7 +403,15 @@ mod tests {
             };
             (
                 capacity(&m, &p),
-                durable_bounds(&m, &p, period_s * 1_000_000_000, false),
+                durable_bounds(
+                    &m,
+                    &p,
+                    Durability {
+                        interval_ns: period_s * 1_000_000_000,
+                        period_ns: period_s * 1_000_000_000,
+                        tail_log: false,
+                    },
+                ),
             )
         };
         // 250 kbit/s at 1 s: 32 KiB a second each, against 512 KiB per 16.8 s.

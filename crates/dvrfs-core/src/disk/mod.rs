@@ -20,7 +20,7 @@ pub mod hdd;
 pub mod model;
 pub mod seek;
 
-pub use admission::{Admission, StreamAsk, StreamLoad};
+pub use admission::{Admission, Durability, StreamAsk, StreamLoad};
 pub use capacity::{capacity, durable_bounds, CapacityReport, DurableBounds, StreamParams};
 pub use estimator::Estimator;
 pub use hdd::Hdd;

@@ -14,7 +14,7 @@ use super::{
     spec_error, Engine, Error, Ino, Result, Stream, StreamDir, StreamSpec, AUTO_SLACK_NS,
     MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
 };
-use crate::disk::admission::{Capacity, StreamAsk};
+use crate::disk::admission::{Capacity, Durability, StreamAsk};
 use crate::disk::{Admission, StreamLoad};
 
 /// How often, at the longest, a recording with durability interval `durable_ns` on
@@ -59,14 +59,14 @@ pub fn stream_ask(
         rate_bytes_per_s: rate_bps / 8.0,
         request_bytes,
         buffer_bytes,
-        durable_ns: match dir {
-            StreamDir::Read => None,
-            StreamDir::Write => Some(gather_period_ns(
-                durable_ns.unwrap_or(interval_ns).max(interval_ns),
-                interval_ns,
-            )),
-        },
-        tail_log: dir == StreamDir::Write && mode.tail_log,
+        durable: (dir == StreamDir::Write).then(|| {
+            let d = durable_ns.unwrap_or(interval_ns).max(interval_ns);
+            Durability {
+                interval_ns: d,
+                period_ns: gather_period_ns(d, interval_ns),
+                tail_log: mode.tail_log,
+            }
+        }),
     }
 }
 
@@ -192,19 +192,19 @@ impl Engine {
         // bandwidth has no rounds: the hint stays the buffer's.)
         let capped = matches!(adm.capacity, Capacity::Disk { .. })
             && load.slack_ns() < load.buffer_slack_ns();
-        let (q, gathers) = (load.gathered_bytes(), load.durable_ns);
+        let q = load.gathered_bytes();
         Err(Error::Refused(format!(
             "asked for a {} stream of {} in {} requests with a {} buffer{}; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
             spec.dir.name(),
             mbit(rate),
             size(d),
             size(load.depth as u64 * d),
-            match gathers {
-                Some(p) if q < d => format!(
+            match load.durable {
+                Some(dur) if q < d => format!(
                     ", {} {} every {} to keep its bytes durable",
-                    if load.tail_log { "logging" } else { "writing" },
+                    if dur.tail_log { "logging" } else { "writing" },
                     size(q),
-                    seconds(p)
+                    seconds(dur.period_ns)
                 ),
                 _ => String::new(),
             },
@@ -275,19 +275,28 @@ mod tests {
             commit_interval_ns,
             tail_log: true,
         };
+        let ask = |durable, interval| {
+            stream_ask(
+                StreamDir::Write,
+                4e6,
+                512 << 10,
+                None,
+                durable,
+                mode(interval),
+            )
+        };
         let read = stream_ask(StreamDir::Read, 4e6, 512 << 10, None, Some(SEC), mode(SEC));
-        assert_eq!((read.durable_ns, read.tail_log), (None, false));
-        let write = stream_ask(StreamDir::Write, 4e6, 512 << 10, None, None, mode(2 * SEC));
-        assert_eq!((write.durable_ns, write.tail_log), (Some(2 * SEC), true));
-        let short = stream_ask(
-            StreamDir::Write,
-            4e6,
-            512 << 10,
-            None,
-            Some(SEC),
-            mode(2 * SEC),
-        );
-        assert_eq!(short.durable_ns, Some(2 * SEC));
+        assert_eq!(read.durable, None);
+        let write = ask(None, 2 * SEC);
+        let two = Durability {
+            interval_ns: 2 * SEC,
+            period_ns: 2 * SEC,
+            tail_log: true,
+        };
+        assert_eq!(write.durable, Some(two));
+        assert_eq!(ask(Some(SEC), 2 * SEC).durable, Some(two));
+        let longer = ask(Some(5 * SEC), 2 * SEC).durable.unwrap();
+        assert_eq!((longer.interval_ns, longer.period_ns), (5 * SEC, 4 * SEC));
         assert_eq!(write.rate_bytes_per_s, 500_000.0);
     }
 }
