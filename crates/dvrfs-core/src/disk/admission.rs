@@ -54,7 +54,9 @@
 //! The batch's one positioning per commit is left to the best-effort share, as the
 //! journal's are. The round still charges every stream a positioning (the worst
 //! case: requests of recordings started together fall due together). A playback has
-//! no durability interval.
+//! no durability interval. Not planned: the ring's room (a full ring sends gathers
+//! in place, `engine/tail_log.rs`) and the bunching of every recording's gather in
+//! one lead (`docs/durability.md`, "Where the bound does not hold").
 //!
 //! **Without a disk model** (an SSD, an image on tmpfs) positioning is free and the
 //! bound is the bandwidth: `sum_i r_i <= (1 - s) * bandwidth`, the bandwidth configured
@@ -215,6 +217,10 @@ pub struct StreamAsk {
 impl StreamAsk {
     /// The load of this stream with a buffer of `depth` requests.
     pub fn with_depth(&self, depth: u32) -> StreamLoad {
+        debug_assert!(
+            self.durable.is_none_or(|d| d.period_ns <= d.interval_ns),
+            "a gather period is the interval rounded down: {self:?}"
+        );
         StreamLoad {
             rate_bytes_per_s: self.rate_bytes_per_s,
             request_bytes: self.request_bytes,
