@@ -8,7 +8,7 @@ use dvrfs_core::engine::{
     MAX_STREAM_BUFFER_BYTES,
 };
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::layout::DEFAULT_COMMIT_INTERVAL_MS;
+use dvrfs_core::layout::{default_tail_log_blocks, DEFAULT_COMMIT_INTERVAL_MS};
 use dvrfs_core::qos::{Neighbour, Report, SeedRun};
 use dvrfs_core::sched::{self, Class, SchedSettings};
 use dvrfs_core::sim::{self, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
@@ -151,6 +151,9 @@ pub struct CapacityArgs {
     /// The *_durable figures for a volume without a tail log (mkfs --no-tail-log): recordings write what they gather in place
     #[arg(long)]
     pub no_tail_log: bool,
+    /// The tail log's ring the *_durable figures count on [default: what mkfs gives a volume of the whole disk]
+    #[arg(long, conflicts_with = "no_tail_log")]
+    pub tail_log: Option<String>,
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -783,6 +786,11 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
     let mode = GatherMode {
         commit_interval_ns: (u64::from(DEFAULT_COMMIT_INTERVAL_MS) * 1_000_000).min(durable_ns),
         tail_log: !a.no_tail_log,
+        ring_bytes: match &a.tail_log {
+            Some(size) => parse_size("--tail-log", size)?,
+            // The ring mkfs gives a volume of the whole disk.
+            None => default_tail_log_blocks(model.capacity_bytes()) * 4096,
+        },
     };
     let ask = |dir, buffer| {
         let rate = sp.bitrate_bps;
@@ -790,7 +798,6 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
     };
     let dur = ask(StreamDir::Write, None).durable.expect("a recording's");
     let period_ns = dur.period_ns;
-    let tail_log = mode.tail_log;
     let r = capacity(&model, &sp);
     let rd = durable_bounds(&model, &sp, dur);
     // What admission (record, the mount, the C API) takes on this disk, counted the
@@ -816,7 +823,12 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             o.insert("admission_streams_auto_buffer".into(), admitted_auto.into());
             o.insert("durable_ms".into(), durable_ms.into());
             o.insert("gather_period_ms".into(), (period_ns / 1_000_000).into());
-            o.insert("tail_log".into(), tail_log.into());
+            o.insert("tail_log".into(), mode.tail_log.into());
+            o.insert("tail_log_ring_bytes".into(), mode.ring_bytes.into());
+            o.insert(
+                "ring_bound_streams_durable".into(),
+                rd.ring_bound_streams.into(),
+            );
             o.insert("durable_gathered_bytes".into(), rd.gathered_bytes.into());
             o.insert(
                 "durable_logged_bytes".into(),
@@ -870,13 +882,13 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
             a.durable,
             crate::output::human_bytes(rd.gathered_bytes),
             period_ns / 1_000_000,
-            if tail_log {
-                format!(
-                    "about {} of it logged, whole requests in place",
-                    crate::output::human_bytes(rd.logged_bytes as u64)
-                )
-            } else {
-                "written in place".to_string()
+            match rd.ring_bound_streams {
+                Some(n) => format!(
+                    "about {} of it logged, whole requests in place; the {} ring holds {n}",
+                    crate::output::human_bytes(rd.logged_bytes as u64),
+                    crate::output::human_bytes(mode.ring_bytes)
+                ),
+                None => "written in place".to_string(),
             },
             rd.round_bound_streams,
             recorded,

@@ -88,6 +88,7 @@ fn the_rate_a_refusal_says_fits_is_admitted_when_asked_for() {
     let mode = GatherMode {
         commit_interval_ns: 1_000_000_000,
         tail_log: true,
+        ring_bytes: 4 << 20,
     };
     let counted = Admission::from_model(&model, 0.1).count_admitted(
         &stream_ask(StreamDir::Read, 6e6, 512 << 10, None, None, mode),
@@ -112,12 +113,13 @@ fn the_rate_a_refusal_says_fits_is_admitted_when_asked_for() {
     open(&mut e, &mut d, ino, auto(rate)).unwrap_or_else(|err| panic!("{rate} Mbit/s: {err}"));
 }
 
-/// An engine on a fresh 256 MiB volume with a tail log (mkfs's default) or without.
+/// An engine on a fresh 1 GiB volume with a 64 MiB tail log, or without one.
 fn setup_log(adm: Admission, tail_log: bool) -> (Engine, Drive) {
-    let dev = common::formatted_with(256 << 20, 1 << 20, AllocPolicy::Zrr, 5, |p| {
-        if !tail_log {
-            p.tail_log = TailLogSize::Off;
-        }
+    let dev = common::formatted_with(1 << 30, 1 << 20, AllocPolicy::Zrr, 5, |p| {
+        p.tail_log = match tail_log {
+            true => TailLogSize::Blocks((64 << 20) / 4096),
+            false => TailLogSize::Off,
+        };
     });
     common::drive::engine_on(&dev, Some(adm))
 }
@@ -184,14 +186,15 @@ fn slow_recordings_are_admitted_for_what_their_durability_interval_costs() {
     // names the way out; at 10 s the same disk takes many more. (Beside the ones at
     // 1 s, none at 10 s fits: the round is a second, and admission charges every
     // stream a positioning each round.) With a tail log (mkfs's default) they log
-    // every byte and write whole requests due at their buffer's overflow: the
-    // interval does not matter, and many more fit than in place.
+    // every byte and write whole requests due at their buffer's overflow, as many as
+    // the log's ring holds.
     let model = dvrfs_core::disk::DiskModel::builtin("nvr-8t").unwrap();
     let adm = Admission::from_model(&model, 0.1);
     let counted = |durable_s: u64, tail_log| {
         let mode = GatherMode {
             commit_interval_ns: 1_000_000_000,
             tail_log,
+            ring_bytes: 0,
         };
         let ask = stream_ask(
             StreamDir::Write,
@@ -218,14 +221,26 @@ fn slow_recordings_are_admitted_for_what_their_durability_interval_costs() {
         open(&mut e, &mut d, ino, recording(10)).unwrap_or_else(|err| panic!("{k}: {err}"));
     }
 
-    // With the tail log.
-    let logged = counted(1, true);
-    assert_eq!(logged, counted(10, true));
-    assert!(logged > 5 * at_1s, "{logged} {at_1s}");
+    // With the tail log: as many as its ring holds (64 MiB here), then in place.
+    let (e, _) = setup_log(adm.clone(), true);
+    let mode = e.gather_mode();
+    assert!(mode.tail_log && mode.ring_bytes == 64 << 20, "{mode:?}");
+    let ask = stream_ask(StreamDir::Write, 250e3, 512 << 10, None, None, mode);
+    let logged = adm.count_admitted(&ask, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES);
+    let ring = stream_ask(StreamDir::Write, 250e3, 512 << 10, None, None, mode).with_depth(2);
+    let ring_holds = (mode.ring_bytes as f64
+        / (ring.ring_rate_bytes_per_s() * ring.ring_hold_ns() / 1e9)) as usize;
+    assert!(
+        logged > at_1s && logged >= ring_holds,
+        "{logged} {at_1s} {ring_holds}"
+    );
     let (n, msg, mut e, mut d, ids) = fill_with_recordings(&adm, true, 1);
     assert_eq!(n, logged, "{msg}");
-    assert!(msg.contains("larger buffer"), "{msg}");
-    assert!(msg.contains("logging 32 KiB every 1 s"), "{msg}");
+    assert!(
+        msg.contains("beyond what the tail log's ring of 64 MiB holds"),
+        "{msg}"
+    );
+    assert!(msg.contains("longer durability interval"), "{msg}");
     the_rate_named_fits(&mut e, &mut d, ids[0]);
 }
 

@@ -82,6 +82,9 @@ pub struct Durability {
     /// The volume has a tail log: what it gathers goes into the commit's batch, and
     /// only whole requests are written in place.
     pub tail_log: bool,
+    /// The tail log's ring, bytes (0 without one): recordings that would log more
+    /// than it holds are planned in place ([`Admission::check`]).
+    pub ring_bytes: u64,
 }
 
 /// One admitted (or asked-for) stream, as admission sees it.
@@ -184,6 +187,32 @@ impl StreamLoad {
         }
     }
 
+    /// The ring a logging recording takes a second, bytes: what it logs, each entry
+    /// padded to whole 4 KiB blocks (an entry per gather, and one more per full
+    /// request for its last bytes).
+    pub fn ring_rate_bytes_per_s(&self) -> f64 {
+        let Some(d) = self.durable.filter(|d| d.tail_log && d.period_ns > 0) else {
+            return 0.0;
+        };
+        let p = d.period_ns as f64 / 1e9;
+        let fill_s = self.request_bytes as f64 / self.rate_bytes_per_s.max(1.0);
+        let entries = 1.0 + p / fill_s;
+        (self.logged_bytes_per_period() + entries * SECTOR_BYTES as f64) / p
+    }
+
+    /// How long a logging recording's bytes hold the ring's tail, ns: until the
+    /// request they belong to is in place, its fill time and two periods (the gather
+    /// that logs its first bytes, and the commit after it is written): the mixer
+    /// writes a full request well before its overflow when the disk has room. An
+    /// estimate: 200 recordings of 250 kbit/s at 1 s need 128 MiB by it, and 569 with
+    /// buffers of two requests, which filled the 256 MiB ring in `dvrfs sim`, 363.
+    pub fn ring_hold_ns(&self) -> f64 {
+        let Some(d) = self.durable.filter(|d| d.tail_log) else {
+            return 0.0;
+        };
+        self.request_bytes as f64 / self.rate_bytes_per_s.max(1.0) * 1e9 + 2.0 * d.period_ns as f64
+    }
+
     /// The bytes per second the disk moves for the stream: its rate, or a short
     /// request per period when it writes those in place (a little more than the
     /// rate: whole sectors), or with a tail log its rate in place and what it logs.
@@ -267,18 +296,16 @@ pub struct Check {
 /// a tiny rate would otherwise count for ever).
 pub const MAX_COUNTED: usize = 10_000;
 
-/// The highest rate, bytes per second, at which `fits_at` holds, found by doubling
-/// from 1 B/s and then bisecting (0 when not even 1 B/s fits); the rate returned is
-/// one `fits_at` said yes to.
+/// The highest rate, bytes per second, at which `fits_at` holds: the highest power
+/// of two from 1 B/s to 2^40 B/s that fits, then bisected up to the next, which
+/// does not (0 when none fits); the rate returned is one `fits_at` said yes to.
+/// Every power is tried: with a tail log, fitting is not monotonic in the rate (a
+/// very slow recording holds the log's ring for long and is planned in place).
 fn highest_fitting_rate(fits_at: impl Fn(f64) -> bool) -> f64 {
-    if !fits_at(1.0) {
+    let Some(k) = (0..=40).rev().find(|&k| fits_at((1u64 << k) as f64)) else {
         return 0.0;
-    }
-    let (mut lo, mut hi) = (1.0f64, 2.0f64);
-    while fits_at(hi) && hi < 1e12 {
-        lo = hi;
-        hi *= 2.0;
-    }
+    };
+    let (mut lo, mut hi) = ((1u64 << k) as f64, (1u64 << (k + 1)) as f64);
     for _ in 0..60 {
         let mid = (lo + hi) / 2.0;
         if fits_at(mid) {
@@ -288,6 +315,36 @@ fn highest_fitting_rate(fits_at: impl Fn(f64) -> bool) -> f64 {
         }
     }
     lo
+}
+
+/// `streams` with the recordings the tail log's ring cannot hold planned in place
+/// (see [`Admission::check`]): in order, each logging recording takes its own bytes
+/// for as long as it holds them ([`StreamLoad::ring_hold_ns`]); one whose share does
+/// not fit in what is left is planned in place, as the engine writes in place the
+/// partial requests of the recordings that hold a full ring's tail.
+pub fn plan_ring(streams: &[StreamLoad]) -> Vec<StreamLoad> {
+    let mut used_bytes = 0.0;
+    streams
+        .iter()
+        .map(|s| match s.durable {
+            Some(d) if d.tail_log => {
+                let need = s.ring_rate_bytes_per_s() * s.ring_hold_ns() / 1e9;
+                if used_bytes + need <= d.ring_bytes as f64 {
+                    used_bytes += need;
+                    *s
+                } else {
+                    StreamLoad {
+                        durable: Some(Durability {
+                            tail_log: false,
+                            ..d
+                        }),
+                        ..*s
+                    }
+                }
+            }
+            _ => *s,
+        })
+        .collect()
 }
 
 /// Admission control for one device.
@@ -334,8 +391,14 @@ impl Admission {
         }
     }
 
-    /// Whether `streams` fit together.
+    /// Whether `streams` fit together. Recordings with a tail log are planned as
+    /// logging, in the order given (the engine gives the open streams by id and the
+    /// one asked for last), while the ring holds what they log for as long as the
+    /// slowest of them holds its tail ([`StreamLoad::ring_hold_ns`]); the rest are
+    /// planned in place, as a full ring sends gathers in place.
     pub fn check(&self, streams: &[StreamLoad]) -> Check {
+        let planned = plan_ring(streams);
+        let streams = &planned[..];
         let rt = 1.0 - self.be_share;
         match &self.capacity {
             Capacity::Bandwidth { bytes_per_s } => {
@@ -661,6 +724,7 @@ mod tests {
                 interval_ns: s * 1_000_000_000,
                 period_ns: s * 1_000_000_000,
                 tail_log: false,
+                ring_bytes: 0,
             }),
         }
     }
@@ -670,6 +734,7 @@ mod tests {
         let mut r = recordings(mbit, Some(durable_s));
         r.durable = r.durable.map(|d| Durability {
             tail_log: true,
+            ring_bytes: 256 << 20,
             ..d
         });
         r
@@ -756,7 +821,8 @@ mod tests {
         // With a tail log a 250 kbit/s recording (its request fills in 16.8 s, longer
         // than its interval) logs every byte and writes whole requests in place, due
         // at its buffer's overflow: the disk moves its bytes twice, and it is planned
-        // with its buffer's slack, so many more fit than written in place.
+        // with its buffer's slack, so many more fit than written in place, as many
+        // as the log's ring holds.
         let load = logging(0.25, 1).with_depth(4);
         assert!(load.logs_all());
         assert_eq!(load.written_request_bytes(), 512 * 1024);
@@ -771,10 +837,28 @@ mod tests {
             count(&logging(0.25, 1)),
             count(&recordings(0.25, None)),
         );
+        // As many as the 256 MiB ring holds (668 KB each, for the 18.8 s until their
+        // request is in place); with a ring of 1 GiB, as many as the disk writes.
+        let per_stream = load.ring_rate_bytes_per_s() * load.ring_hold_ns() / 1e9;
+        assert_eq!(with_log, ((256 << 20) as f64 / per_stream) as usize);
+        assert!(with_log > 4 * in_place, "{in_place} {with_log}");
+        let mut big = logging(0.25, 1);
+        big.durable = big.durable.map(|d| Durability {
+            ring_bytes: 1 << 30,
+            ..d
+        });
+        let disk_bound = count(&big);
         assert!(
-            with_log > 5 * in_place && with_log < whole,
-            "{in_place} {with_log} {whole}"
+            disk_bound > with_log && disk_bound < whole,
+            "{disk_bound} {whole}"
         );
+        // Beyond the ring a recording is planned in place.
+        let full = vec![load; with_log + 1];
+        let planned = plan_ring(&full);
+        assert!(planned[..with_log]
+            .iter()
+            .all(|l| l.durable.unwrap().tail_log));
+        assert!(!planned[with_log].durable.unwrap().tail_log);
     }
 
     #[test]

@@ -234,6 +234,9 @@ pub struct DurableBounds {
     /// Round of (b'): the playout time of k requests, at most the period.
     pub batched_round_ms: f64,
     pub batched_round_bound_streams: u32,
+    /// With a tail log, how many such recordings its ring holds for as long as each
+    /// holds its tail (`StreamLoad::ring_hold_ns`; `None` without a log).
+    pub ring_bound_streams: Option<u32>,
 }
 
 /// [`DurableBounds`] for streams `p` on disk `model` with durability `dur` (zeros
@@ -254,6 +257,10 @@ pub fn durable_bounds(model: &DiskModel, p: &StreamParams, dur: Durability) -> D
         round_bound_streams: 0,
         batched_round_ms: 0.0,
         batched_round_bound_streams: 0,
+        ring_bound_streams: dur.tail_log.then(|| {
+            let need = load.ring_rate_bytes_per_s() * load.ring_hold_ns() / 1e9;
+            to_count(dur.ring_bytes as f64 / need)
+        }),
     };
     if p.validate().is_err() || dur.period_ns == 0 {
         return b;
@@ -410,6 +417,7 @@ mod tests {
                         interval_ns: period_s * 1_000_000_000,
                         period_ns: period_s * 1_000_000_000,
                         tail_log: false,
+                        ring_bytes: 0,
                     },
                 ),
             )

@@ -14,7 +14,7 @@ use super::{
     spec_error, Engine, Error, Ino, Result, Stream, StreamDir, StreamSpec, AUTO_SLACK_NS,
     MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
 };
-use crate::disk::admission::{Capacity, Durability, StreamAsk};
+use crate::disk::admission::{plan_ring, Capacity, Durability, StreamAsk};
 use crate::disk::{Admission, StreamLoad};
 
 /// How often, at the longest, a recording with durability interval `durable_ns` on
@@ -40,6 +40,8 @@ pub fn gather_period_ns(durable_ns: u64, interval_ns: u64) -> u64 {
 pub struct GatherMode {
     pub commit_interval_ns: u64,
     pub tail_log: bool,
+    /// The tail log's ring, bytes (0 without one).
+    pub ring_bytes: u64,
 }
 
 /// A stream as admission plans it: a playback as asked; a recording with the gather
@@ -65,6 +67,7 @@ pub fn stream_ask(
                 interval_ns: d,
                 period_ns: gather_period_ns(d, interval_ns),
                 tail_log: mode.tail_log,
+                ring_bytes: if mode.tail_log { mode.ring_bytes } else { 0 },
             }
         }),
     }
@@ -106,9 +109,11 @@ fn seconds(ns: u64) -> String {
 impl Engine {
     /// How this volume's recordings gather (what admission plans them with).
     pub fn gather_mode(&self) -> GatherMode {
+        let sb = self.vol.superblock();
         GatherMode {
             commit_interval_ns: self.commit.interval_ns(),
             tail_log: self.tail.is_some(),
+            ring_bytes: sb.tail_log_blocks * crate::format::META_BLOCK_BYTES as u64,
         }
     }
 
@@ -185,13 +190,17 @@ impl Engine {
         if check.fits {
             return Ok((load, check.load));
         }
+        // As planned: in place when the ring cannot hold what it would log.
+        let planned = plan_ring(&all).pop().expect("it was pushed");
+        let logs = |l: &StreamLoad| l.durable.is_some_and(|d| d.tail_log);
+        let beyond_ring = logs(&load) && !logs(&planned);
         let used = adm.check(&admitted).load;
         let left = adm.headroom(&admitted, load);
         // On a disk, a recording whose slack its gather period caps gains nothing from
         // a larger buffer; a longer durability interval spares it short requests. (A
         // bandwidth has no rounds: the hint stays the buffer's.)
         let capped = matches!(adm.capacity, Capacity::Disk { .. })
-            && load.slack_ns() < load.buffer_slack_ns();
+            && planned.slack_ns() < planned.buffer_slack_ns();
         let q = load.gathered_bytes();
         Err(Error::Refused(format!(
             "asked for a {} stream of {} in {} requests with a {} buffer{}; on {} with a best-effort share of {:.0}%, the {} stream(s) admitted use {:.0}% of the real-time capacity and this one would bring it to {:.0}%; {}",
@@ -200,6 +209,12 @@ impl Engine {
             size(d),
             size(load.depth as u64 * d),
             match load.durable {
+                Some(dur) if beyond_ring => format!(
+                    ", beyond what the tail log's ring of {} holds for the recordings admitted (its gathers would go in place: {} every {})",
+                    size(dur.ring_bytes),
+                    size(q),
+                    seconds(dur.period_ns)
+                ),
                 Some(dur) if q < d => format!(
                     ", {} {} every {} to keep its bytes durable",
                     if dur.tail_log { "logging" } else { "writing" },
@@ -274,6 +289,7 @@ mod tests {
         let mode = |commit_interval_ns| GatherMode {
             commit_interval_ns,
             tail_log: true,
+            ring_bytes: 1 << 20,
         };
         let ask = |durable, interval| {
             stream_ask(
@@ -292,6 +308,7 @@ mod tests {
             interval_ns: 2 * SEC,
             period_ns: 2 * SEC,
             tail_log: true,
+            ring_bytes: 1 << 20,
         };
         assert_eq!(write.durable, Some(two));
         assert_eq!(ask(Some(SEC), 2 * SEC).durable, Some(two));
