@@ -352,7 +352,7 @@ fn messages_name_what_is_wrong_and_names_cannot_drive_the_terminal() {
         stderr(&o)
     );
     let err = fails(dvrfs(["mkfs", s(&other), "--size", "1"]), "too small");
-    assert!(err.contains("at least 40M"), "{err}");
+    assert!(err.contains("at least 44M"), "{err}");
     assert!(!other.exists(), "a refused mkfs left an image behind");
 }
 
