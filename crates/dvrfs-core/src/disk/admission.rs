@@ -202,10 +202,12 @@ impl StreamLoad {
 
     /// How long a logging recording's bytes hold the ring's tail, ns: until the
     /// request they belong to is in place, its fill time and two periods (the gather
-    /// that logs its first bytes, and the commit after it is written): the mixer
-    /// writes a full request well before its overflow when the disk has room. An
-    /// estimate: 200 recordings of 250 kbit/s at 1 s need 128 MiB by it, and 569 with
-    /// buffers of two requests, which filled the 256 MiB ring in `dvrfs sim`, 363.
+    /// that logs its first bytes, and the commit after it is written), as if the
+    /// mixer wrote a full request soon after it fills. An estimate, and short under
+    /// load: 200 recordings of 250 kbit/s at 1 s (128 MiB by it) left a 256 MiB ring
+    /// room in `dvrfs sim`, but 401 with buffers of two requests (256 MiB by it,
+    /// started together) filled it: their requests wait for their overflow, and
+    /// commits of 13 MB batches outlast the interval (docs/durability.md).
     pub fn ring_hold_ns(&self) -> f64 {
         let Some(d) = self.durable.filter(|d| d.tail_log) else {
             return 0.0;
