@@ -94,8 +94,24 @@ fn check_mkfs_args(a: &MkfsArgs) -> CliResult<MkfsPlan> {
             Some(bytes)
         }
     };
+    let tail_log = tail_log_size(a.no_tail_log, a.tail_log.as_deref())?;
+    Ok(MkfsPlan {
+        block_bytes,
+        sum_granule_bytes,
+        alloc,
+        commit_interval_ms,
+        tail_log,
+    })
+}
+
+/// The tail log `--no-tail-log` and `--tail-log SIZE` ask for (mkfs, and the
+/// volumes `capacity` and `sim` count on).
+pub fn tail_log_size(
+    no_tail_log: bool,
+    size: Option<&str>,
+) -> CliResult<dvrfs_core::layout::TailLogSize> {
     use dvrfs_core::layout::TailLogSize;
-    let tail_log = match (a.no_tail_log, a.tail_log.as_deref()) {
+    Ok(match (no_tail_log, size) {
         (true, _) => TailLogSize::Off,
         (false, None) => TailLogSize::Auto,
         (false, Some(t)) => {
@@ -112,13 +128,6 @@ fn check_mkfs_args(a: &MkfsArgs) -> CliResult<MkfsPlan> {
             }
             TailLogSize::Blocks(bytes / 4096)
         }
-    };
-    Ok(MkfsPlan {
-        block_bytes,
-        sum_granule_bytes,
-        alloc,
-        commit_interval_ms,
-        tail_log,
     })
 }
 

@@ -8,7 +8,7 @@ use dvrfs_core::engine::{
     MAX_STREAM_BUFFER_BYTES,
 };
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::layout::{default_tail_log_blocks, DEFAULT_COMMIT_INTERVAL_MS};
+use dvrfs_core::layout::{default_tail_log_blocks, TailLogSize, DEFAULT_COMMIT_INTERVAL_MS};
 use dvrfs_core::qos::{Neighbour, Report, SeedRun};
 use dvrfs_core::sched::{self, Class, SchedSettings};
 use dvrfs_core::sim::{self, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
@@ -133,6 +133,9 @@ pub struct SimArgs {
     /// recordings write their partial requests in place at each gather point
     #[arg(long)]
     pub no_tail_log: bool,
+    /// With --stream-recordings: the simulated volume's tail log ring [default: what mkfs gives it, a 1024th of the disk, 4M to 256M]
+    #[arg(long, conflicts_with = "no_tail_log")]
+    pub tail_log: Option<String>,
     /// With --stream-recordings: how often the application writes (one frame)
     #[arg(long, default_value = "40ms")]
     pub frame: String,
@@ -317,7 +320,12 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
             durable_ns,
             frame_ns,
         });
-        s.cfg.tail_log = !a.no_tail_log;
+        s.cfg.tail_log = crate::cmd_fs::tail_log_size(a.no_tail_log, a.tail_log.as_deref())?;
+    } else if a.no_tail_log || a.tail_log.is_some() {
+        return Err(CliError::usage(
+            "--no-tail-log and --tail-log apply to engine-stream recordings",
+            "add --stream-recordings (the AVFS clients issue whole requests and log nothing)",
+        ));
     } else if durable_ns.is_some() {
         return Err(CliError::usage(
             "--durable applies to engine-stream recordings",
@@ -786,10 +794,11 @@ pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
     let mode = GatherMode {
         commit_interval_ns: (u64::from(DEFAULT_COMMIT_INTERVAL_MS) * 1_000_000).min(durable_ns),
         tail_log: !a.no_tail_log,
-        ring_bytes: match &a.tail_log {
-            Some(size) => parse_size("--tail-log", size)?,
+        ring_bytes: match crate::cmd_fs::tail_log_size(a.no_tail_log, a.tail_log.as_deref())? {
+            TailLogSize::Off => 0,
+            TailLogSize::Blocks(b) => b * 4096,
             // The ring mkfs gives a volume of the whole disk.
-            None => default_tail_log_blocks(model.capacity_bytes()) * 4096,
+            TailLogSize::Auto => default_tail_log_blocks(model.capacity_bytes()) * 4096,
         },
     };
     let ask = |dir, buffer| {

@@ -294,10 +294,14 @@ fn capacity_counts_slow_recordings_by_the_short_requests_of_their_durability_int
     assert_eq!(l1["durable_request_bytes"], 524288);
     assert_eq!(l1["round_bound_streams_durable"], 861, "{l1}");
     assert_eq!(l10["round_bound_streams_durable"], 861, "{l10}");
-    // ... as many as the 256 MiB ring mkfs gives this disk holds.
+    // ... as many as the 256 MiB ring mkfs gives this disk holds while each holds
+    // its tail: its fill, its buffer's slack and two periods, so with the buffer of
+    // two requests that dvrfs chooses, 277; with eight, far fewer.
     assert_eq!(l1["tail_log_ring_bytes"], 256u64 << 20, "{l1}");
-    assert_eq!(l1["ring_bound_streams_durable"], 401, "{l1}");
-    assert_eq!(l1["admission_streams_auto_buffer_durable"], 401, "{l1}");
+    let l1_depth2 = at("1s", &["--depth", "2"]);
+    assert_eq!(l1_depth2["ring_bound_streams_durable"], 277, "{l1_depth2}");
+    assert_eq!(l1["ring_bound_streams_durable"], 59, "{l1}");
+    assert_eq!(l1["admission_streams_auto_buffer_durable"], 277, "{l1}");
     assert!(v1["ring_bound_streams_durable"].is_null(), "{v1}");
     // The whole-request figures do not depend on either.
     for v in [&v10, &l1, &l10] {
@@ -499,6 +503,88 @@ fn recordings_admission_refuses_are_reported_as_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("admission refused 6 recording(s)"), "{err}");
     assert!(!err.contains("disk was full"), "{err}");
+}
+
+/// As many slow recordings as `capacity` says a tail log's ring holds, started
+/// together (their requests fill together and wait together for their overflow,
+/// the worst case for the ring), run three fills on the engine without a gather
+/// finding the ring full, a request past its buffer or a byte durable late
+/// (docs/durability.md: the count that left out the wait admitted 401 of them on a
+/// 256 MiB ring, which then filled).
+#[test]
+fn recordings_admitted_on_a_tail_log_never_find_its_ring_full() {
+    let (cap, _) = ok_json(&[
+        "capacity",
+        "--disk",
+        "nvr-8t",
+        "--bitrate",
+        "250K",
+        "--depth",
+        "2",
+        "--durable",
+        "1s",
+        "--tail-log",
+        "128M",
+        "--json",
+    ]);
+    let n = cap["ring_bound_streams_durable"].as_u64().unwrap();
+    assert!((100..200).contains(&n), "{cap}");
+    let workload = format!("0r{n}w");
+    let (v, _) = ok_json(&[
+        "sim",
+        "--disk",
+        "nvr-8t",
+        "--workload",
+        &workload,
+        "--bitrate",
+        "250K",
+        "--depth",
+        "2",
+        "--fill",
+        "0%",
+        "--duration",
+        "60s",
+        "--stream-recordings",
+        "--tail-log",
+        "128M",
+        "--json",
+    ]);
+    let r = &v["stream_recordings"];
+    assert_eq!(v["recordings_refused"], 0, "{v}");
+    assert_eq!(r["tail_log_full"], 0, "{r}");
+    assert_eq!(r["late"], 0, "{r}");
+    assert_eq!(r["durability_late"], 0, "{r}");
+    assert_eq!(v["deadline_misses"], 0, "{v}");
+    // Three requests each: the ring turned over.
+    assert_eq!(r["requests"], 3 * n, "{r}");
+    assert!(r["tail_logged_bytes"].as_u64().unwrap() > 128 << 20, "{r}");
+    // A ring mkfs would refuse is a usage error...
+    let bad = |extra: &[&str]| {
+        let out = dvrfs(
+            &[
+                &[
+                    "sim",
+                    "--disk",
+                    "nvr-8t",
+                    "--workload",
+                    "0r1w",
+                    "--duration",
+                    "1s",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = bad(&["--stream-recordings", "--tail-log", "5000"]);
+    assert!(err.contains("invalid --tail-log"), "{err}");
+    // ... and so is a ring for recordings that log nothing.
+    let err = bad(&["--tail-log", "64M"]);
+    assert!(err.contains("apply to engine-stream recordings"), "{err}");
+    let err = bad(&["--no-tail-log"]);
+    assert!(err.contains("apply to engine-stream recordings"), "{err}");
 }
 
 /// Issue 9's report items: `--best-effort delete` is in the report, the buffer plot of

@@ -5,6 +5,7 @@
 
 use dvrfs_core::disk::{Admission, DiskModel, Estimator};
 use dvrfs_core::engine::EngineConfig;
+use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::sched::SchedSettings;
 use dvrfs_core::sim::{run, HddDisk, SimConfig, SimOutcome, StreamRecordings, Workload};
 
@@ -19,12 +20,18 @@ fn run_streams_with(
     durable_ns: Option<u64>,
     tail_log: bool,
 ) -> SimOutcome {
-    let model = DiskModel::builtin("avfs-250g").unwrap();
     let mut cfg = SimConfig::new(Workload::parse(workload).unwrap());
-    cfg.tail_log = tail_log;
+    if !tail_log {
+        cfg.tail_log = TailLogSize::Off;
+    }
+    cfg.duration_ns = 30_000_000_000;
+    run_config(cfg, mbit, durable_ns)
+}
+
+fn run_config(mut cfg: SimConfig, mbit: f64, durable_ns: Option<u64>) -> SimOutcome {
+    let model = DiskModel::builtin("avfs-250g").unwrap();
     cfg.fill = 0.0;
     cfg.bitrate_bps = mbit * 1e6;
-    cfg.duration_ns = 30_000_000_000;
     cfg.stream_recordings = Some(StreamRecordings {
         durable_ns,
         frame_ns: 40_000_000,

@@ -177,7 +177,8 @@ fn the_headroom_for_slow_recordings_counts_what_their_durability_interval_costs(
     // durability interval: fewer fit at 1 s than at 10 s, and fewer at 10 s than
     // playbacks of the same rate (whole requests). With one (mkfs's default) they
     // log every byte and write whole requests due at their buffer's overflow, as
-    // many as its ring holds (a 256 MiB ring: 401 of them), at any interval. Each
+    // many as its ring holds (a 256 MiB ring: 277 of them, with buffers of two
+    // requests), at any interval. Each
     // figure is what the engine admits (`tests/streams.rs`).
     let model = DiskModel::builtin("nvr-8t").unwrap();
     let adm = Admission::from_model(&model, 0.1);
@@ -214,7 +215,7 @@ fn the_headroom_for_slow_recordings_counts_what_their_durability_interval_costs(
         "{at_1s} {at_10s} {playbacks}"
     );
     let (logged_1s, logged_10s, playbacks) = counts(true);
-    assert_eq!(logged_1s, 401);
+    assert_eq!(logged_1s, 277);
     assert!(
         logged_10s > at_10s / 2 && logged_1s < playbacks,
         "{logged_1s} {logged_10s} {at_10s} {playbacks}"

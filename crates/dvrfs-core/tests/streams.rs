@@ -230,8 +230,11 @@ fn slow_recordings_are_admitted_for_what_their_durability_interval_costs() {
     let ring = stream_ask(StreamDir::Write, 250e3, 512 << 10, None, None, mode).with_depth(2);
     let ring_holds = (mode.ring_bytes as f64
         / (ring.ring_rate_bytes_per_s() * ring.ring_hold_ns() / 1e9)) as usize;
+    // A ring of 64 MiB holds 69 of them (with buffers of two requests) and the rest
+    // are in place: about as many in all as without the log (those it holds move
+    // their bytes twice), where a 256 MiB ring takes three times as many.
     assert!(
-        logged > at_1s && logged >= ring_holds,
+        logged >= ring_holds && logged >= at_1s * 9 / 10,
         "{logged} {at_1s} {ring_holds}"
     );
     let (n, msg, mut e, mut d, ids) = fill_with_recordings(&adm, true, 1);

@@ -54,9 +54,11 @@
 //! The batch's one positioning per commit is left to the best-effort share, as the
 //! journal's are. The round still charges every stream a positioning (the worst
 //! case: requests of recordings started together fall due together). A playback has
-//! no durability interval. Not planned: the ring's room (a full ring sends gathers
-//! in place, `engine/tail_log.rs`) and the bunching of every recording's gather in
-//! one lead (`docs/durability.md`, "Where the bound does not hold").
+//! no durability interval. The ring's room is planned ([`plan_ring`]: the
+//! recordings it cannot hold for their fill, their slack and two periods are planned
+//! in place, as a full ring sends gathers in place, `engine/tail_log.rs`); not
+//! planned: the bunching of every recording's gather in one lead
+//! (`docs/durability.md`, "Where the bound does not hold").
 //!
 //! **Without a disk model** (an SSD, an image on tmpfs) positioning is free and the
 //! bound is the bandwidth: `sum_i r_i <= (1 - s) * bandwidth`, the bandwidth configured
@@ -201,18 +203,22 @@ impl StreamLoad {
     }
 
     /// How long a logging recording's bytes hold the ring's tail, ns: until the
-    /// request they belong to is in place, its fill time and two periods (the gather
-    /// that logs its first bytes, and the commit after it is written), as if the
-    /// mixer wrote a full request soon after it fills. An estimate, and short under
-    /// load: 200 recordings of 250 kbit/s at 1 s (128 MiB by it) left a 256 MiB ring
-    /// room in `dvrfs sim`, but 401 with buffers of two requests (256 MiB by it,
-    /// started together) filled it: their requests wait for their overflow, and
-    /// commits of 13 MB batches outlast the interval (docs/durability.md).
+    /// request they belong to is in place and committed. Its first bytes are logged
+    /// as it starts to fill; it fills for `request / rate`; once full it may wait as
+    /// long as its slack ([`StreamLoad::slack_ns`]: for one that logs every byte its
+    /// buffer's, since the mixer holds a request until the latest safe moment), and
+    /// the entry dies at the commit after the request is applied. Two periods cover
+    /// the gather and that commit. Recordings started together fill their requests
+    /// together and hold the most at the end of that wait, so this is the worst case
+    /// (`docs/durability.md`: 401 recordings of 250 kbit/s admitted by the fill time
+    /// alone filled a 256 MiB ring in `dvrfs sim`).
     pub fn ring_hold_ns(&self) -> f64 {
         let Some(d) = self.durable.filter(|d| d.tail_log) else {
             return 0.0;
         };
-        self.request_bytes as f64 / self.rate_bytes_per_s.max(1.0) * 1e9 + 2.0 * d.period_ns as f64
+        self.request_bytes as f64 / self.rate_bytes_per_s.max(1.0) * 1e9
+            + self.slack_ns()
+            + 2.0 * d.period_ns as f64
     }
 
     /// The bytes per second the disk moves for the stream: its rate, or a short
@@ -825,7 +831,7 @@ mod tests {
         // at its buffer's overflow: the disk moves its bytes twice, and it is planned
         // with its buffer's slack, so many more fit than written in place, as many
         // as the log's ring holds.
-        let load = logging(0.25, 1).with_depth(4);
+        let load = logging(0.25, 1).with_depth(2);
         assert!(load.logs_all());
         assert_eq!(load.written_request_bytes(), 512 * 1024);
         assert_eq!(load.logged_bytes_per_period(), 31250.0);
@@ -839,11 +845,18 @@ mod tests {
             count(&logging(0.25, 1)),
             count(&recordings(0.25, None)),
         );
-        // As many as the 256 MiB ring holds (668 KB each, for the 18.8 s until their
-        // request is in place); with a ring of 1 GiB, as many as the disk writes.
+        // As many as the 256 MiB ring holds with the buffers of two requests
+        // admission chooses (967 KB each, for the 27.2 s until their request is in
+        // place and committed: its 16.8 s fill, its 8.4 s slack, two periods); a
+        // larger buffer holds the ring longer. With a ring of 1 GiB, as many as the
+        // disk writes.
         let per_stream = load.ring_rate_bytes_per_s() * load.ring_hold_ns() / 1e9;
         assert_eq!(with_log, ((256 << 20) as f64 / per_stream) as usize);
-        assert!(with_log > 4 * in_place, "{in_place} {with_log}");
+        assert_eq!(with_log, 277);
+        let hold_s = |depth: u32| logging(0.25, 1).with_depth(depth).ring_hold_ns() / 1e9;
+        assert!((hold_s(2) - (16.777216 + 8.388608 + 2.0)).abs() < 1e-9);
+        assert!(hold_s(4) - hold_s(2) > 33.0, "{} {}", hold_s(2), hold_s(4));
+        assert!(with_log > 2 * in_place, "{in_place} {with_log}");
         let mut big = logging(0.25, 1);
         big.durable = big.durable.map(|d| Durability {
             ring_bytes: 1 << 30,

@@ -44,7 +44,7 @@ use crate::engine::{DevKind, Engine, EngineConfig, IoBuf, Now, Op, OpId, Output}
 use crate::error::{Error, Result};
 use crate::format::superblock::AllocPolicy;
 use crate::fs::{mkfs, Fs, ManualClock, OpenOptions, Volume};
-use crate::layout::MkfsParams;
+use crate::layout::{MkfsParams, TailLogSize};
 use crate::qos::MissCauses;
 use crate::sched::{BeStats, Class, Counters};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -184,10 +184,11 @@ pub struct SimConfig {
     /// published comparisons were made without them (`docs/checksums.md` measures
     /// what they add).
     pub checksums: bool,
-    /// Format the volume with a tail log (`mkfs`'s default): recordings' partial
-    /// requests are logged in the commits instead of written in place at each
-    /// gather point (`engine/tail_log.rs`). False: `--no-tail-log`.
-    pub tail_log: bool,
+    /// The volume's tail log (`mkfs`'s default, [`TailLogSize::Auto`]): recordings'
+    /// partial requests are logged in the commits instead of written in place at
+    /// each gather point (`engine/tail_log.rs`). `Off`: `--no-tail-log`; `Blocks`:
+    /// `--tail-log SIZE`.
+    pub tail_log: TailLogSize,
     /// An application-level `fsync` this often (0: never), as an NVR that checkpoints
     /// its recordings would issue; the crash test uses it to know what was durable.
     pub fsync_every_ns: u64,
@@ -231,7 +232,7 @@ impl SimConfig {
             seed: 1,
             commit_interval_ms: 1000,
             checksums: false,
-            tail_log: true,
+            tail_log: TailLogSize::Auto,
             fsync_every_ns: 0,
             keep_series: false,
             trace: false,
@@ -505,9 +506,7 @@ pub fn prepare_device<D: Device>(
     if !cfg.checksums {
         p.sum_granule_bytes = None;
     }
-    if !cfg.tail_log {
-        p.tail_log = crate::layout::TailLogSize::Off;
-    }
+    p.tail_log = cfg.tail_log;
     mkfs(&mut dev, &p, &mut |_, _| {})?;
     let mut fs = Fs::open_with(
         dev,
