@@ -95,11 +95,6 @@ fn stream_events_survive_a_clean_remount_in_order() {
         o => panic!("{o:?}"),
     };
     refuse(&mut e, &mut d, ino);
-    // A recording that asks to hold more than the volume has: refused for space.
-    let mut big = spec(StreamDir::Write, 1.0);
-    big.reserve_bytes = 1 << 40;
-    let r = d.run(&mut e, Op::StreamOpen { ino, spec: big });
-    assert!(matches!(r, Err(dvrfs_core::Error::NoSpace { .. })), "{r:?}");
     let data = vec![7u8; 300_000];
     d.run(
         &mut e,
@@ -110,6 +105,12 @@ fn stream_events_survive_a_clean_remount_in_order() {
     )
     .unwrap();
     d.run(&mut e, Op::StreamClose { stream: info.id }).unwrap();
+    // A recording that asks to hold more than the volume has: refused for space
+    // (once the first is closed: a file takes one recording at a time).
+    let mut big = spec(StreamDir::Write, 1.0);
+    big.reserve_bytes = 1 << 40;
+    let r = d.run(&mut e, Op::StreamOpen { ino, spec: big });
+    assert!(matches!(r, Err(dvrfs_core::Error::NoSpace { .. })), "{r:?}");
     // The drivers' copy: every event once, in order.
     let taken = e.take_new_events();
     assert_eq!(
@@ -117,8 +118,8 @@ fn stream_events_survive_a_clean_remount_in_order() {
         [
             "stream_admitted",
             "stream_refused",
-            "stream_refused",
-            "stream_ended"
+            "stream_ended",
+            "stream_refused"
         ]
     );
     assert!(e.take_new_events().is_empty());
@@ -174,7 +175,7 @@ fn stream_events_survive_a_clean_remount_in_order() {
     }
     assert!(
         matches!(
-            ev[2].what,
+            ev[3].what,
             What::StreamRefused {
                 cause: RefuseCause::NoSpace,
                 dir: Dir::Write,
@@ -184,9 +185,9 @@ fn stream_events_survive_a_clean_remount_in_order() {
             }
         ),
         "{:?}",
-        ev[2]
+        ev[3]
     );
-    match &ev[3].what {
+    match &ev[2].what {
         What::StreamEnded {
             bytes,
             late,

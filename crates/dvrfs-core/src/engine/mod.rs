@@ -1332,8 +1332,9 @@ impl Engine {
     }
 
     fn start_unmount(&mut self, id: OpId, now: Now) -> bool {
-        // Everything else finishes first.
-        if self.ops.len() > 1 {
+        // Everything else finishes first, streams included: a stream's end may still
+        // free the orphan it held last (`stream/hold.rs`), for the final commit.
+        if self.ops.len() > 1 || !self.streams.is_empty() {
             return false;
         }
         self.ops.get_mut(&id).expect("op exists").stage = Stage::Running;
@@ -1938,6 +1939,11 @@ impl Engine {
         }
         if let Some(sid) = st.stream {
             self.stream_io_done(sid, id, st.deadline_ns, result, now);
+            return;
+        }
+        if st.owner == stream::STREAM_RELEASE_OWNER {
+            // A finished stream's last hold on an orphan: nobody waits for it, and a
+            // failure leaves the orphan for the next mount to free (`stream/hold.rs`).
             return;
         }
         if st.owner == tail_log::TAIL_REPLAY_OWNER {

@@ -44,10 +44,12 @@
 
 mod admit;
 mod events;
+mod hold;
 mod recording;
 mod tail_log;
 
 pub use admit::{gather_period_ns, stream_ask, GatherMode};
+pub(super) use hold::STREAM_RELEASE_OWNER;
 pub use recording::GATHER_LEAD_NS;
 pub(super) use tail_log::InFlightUnlogged;
 
@@ -310,6 +312,7 @@ impl Engine {
                 interval_ns / 1_000_000
             )));
         }
+        self.one_recording_per_file(ino, spec)?;
         let (l, load) = self.admit(ino, spec)?;
         let (d, depth, rate) = (l.request_bytes, l.depth, l.rate_bytes_per_s);
         let mut reserved = 0;
@@ -317,13 +320,17 @@ impl Engine {
             StreamDir::Read => spec.start_bytes,
             StreamDir::Write => {
                 self.vol.check_writable()?;
+                let start = self.vol.planned_size(ino)?;
                 if spec.reserve_bytes > 0 {
                     self.vol.hold_space(ino, spec.reserve_bytes)?;
                     reserved = spec.reserve_bytes;
                 }
-                self.vol.planned_size(ino)?
+                start
             }
         };
+        // Last, when nothing can refuse the stream any more: admission checked that
+        // `ino` is a regular file, all `open_file` asks.
+        self.stream_hold(ino)?;
         let id = self.next_stream;
         self.next_stream += 1;
         let burst = l.burst_bytes() as f64;
@@ -761,8 +768,9 @@ impl Engine {
         self.refresh_gather_lead();
         if s.info.dir == StreamDir::Write {
             self.vol.release_space(s.info.ino);
-            self.vol.release_prealloc(s.info.ino);
         }
+        // Unused preallocation goes back with the last holder (`Volume::close_file`).
+        self.stream_release(s.info.ino, now);
         self.stream_end_event(&s, now);
         if let Some(id) = s.close_op {
             let result = match s.error {
@@ -839,7 +847,10 @@ impl Engine {
     ) -> OpId {
         let id = self.next_op;
         self.next_op += 1;
-        debug_assert!(matches!(op, Op::Read { .. } | Op::Write { .. }));
+        debug_assert!(matches!(
+            op,
+            Op::Read { .. } | Op::Write { .. } | Op::CloseFile { .. }
+        ));
         let body = Body::of(op);
         self.ops.insert(
             id,

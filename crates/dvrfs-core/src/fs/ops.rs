@@ -589,12 +589,4 @@ impl Volume {
         }
         Ok(())
     }
-
-    /// A stream on the file ended: unused preallocation goes back unless a handle
-    /// still has the file open.
-    pub fn release_prealloc(&mut self, ino: Ino) {
-        if !self.open_refs.contains_key(&ino) {
-            self.data.release(ino);
-        }
-    }
 }

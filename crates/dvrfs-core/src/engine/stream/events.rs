@@ -27,6 +27,7 @@ impl Engine {
         now: Now,
     ) -> Result<Output> {
         use crate::format::events::RefuseCause;
+        let busy = spec.dir == StreamDir::Write && self.recording_on(ino).is_some();
         let result = self.stream_admit(ino, &spec, now);
         let what = match &result {
             Ok(Output::Stream(i)) => What::StreamAdmitted {
@@ -45,13 +46,15 @@ impl Engine {
                 ino,
                 dir: event_dir(spec.dir),
                 cause: match e {
+                    // A second recording on the file: not the disk's capacity.
+                    Error::Refused(_) if busy => RefuseCause::Other,
                     Error::Refused(_) if self.admission.is_some() => RefuseCause::Capacity,
                     Error::NoSpace { .. } => RefuseCause::NoSpace,
                     _ => RefuseCause::Other,
                 },
                 rate_bps: spec.rate_bps.max(0.0).min(u64::MAX as f64) as u64,
                 fits_bps: match e {
-                    Error::Refused(_) => (self.admission_headroom(&spec) * 8.0) as u64,
+                    Error::Refused(_) if !busy => (self.admission_headroom(&spec) * 8.0) as u64,
                     _ => 0,
                 },
             },

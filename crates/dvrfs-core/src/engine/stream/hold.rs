@@ -1,0 +1,74 @@
+//! What a stream holds of its file, so that no driver can let a stream outlive it or
+//! share it with a second writer.
+//!
+//! - **A stream holds its inode.** Admission opens the file for the stream
+//!   (`Volume::open_file`, the open count every handle of the mount and of the C API
+//!   takes), and the stream's end closes it. Removing the file's last name while a
+//!   stream is on it leaves an orphan, as for any open file: its blocks and its
+//!   inode number stay the stream's until the last holder goes, so a recording can
+//!   never write into a file created later under a reused inode number. When the
+//!   stream is that last holder, its end frees the orphan through the same deferred
+//!   `CloseFile` path a driver's last close takes (after the file's I/O in flight,
+//!   with room in the journal), queued ahead of everything else so an unmount,
+//!   which waits for every operation, cannot wait on it forever.
+//! - **One recording per file.** A second write stream on a file that has one (also
+//!   one closed and still writing its last bytes) is refused with
+//!   [`Error::Refused`] (`EBUSY`): two recordings appending at the same end would
+//!   interleave, and the file would keep whichever wrote last. Playbacks are not
+//!   limited: following a recording as it grows is what a DVR does.
+//!
+//! Fault model: a failure of the orphan's freeing (the device failed under the
+//! journal) leaves the orphan on the disk; the next mount frees it (`fs/load.rs`).
+
+use super::super::{Engine, Now, Op};
+use super::{Error, Ino, Result, StreamDir, StreamId, StreamSpec};
+
+/// Owner of the `CloseFile` that frees an orphan a finished stream held last: its
+/// completion is the engine's, never a driver's.
+pub(in crate::engine) const STREAM_RELEASE_OWNER: u32 = 0x7FFF_FFFD;
+
+impl Engine {
+    /// The recording on `ino`, if any (a closed one still writing out counts).
+    pub fn recording_on(&self, ino: Ino) -> Option<StreamId> {
+        self.streams
+            .iter()
+            .find(|(_, s)| s.info.ino == ino && s.info.dir == StreamDir::Write)
+            .map(|(sid, _)| *sid)
+    }
+
+    /// Refuses a second recording on `ino`.
+    pub(super) fn one_recording_per_file(&self, ino: Ino, spec: &StreamSpec) -> Result<()> {
+        if spec.dir != StreamDir::Write {
+            return Ok(());
+        }
+        match self.recording_on(ino) {
+            None => Ok(()),
+            Some(sid) => Err(Error::Refused(format!(
+                "file inode {ino} already has a recording (stream {sid}): a file takes one write stream at a time (two would interleave their bytes); close that stream first, or record into another file"
+            ))),
+        }
+    }
+
+    /// The admitted stream takes its hold on `ino`.
+    pub(super) fn stream_hold(&mut self, ino: Ino) -> Result<()> {
+        self.vol.open_file(ino)
+    }
+
+    /// A stream on `ino` ended: its hold goes. A plain close unless the stream was
+    /// the last holder of an orphan, whose freeing waits its turn (module docs).
+    pub(super) fn stream_release(&mut self, ino: Ino, now: Now) {
+        if self.vol.frees_on_close(ino).is_none() {
+            // Only a last close of an orphan frees (and so can fail); this is not one.
+            let closed = self.vol.close_file(ino);
+            assert!(
+                closed.is_ok(),
+                "dropping a stream's hold on inode {ino}: {closed:?}"
+            );
+            return;
+        }
+        let id = self.submit_own(Op::CloseFile { ino }, None, STREAM_RELEASE_OWNER, None, now);
+        let back = self.deferred.pop_back();
+        assert_eq!(back, Some(id), "submit_own queues at the back");
+        self.deferred.push_front(id);
+    }
+}
