@@ -1,11 +1,11 @@
-//! Generates `dvrfs.h` (cbindgen, from the declarations in `src/lib.rs`) and a
+//! Generates `dvrfs.h` (cbindgen, from the declarations in `src/`) and a
 //! pkg-config file `dvrfs.pc`, next to the libraries: `target/<profile>/include/dvrfs.h`
 //! and `target/<profile>/dvrfs.pc`.
 
 use std::path::PathBuf;
 
 fn main() {
-    println!("cargo:rerun-if-changed=src/lib.rs");
+    println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed=cbindgen.toml");
     let crate_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));

@@ -11,8 +11,15 @@
 //!   failure (what was wrong, as the command-line tool would say it).
 //! - A handle that was never returned by `dvrfs_open`, or was closed, a NULL pointer,
 //!   a buffer not aligned to `DVRFS_ALIGN` bytes for asynchronous I/O, an unknown file
-//!   or stream number: an error (`-EBADF`, `-EFAULT`, `-EINVAL`), never a crash. No
-//!   Rust panic crosses the boundary: one becomes `-EIO` with a message.
+//!   or stream number: an error (`-EBADF`, `-EFAULT`, `-EINVAL`), never a crash. A
+//!   handle is a token the process never hands out twice, never a pointer
+//!   (`registry.rs`): a closed one stays `-EBADF` whatever is opened later. Every
+//!   number and length is checked before anything is allocated or copied. No Rust
+//!   panic crosses the boundary: one becomes `-EIO` with a message.
+//! - An open file number or stream holds its file: removing the file's last name
+//!   leaves it alive, without a name, until the last of them closes (as an open file
+//!   of the mount), so none ever reaches a file created later. A file takes one
+//!   recording stream at a time (a second is `-EBUSY`).
 //! - An asynchronous control block and its buffer belong to dvrfs from a successful
 //!   `dvrfs_aio_start` until `dvrfs_aio_check` reports it done: the caller must keep
 //!   both alive and untouched meanwhile (as with POSIX aio).
@@ -25,19 +32,24 @@
 
 #![allow(non_camel_case_types)]
 
+mod aio;
 mod backend;
+mod registry;
+mod stream;
+
+pub use aio::{dvrfs_aio_cancel, dvrfs_aio_check, dvrfs_aio_poll, dvrfs_aio_start};
+pub use registry::dvrfs;
+pub use stream::{dvrfs_stream_close, dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_write};
 
 use dvrfs_core::alloc::Ino;
-use dvrfs_core::engine::{ExternalBuf, StreamDir, StreamSpec};
-use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
-use dvrfs_remote::Handle;
-use dvrfs_runtime::{RuntimeError, Ticket};
+use dvrfs_core::{Error as CoreError, Op, Output};
+use dvrfs_runtime::RuntimeError;
+use registry::{lock, Tables, Vol};
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
 /// Alignment of an asynchronous I/O buffer (address), bytes.
 pub const DVRFS_ALIGN: u32 = 4096;
@@ -52,19 +64,13 @@ pub const DVRFS_STREAM_READ: c_int = 0;
 /// `dvrfs_stream_spec.direction`: recording.
 pub const DVRFS_STREAM_WRITE: c_int = 1;
 
-/// An open volume (opaque).
-pub struct dvrfs {
-    vol: Handle,
-    files: Mutex<Files>,
-    /// Tickets of control blocks started and not yet reported done.
-    running: Mutex<HashSet<u64>>,
-}
-
-#[derive(Default)]
-struct Files {
-    next: c_int,
-    by_fd: HashMap<c_int, Ino>,
-}
+/// Files (and streams) open at once on one handle, at most: `-EMFILE` beyond.
+pub const DVRFS_OPEN_FILES_MAX: c_int = 65536;
+/// Control blocks one `dvrfs_aio_poll` looks at, at most.
+pub const DVRFS_AIO_POLL_MAX: c_int = 4096;
+/// Bytes one `dvrfs_stream_read` gives at most (a longer buffer gets this much); a
+/// longer `dvrfs_stream_write` is taken in pieces of this size.
+pub const DVRFS_STREAM_IO_MAX: u64 = 16 << 20;
 
 /// How to open a volume (may be NULL: read-write, no device model, admission on a
 /// bandwidth of 800 Mbit/s).
@@ -234,39 +240,6 @@ fn guard_int(f: impl FnOnce() -> Result<i64, Fail>) -> c_int {
 
 // ---- handles ----
 
-/// Addresses of the open handles: a pointer is dereferenced only if it is one.
-fn handles() -> MutexGuard<'static, HashSet<usize>> {
-    static H: OnceLock<Mutex<HashSet<usize>>> = OnceLock::new();
-    H.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-}
-
-/// The volume behind `fs`, if it is an open handle. The returned `Arc` keeps it alive
-/// while the call runs, even if another thread closes it meanwhile.
-fn volume(fs: *const dvrfs) -> Result<Arc<dvrfs>, Fail> {
-    if fs.is_null() {
-        return Err(fail(libc::EFAULT, "the dvrfs handle is NULL"));
-    }
-    let registry = handles();
-    if !registry.contains(&(fs as usize)) {
-        return Err(fail(
-            libc::EBADF,
-            "not an open dvrfs handle (never opened, or already closed)",
-        ));
-    }
-    // SAFETY: `fs` is in the registry, so it came from `Arc::into_raw` in `dvrfs_open`
-    // and the registry's reference has not been given back: `dvrfs_close` removes it
-    // under the lock held here before giving it back. The count is raised under that
-    // lock, so the value outlives this call whatever another thread does.
-    unsafe {
-        Arc::increment_strong_count(fs);
-    }
-    drop(registry);
-    // SAFETY: the reference counted just above.
-    Ok(unsafe { Arc::from_raw(fs) })
-}
-
 fn cstr<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
     if p.is_null() {
         return Err(fail(libc::EFAULT, format!("{what} is NULL")));
@@ -275,18 +248,6 @@ fn cstr<'a>(p: *const c_char, what: &str) -> Result<&'a str, Fail> {
     unsafe { CStr::from_ptr(p) }
         .to_str()
         .map_err(|_| fail(libc::EINVAL, format!("{what} is not UTF-8")))
-}
-
-impl dvrfs {
-    fn ino(&self, fd: c_int) -> Result<Ino, Fail> {
-        self.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_fd
-            .get(&fd)
-            .copied()
-            .ok_or_else(|| fail(libc::EBADF, format!("file number {fd} is not open")))
-    }
 }
 
 /// The current `CLOCK_MONOTONIC` time, ns: the clock of `aio_deadline`.
@@ -307,6 +268,7 @@ pub extern "C" fn dvrfs_now_ns() -> i64 {
 /// (its socket): every function works as on a volume opened here, deadlines
 /// included, with the daemon's device and admission (`opts` does not apply) and the
 /// mount's permission checks for this process's user (`-EACCES`).
+/// The handle is a token, not an address: no later `dvrfs_open` returns it again.
 ///
 /// # Safety
 /// `target` is a NUL-terminated string; `opts` is NULL or points to a valid
@@ -325,53 +287,91 @@ pub unsafe extern "C" fn dvrfs_open(
         // SAFETY: NULL or a valid dvrfs_options, by contract.
         let o = unsafe { opts.as_ref() };
         let vol = backend::open(path, o)?;
-        let fs = Arc::new(dvrfs {
+        let p = registry::register(Vol {
             vol,
-            files: Mutex::new(Files::default()),
+            tables: Mutex::new(Tables::default()),
             running: Mutex::new(HashSet::new()),
-        });
-        let p = Arc::into_raw(fs) as *mut dvrfs;
-        handles().insert(p as usize);
+        })?;
         // SAFETY: `out` is non-NULL and writable by contract.
         unsafe { *out = p };
         Ok(0)
     })
 }
 
-/// Commits everything, marks the journal clean and closes the handle; operations still
-/// running finish first. Returns 0 or a negative error code; the handle is gone either
-/// way (a second close is `-EBADF`).
+/// Closes what the handle left open (its streams, their last bytes written, then its
+/// files), commits everything, marks the journal clean and closes the handle;
+/// operations still running finish first. Returns 0 or a negative error code; the
+/// handle is gone either way (a second close, or any later use, is `-EBADF`).
 ///
 /// # Safety
-/// `fs` is any pointer: only handles from `dvrfs_open` are used.
+/// `fs` is any value: only handles from `dvrfs_open` are used.
 #[no_mangle]
 pub unsafe extern "C" fn dvrfs_close(fs: *mut dvrfs) -> c_int {
     guard_int(|| {
-        let v = volume(fs)?;
-        if !handles().remove(&(fs as usize)) {
-            return Err(fail(libc::EBADF, "the dvrfs handle was closed meanwhile"));
+        let v = registry::unregister(fs)?;
+        let (streams, files) = {
+            let mut t = lock(&v.tables);
+            (t.take_streams(), t.take_files())
+        };
+        // What the program left open goes as if it had closed it; the first failure
+        // is the answer (the rest are still closed).
+        let mut first: Result<(), Fail> = Ok(());
+        for sid in streams {
+            let r = v.vol.run(Op::StreamClose { stream: sid as u32 }, None, 0);
+            if let (Err(e), Ok(())) = (r, &first) {
+                first = Err(e.into());
+            }
         }
-        // SAFETY: the registry held this reference (from `Arc::into_raw`); it was just
-        // removed, so it is given back exactly once.
-        drop(unsafe { Arc::from_raw(fs as *const dvrfs) });
+        for ino in files {
+            let r = v.vol.run(Op::CloseFile { ino }, None, 0);
+            if let (Err(e), Ok(())) = (r, &first) {
+                first = Err(e.into());
+            }
+        }
         // If another thread is inside a call on it, the last reference closes it
         // (the runtime commits and closes on drop).
         if let Ok(d) = Arc::try_unwrap(v) {
             d.vol.close()?;
         }
+        first?;
         Ok(0)
     })
 }
 
-fn resolve_parent(d: &dvrfs, path: &str) -> Result<(Ino, Vec<u8>), Fail> {
+fn resolve_parent(d: &Vol, path: &str) -> Result<(Ino, Vec<u8>), Fail> {
     Ok(d.vol.resolve_parent(path)?)
 }
 
+/// Opens file `ino`, which `path` named a moment ago, in the engine, and checks that
+/// `path` still names it: a file removed and another created under the same inode
+/// number in between would otherwise be opened in its place. Tries again a few
+/// times while other threads rename under it.
+fn open_named(d: &Vol, path: &str, mut ino: Ino) -> Result<Ino, Fail> {
+    /// Attempts before giving up on a path that keeps changing.
+    const OPEN_ATTEMPTS: u32 = 8;
+    for _ in 0..OPEN_ATTEMPTS {
+        d.vol.run(Op::OpenFile { ino }, None, 0)?;
+        let now = d.vol.resolve(path);
+        if matches!(now, Ok(i) if i == ino) {
+            return Ok(ino);
+        }
+        d.vol.run(Op::CloseFile { ino }, None, 0)?;
+        ino = now?;
+    }
+    Err(fail(
+        libc::EBUSY,
+        format!("{path} kept changing while it was being opened (renamed or replaced by other threads): try again"),
+    ))
+}
+
 /// Opens the file at `path` (with `DVRFS_O_CREAT`: creates it, mode `mode`; it must
-/// not exist) and returns its file number (>= 0) or a negative error code.
+/// not exist) and returns its file number (>= 0) or a negative error code. The number
+/// holds the file: removed while it is open, the file lives on without a name until
+/// `dvrfs_file_close`. Numbers are not reused within a handle; at most
+/// `DVRFS_OPEN_FILES_MAX` are open at once (`-EMFILE`).
 ///
 /// # Safety
-/// `fs` is any pointer (checked); `path` is a NUL-terminated string.
+/// `fs` is any value (checked); `path` is a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn dvrfs_file_open(
     fs: *mut dvrfs,
@@ -380,8 +380,9 @@ pub unsafe extern "C" fn dvrfs_file_open(
     mode: u32,
 ) -> c_int {
     guard_int(|| {
-        let d = volume(fs)?;
+        let d = registry::volume(fs)?;
         let path = cstr(path, "the path")?;
+        lock(&d.tables).check_room()?;
         let ino = if flags & DVRFS_O_CREAT != 0 {
             let (parent, name) = resolve_parent(&d, path)?;
             let op = Op::Create {
@@ -403,28 +404,28 @@ pub unsafe extern "C" fn dvrfs_file_open(
             }
             ino
         };
-        let mut f = d.files.lock().unwrap_or_else(|e| e.into_inner());
-        let fd = f.next;
-        f.next += 1;
-        f.by_fd.insert(fd, ino);
-        Ok(fd as i64)
+        let ino = open_named(&d, path, ino)?;
+        let fd = lock(&d.tables).add_file(ino);
+        if fd.is_err() {
+            // Another thread took the last number meanwhile.
+            let _ = d.vol.run(Op::CloseFile { ino }, None, 0);
+        }
+        Ok(fd? as i64)
     })
 }
 
-/// Closes a file number. Returns 0 or a negative error code.
+/// Closes a file number (the file is freed now if it was removed and nothing else
+/// holds it). Returns 0 or a negative error code.
 ///
 /// # Safety
-/// `fs` is any pointer (checked).
+/// `fs` is any value (checked).
 #[no_mangle]
 pub unsafe extern "C" fn dvrfs_file_close(fs: *mut dvrfs, fd: c_int) -> c_int {
     guard_int(|| {
-        let d = volume(fs)?;
-        let ino = d.ino(fd)?;
-        d.files
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .by_fd
-            .remove(&fd);
+        let d = registry::volume(fs)?;
+        // Out of the table first: a request started on `fd` from now on is -EBADF,
+        // and one started before was submitted before this close (`aio.rs`).
+        let ino = lock(&d.tables).remove_file(fd)?;
         d.vol.run(Op::CloseFile { ino }, None, 0)?;
         Ok(0)
     })
@@ -433,25 +434,27 @@ pub unsafe extern "C" fn dvrfs_file_close(fs: *mut dvrfs, fd: c_int) -> c_int {
 /// A file's size in bytes, or a negative error code.
 ///
 /// # Safety
-/// `fs` is any pointer (checked).
+/// `fs` is any value (checked).
 #[no_mangle]
 pub unsafe extern "C" fn dvrfs_file_size(fs: *mut dvrfs, fd: c_int) -> i64 {
     guard(|| {
-        let d = volume(fs)?;
-        let ino = d.ino(fd)?;
+        let d = registry::volume(fs)?;
+        let ino = lock(&d.tables).ino(fd)?;
         let size = d.vol.stat(ino)?.size_bytes;
         Ok(size as i64)
     })
 }
 
-/// Removes the file at `path`. Returns 0 or a negative error code.
+/// Removes the file at `path`. Returns 0 or a negative error code. A file still open
+/// (a file number or a stream on it) loses its name only: its bytes stay readable and
+/// writable through them, and it is freed when the last of them closes.
 ///
 /// # Safety
-/// `fs` is any pointer (checked); `path` is a NUL-terminated string.
+/// `fs` is any value (checked); `path` is a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn dvrfs_unlink(fs: *mut dvrfs, path: *const c_char) -> c_int {
     guard_int(|| {
-        let d = volume(fs)?;
+        let d = registry::volume(fs)?;
         let (parent, name) = resolve_parent(&d, cstr(path, "the path")?)?;
         d.vol.run(Op::Unlink { parent, name }, None, 0)?;
         Ok(0)
@@ -461,396 +464,14 @@ pub unsafe extern "C" fn dvrfs_unlink(fs: *mut dvrfs, path: *const c_char) -> c_
 /// Makes everything completed so far durable. Returns 0 or a negative error code.
 ///
 /// # Safety
-/// `fs` is any pointer (checked).
+/// `fs` is any value (checked).
 #[no_mangle]
 pub unsafe extern "C" fn dvrfs_fsync(fs: *mut dvrfs) -> c_int {
     guard_int(|| {
-        let d = volume(fs)?;
+        let d = registry::volume(fs)?;
         // Due now (a commit without a deadline waits most of the commit interval).
         d.vol.run(Op::Fsync, Some(std::time::Instant::now()), 0)?;
         Ok(0)
-    })
-}
-
-// ---- asynchronous I/O ----
-
-/// The application's buffer, lent for one request.
-struct CBuf {
-    ptr: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the buffer is the caller's for the request's lifetime and touched only by
-// the dispatcher thread meanwhile (the API's contract).
-unsafe impl Send for CBuf {}
-
-impl ExternalBuf for CBuf {
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: `ptr` is non-NULL, aligned and `len` bytes long, and stays valid and
-        // untouched by the caller until the request is reported done (the contract of
-        // `dvrfs_aio_start`).
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as in `bytes`; only the engine writes it meanwhile.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-/// Starts the request `cb` describes. Returns 0 (then `cb` and its buffer are dvrfs's
-/// until `dvrfs_aio_check` reports it done) or a negative error code (nothing started).
-///
-/// # Safety
-/// `fs` is any pointer (checked); `cb` is NULL or a valid, writable control block whose
-/// `aio_buf` holds `aio_nbytes` bytes.
-#[no_mangle]
-pub unsafe extern "C" fn dvrfs_aio_start(fs: *mut dvrfs, cb: *mut dvrfs_aiocb) -> c_int {
-    guard_int(|| {
-        let d = volume(fs)?;
-        // SAFETY: NULL or valid and writable, by contract.
-        let cb = unsafe { cb.as_mut() }
-            .ok_or_else(|| fail(libc::EFAULT, "the control block is NULL"))?;
-        if cb.aio_buf.is_null() {
-            return Err(fail(libc::EFAULT, "aio_buf is NULL"));
-        }
-        if !(cb.aio_buf as usize).is_multiple_of(DVRFS_ALIGN as usize) {
-            return Err(fail(
-                libc::EINVAL,
-                format!(
-                    "aio_buf {:p} is not aligned to {DVRFS_ALIGN} bytes (allocate it with posix_memalign or aligned_alloc)",
-                    cb.aio_buf
-                ),
-            ));
-        }
-        let len = usize::try_from(cb.aio_nbytes)
-            .ok()
-            .filter(|&n| n > 0 && n <= 1 << 30)
-            .ok_or_else(|| {
-                fail(
-                    libc::EINVAL,
-                    format!("aio_nbytes {} is not 1 to 1 GiB", cb.aio_nbytes),
-                )
-            })?;
-        let ino = d.ino(cb.aio_fildes)?;
-        let buf = IoBuf::External(Box::new(CBuf {
-            ptr: cb.aio_buf.cast(),
-            len,
-        }));
-        let op = match cb.aio_lio_opcode {
-            DVRFS_AIO_READ => Op::Read {
-                ino,
-                offset: cb.aio_offset,
-                buf,
-            },
-            DVRFS_AIO_WRITE => Op::Write {
-                ino,
-                offset: cb.aio_offset,
-                data: buf,
-            },
-            other => {
-                return Err(fail(
-                    libc::EINVAL,
-                    format!("aio_lio_opcode {other} is neither DVRFS_AIO_READ nor DVRFS_AIO_WRITE"),
-                ))
-            }
-        };
-        let t = backend::start_aio(&d.vol, op, cb.aio_deadline, cb.aio_fildes as u32)?;
-        d.running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(t.0);
-        cb.aio_private = t.0;
-        cb.aio_result = -(libc::EINPROGRESS as i64);
-        cb.aio_late = 0;
-        Ok(0)
-    })
-}
-
-/// Checks request `cb`: 1 when it is done (`aio_result`, `aio_late` set; the block and
-/// buffer are the caller's again), 0 while it runs (with `wait` non-zero: waits until
-/// it is done), or a negative error code (`cb` was not started here, or was already
-/// reported done).
-///
-/// # Safety
-/// `fs` is any pointer (checked); `cb` is NULL or a valid, writable control block.
-#[no_mangle]
-pub unsafe extern "C" fn dvrfs_aio_check(
-    fs: *mut dvrfs,
-    cb: *mut dvrfs_aiocb,
-    wait: c_int,
-) -> c_int {
-    guard_int(|| {
-        let d = volume(fs)?;
-        // SAFETY: NULL or valid and writable, by contract.
-        let cb = unsafe { cb.as_mut() }
-            .ok_or_else(|| fail(libc::EFAULT, "the control block is NULL"))?;
-        let id = cb.aio_private;
-        if !d
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&id)
-        {
-            return Err(fail(
-                libc::EINVAL,
-                "this control block is not running here (never started, or already reported done)",
-            ));
-        }
-        let r = d.vol.check(Ticket(id), wait != 0);
-        let (result, late) = match r {
-            Ok(None) => return Ok(0),
-            Ok(Some(done)) => {
-                let n = match &done.output {
-                    Output::Read { bytes, .. } => *bytes as i64,
-                    Output::Write { data } => data.len() as i64,
-                    _ => 0,
-                };
-                (n, done.late)
-            }
-            Err(RuntimeError::Engine(e)) => {
-                set_last(&e.to_string());
-                (
-                    -(e.errno() as i64),
-                    matches!(e, CoreError::DeadlineMissed { .. }),
-                )
-            }
-            Err(e) => return Err(e.into()),
-        };
-        d.running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        cb.aio_result = result;
-        cb.aio_late = late as c_int;
-        Ok(1)
-    })
-}
-
-/// Withdraws request `cb` if it has not reached the device (it then completes with
-/// `-ECANCELED`, reported by `dvrfs_aio_check`). Returns 0, or a negative error code
-/// (`-EBUSY`: too late to cancel; it completes normally).
-///
-/// # Safety
-/// `fs` is any pointer (checked); `cb` is NULL or a valid control block.
-#[no_mangle]
-pub unsafe extern "C" fn dvrfs_aio_cancel(fs: *mut dvrfs, cb: *mut dvrfs_aiocb) -> c_int {
-    guard_int(|| {
-        let d = volume(fs)?;
-        // SAFETY: NULL or valid, by contract.
-        let cb = unsafe { cb.as_ref() }
-            .ok_or_else(|| fail(libc::EFAULT, "the control block is NULL"))?;
-        if !d
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&cb.aio_private)
-        {
-            return Err(fail(libc::EINVAL, "this control block is not running here"));
-        }
-        d.vol.cancel(Ticket(cb.aio_private))?;
-        Ok(0)
-    })
-}
-
-/// Waits until at least one of the `n` requests in `cbs` is done or `timeout_ns`
-/// passes (negative: no limit; 0: just look). Returns how many are done (then
-/// `dvrfs_aio_check` each), or a negative error code.
-///
-/// # Safety
-/// `fs` is any pointer (checked); `cbs` points to `n` pointers to valid control blocks.
-#[no_mangle]
-pub unsafe extern "C" fn dvrfs_aio_poll(
-    fs: *mut dvrfs,
-    cbs: *const *const dvrfs_aiocb,
-    n: c_int,
-    timeout_ns: i64,
-) -> c_int {
-    guard_int(|| {
-        let d = volume(fs)?;
-        if cbs.is_null() || n <= 0 {
-            return Err(fail(libc::EINVAL, "give at least one control block"));
-        }
-        // SAFETY: `cbs` holds `n` pointers, by contract.
-        let list = unsafe { std::slice::from_raw_parts(cbs, n as usize) };
-        let mut tickets = Vec::with_capacity(list.len());
-        {
-            let running = d.running.lock().unwrap_or_else(|e| e.into_inner());
-            for (i, &p) in list.iter().enumerate() {
-                // SAFETY: each is NULL or a valid control block, by contract.
-                let cb = unsafe { p.as_ref() }
-                    .ok_or_else(|| fail(libc::EFAULT, format!("control block {i} is NULL")))?;
-                if !running.contains(&cb.aio_private) {
-                    return Err(fail(
-                        libc::EINVAL,
-                        format!("control block {i} is not running here"),
-                    ));
-                }
-                tickets.push(Ticket(cb.aio_private));
-            }
-        }
-        let timeout = (timeout_ns >= 0).then(|| Duration::from_nanos(timeout_ns as u64));
-        Ok(d.vol.poll(&tickets, timeout)?.len() as i64)
-    })
-}
-
-// ---- streams ----
-
-/// Opens a stream reservation on file `fd`: admitted (returns a stream number >= 0 and
-/// fills `*info` when it is not NULL), or refused (`-EBUSY`: the device's real-time
-/// share cannot take it, `dvrfs_last_error` says what is left; `-ENOSPC`: a recording's
-/// `reserve_bytes` do not fit).
-///
-/// # Safety
-/// `fs` is any pointer (checked); `spec` is NULL or valid; `info` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn dvrfs_stream_open(
-    fs: *mut dvrfs,
-    fd: c_int,
-    spec: *const dvrfs_stream_spec,
-    info: *mut dvrfs_stream_info,
-) -> c_int {
-    guard_int(|| {
-        let d = volume(fs)?;
-        let ino = d.ino(fd)?;
-        // SAFETY: NULL or valid, by contract.
-        let s = unsafe { spec.as_ref() }
-            .ok_or_else(|| fail(libc::EFAULT, "the stream spec is NULL"))?;
-        let dir = match s.direction {
-            DVRFS_STREAM_READ => StreamDir::Read,
-            DVRFS_STREAM_WRITE => StreamDir::Write,
-            other => {
-                return Err(fail(
-                    libc::EINVAL,
-                    format!(
-                        "direction {other} is neither DVRFS_STREAM_READ nor DVRFS_STREAM_WRITE"
-                    ),
-                ))
-            }
-        };
-        let got = d.vol.open_stream(
-            ino,
-            StreamSpec {
-                dir,
-                rate_bps: s.rate_bps,
-                request_bytes: if s.request_bytes == 0 {
-                    512 << 10
-                } else {
-                    s.request_bytes
-                },
-                buffer_bytes: (s.buffer_bytes > 0).then_some(s.buffer_bytes),
-                reserve_bytes: s.reserve_bytes,
-                start_bytes: s.start_bytes,
-                durable_ns: (s.durable_ns > 0).then_some(s.durable_ns),
-            },
-        )?;
-        // SAFETY: NULL or writable, by contract.
-        if let Some(out) = unsafe { info.as_mut() } {
-            *out = dvrfs_stream_info {
-                depth: got.depth,
-                buffer_bytes: got.buffer_bytes,
-                slack_ns: got.slack_ns,
-                load: got.load,
-            };
-        }
-        Ok(got.id as i64)
-    })
-}
-
-/// Reads up to `len` bytes from a playback stream into `buf` (any alignment), at most
-/// at the stream's rate. Returns the bytes read (0 at the end of the file) or a negative
-/// error code.
-///
-/// # Safety
-/// `fs` is any pointer (checked); `buf` holds `len` writable bytes.
-#[no_mangle]
-pub unsafe extern "C" fn dvrfs_stream_read(
-    fs: *mut dvrfs,
-    sid: c_int,
-    buf: *mut c_void,
-    len: usize,
-) -> i64 {
-    guard(|| {
-        let d = volume(fs)?;
-        if buf.is_null() {
-            return Err(fail(libc::EFAULT, "the buffer is NULL"));
-        }
-        let op = Op::StreamRead {
-            stream: sid as u32,
-            buf: IoBuf::zeroed(len),
-        };
-        match d.vol.run(op, None, 0)? {
-            Output::Read { buf: b, bytes } => {
-                let src = b.bytes().ok_or_else(|| fail(libc::EIO, "no bytes"))?;
-                // SAFETY: `buf` holds `len >= bytes` writable bytes, by contract.
-                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), buf.cast(), bytes) };
-                Ok(bytes as i64)
-            }
-            o => Err(fail(libc::EIO, format!("stream read returned {o:?}"))),
-        }
-    })
-}
-
-/// Writes `len` bytes from `buf` (any alignment) to a recording stream, at most at its
-/// rate (the call returns once they are in the stream's buffer). Returns `len` or a
-/// negative error code.
-///
-/// # Safety
-/// `fs` is any pointer (checked); `buf` holds `len` readable bytes.
-#[no_mangle]
-pub unsafe extern "C" fn dvrfs_stream_write(
-    fs: *mut dvrfs,
-    sid: c_int,
-    buf: *const c_void,
-    len: usize,
-) -> i64 {
-    guard(|| {
-        let d = volume(fs)?;
-        if buf.is_null() {
-            return Err(fail(libc::EFAULT, "the buffer is NULL"));
-        }
-        // SAFETY: `buf` holds `len` readable bytes, by contract.
-        let data = IoBuf::from_slice(unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) });
-        d.vol.run(
-            Op::StreamWrite {
-                stream: sid as u32,
-                data,
-            },
-            None,
-            0,
-        )?;
-        Ok(len as i64)
-    })
-}
-
-/// Closes a stream (a recording's last requests are written and waited for) and fills
-/// `*stats` when it is not NULL. Returns 0 or a negative error code.
-///
-/// # Safety
-/// `fs` is any pointer (checked); `stats` is NULL or writable.
-#[no_mangle]
-pub unsafe extern "C" fn dvrfs_stream_close(
-    fs: *mut dvrfs,
-    sid: c_int,
-    stats: *mut dvrfs_stream_stats,
-) -> c_int {
-    guard_int(|| {
-        let d = volume(fs)?;
-        match d.vol.run(Op::StreamClose { stream: sid as u32 }, None, 0)? {
-            Output::StreamClosed(s) => {
-                // SAFETY: NULL or writable, by contract.
-                if let Some(out) = unsafe { stats.as_mut() } {
-                    *out = dvrfs_stream_stats {
-                        requests: s.requests,
-                        late: s.late,
-                        stalls: s.stalls,
-                        min_margin_ns: s.min_margin_ns.unwrap_or(i64::MAX),
-                        app_bytes: s.app_bytes,
-                    };
-                }
-                Ok(0)
-            }
-            o => Err(fail(libc::EIO, format!("stream close returned {o:?}"))),
-        }
     })
 }
 
@@ -881,6 +502,7 @@ pub extern "C" fn dvrfs_strerror(err: c_int) -> *const c_char {
         libc::EACCES => c"permission denied",
         libc::EFBIG => c"file too large",
         libc::ENAMETOOLONG => c"name too long",
+        libc::EMFILE => c"too many files or streams open on this handle",
         libc::EIO => c"I/O error or internal error (see dvrfs_last_error)",
         libc::EINPROGRESS => c"request in progress",
         _ => c"unknown error",
