@@ -71,6 +71,7 @@ fn a_recording_keeps_its_inode_after_the_last_name_goes() {
         e.volume().is_orphan(old),
         "the stream holds the file: it lives on without a name"
     );
+    e.check().unwrap();
     // The old inode number is not free, so the new file cannot get it.
     let new = d.create(&mut e, "new.ts");
     assert_ne!(
@@ -162,6 +163,9 @@ fn a_second_recording_on_a_file_is_refused_while_the_first_is_open() {
     );
     // A playback beside the recording is fine (following it as it grows).
     let play = open(&mut e, &mut d, ino, StreamDir::Read).unwrap();
+    // Both streams hold the file: the engine's own check says so.
+    e.check().unwrap();
+    assert_eq!(e.volume().open_count(ino), 2);
     write(&mut e, &mut d, first.id, &[3u8; 300_000]);
     d.run(&mut e, Op::StreamClose { stream: first.id }).unwrap();
     // Once the first is closed (its bytes written), the next recording goes on.

@@ -533,6 +533,7 @@ impl Engine {
     pub fn check(&self) -> std::result::Result<(), String> {
         self.sched.check()?;
         self.vol.check_invariants()?;
+        self.check_holds()?;
         let held = self.pieces.len() as u64;
         let sched_held = self.sched.queued() + self.sched.in_flight_requests();
         if held != sched_held {

@@ -158,6 +158,11 @@ impl Volume {
             .then_some(ino)
     }
 
+    /// How many holders (handles, streams) have `ino` open.
+    pub fn open_count(&self, ino: Ino) -> u32 {
+        self.open_refs.get(&ino).copied().unwrap_or(0)
+    }
+
     /// Whether `ino` is open and has no name left.
     pub fn is_orphan(&self, ino: Ino) -> bool {
         self.orphans.contains(&ino)

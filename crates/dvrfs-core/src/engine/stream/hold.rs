@@ -49,6 +49,29 @@ impl Engine {
         }
     }
 
+    /// Every stream holds its file, and a file has at most one recording: the
+    /// bookkeeping `Engine::check` verifies.
+    pub(in crate::engine) fn check_holds(&self) -> std::result::Result<(), String> {
+        let mut per_file: std::collections::BTreeMap<Ino, (u32, u32)> = Default::default();
+        for s in self.streams.values() {
+            let e = per_file.entry(s.info.ino).or_default();
+            e.0 += 1;
+            e.1 += u32::from(s.info.dir == StreamDir::Write);
+        }
+        for (ino, (streams, recordings)) in per_file {
+            let held = self.vol.open_count(ino);
+            if held < streams {
+                return Err(format!(
+                    "inode {ino} has {streams} streams but is held open {held} times"
+                ));
+            }
+            if recordings > 1 {
+                return Err(format!("inode {ino} has {recordings} recordings"));
+            }
+        }
+        Ok(())
+    }
+
     /// The admitted stream takes its hold on `ino`.
     pub(super) fn stream_hold(&mut self, ino: Ino) -> Result<()> {
         self.vol.open_file(ino)
