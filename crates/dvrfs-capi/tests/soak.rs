@@ -33,6 +33,8 @@ const THREADS: usize = 8;
 const NAMES: u64 = 4;
 /// A file grows to at most this (the model is kept in memory).
 const MAX_FILE_BYTES: usize = 2 << 20;
+/// A file left with a name at the end, and the bytes its model says it holds.
+type Named = (String, Vec<u8>);
 /// File numbers a thread holds at most.
 const MAX_FDS_PER_THREAD: usize = 6;
 
@@ -411,7 +413,7 @@ impl Worker {
 
     /// Closes everything, checking each file as its last number goes: the named
     /// files and their models.
-    fn finish(mut self) -> (Vec<(String, Vec<u8>)>, BTreeMap<&'static str, u64>) {
+    fn finish(mut self) -> (Vec<Named>, BTreeMap<&'static str, u64>) {
         while let Some(i) = self.pick(|o| o.stream.is_some()) {
             let sid = self.objs[i].stream.take().expect("picked one").sid;
             // SAFETY: NULL stats.
@@ -436,7 +438,7 @@ impl Worker {
 }
 
 /// Reads every named file back and compares it with its model.
-fn check_all(fs: *mut Dvrfs, files: &[(String, Vec<u8>)], when: &str) {
+fn check_all(fs: *mut Dvrfs, files: &[Named], when: &str) {
     for (name, data) in files {
         let p = c(name);
         // SAFETY: the handle, a NUL-terminated path.
