@@ -228,6 +228,13 @@ fn refused_hint(e: CliError, interval_bound: bool) -> CliError {
 fn open_stream(rt: &Handle, ino: u32, spec: StreamSpec) -> CliResult<StreamInfo> {
     match rt.open_stream(ino, spec) {
         Ok(i) => Ok(i),
+        Err(dvrfs_runtime::RuntimeError::Engine(e @ CoreError::Refused(_)))
+            if e.to_string().contains(dvrfs_core::engine::RECORDING_BUSY) =>
+        {
+            Err(CliError::from(e).hint(
+                "another program is recording into this file: wait until it ends, or record into another file",
+            ))
+        }
         Err(dvrfs_runtime::RuntimeError::Engine(e @ CoreError::Refused(_))) => {
             let interval_bound = e.to_string().contains("longer durability interval");
             Err(refused_hint(CliError::from(e), interval_bound))

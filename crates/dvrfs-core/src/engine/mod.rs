@@ -64,6 +64,7 @@ pub use status::{
 pub use stream::{
     gather_period_ns, stream_ask, GatherMode, StreamDir, StreamId, StreamInfo, StreamSpec,
     StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS, MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
+    RECORDING_BUSY,
 };
 
 use crate::alloc::Ino;

@@ -49,6 +49,7 @@ mod recording;
 mod tail_log;
 
 pub use admit::{gather_period_ns, stream_ask, GatherMode};
+pub use hold::RECORDING_BUSY;
 pub(super) use hold::STREAM_RELEASE_OWNER;
 pub use recording::GATHER_LEAD_NS;
 pub(super) use tail_log::InFlightUnlogged;

@@ -23,6 +23,10 @@
 use super::super::{Engine, Now, Op};
 use super::{Error, Ino, Result, StreamDir, StreamId, StreamSpec};
 
+/// Words of the refusal of a second recording on a file, for drivers that explain
+/// it in their own terms (the CLI's hint).
+pub const RECORDING_BUSY: &str = "already has a recording";
+
 /// Owner of the `CloseFile` that frees an orphan a finished stream held last: its
 /// completion is the engine's, never a driver's.
 pub(in crate::engine) const STREAM_RELEASE_OWNER: u32 = 0x7FFF_FFFD;
@@ -44,7 +48,7 @@ impl Engine {
         match self.recording_on(ino) {
             None => Ok(()),
             Some(sid) => Err(Error::Refused(format!(
-                "file inode {ino} already has a recording (stream {sid}): a file takes one write stream at a time (two would interleave their bytes); close that stream first, or record into another file"
+                "file inode {ino} {RECORDING_BUSY} (stream {sid}): a file takes one write stream at a time (two would interleave their bytes); close that stream first, or record into another file"
             ))),
         }
     }
