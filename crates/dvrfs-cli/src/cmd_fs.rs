@@ -389,24 +389,52 @@ fn mkfs_summary(target: &Path, sb: &Superblock) -> String {
     )
 }
 
+/// One run of the check on `target`; the core's error is kept apart from the CLI's
+/// own so that the caller can act on a truncated image.
+fn run_fsck(
+    target: &Path,
+    repair: bool,
+) -> Result<CliResult<FsckReport>, dvrfs_core::Error> {
+    let access = if repair { Access::Write } else { Access::Read };
+    let dev = match open_device(target, access) {
+        Ok(dev) => dev,
+        Err(e) => return Ok(Err(e)),
+    };
+    let pb = progress(0, false, "checking metadata");
+    let (report, _dev) = dvrfs_core::fs::fsck::fsck(dev, repair, &mut |done, total| {
+        pb.set_length(total);
+        pb.set_position(done);
+    })?;
+    pb.finish_and_clear();
+    Ok(Ok(report))
+}
+
 pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
     let target = a.target.as_path();
-    let run = || -> CliResult<FsckReport> {
-        let access = if a.repair {
-            Access::Write
-        } else {
-            Access::Read
-        };
-        let dev = open_device(target, access)?;
-        let pb = progress(0, false, "checking metadata");
-        let (report, _dev) = dvrfs_core::fs::fsck::fsck(dev, a.repair, &mut |done, total| {
-            pb.set_length(total);
-            pb.set_position(done);
-        })?;
-        pb.finish_and_clear();
-        Ok(report)
+    let report = match run_fsck(target, a.repair) {
+        // A truncated image: the repair gives it its size back first (an image file
+        // only; a block device cannot grow, and its error says what to do).
+        Err(dvrfs_core::Error::Truncated {
+            volume_bytes,
+            device_bytes,
+        }) if a.repair && !dvrfs_io::is_block_device(target) => {
+            FileDevice::create_image(target, volume_bytes)
+                .map_err(|e| CliError::from(e).exit_code(FSCK_EXIT_OPERATIONAL))?;
+            outln!(
+                "{}: extended from {} to {} bytes: it was {} short of the volume (the missing part now reads as zeros: files that had data there fail their data checksums there, and `dvrfs scrub {}` lists them)",
+                target.display(),
+                device_bytes,
+                volume_bytes,
+                human_bytes(volume_bytes - device_bytes),
+                target.display()
+            );
+            run_fsck(target, true)
+        }
+        other => other,
     };
-    let report = run().map_err(|e| e.exit_code(FSCK_EXIT_OPERATIONAL))?;
+    let report = report
+        .unwrap_or_else(|e| Err(e.into()))
+        .map_err(|e| e.exit_code(FSCK_EXIT_OPERATIONAL))?;
     let code = report.exit_code() as u8;
     if a.json {
         print_json(&json!({
@@ -500,7 +528,11 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
             );
         }
     }
-    if report.remaining > 0 {
+    if let Some((volume_bytes, device_bytes)) = report.truncated {
+        // The one finding on a truncated image: say what it takes to check the rest.
+        crate::error::truncated(&target.display().to_string(), volume_bytes, device_bytes)
+            .print();
+    } else if report.remaining > 0 {
         let err = CliError::new(format!(
             "{} has {} error(s) left uncorrected",
             target.display(),

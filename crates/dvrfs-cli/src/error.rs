@@ -164,6 +164,22 @@ impl From<CoreError> for CliError {
             .hint(format!(
                 "copy every readable byte with `dvrfs get --salvage {t} PATH LOCAL`; `dvrfs scrub {t}` checks the whole volume"
             )),
+            CoreError::Truncated {
+                volume_bytes,
+                device_bytes,
+            } => truncated(t, volume_bytes, device_bytes),
+            CoreError::PastEnd {
+                ino,
+                offset,
+                end,
+                device_bytes,
+            } => CliError::new(format!(
+                "{FILE_PLACEHOLDER}: bytes {offset} to {end} lie past the end of {t}, which holds only the first {} ({device_bytes} bytes) of the volume (inode {ino}; a truncated image)",
+                human_bytes(device_bytes)
+            ))
+            .hint(format!(
+                "copy every byte that is there with `dvrfs get --salvage {t} PATH LOCAL`; `dvrfs fsck {t}` says how to restore the image's size"
+            )),
             CoreError::ReadOnly => CliError::new(format!("{t} was opened read-only for a change (a dvrfs bug)")),
             // The rest (exists, not a directory, invalid name, loop, ...) already say
             // all there is to say. A catch-all rather than a list, so that a variant the
@@ -171,6 +187,27 @@ impl From<CoreError> for CliError {
             e => CliError::new(e.to_string()),
         }
     }
+}
+
+/// The device `t` is shorter than the volume on it: what was wrong, and for an image
+/// file how to give it its size back (`fsck --repair` does it itself); a block device
+/// cannot be extended, so only reading what is intact is offered.
+pub fn truncated(t: &str, volume_bytes: u64, device_bytes: u64) -> CliError {
+    let missing = volume_bytes - device_bytes;
+    let err = CliError::new(format!(
+        "{t} is {} ({missing} bytes) shorter than the volume on it: the volume spans {} ({volume_bytes} bytes), {t} holds {} ({device_bytes} bytes)",
+        human_bytes(missing),
+        human_bytes(volume_bytes),
+        human_bytes(device_bytes)
+    ));
+    if dvrfs_io::is_block_device(Path::new(t)) {
+        return err.hint(format!(
+            "this device is smaller than the one the volume was made on (a resized partition, or another device?); what it holds can be read (ls, stat, get); to repair, copy it to an image file (dd if={t} of=rec.img bs=1M), then `dvrfs fsck --repair rec.img`"
+        ));
+    }
+    err.hint(format!(
+        "what is intact can be read now (ls, stat, get); `dvrfs fsck --repair {t}` extends the image to {volume_bytes} bytes (the missing part reads as zeros) and repairs it, or do it yourself: truncate -s {volume_bytes} {t}, then dvrfs fsck --repair {t}"
+    ))
 }
 
 impl From<dvrfs_runtime::RuntimeError> for CliError {

@@ -71,6 +71,22 @@ pub enum Error {
     /// power loss. Never served.
     #[error("inode {ino}: bytes {offset} to {end} fail their data checksum (damaged on the disk, or a rewrite cut by a power loss)")]
     Checksum { ino: u32, offset: u64, end: u64 },
+    /// The device is shorter than the volume its superblock describes (an image file
+    /// cut short by a full disk or a careless `truncate`, a copy that stopped). Only
+    /// a read-only open goes on: it serves what lies on the device
+    /// ([`Error::PastEnd`] for the rest). Writing would place data and metadata
+    /// copies where the device has nothing.
+    #[error("the volume spans {volume_bytes} bytes but the device holds only {device_bytes}: its last {} bytes are missing (a truncated image?)", volume_bytes - device_bytes)]
+    Truncated { volume_bytes: u64, device_bytes: u64 },
+    /// A read reached file bytes whose data block lies past the end of a truncated
+    /// device ([`Error::Truncated`]). Never served as zeros.
+    #[error("inode {ino}: bytes {offset} to {end} lie past the end of the device, which holds only {device_bytes} bytes of the volume (a truncated image)")]
+    PastEnd {
+        ino: u32,
+        offset: u64,
+        end: u64,
+        device_bytes: u64,
+    },
 }
 
 impl Error {
@@ -103,6 +119,7 @@ impl Error {
             Error::QueueFull { .. } => 11,      // EAGAIN
             Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
             Error::DataLost { .. } | Error::Checksum { .. } => 5, // EIO
+            Error::Truncated { .. } | Error::PastEnd { .. } => 5,  // EIO
         }
     }
 }

@@ -318,6 +318,14 @@ impl Volume {
                             len: l,
                         }
                     };
+                    if base + b > self.present_bytes {
+                        return Err(Error::PastEnd {
+                            ino,
+                            offset: pos,
+                            end: pos + l as u64,
+                            device_bytes: self.present_bytes,
+                        });
+                    }
                     let mut io = PlannedIo::new(base + a, b - a, fill);
                     io.checks = checks
                         .into_iter()

@@ -43,6 +43,9 @@ pub struct FsckReport {
     /// not be used is listed in its problems, not as an error: what it held is lost,
     /// and the lost-tail lines count it.
     pub tail_log: super::tail_log::TailLogReport,
+    /// The device is shorter than the volume (the volume's bytes, the device's): the
+    /// one error reported, for only extending the image lets the check go on.
+    pub truncated: Option<(u64, u64)>,
 }
 
 /// A file's path and its lost byte ranges `[start, end)`.
@@ -114,6 +117,26 @@ pub fn fsck<D: Device>(
         fixable: vec![],
     };
     let report = fs.load_report().clone();
+    // A truncated device (only a read-only open gets here; `--repair` is refused with
+    // `Error::Truncated`, for the caller to extend the image first): the backup
+    // region and the end-of-device copy are gone, so the check proper would report
+    // everything past the end as damage. That one finding says what to do.
+    if let Some((volume_bytes, device_bytes)) = report.truncated {
+        let msg = Error::Truncated {
+            volume_bytes,
+            device_bytes,
+        }
+        .to_string();
+        return Ok((
+            FsckReport {
+                errors: vec![msg],
+                remaining: 1,
+                truncated: report.truncated,
+                ..Default::default()
+            },
+            None,
+        ));
+    }
     let (vol, dev) = fs.parts_mut();
     vol.in_fsck = true;
     let sb_fine = matches!(report.superblock_from, "primary" | "journal");
@@ -222,6 +245,7 @@ pub fn fsck<D: Device>(
         tails_left_out: report.tails_left_out,
         crashed: report.crashed(),
         tail_log: report.tail_log.clone(),
+        truncated: None,
     };
     if repair {
         fs.sync()?;

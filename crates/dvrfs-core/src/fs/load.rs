@@ -73,6 +73,9 @@ pub struct LoadReport {
     /// What the tail log held (`fs/tail_log.rs`): records, what replay writes, what
     /// could not be used.
     pub tail_log: super::tail_log::TailLogReport,
+    /// The device is shorter than the volume: (the volume's bytes, the device's).
+    /// Only a read-only open gets this far; reads past the device's end fail.
+    pub truncated: Option<(u64, u64)>,
 }
 
 /// Inode-table blocks a loader reads past the superblock's mark (1 MiB, one bulk
@@ -449,12 +452,19 @@ impl Volume {
             superblock_note,
             ..Default::default()
         };
+        // A device shorter than the volume (a truncated image): a read-only open
+        // serves what is there, each read past the end failing for its file
+        // (`Error::PastEnd`); a writable one is refused, for its writes and its
+        // metadata copies would go where the device has nothing.
         if sb.device_bytes > dev.size_bytes() {
-            return Err(Error::Corrupt(format!(
-                "the file system spans {} bytes but the device holds only {} (truncated image?)",
-                sb.device_bytes,
-                dev.size_bytes()
-            )));
+            let truncated = Error::Truncated {
+                volume_bytes: sb.device_bytes,
+                device_bytes: dev.size_bytes(),
+            };
+            if opts.writable {
+                return Err(truncated);
+            }
+            report.truncated = Some((sb.device_bytes, dev.size_bytes()));
         }
         let mut journal = read_journal(dev, &sb)?;
         if let Some(Err(why)) = journal.as_ref().map(|r| journal_superblock(r, &sb)) {
@@ -508,6 +518,7 @@ impl Volume {
             tail_floors: BTreeMap::new(),
             tail_replay: Vec::new(),
             tail_read: BTreeMap::new(),
+            present_bytes: dev.size_bytes().min(sb.device_bytes),
             sb: sb.clone(),
         };
         let partial = match &opts.only_paths {

@@ -204,6 +204,9 @@ pub struct Info {
 /// docs). It knows the layout but never touches a device after [`Volume::load`].
 pub struct Volume {
     sb: Superblock,
+    /// The bytes of the volume the device holds: all of it (`sb.device_bytes`), or
+    /// less on a truncated image opened read-only, whose reads past it fail.
+    present_bytes: u64,
     writable: bool,
     inodes: BTreeMap<Ino, Inode>,
     dirs: HashMap<Ino, Dir>,

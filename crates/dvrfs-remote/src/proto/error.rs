@@ -152,6 +152,20 @@ fn encode_core(e: &mut Enc, c: &CoreError) {
         C::Checksum { ino, offset, end } => {
             e.u8(26).u32(*ino).u64(*offset).u64(*end);
         }
+        C::Truncated {
+            volume_bytes,
+            device_bytes,
+        } => {
+            e.u8(27).u64(*volume_bytes).u64(*device_bytes);
+        }
+        C::PastEnd {
+            ino,
+            offset,
+            end,
+            device_bytes,
+        } => {
+            e.u8(28).u32(*ino).u64(*offset).u64(*end).u64(*device_bytes);
+        }
     }
 }
 
@@ -213,6 +227,16 @@ fn decode_core(d: &mut Dec) -> DecResult<CoreError> {
             ino: d.u32("ino")?,
             offset: d.u64("offset")?,
             end: d.u64("end")?,
+        },
+        27 => C::Truncated {
+            volume_bytes: d.u64("volume")?,
+            device_bytes: d.u64("device")?,
+        },
+        28 => C::PastEnd {
+            ino: d.u32("ino")?,
+            offset: d.u64("offset")?,
+            end: d.u64("end")?,
+            device_bytes: d.u64("device")?,
         },
         v => return Err(Malformed(format!("engine error kind {v}"))),
     })
