@@ -20,8 +20,9 @@ use crate::target::{open_device, Access};
 pub struct CalibrateArgs {
     /// Block device or image file to measure (only read)
     pub device: PathBuf,
-    /// Name of the model (default: the device's file name)
-    #[arg(long)]
+    /// Name of the model, 1 to 64 bytes without control characters (default: the
+    /// device's file name)
+    #[arg(long, value_parser = parse_model_name)]
     pub name: Option<String>,
     /// Print the model as JSON on stdout (save it: `> disk.json`)
     #[arg(long)]
@@ -56,14 +57,44 @@ impl Probe for Timed {
     }
 }
 
+/// `--name`: what a disk model accepts as its name, checked before the device is
+/// measured (a minute or more) rather than found wanting after.
+fn parse_model_name(s: &str) -> Result<String, String> {
+    use dvrfs_core::disk::model::MAX_NAME_BYTES;
+    if s.is_empty() || s.len() > MAX_NAME_BYTES {
+        return Err(format!(
+            "a model name is 1 to {MAX_NAME_BYTES} bytes long; this one has {} (e.g. --name sdb-wd40)",
+            s.len()
+        ));
+    }
+    if s.chars().any(char::is_control) {
+        return Err("a model name must not contain control characters (tabs, newlines, ...)".into());
+    }
+    Ok(s.to_string())
+}
+
+/// The default name: the device's file name, with what a name may not hold replaced
+/// (`fit` cuts it to the longest name a model takes).
+fn default_model_name(device: &std::path::Path) -> String {
+    let name: String = device
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_control() { '_' } else { c })
+        .collect();
+    match name.is_empty() {
+        true => "calibrated".into(),
+        false => name,
+    }
+}
+
 pub fn calibrate(a: &CalibrateArgs) -> CliResult<u8> {
     let dev = open_device(&a.device, Access::Read)?;
-    let name = a.name.clone().unwrap_or_else(|| {
-        a.device
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "calibrated".into())
-    });
+    let name = a
+        .name
+        .clone()
+        .unwrap_or_else(|| default_model_name(&a.device));
     let (cap, sector) = (dev.size_bytes(), dev.sector_bytes());
     let pb = crate::output::progress(1, false, "calibrate");
     let mut probe = Timed {

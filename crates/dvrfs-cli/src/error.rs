@@ -113,8 +113,16 @@ impl From<CoreError> for CliError {
         match e {
             CoreError::Io { what, source } => CliError::new(format!("I/O error on {t} while {what}: {source}"))
                 .hint(format!("check the device and the kernel log (dmesg), then run `dvrfs fsck {t}`")),
-            CoreError::NotDvrfs(why) => CliError::new(format!("{t} is not a dvrfs file system ({why})"))
-                .hint(format!("create one with `dvrfs mkfs {t}` first (this erases what is there)")),
+            CoreError::NotDvrfs(why) => {
+                // An image file's own size (the core sees whole 4 KiB blocks only).
+                let size = std::fs::metadata(t)
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map_or(String::new(), |m| format!(", {} bytes,", m.len()));
+                CliError::new(format!("{t}{size} is not a dvrfs file system ({why})")).hint(format!(
+                    "give the image or device that holds the volume; `dvrfs mkfs {t}` makes one there (this erases what is there; an image file also needs --size, e.g. 64G)"
+                ))
+            }
             CoreError::Corrupt(why) => CliError::new(format!("{t} has corrupt metadata: {why}"))
                 .hint(format!("run `dvrfs fsck --repair {t}`")),
             CoreError::TooSmall {

@@ -71,6 +71,10 @@ pub enum Error {
     /// power loss. Never served.
     #[error("inode {ino}: bytes {offset} to {end} fail their data checksum (damaged on the disk, or a rewrite cut by a power loss)")]
     Checksum { ino: u32, offset: u64, end: u64 },
+    /// A symlink target longer than one metadata block holds
+    /// ([`crate::format::dir::MAX_SYMLINK_BYTES`]): ENAMETOOLONG, as a name too long.
+    #[error("symlink target is {len} bytes long; the limit is {max} bytes")]
+    TargetTooLong { len: usize, max: usize },
     /// The device is shorter than the volume its superblock describes (an image file
     /// cut short by a full disk or a careless `truncate`, a copy that stopped). Only
     /// a read-only open goes on: it serves what lies on the device
@@ -120,6 +124,7 @@ impl Error {
             Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
             Error::DataLost { .. } | Error::Checksum { .. } => 5, // EIO
             Error::Truncated { .. } | Error::PastEnd { .. } => 5,  // EIO
+            Error::TargetTooLong { .. } => 36,                      // ENAMETOOLONG
         }
     }
 }

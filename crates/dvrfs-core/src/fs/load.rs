@@ -239,8 +239,11 @@ fn decode_copy(
 fn read_superblock<D: Device>(dev: &D) -> Result<(Superblock, &'static str, Option<String>)> {
     let size = dev.size_bytes() / META_BLOCK_BYTES as u64 * META_BLOCK_BYTES as u64;
     if size < 2 * META_BLOCK_BYTES as u64 {
+        // `size` counts whole blocks only: a few bytes of text count as 0, which is
+        // no size to show (the caller knows the file's own).
         return Err(Error::NotDvrfs(format!(
-            "the device holds only {size} bytes"
+            "too small to be one: a dvrfs volume starts with a {META_BLOCK_BYTES}-byte superblock and ends with its copy, and {} whole blocks fit here",
+            size / META_BLOCK_BYTES as u64
         )));
     }
     let end = size - META_BLOCK_BYTES as u64;

@@ -331,10 +331,15 @@ impl Volume {
         gid: u32,
         now_ns: i64,
     ) -> Result<Ino> {
-        if target.is_empty() || target.len() > MAX_SYMLINK_BYTES {
+        if target.len() > MAX_SYMLINK_BYTES {
+            return Err(Error::TargetTooLong {
+                len: target.len(),
+                max: MAX_SYMLINK_BYTES,
+            });
+        }
+        if target.is_empty() {
             return Err(Error::InvalidArgument(format!(
-                "symlink target of {} bytes (1 to {MAX_SYMLINK_BYTES})",
-                target.len()
+                "an empty symlink target (1 to {MAX_SYMLINK_BYTES} bytes)"
             )));
         }
         if self.meta.free_blocks() < 2 {

@@ -158,6 +158,9 @@ fn encode_core(e: &mut Enc, c: &CoreError) {
         } => {
             e.u8(27).u64(*volume_bytes).u64(*device_bytes);
         }
+        C::TargetTooLong { len, max } => {
+            e.u8(29).u64(*len as u64).u64(*max as u64);
+        }
         C::PastEnd {
             ino,
             offset,
@@ -237,6 +240,10 @@ fn decode_core(d: &mut Dec) -> DecResult<CoreError> {
             offset: d.u64("offset")?,
             end: d.u64("end")?,
             device_bytes: d.u64("device")?,
+        },
+        29 => C::TargetTooLong {
+            len: d.u64("len")? as usize,
+            max: d.u64("max")? as usize,
         },
         v => return Err(Malformed(format!("engine error kind {v}"))),
     })
