@@ -233,21 +233,28 @@ pub fn mount(a: &MountArgs) -> CliResult<u8> {
         Ok((p, true)) => p,
         // A FUSE mount whose daemon died answers every look with ENOTCONN.
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            return Err(crate::target::dead_mount(&a.mountpoint))
+        }
+        Ok((_, false)) => {
             return Err(CliError::new(format!(
-                "{}: {e}: a mount whose daemon has stopped is still there",
+                "{}: not a directory",
                 a.mountpoint.display()
             ))
-            .hint(format!(
-                "unmount it first: umount -l {}",
-                a.mountpoint.display()
-            )))
+            .hint("mount on a directory (an empty one: what it holds is hidden while mounted)"))
         }
-        _ => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(
-                CliError::new(format!("{}: not a directory", a.mountpoint.display())).hint(
+                CliError::new(format!("{}: no such directory", a.mountpoint.display())).hint(
                     format!("create it first: mkdir -p {}", a.mountpoint.display()),
                 ),
             )
+        }
+        Err(e) => {
+            return Err(crate::error::local_io(
+                &a.mountpoint,
+                "cannot use the mount point",
+                e,
+            ))
         }
     };
     // A second mount on the directory would hide the first, and one `umount` would

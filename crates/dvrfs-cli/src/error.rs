@@ -295,6 +295,9 @@ impl From<OpenError> for CliError {
             ))
             .hint("give a --size of at least a few MiB, e.g. 64M"),
             e @ OpenError::UnsupportedSectorSize { .. } => CliError::new(e.to_string()),
+            OpenError::Io { path, source } if source.raw_os_error() == Some(libc::ENOTCONN) => {
+                crate::target::dead_mount(&path)
+            }
             OpenError::Io { path, source } => CliError::new(format!("I/O error on {}: {source}", path.display())),
         }
     }

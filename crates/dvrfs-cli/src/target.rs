@@ -344,6 +344,40 @@ pub fn mounted_at(path: &Path) -> Option<PathBuf> {
     })
 }
 
+/// The error for `path`, a FUSE mount whose daemon has stopped (killed, crashed):
+/// every look at it fails with ENOTCONN ("Transport endpoint is not connected") until
+/// it is unmounted. Says what it is, what was mounted there if the mount table names
+/// it, and how to take it away.
+pub fn dead_mount(path: &Path) -> CliError {
+    // `canonicalize` fails on the mount point itself; its parent resolves.
+    let dir = match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => {
+            let parent = if parent.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                parent
+            };
+            std::fs::canonicalize(parent).ok().map(|p| p.join(name))
+        }
+        _ => std::fs::canonicalize(path).ok(),
+    };
+    let what = dir
+        .and_then(|d| mount_on(&d))
+        .map(|m| match m.fstype.as_str() {
+            "fuse.dvrfs" | "fuse" => format!(" (it was the dvrfs mount of {})", m.source),
+            t => format!(" (it was a {t} mount of {})", m.source),
+        })
+        .unwrap_or_default();
+    CliError::new(format!(
+        "{} is a FUSE mount whose daemon has stopped{what}: every access to it fails with `Transport endpoint is not connected`",
+        path.display()
+    ))
+    .hint(format!(
+        "unmount it: fusermount3 -uz {p} (or, as root, umount -l {p}); then mount the volume again (a dvrfs volume replays its journal: nothing committed is lost)",
+        p = path.display()
+    ))
+}
+
 /// What is mounted on the directory `dir` (canonical), if it is a mount point: the
 /// latest mount there, the one its path shows.
 pub fn mount_on(dir: &Path) -> Option<MountEntry> {

@@ -1026,7 +1026,12 @@ fn bad_mounts_are_refused_with_the_reason() {
     assert!(stderr(&o).contains("No such file"), "{}", stderr(&o));
     let o = mount(&img, &dir.path().join("nodir"), &[]);
     assert_eq!(code(&o), 1);
+    assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("mkdir -p"), "{}", stderr(&o));
+    let o = mount(&img, &img, &[]);
+    assert_eq!(code(&o), 1);
     assert!(stderr(&o).contains("not a directory"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("mkdir"), "{}", stderr(&o));
     let o = mount(&img, &mnt, &["-o", "colour=blue"]);
     assert_eq!(code(&o), 2);
     assert!(
