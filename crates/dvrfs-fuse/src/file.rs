@@ -130,10 +130,29 @@ impl ExternalBuf for Chunk {
 pub type Errno = i32;
 
 pub fn errno_of(e: &RuntimeError) -> Errno {
+    errno_logged(None, e)
+}
+
+/// [`errno_of`] for a failed read of a file: the log line names the file by its
+/// path (looked up in `rt`'s metadata) as well as by its inode.
+pub fn read_errno(rt: &Runtime, e: &RuntimeError) -> Errno {
+    errno_logged(Some(rt), e)
+}
+
+/// The errno of `e`. An error in a file's data (bytes lost to metadata damage,
+/// failing their data checksum, past the end of a truncated image) is logged too:
+/// EIO alone would not say which file and which bytes, and the log does.
+fn errno_logged(rt: Option<&Runtime>, e: &RuntimeError) -> Errno {
+    use dvrfs_core::Error as E;
     match e {
-        RuntimeError::Engine(e @ dvrfs_core::Error::DataLost { .. }) => {
-            // EIO alone would not say which bytes: the log does.
-            eprintln!("{} dvrfs: {e}", crate::stamp());
+        RuntimeError::Engine(
+            e @ (E::DataLost { ino, .. } | E::Checksum { ino, .. } | E::PastEnd { ino, .. }),
+        ) => {
+            let ino = *ino;
+            let path = rt
+                .and_then(|rt| rt.query(move |v| v.path_of(ino)).ok().flatten())
+                .map_or(String::new(), |p| format!("{p}: "));
+            eprintln!("{} dvrfs: {path}{e}", crate::stamp());
             e.errno()
         }
         RuntimeError::Engine(e) => e.errno(),
@@ -512,7 +531,7 @@ impl FileState {
                                     other => panic!("a read completed as {other:?}"),
                                 },
                                 Ok(None) => unreachable!("a waited check has a result"),
-                                Err(e) => Err(errno_of(&e)),
+                                Err(e) => Err(read_errno(rt, &e)),
                             }
                         }
                         None => self.chunk_read(rt, start, owner),
@@ -640,7 +659,7 @@ impl FileState {
         match rt.run(op, None, owner) {
             Ok(Output::Read { buf, bytes }) => Ok((buf, bytes)),
             Ok(other) => panic!("a read completed as {other:?}"),
-            Err(e) => Err(errno_of(&e)),
+            Err(e) => Err(read_errno(rt, &e)),
         }
     }
 }
