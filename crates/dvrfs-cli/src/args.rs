@@ -133,8 +133,9 @@ pub struct InfoArgs {
 #[derive(Args, Debug)]
 pub struct LsArgs {
     pub target: PathBuf,
-    /// Paths inside the file system (default /)
-    pub paths: Vec<String>,
+    /// Paths inside the file system (default /); any bytes, as `ls` shows them
+    /// escaped
+    pub paths: Vec<std::ffi::OsString>,
     /// Long listing: type and mode, links, owner, size, modification time
     #[arg(short = 'l')]
     pub long: bool,
@@ -143,8 +144,9 @@ pub struct LsArgs {
 #[derive(Args, Debug)]
 pub struct StatArgs {
     pub target: PathBuf,
+    /// Paths inside the file system (any bytes: names need not be UTF-8)
     #[arg(required = true)]
-    pub paths: Vec<String>,
+    pub paths: Vec<std::ffi::OsString>,
     /// Print JSON on stdout: one object for one path, an array for several
     #[arg(long)]
     pub json: bool,
@@ -163,8 +165,9 @@ pub struct MkdirArgs {
 #[derive(Args, Debug)]
 pub struct RmArgs {
     pub target: PathBuf,
+    /// Paths inside the file system (any bytes: names need not be UTF-8)
     #[arg(required = true)]
-    pub paths: Vec<String>,
+    pub paths: Vec<std::ffi::OsString>,
     /// Remove directories and everything below them
     #[arg(short = 'r', short_alias = 'R', long = "recursive")]
     pub recursive: bool,
@@ -197,8 +200,8 @@ pub struct ScrubArgs {
 #[derive(Args, Debug)]
 pub struct GetArgs {
     pub target: PathBuf,
-    /// The file to copy out
-    pub path: String,
+    /// The file to copy out (any bytes: names need not be UTF-8)
+    pub path: std::ffi::OsString,
     /// Local destination (`-` = stdout; an existing directory receives the file by name)
     pub local_file: PathBuf,
     /// Overwrite an existing local file (without it, get refuses, as put does)

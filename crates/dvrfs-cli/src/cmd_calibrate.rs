@@ -68,7 +68,9 @@ fn parse_model_name(s: &str) -> Result<String, String> {
         ));
     }
     if s.chars().any(char::is_control) {
-        return Err("a model name must not contain control characters (tabs, newlines, ...)".into());
+        return Err(
+            "a model name must not contain control characters (tabs, newlines, ...)".into(),
+        );
     }
     Ok(s.to_string())
 }

@@ -42,7 +42,6 @@ use dvrfs_remote::Handle;
 use dvrfs_runtime::{RuntimeError, Ticket};
 
 use crate::args::{GetArgs, PutArgs};
-use crate::cmd_files::basename;
 use crate::error::{local_io, CliError, CliResult, FILE_PLACEHOLDER};
 use crate::interrupt;
 use crate::output::{human_bytes, mb_per_s, progress};
@@ -351,16 +350,28 @@ enum Sink {
 
 pub fn get(a: &GetArgs) -> CliResult<u8> {
     let rt = open_handle(&a.target, Access::Read)?;
-    let ino = rt.resolve(&a.path)?;
+    // The path as the command line gave it (any bytes), and as messages show it.
+    let path = crate::ospath::display(&a.path);
+    let ino = crate::ospath::resolve(
+        &a.path,
+        |p| Ok(rt.resolve(p)?),
+        |parent, name| {
+            crate::ospath::found(rt.lookup(parent, name), |e| {
+                matches!(e, RuntimeError::Engine(CoreError::NotFound(_)))
+            })
+        },
+    )?;
     let (st, lost) = (rt.stat(ino)?, rt.lost_ranges(ino)?);
     if st.kind != Kind::File {
-        return Err(CliError::new(format!("{} is not a regular file", a.path))
+        return Err(CliError::new(format!("{path} is not a regular file"))
             .hint("get copies one file; list a directory with `dvrfs ls`"));
     }
     let sink = if a.local_file.as_os_str() == "-" {
         Sink::Stdout
     } else if a.local_file.is_dir() {
-        Sink::File(a.local_file.join(basename(&a.path)))
+        // The file's own name, bytes and all.
+        let (_, name) = crate::ospath::split_parent(&a.path);
+        Sink::File(a.local_file.join(std::ffi::OsStr::from_bytes(&name)))
     } else {
         Sink::File(a.local_file.clone())
     };
@@ -394,7 +405,7 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
             &mut holes,
         )
     } else {
-        get_pipeline(&rt, ino, st.size_bytes, &mut *out, &sink, &pb).map_err(|e| e.named(&a.path))
+        get_pipeline(&rt, ino, st.size_bytes, &mut *out, &sink, &pb).map_err(|e| e.named(&path))
     }
     .and_then(|n| interrupt::check("get").map(|()| n));
     let result = result.and_then(|n| {
@@ -412,7 +423,7 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
             eprintln!(
                 "get: {} ({n} bytes) from {} to {to} in {:.2} s ({:.1} MB/s)",
                 human_bytes(*n),
-                a.path,
+                path,
                 elapsed.as_secs_f64(),
                 mb_per_s(*n, elapsed)
             );
@@ -421,7 +432,7 @@ pub fn get(a: &GetArgs) -> CliResult<u8> {
                 eprintln!(
                     "get: {} ({bytes} bytes) of {} could not be read and were written as zeros:",
                     human_bytes(bytes),
-                    a.path
+                    path
                 );
                 for h in &holes {
                     eprintln!("  bytes {} to {}: {}", h.offset, h.end, h.why);

@@ -12,8 +12,13 @@ use dvrfs_core::format::dir::Kind;
 use dvrfs_core::{Error as CoreError, Stat};
 use serde_json::{json, Value};
 
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
 use crate::args::{LsArgs, MkdirArgs, MvArgs, RmArgs, StatArgs};
 use crate::error::{CliError, CliResult};
+use crate::ospath;
 use crate::output::{kind_name, mode_string, print_json, time_string};
 use crate::target::{daemon, now_ns, open_fs, open_fs_for_paths, process_owner, Access, DevFs};
 
@@ -57,14 +62,15 @@ fn at_path(path: &str) -> impl Fn(CoreError) -> CoreError + '_ {
     }
 }
 
-/// The last component of a path (`/a/b/` -> `b`).
-pub fn basename(path: &str) -> &str {
-    path.trim_end_matches('/').rsplit('/').next().unwrap_or("")
-}
-
 /// What `ls` and `stat` ask of a volume: opened here, or through its daemon.
 trait Meta {
     fn resolve(&self, path: &str) -> CliResult<Ino>;
+    /// The entry `name` of directory `parent`, `None` when there is none.
+    fn find(&self, parent: Ino, name: &[u8]) -> CliResult<Option<Ino>>;
+    /// A path as the command line gave it (any bytes: `ospath`).
+    fn resolve_os(&self, path: &OsStr) -> CliResult<Ino> {
+        ospath::resolve(path, |p| self.resolve(p), |i, n| self.find(i, n))
+    }
     fn stat(&self, ino: Ino) -> CliResult<Stat>;
     fn readdir(&self, ino: Ino) -> CliResult<Vec<(Vec<u8>, Ino, Kind)>>;
     fn readlink(&self, ino: Ino) -> CliResult<Vec<u8>>;
@@ -73,6 +79,11 @@ trait Meta {
 impl Meta for DevFs {
     fn resolve(&self, path: &str) -> CliResult<Ino> {
         Ok((**self).resolve(path)?)
+    }
+    fn find(&self, parent: Ino, name: &[u8]) -> CliResult<Option<Ino>> {
+        ospath::found((**self).lookup(parent, name), |e| {
+            matches!(e, CoreError::NotFound(_))
+        })
     }
     fn stat(&self, ino: Ino) -> CliResult<Stat> {
         Ok((**self).stat(ino)?)
@@ -88,6 +99,14 @@ impl Meta for DevFs {
 impl Meta for dvrfs_remote::Client {
     fn resolve(&self, path: &str) -> CliResult<Ino> {
         Ok(dvrfs_remote::Client::resolve(self, path)?)
+    }
+    fn find(&self, parent: Ino, name: &[u8]) -> CliResult<Option<Ino>> {
+        ospath::found(dvrfs_remote::Client::lookup(self, parent, name), |e| {
+            matches!(
+                e,
+                dvrfs_runtime::RuntimeError::Engine(CoreError::NotFound(_))
+            )
+        })
     }
     fn stat(&self, ino: Ino) -> CliResult<Stat> {
         Ok(dvrfs_remote::Client::stat(self, ino)?)
@@ -118,19 +137,28 @@ fn long_line(fs: &impl Meta, st: &Stat, name: &str) -> CliResult<String> {
 
 pub fn ls(a: &LsArgs) -> CliResult<u8> {
     let paths = if a.paths.is_empty() {
-        vec!["/".to_string()]
+        vec![OsString::from("/")]
     } else {
         a.paths.clone()
     };
     match daemon(&a.target)? {
         Some(c) => ls_on(&c, a, &paths),
-        None => ls_on(&open_fs_for_paths(&a.target, &paths, true)?, a, &paths),
+        None => ls_on(&open_for_os_paths(&a.target, &paths, true)?, a, &paths),
     }
 }
 
-fn ls_on(fs: &impl Meta, a: &LsArgs, paths: &[String]) -> CliResult<u8> {
+/// [`open_fs_for_paths`] for paths given as bytes: a path that is not UTF-8 is
+/// resolved by names (`ospath`), which needs the whole namespace loaded.
+fn open_for_os_paths(target: &Path, paths: &[OsString], list: bool) -> CliResult<DevFs> {
+    match ospath::all_utf8(paths) {
+        Some(p) => open_fs_for_paths(target, &p, list),
+        None => open_fs(target, Access::Read),
+    }
+}
+
+fn ls_on(fs: &impl Meta, a: &LsArgs, paths: &[OsString]) -> CliResult<u8> {
     for (k, path) in paths.iter().enumerate() {
-        let ino = fs.resolve(path)?;
+        let ino = fs.resolve_os(path)?;
         let st = fs.stat(ino)?;
         if st.kind != Kind::Dir {
             outln!(
@@ -189,7 +217,7 @@ fn stat_json(fs: &impl Meta, path: &str, st: &Stat) -> CliResult<Value> {
 pub fn stat(a: &StatArgs) -> CliResult<u8> {
     match daemon(&a.target)? {
         Some(c) => stat_on(&c, a),
-        None => stat_on(&open_fs_for_paths(&a.target, &a.paths, false)?, a),
+        None => stat_on(&open_for_os_paths(&a.target, &a.paths, false)?, a),
     }
 }
 
@@ -199,7 +227,7 @@ fn stat_on(fs: &impl Meta, a: &StatArgs) -> CliResult<u8> {
     // status says whether any failed.
     let mut failed = 0;
     for path in &a.paths {
-        let st = match fs.resolve(path).and_then(|ino| fs.stat(ino)) {
+        let st = match fs.resolve_os(path).and_then(|ino| fs.stat(ino)) {
             Ok(st) => st,
             Err(e) => {
                 e.print();
@@ -208,7 +236,7 @@ fn stat_on(fs: &impl Meta, a: &StatArgs) -> CliResult<u8> {
             }
         };
         if a.json {
-            all.push(stat_json(fs, path, &st)?);
+            all.push(stat_json(fs, &ospath::display(path), &st)?);
             continue;
         }
         outln!("  path: {}", shown(path.as_bytes()));
@@ -317,16 +345,24 @@ fn mkdir_parents(fs: &mut DevFs, path: &str, uid: u32, gid: u32) -> CliResult<()
 
 pub fn rm(a: &RmArgs) -> CliResult<u8> {
     let mut fs = open_fs(&a.target, Access::Write)?;
-    let result = a.paths.iter().try_for_each(|path| {
-        let ino = fs.resolve(path)?;
+    let result = a.paths.iter().try_for_each(|os_path| {
+        let ino = fs.resolve_os(os_path)?;
+        let path = ospath::display(os_path);
         if ino == fs.root() {
             return Err(
                 CliError::new(format!("refusing to remove the root directory ({path})"))
                     .hint("remove what is inside it instead, e.g. `dvrfs rm -r TARGET /dir`"),
             );
         }
-        let (parent, name) = fs.resolve_parent(path)?;
-        let name = name.to_vec();
+        let (parent, name) = match os_path.to_str() {
+            Some(p) => fs.resolve_parent(p).map(|(i, n)| (i, n.to_vec()))?,
+            // Not UTF-8: the name is a component the lookup above found, so its
+            // directory exists and it is a valid name.
+            None => {
+                let (dir, name) = ospath::split_parent(os_path);
+                (fs.resolve_os(&dir)?, name)
+            }
+        };
         match fs.stat(ino)?.kind {
             Kind::Dir if !a.recursive => {
                 return Err(CliError::new(format!("{path} is a directory"))

@@ -391,10 +391,7 @@ fn mkfs_summary(target: &Path, sb: &Superblock) -> String {
 
 /// One run of the check on `target`; the core's error is kept apart from the CLI's
 /// own so that the caller can act on a truncated image.
-fn run_fsck(
-    target: &Path,
-    repair: bool,
-) -> Result<CliResult<FsckReport>, dvrfs_core::Error> {
+fn run_fsck(target: &Path, repair: bool) -> Result<CliResult<FsckReport>, dvrfs_core::Error> {
     let access = if repair { Access::Write } else { Access::Read };
     let dev = match open_device(target, access) {
         Ok(dev) => dev,
@@ -530,8 +527,7 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
     }
     if let Some((volume_bytes, device_bytes)) = report.truncated {
         // The one finding on a truncated image: say what it takes to check the rest.
-        crate::error::truncated(&target.display().to_string(), volume_bytes, device_bytes)
-            .print();
+        crate::error::truncated(&target.display().to_string(), volume_bytes, device_bytes).print();
     } else if report.remaining > 0 {
         let err = CliError::new(format!(
             "{} has {} error(s) left uncorrected",

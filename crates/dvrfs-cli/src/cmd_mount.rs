@@ -229,34 +229,33 @@ pub fn mount(a: &MountArgs) -> CliResult<u8> {
     })?;
     let dir = std::fs::canonicalize(&a.mountpoint)
         .and_then(|p| std::fs::metadata(&p).map(|m| (p, m.is_dir())));
-    let mountpoint = match dir {
-        Ok((p, true)) => p,
-        // A FUSE mount whose daemon died answers every look with ENOTCONN.
-        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
-            return Err(crate::target::dead_mount(&a.mountpoint))
-        }
-        Ok((_, false)) => {
-            return Err(CliError::new(format!(
+    let mountpoint =
+        match dir {
+            Ok((p, true)) => p,
+            // A FUSE mount whose daemon died answers every look with ENOTCONN.
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                return Err(crate::target::dead_mount(&a.mountpoint))
+            }
+            Ok((_, false)) => return Err(CliError::new(format!(
                 "{}: not a directory",
                 a.mountpoint.display()
             ))
-            .hint("mount on a directory (an empty one: what it holds is hidden while mounted)"))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(
-                CliError::new(format!("{}: no such directory", a.mountpoint.display())).hint(
-                    format!("create it first: mkdir -p {}", a.mountpoint.display()),
-                ),
-            )
-        }
-        Err(e) => {
-            return Err(crate::error::local_io(
-                &a.mountpoint,
-                "cannot use the mount point",
-                e,
-            ))
-        }
-    };
+            .hint("mount on a directory (an empty one: what it holds is hidden while mounted)")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(
+                    CliError::new(format!("{}: no such directory", a.mountpoint.display())).hint(
+                        format!("create it first: mkdir -p {}", a.mountpoint.display()),
+                    ),
+                )
+            }
+            Err(e) => {
+                return Err(crate::error::local_io(
+                    &a.mountpoint,
+                    "cannot use the mount point",
+                    e,
+                ))
+            }
+        };
     // A second mount on the directory would hide the first, and one `umount` would
     // then take the wrong one away.
     if let Some(m) = mount_on(&mountpoint) {

@@ -19,6 +19,7 @@ mod cmd_status;
 mod cmd_stream;
 mod error;
 mod interrupt;
+mod ospath;
 mod plot;
 mod target;
 

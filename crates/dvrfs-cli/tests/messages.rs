@@ -55,7 +55,10 @@ fn a_symlink_target_too_long_is_enametoolong() {
     // and under the kernel's own 4,095.
     let ok_target = "a".repeat(4046);
     std::os::unix::fs::symlink(&ok_target, m.path("fits")).expect("a 4,046-byte target");
-    assert_eq!(fs::read_link(m.path("fits")).unwrap().as_os_str().len(), 4046);
+    assert_eq!(
+        fs::read_link(m.path("fits")).unwrap().as_os_str().len(),
+        4046
+    );
     let e = std::os::unix::fs::symlink("a".repeat(4047), m.path("long"))
         .expect_err("a 4,047-byte target was accepted");
     assert_eq!(e.raw_os_error(), Some(libc::ENAMETOOLONG), "{e}");
@@ -83,8 +86,14 @@ fn commands_on_a_dead_mount_point_say_what_it_is_and_how_to_clear_it() {
         vec!["info", &mnt],
     ] {
         let err = fails(dvrfs(&args), "FUSE mount whose daemon has stopped");
-        assert!(err.contains(&format!("dvrfs mount of {}", s(&img))), "{args:?}: {err}");
-        assert!(err.contains(&format!("fusermount3 -uz {mnt}")), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("dvrfs mount of {}", s(&img))),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains(&format!("fusermount3 -uz {mnt}")),
+            "{args:?}: {err}"
+        );
         assert!(err.contains(&format!("umount -l {mnt}")), "{args:?}: {err}");
         assert!(!err.contains("not a directory"), "{args:?}: {err}");
         assert!(!err.contains("I/O error"), "{args:?}: {err}");
@@ -134,4 +143,69 @@ fn a_data_checksum_error_through_the_mount_is_logged_with_the_file_and_bytes() {
         line.contains(&format!("bytes {} to {}", 512 << 10, 1 << 20)),
         "{line}"
     );
+}
+
+#[test]
+fn names_the_mount_creates_that_are_not_utf8_can_be_listed_read_and_removed() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("rec.img");
+    mkfs(&img, "256M", &[]);
+    // A Latin-1 name (0xe9 is not UTF-8 on its own) in a Latin-1 directory.
+    let cam = OsStr::from_bytes(b"cam\xe9ra");
+    let file = OsStr::from_bytes(b"caf\xe9.ts");
+    let path = OsStr::from_bytes(b"/cam\xe9ra/caf\xe9.ts");
+    let mut m = Some(Mount::new(dir.path(), &img, &[]));
+    let mnt = m.as_ref().expect("mounted").mnt.clone();
+    fs::create_dir(mnt.join(cam)).unwrap();
+    fs::write(mnt.join(cam).join(file), b"latin-1 recording").unwrap();
+
+    let get = |to: &Path| dvrfs([OsStr::new("get"), img.as_os_str(), path, to.as_os_str()]);
+    // Through the daemon while mounted, then on the unmounted image.
+    for mounted in [true, false] {
+        if !mounted {
+            m.take().expect("mounted").unmount();
+        }
+        // The escaped form is how `ls` shows the name, not the name.
+        fails(
+            dvrfs([OsStr::new("ls"), img.as_os_str(), OsStr::new("/cam\\xe9ra")]),
+            "no such file",
+        );
+        let listing = ok(dvrfs([OsStr::new("ls"), img.as_os_str(), OsStr::new("/")]));
+        assert_eq!(listing.trim(), "cam\\xe9ra/", "mounted {mounted}");
+        let listing = ok(dvrfs([
+            OsStr::new("ls"),
+            img.as_os_str(),
+            OsStr::from_bytes(b"/cam\xe9ra"),
+        ]));
+        assert_eq!(listing.trim(), "caf\\xe9.ts", "mounted {mounted}");
+        let out = ok(dvrfs([OsStr::new("stat"), img.as_os_str(), path]));
+        assert!(out.contains("path: /cam\\xe9ra/caf\\xe9.ts"), "{out}");
+        assert!(out.contains("size: 17 bytes"), "{out}");
+        let back = dir.path().join(format!("back-{mounted}"));
+        ok(get(&back));
+        assert_eq!(fs::read(&back).unwrap(), b"latin-1 recording");
+        // Into a directory: the file keeps its own name, bytes and all.
+        let into = dir.path().join(format!("into-{mounted}"));
+        fs::create_dir(&into).unwrap();
+        ok(get(&into));
+        assert_eq!(fs::read(into.join(file)).unwrap(), b"latin-1 recording");
+        let missing = OsStr::from_bytes(b"/cam\xe9ra/gone\xff.ts");
+        let err = fails(
+            dvrfs([OsStr::new("stat"), img.as_os_str(), missing]),
+            "/cam\\xe9ra/gone\\xff.ts: no such file",
+        );
+        assert!(!err.contains("invalid UTF-8"), "{err}");
+    }
+    ok(dvrfs([OsStr::new("rm"), img.as_os_str(), path]));
+    ok(dvrfs([
+        OsStr::new("rm"),
+        OsStr::new("-r"),
+        img.as_os_str(),
+        OsStr::from_bytes(b"/cam\xe9ra"),
+    ]));
+    assert_eq!(ok(dvrfs(["ls", s(&img), "/"])).trim(), "");
+    assert_clean(&img);
 }

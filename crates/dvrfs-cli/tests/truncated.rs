@@ -106,7 +106,9 @@ fn a_truncated_image_is_readable_and_says_how_to_restore_its_size() {
     assert_eq!(code(&o), 1, "{}\n{}", stdout(&o), stderr(&o));
     let out = stdout(&o);
     assert!(
-        out.contains(&format!("extended from {KEPT_BYTES} to {VOLUME_BYTES} bytes")),
+        out.contains(&format!(
+            "extended from {KEPT_BYTES} to {VOLUME_BYTES} bytes"
+        )),
         "{out}"
     );
     assert_eq!(std::fs::metadata(&img).expect("stat").len(), VOLUME_BYTES);

@@ -81,7 +81,10 @@ pub enum Error {
     /// ([`Error::PastEnd`] for the rest). Writing would place data and metadata
     /// copies where the device has nothing.
     #[error("the volume spans {volume_bytes} bytes but the device holds only {device_bytes}: its last {} bytes are missing (a truncated image?)", volume_bytes - device_bytes)]
-    Truncated { volume_bytes: u64, device_bytes: u64 },
+    Truncated {
+        volume_bytes: u64,
+        device_bytes: u64,
+    },
     /// A read reached file bytes whose data block lies past the end of a truncated
     /// device ([`Error::Truncated`]). Never served as zeros.
     #[error("inode {ino}: bytes {offset} to {end} lie past the end of the device, which holds only {device_bytes} bytes of the volume (a truncated image)")]
@@ -123,8 +126,8 @@ impl Error {
             Error::QueueFull { .. } => 11,      // EAGAIN
             Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
             Error::DataLost { .. } | Error::Checksum { .. } => 5, // EIO
-            Error::Truncated { .. } | Error::PastEnd { .. } => 5,  // EIO
-            Error::TargetTooLong { .. } => 36,                      // ENAMETOOLONG
+            Error::Truncated { .. } | Error::PastEnd { .. } => 5, // EIO
+            Error::TargetTooLong { .. } => 36,  // ENAMETOOLONG
         }
     }
 }
