@@ -338,20 +338,31 @@ pub unsafe extern "C" fn dvrfs_close(fs: *mut dvrfs) -> c_int {
     })
 }
 
-fn resolve_parent(d: &Vol, path: &str) -> Result<(Ino, Vec<u8>), Fail> {
-    Ok(d.vol.resolve_parent(path)?)
+fn resolve_parent(d: &Vol, path: &[u8]) -> Result<(Ino, Vec<u8>), Fail> {
+    Ok(d.vol.resolve_parent_bytes(path)?)
+}
+
+/// A path inside the volume: the bytes of a NUL-terminated string, UTF-8 or not (a
+/// name is any bytes but `/` and NUL, and the mount creates whatever its programs
+/// ask for).
+fn cpath<'a>(p: *const c_char) -> Result<&'a [u8], Fail> {
+    if p.is_null() {
+        return Err(fail(libc::EFAULT, "the path is NULL"));
+    }
+    // SAFETY: non-NULL and, by the API's contract, a NUL-terminated string.
+    Ok(unsafe { CStr::from_ptr(p) }.to_bytes())
 }
 
 /// Opens file `ino`, which `path` named a moment ago, in the engine, and checks that
 /// `path` still names it: a file removed and another created under the same inode
 /// number in between would otherwise be opened in its place. Tries again a few
 /// times while other threads rename under it.
-fn open_named(d: &Vol, path: &str, mut ino: Ino) -> Result<Ino, Fail> {
+fn open_named(d: &Vol, path: &[u8], mut ino: Ino) -> Result<Ino, Fail> {
     /// Attempts before giving up on a path that keeps changing.
     const OPEN_ATTEMPTS: u32 = 8;
     for _ in 0..OPEN_ATTEMPTS {
         d.vol.run(Op::OpenFile { ino }, None, 0)?;
-        let now = d.vol.resolve(path);
+        let now = d.vol.resolve_bytes(path);
         if matches!(now, Ok(i) if i == ino) {
             return Ok(ino);
         }
@@ -360,7 +371,10 @@ fn open_named(d: &Vol, path: &str, mut ino: Ino) -> Result<Ino, Fail> {
     }
     Err(fail(
         libc::EBUSY,
-        format!("{path} kept changing while it was being opened (renamed or replaced by other threads): try again"),
+        format!(
+            "{} kept changing while it was being opened (renamed or replaced by other threads): try again",
+            String::from_utf8_lossy(path)
+        ),
     ))
 }
 
@@ -371,7 +385,8 @@ fn open_named(d: &Vol, path: &str, mut ino: Ino) -> Result<Ino, Fail> {
 /// `DVRFS_OPEN_FILES_MAX` are open at once (`-EMFILE`).
 ///
 /// # Safety
-/// `fs` is any value (checked); `path` is a NUL-terminated string.
+/// `fs` is any value (checked); `path` is a NUL-terminated string, its bytes the
+/// path (UTF-8 or not).
 #[no_mangle]
 pub unsafe extern "C" fn dvrfs_file_open(
     fs: *mut dvrfs,
@@ -381,7 +396,7 @@ pub unsafe extern "C" fn dvrfs_file_open(
 ) -> c_int {
     guard_int(|| {
         let d = registry::volume(fs)?;
-        let path = cstr(path, "the path")?;
+        let path = cpath(path)?;
         lock(&d.tables).check_room()?;
         let ino = if flags & DVRFS_O_CREAT != 0 {
             let (parent, name) = resolve_parent(&d, path)?;
@@ -397,9 +412,10 @@ pub unsafe extern "C" fn dvrfs_file_open(
                 o => return Err(fail(libc::EIO, format!("create returned {o:?}"))),
             }
         } else {
-            let ino = d.vol.resolve(path)?;
+            let ino = d.vol.resolve_bytes(path)?;
             let kind = d.vol.stat(ino)?.kind;
             if kind != dvrfs_core::format::dir::Kind::File {
+                let path = String::from_utf8_lossy(path);
                 return Err(fail(libc::EISDIR, format!("{path} is not a regular file")));
             }
             ino
@@ -450,12 +466,13 @@ pub unsafe extern "C" fn dvrfs_file_size(fs: *mut dvrfs, fd: c_int) -> i64 {
 /// writable through them, and it is freed when the last of them closes.
 ///
 /// # Safety
-/// `fs` is any value (checked); `path` is a NUL-terminated string.
+/// `fs` is any value (checked); `path` is a NUL-terminated string, its bytes the
+/// path (UTF-8 or not).
 #[no_mangle]
 pub unsafe extern "C" fn dvrfs_unlink(fs: *mut dvrfs, path: *const c_char) -> c_int {
     guard_int(|| {
         let d = registry::volume(fs)?;
-        let (parent, name) = resolve_parent(&d, cstr(path, "the path")?)?;
+        let (parent, name) = resolve_parent(&d, cpath(path)?)?;
         d.vol.run(Op::Unlink { parent, name }, None, 0)?;
         Ok(0)
     })

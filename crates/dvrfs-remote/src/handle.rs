@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{StreamId, StreamInfo, StreamSpec, StreamStats};
 use dvrfs_core::format::dir::Kind;
-use dvrfs_core::{Op, Output, Stat};
+use dvrfs_core::{Error as CoreError, Op, Output, Stat};
 use dvrfs_runtime::{Done, Runtime, RuntimeError, Ticket};
 
 use crate::client::Client;
@@ -103,6 +103,62 @@ impl Handle {
                 Ok(rt.query(move |v| v.resolve_parent(&p).map(|(i, n)| (i, n.to_vec())))??)
             }
             Handle::Remote(c) => c.resolve_parent(path),
+        }
+    }
+
+    /// [`Handle::resolve`] for a path of any bytes (names need not be UTF-8). The
+    /// daemon's protocol carries UTF-8 paths; another path is resolved through it
+    /// name by name, `..` going up the path written (symlinks are never followed).
+    pub fn resolve_bytes(&self, path: &[u8]) -> Result<Ino> {
+        match (self, std::str::from_utf8(path)) {
+            (_, Ok(p)) => self.resolve(p),
+            (Handle::Local(rt), Err(_)) => {
+                let p = path.to_vec();
+                Ok(rt.query(move |v| v.resolve_bytes(&p))??)
+            }
+            (Handle::Remote(c), Err(_)) => {
+                let mut names: Vec<&[u8]> = vec![];
+                for comp in path.split(|&b| b == b'/') {
+                    match comp {
+                        b"" | b"." => {}
+                        b".." => {
+                            names.pop();
+                        }
+                        c => names.push(c),
+                    }
+                }
+                let mut ino = c.resolve("/")?;
+                for name in names {
+                    ino = c.lookup(ino, name).map_err(|e| match e {
+                        RuntimeError::Engine(CoreError::NotFound(_)) => RuntimeError::Engine(
+                            CoreError::NotFound(String::from_utf8_lossy(path).into_owned()),
+                        ),
+                        e => e,
+                    })?;
+                }
+                Ok(ino)
+            }
+        }
+    }
+
+    /// [`Handle::resolve_parent`] for a path of any bytes.
+    pub fn resolve_parent_bytes(&self, path: &[u8]) -> Result<(Ino, Vec<u8>)> {
+        match (self, std::str::from_utf8(path)) {
+            (_, Ok(p)) => self.resolve_parent(p),
+            (Handle::Local(rt), Err(_)) => {
+                let p = path.to_vec();
+                Ok(rt.query(move |v| v.resolve_parent_bytes(&p).map(|(i, n)| (i, n.to_vec())))??)
+            }
+            (Handle::Remote(_), Err(_)) => {
+                let end = path.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+                let trimmed = &path[..end];
+                let (dir, name) = match trimmed.iter().rposition(|&b| b == b'/') {
+                    Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
+                    None => (&trimmed[..0], trimmed),
+                };
+                dvrfs_core::fs::validate_name(name).map_err(RuntimeError::Engine)?;
+                Ok((self.resolve_bytes(dir)?, name.to_vec()))
+            }
         }
     }
 

@@ -35,7 +35,7 @@ pub use data::{max_file_bytes, place_seed, Check, Fill, PlannedIo, ReadPlan, Sum
 pub use events::{LostTail, MAX_NEW_EVENTS};
 pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
 pub use mkfs::mkfs;
-pub use ops::SetAttr;
+pub use ops::{validate_name, SetAttr};
 
 use crate::alloc::meta::MetaAlloc;
 use crate::alloc::{DataAlloc, Ino, BITS_PER_BITMAP_BLOCK};

@@ -50,9 +50,18 @@ impl Volume {
 
     /// Resolves an absolute path (symlinks are not followed).
     pub fn resolve(&self, path: &str) -> Result<Ino> {
+        self.resolve_bytes(path.as_bytes())
+    }
+
+    /// [`Volume::resolve`] for a path of any bytes (names need not be UTF-8: the
+    /// C API and the CLI take paths as bytes).
+    pub fn resolve_bytes(&self, path: &[u8]) -> Result<Ino> {
         let mut ino = self.sb.root_ino;
-        for comp in path.split('/').filter(|c| !c.is_empty() && *c != ".") {
-            if comp == ".." {
+        for comp in path
+            .split(|&b| b == b'/')
+            .filter(|c| !c.is_empty() && *c != b".")
+        {
+            if comp == b".." {
                 ino = *self.parents.get(&ino).unwrap_or(&self.sb.root_ino);
                 continue;
             }
@@ -60,10 +69,10 @@ impl Volume {
                 return Err(Error::NameTooLong { len: comp.len() });
             }
             if !self.dirs.contains_key(&ino) {
-                return Err(Error::NotDir(path.to_string()));
+                return Err(Error::NotDir(show(path)));
             }
-            ino = self.lookup(ino, comp.as_bytes()).map_err(|e| match e {
-                Error::NotFound(_) => Error::NotFound(path.to_string()),
+            ino = self.lookup(ino, comp).map_err(|e| match e {
+                Error::NotFound(_) => Error::NotFound(show(path)),
                 e => e,
             })?;
         }
@@ -72,17 +81,23 @@ impl Volume {
 
     /// Splits a path into its parent directory and final name.
     pub fn resolve_parent<'p>(&self, path: &'p str) -> Result<(Ino, &'p [u8])> {
-        let trimmed = path.trim_end_matches('/');
-        let (dir, name) = match trimmed.rfind('/') {
+        self.resolve_parent_bytes(path.as_bytes())
+    }
+
+    /// [`Volume::resolve_parent`] for a path of any bytes.
+    pub fn resolve_parent_bytes<'p>(&self, path: &'p [u8]) -> Result<(Ino, &'p [u8])> {
+        let end = path.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+        let trimmed = &path[..end];
+        let (dir, name) = match trimmed.iter().rposition(|&b| b == b'/') {
             Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
-            None => ("", trimmed),
+            None => (&trimmed[..0], trimmed),
         };
-        validate_name(name.as_bytes())?;
-        let parent = self.resolve(dir)?;
+        validate_name(name)?;
+        let parent = self.resolve_bytes(dir)?;
         if !self.dirs.contains_key(&parent) {
-            return Err(Error::NotDir(dir.to_string()));
+            return Err(Error::NotDir(show(dir)));
         }
-        Ok((parent, name.as_bytes()))
+        Ok((parent, name))
     }
 
     pub fn stat(&self, ino: Ino) -> Result<Stat> {
