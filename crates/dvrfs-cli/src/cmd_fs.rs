@@ -456,6 +456,10 @@ pub fn fsck(a: &FsckArgs) -> CliResult<u8> {
                 "path": path,
                 "lost": lost.iter().map(|(s, e)| [s, e]).collect::<Vec<_>>(),
             })).collect::<Vec<_>>(),
+            "truncated": report.truncated.map(|(volume_bytes, device_bytes)| json!({
+                "volume_bytes": volume_bytes,
+                "device_bytes": device_bytes,
+            })),
             "exit_code": code,
         }));
     } else {

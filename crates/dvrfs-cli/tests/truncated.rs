@@ -100,6 +100,9 @@ fn a_truncated_image_is_readable_and_says_how_to_restore_its_size() {
         "fsck does not say how to extend the image: {err}"
     );
     assert_eq!(std::fs::metadata(&img).expect("stat").len(), KEPT_BYTES);
+    let v = json(&stdout(&dvrfs(["fsck", "--json", s(&img)])));
+    assert_eq!(v["truncated"]["volume_bytes"], VOLUME_BYTES, "{v}");
+    assert_eq!(v["truncated"]["device_bytes"], KEPT_BYTES, "{v}");
 
     // fsck --repair extends it and repairs it; the intact files are still whole.
     let o = dvrfs(["fsck", "--repair", s(&img)]);
