@@ -29,6 +29,7 @@ use dvrfs_runtime::Runtime;
 
 use crate::cmd_stream::admission;
 use crate::error::{CliError, CliResult};
+use crate::own_mount::OwnMount;
 use crate::target::{mount_on, mounted_at, open_device, Access};
 
 #[derive(Args, Debug, Clone)]
@@ -374,7 +375,7 @@ fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> Cli
 /// `ready` (daemon mode) hears "ok" once mounted, or the failure.
 fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>) -> CliResult<u8> {
     let mut ready = ready.map(std::fs::File::from);
-    let result = (|| -> CliResult<(fuser::Session<DvrfsFs>, Arc<Runtime>)> {
+    let result = (|| -> CliResult<(fuser::Session<DvrfsFs>, Arc<Runtime>, Arc<OwnMount>)> {
         // Termination signals go to one thread, which unmounts (blocked in every
         // thread started from here on).
         let signals = block_signals();
@@ -408,17 +409,26 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
                 "check that /dev/fuse exists (modprobe fuse), the directory is not in use, and (for allow_other as a user) user_allow_other in /etc/fuse.conf",
             )
         })?;
+        // Known by its mount id and connection, not by the path (`own_mount`).
+        let own = OwnMount::find(mountpoint).map(Arc::new).ok_or_else(|| {
+            CliError::new(format!(
+                "mounted on {}, but the mount is not in /proc/self/mountinfo",
+                mountpoint.display()
+            ))
+        })?;
         let mut unmounter = session.unmount_callable();
-        std::thread::spawn(move || {
+        let own_signals = own.clone();
+        std::thread::spawn(move || loop {
             let sig = wait_signal(&signals);
             eprintln!("{} dvrfs: signal {sig}: unmounting", stamp());
-            if let Err(e) = unmounter.unmount() {
-                eprintln!("{} dvrfs: unmount: {e}", stamp());
+            match own_signals.unmount(|| unmounter.unmount()) {
+                Ok(()) => return,
+                Err(why) => eprintln!("{} dvrfs: {why}", stamp()),
             }
         });
-        Ok((session, rt))
+        Ok((session, rt, own))
     })();
-    let (session, rt) = match result {
+    let (session, rt, own) = match result {
         Ok(v) => v,
         Err(e) => {
             if let Some(r) = ready.as_mut() {
@@ -498,10 +508,20 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
     let (stop_events, stopped) = std::sync::mpsc::channel::<()>();
     let event_logger = {
         let rt = rt.clone();
+        let image = target.display().to_string();
+        let own = own.clone();
         std::thread::spawn(move || {
             let mut last = 0;
+            let mut broken = false;
             loop {
                 last = log_events(&rt, last);
+                if !broken {
+                    broken = log_broken(&rt, &image, &own);
+                } else if !own.is_mounted() {
+                    // `umount -l` detached it: let the pinned root go too, so the
+                    // session ends and the daemon exits.
+                    own.unpin();
+                }
                 match stopped.recv_timeout(EVENT_LOG_POLL) {
                     Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                     _ => return last,
@@ -539,7 +559,19 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
         CliError::new("internal: the runtime is still shared after the session ended")
     })?;
     let stats = rt.stats();
-    rt.close()?;
+    if let Err(e) = rt.close() {
+        // Never "journal committed" after a failure: the cause, and an exit status
+        // that says so (the `umount` helper reports it, see `umount_helper`).
+        let e = CliError::from(e);
+        eprintln!(
+            "{} dvrfs: {} unmounted, but the journal could not be committed: {}; what was written since the last successful commit is lost; check the device (dmesg), then run `dvrfs fsck {}`",
+            stamp(),
+            target.display(),
+            e.message,
+            target.display()
+        );
+        return Err(e);
+    }
     eprintln!(
         "{} dvrfs: {} unmounted, journal committed ({} device commands while mounted)",
         stamp(),
@@ -600,6 +632,29 @@ fn log_events(rt: &Runtime, last: u64) -> u64 {
         );
     }
     new.last().map_or(last, |e| e.seq)
+}
+
+/// Logs, once, that the engine is broken (a commit write or flush failed) and why;
+/// returns whether it is.
+/// The mount is then pinned (`own_mount`): a plain `umount` fails while the files
+/// can still be copied off; SIGTERM or `umount -l` lets it go.
+fn log_broken(rt: &Runtime, image: &str, own: &OwnMount) -> bool {
+    let Ok(Some(why)) = rt.inspect(|e| e.broken().map(str::to_string)) else {
+        return false;
+    };
+    eprintln!(
+        "{} dvrfs: {image}: {why}: nothing reaches the journal any more, and every fsync fails; what was written since the last successful commit will be lost when the volume is let go",
+        stamp()
+    );
+    match own.pin() {
+        Ok(()) => eprintln!(
+            "{} dvrfs: the mount is kept (umount fails with \"target is busy\") so that its files can still be copied off; then stop this daemon with kill -TERM {} (or umount -l): it exits with status 1; check the device (dmesg) and run `dvrfs fsck {image}`",
+            stamp(),
+            std::process::id()
+        ),
+        Err(e) => eprintln!("{} dvrfs: {e}", stamp()),
+    }
+    true
 }
 
 fn block_signals() -> libc::sigset_t {

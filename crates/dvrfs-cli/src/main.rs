@@ -20,6 +20,7 @@ mod cmd_stream;
 mod error;
 mod interrupt;
 mod ospath;
+mod own_mount;
 mod plot;
 mod target;
 

@@ -288,6 +288,12 @@ pub fn process_owner() -> (u32, u32) {
 
 /// One line of `/proc/self/mountinfo`: where, what and from where.
 pub struct MountEntry {
+    /// The mount's id, and its parent's (a mount stacked on another has the other's
+    /// id as its parent).
+    pub id: u64,
+    pub parent: u64,
+    /// The file system's device number, `major:minor` (a FUSE connection's own).
+    pub dev: String,
     pub mountpoint: PathBuf,
     /// `fuse.dvrfs` for `dvrfs mount` (`fuse` from an older kernel or mount).
     pub fstype: String,
@@ -296,7 +302,7 @@ pub struct MountEntry {
 
 /// The mounts of this process's namespace, oldest first, from `/proc/self/mountinfo`
 /// (nothing when it cannot be read).
-fn mounts() -> Vec<MountEntry> {
+pub fn mounts() -> Vec<MountEntry> {
     // Fields: id parent major:minor root mountpoint options [optional...] - fstype source superopts
     // with spaces, tabs, newlines and backslashes in names written as octal escapes.
     let unescape = |s: &str| -> String {
@@ -324,8 +330,12 @@ fn mounts() -> Vec<MountEntry> {
             let (left, right) = line.split_once(" - ")?;
             let mut r = right.split(' ');
             let (fstype, source) = (r.next()?, r.next()?);
+            let l: Vec<&str> = left.split(' ').collect();
             Some(MountEntry {
-                mountpoint: PathBuf::from(unescape(left.split(' ').nth(4)?)),
+                id: l.first()?.parse().ok()?,
+                parent: l.get(1)?.parse().ok()?,
+                dev: l.get(2)?.to_string(),
+                mountpoint: PathBuf::from(unescape(l.get(4)?)),
                 fstype: fstype.to_string(),
                 source: unescape(source),
             })

@@ -684,7 +684,15 @@ impl Dispatcher {
             if let Some(unmount) = self.closing {
                 if self.engine.ops_in_flight() == 0 && self.in_flight == 0 {
                     match unmount {
-                        Some(_) => return Ok(()),
+                        // The final commit's own result: a broken engine (a commit
+                        // that failed earlier) or a failing last commit is a failed
+                        // close, never "closed" (`close` then returns the error).
+                        Some(id) => {
+                            return match self.shared.lock().done.remove(&id) {
+                                Some(Err(e)) => Err(io::Error::other(e.to_string())),
+                                _ => Ok(()),
+                            }
+                        }
                         None if !self.engine.volume().is_writable() => return Ok(()),
                         None => {
                             let now = self.now();

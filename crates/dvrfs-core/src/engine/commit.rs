@@ -312,6 +312,13 @@ impl CommitState {
 }
 
 impl Engine {
+    /// Why the engine is broken (a commit write or flush failed), if it is: from then
+    /// on nothing reaches the journal, and every fsync and the unmount fail. The
+    /// mount daemon logs it as soon as it happens.
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
     /// Starts and advances commit jobs; returns whether anything changed.
     pub(super) fn commit_step(&mut self, now: Now) -> bool {
         let mut changed = false;
