@@ -51,6 +51,9 @@ pub const BOUNCE_MAX_BYTES: usize = 8 << 20;
 /// smallest we support, so the torn-write model stays conservative.
 const FALLBACK_SECTOR_BYTES: u32 = 512;
 
+/// The permissions of an image file [`FileDevice::create_image`] creates.
+pub const IMAGE_MODE: u32 = 0o600;
+
 /// Which advisory lock an open takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockMode {
@@ -246,10 +249,14 @@ impl FileDevice {
             Err(e) => return Err(OpenError::from_io(path, e)),
         };
 
+        // A new image is its owner's alone (0600): anyone who can read it reads every
+        // file in it whatever their modes, and anyone who can open it can hold its
+        // lock against the owner's mount. An existing file keeps the mode it has.
         let file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(false)
+            .mode(IMAGE_MODE)
             .open(path)
             .map_err(|e| OpenError::from_io(path, e))?;
         take_lock(&file, path, LockMode::Exclusive)?;
