@@ -234,6 +234,56 @@ pub fn parse_duration_ms(flag: &str, text: &str) -> CliResult<u64> {
     })
 }
 
+/// Parses a duration (as [`parse_duration_ms`]) that must lie in `range` (ms); one
+/// outside it is a usage error naming the range.
+pub fn parse_duration_in(
+    flag: &str,
+    text: &str,
+    range: std::ops::RangeInclusive<u64>,
+) -> CliResult<u64> {
+    let ms = parse_duration_ms(flag, text)?;
+    if !range.contains(&ms) {
+        return Err(CliError::usage(
+            format!(
+                "{flag} {text}: out of range: from {} to {}",
+                show_ms(*range.start()),
+                show_ms(*range.end())
+            ),
+            format!("give a duration from {} to {}", show_ms(*range.start()), show_ms(*range.end())),
+        ));
+    }
+    Ok(ms)
+}
+
+/// Checks a whole-number setting against its range: a usage error naming the range.
+pub fn check_range<T: PartialOrd + std::fmt::Display + Copy>(
+    flag: &str,
+    value: T,
+    range: std::ops::RangeInclusive<T>,
+) -> CliResult<T> {
+    if !range.contains(&value) {
+        return Err(CliError::usage(
+            format!(
+                "{flag} {value}: out of range: from {} to {}",
+                range.start(),
+                range.end()
+            ),
+            format!("give a value from {} to {}", range.start(), range.end()),
+        ));
+    }
+    Ok(value)
+}
+
+/// A duration in ms as the flags take it back: `168h`, `90s`, `1ms`.
+fn show_ms(ms: u64) -> String {
+    match ms {
+        ms if ms >= 3_600_000 && ms.is_multiple_of(3_600_000) => format!("{}h", ms / 3_600_000),
+        ms if ms >= 60_000 && ms.is_multiple_of(60_000) => format!("{}m", ms / 60_000),
+        ms if ms >= 1000 && ms.is_multiple_of(1000) => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +323,17 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn durations_outside_their_range_are_usage_errors() {
+        assert_eq!(parse_duration_in("--duration", "2h", 1..=7_200_000).unwrap(), 7_200_000);
+        for bad in ["0ms", "121m", "99999999999h"] {
+            let e = parse_duration_in("--duration", bad, 1..=7_200_000).unwrap_err();
+            assert_eq!(e.exit_code, crate::error::EXIT_USAGE, "{bad}");
+            assert!(e.message.contains("from 1ms to 2h"), "{}", e.message);
+        }
+        assert!(check_range("--age", 1001u32, 0..=1000).is_err());
+        assert_eq!(check_range("--age", 1000u32, 0..=1000).unwrap(), 1000);
     }
 }

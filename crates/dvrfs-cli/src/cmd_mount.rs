@@ -62,7 +62,7 @@ pub struct MountArgs {
     /// managers and scripts: `kill -TERM $(cat FILE)` unmounts)
     #[arg(long)]
     pub pid_file: Option<PathBuf>,
-    /// Requests served at once
+    /// Requests served at once, 1 to 256
     #[arg(long, default_value_t = 8)]
     pub threads: usize,
     /// The daemon's log (default /var/log/dvrfs-<mount point's path, escaped as
@@ -133,7 +133,10 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             ("pid_file", Some(v)) => a.pid_file = Some(PathBuf::from(v)),
             ("threads", Some(v)) => {
                 a.threads = v.parse().map_err(|_| {
-                    CliError::usage(format!("-o threads={v} is not a number"), "give e.g. threads=8")
+                    CliError::usage(
+                        format!("-o threads={v} is not a number"),
+                        format!("give a number from 1 to {MAX_THREADS}, e.g. threads=8"),
+                    )
                 })?
             }
             (
@@ -152,8 +155,14 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             }
         }
     }
+    crate::args::check_range("--threads (-o threads=)", a.threads, 1..=MAX_THREADS)?;
     Ok(())
 }
+
+/// The most requests a mount serves at once (`--threads`, `-o threads=`): each is a
+/// thread with its own request buffer (about 1 MiB); 256 is far more than a disk's
+/// queue keeps busy, and thousands would exhaust the daemon's memory.
+pub const MAX_THREADS: usize = 256;
 
 /// The daemon's log when `--log` is not given: [`log_name`] in `/var/log`, or in the
 /// temporary directory when `/var/log` is not writable.
@@ -287,6 +296,9 @@ pub fn mount(a: &MountArgs) -> CliResult<u8> {
     }
     // Check the flags before forking, so a usage error is reported by the command.
     admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
+    if let Some(p) = &a.pid_file {
+        refuse_symlink("pid file", "--pid-file", p)?;
+    }
     if a.foreground {
         return serve(&a, &target, &mountpoint, None);
     }
@@ -294,16 +306,59 @@ pub fn mount(a: &MountArgs) -> CliResult<u8> {
     daemonize(&a, &target, &mountpoint, &log)
 }
 
+/// Opens the daemon's log (appending) or pid file (`truncate`) for writing, created
+/// 0644 if missing, never through a symbolic link (`O_NOFOLLOW`): the daemon runs as
+/// root, and a link planted where the file is expected (a world-writable directory)
+/// would have it overwrite whatever the link names. Only a regular file is written.
+fn open_daemon_file(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(!truncate)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    if truncate {
+        f.set_len(0)?;
+    }
+    Ok(f)
+}
+
+/// The error for a log or pid file that cannot be opened; a symbolic link is named.
+fn daemon_file_error(what: &str, flag: &str, path: &Path, e: std::io::Error) -> CliError {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return symlink_error(what, flag, path);
+    }
+    CliError::new(format!("cannot open the {what} {}: {e}", path.display()))
+        .hint(format!("give a writable regular file with {flag}"))
+}
+
+fn symlink_error(what: &str, flag: &str, path: &Path) -> CliError {
+    CliError::new(format!(
+        "the {what} {} is a symbolic link: refused (the daemon would write wherever it points)",
+        path.display()
+    ))
+    .hint(format!(
+        "give the file's real path with {flag}, or remove the link"
+    ))
+}
+
+/// Refuses a symbolic link before anything is mounted (the open refuses it again,
+/// without a race, when the file is written).
+fn refuse_symlink(what: &str, flag: &str, path: &Path) -> CliResult<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(symlink_error(what, flag, path)),
+        _ => Ok(()),
+    }
+}
+
 /// Forks; the child serves, the parent reports what the child says.
 fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> CliResult<u8> {
-    let log_file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| {
-            CliError::new(format!("cannot open the log {}: {e}", log.display()))
-                .hint("give a writable file with --log")
-        })?;
+    let log_file = open_daemon_file(log, false).map_err(|e| daemon_file_error("log", "--log", log, e))?;
     let mut fds = [0; 2];
     // SAFETY: pipe(2) writes two descriptors into the array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -530,12 +585,11 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
         })
     };
     if let Some(p) = &a.pid_file {
-        if let Err(e) = std::fs::write(p, format!("{}\n", std::process::id())) {
-            eprintln!(
-                "{} dvrfs: cannot write the pid file {}: {e}",
-                stamp(),
-                p.display()
-            );
+        let written = open_daemon_file(p, true)
+            .and_then(|mut f| writeln!(f, "{}", std::process::id()))
+            .map_err(|e| daemon_file_error("pid file", "--pid-file", p, e));
+        if let Err(e) = written {
+            eprintln!("{} dvrfs: {}", stamp(), e.message);
         }
     }
     // Other processes (the dvrfs commands, C programs) use the volume through this

@@ -1,6 +1,6 @@
 //! `dvrfs sim` and `dvrfs capacity`: the virtual-time simulator and the admission bound.
 
-use crate::args::{parse_duration_ms, parse_size};
+use crate::args::{check_range, parse_duration_in, parse_duration_ms, parse_size};
 use crate::error::{CliError, CliResult};
 use dvrfs_core::disk::{capacity, durable_bounds, Admission, DiskModel, Estimator, StreamParams};
 use dvrfs_core::engine::{
@@ -13,6 +13,15 @@ use dvrfs_core::qos::{Neighbour, Report, SeedRun};
 use dvrfs_core::sched::{self, Class, SchedSettings};
 use dvrfs_core::sim::{self, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
 use std::path::{Path, PathBuf};
+
+/// The longest `--duration` of `sim` (virtual time) and `bench` (wall-clock time):
+/// 7 days. A week of virtual time covers every schedule a DVR repeats; a run asked
+/// for longer would take hours of real time (or never end, for `bench`).
+pub const MAX_RUN_DURATION_MS: u64 = 7 * 24 * 3_600_000;
+
+/// The most `--age` record-and-delete cycles: 1,000 fragments a volume as far as
+/// years of ring recording do, in about a minute.
+pub const MAX_AGE_CYCLES: u32 = 1000;
 
 /// Stream parameters shared by `sim` and `capacity`.
 #[derive(clap::Args, Debug, Clone)]
@@ -66,10 +75,11 @@ pub struct RunArgs {
     /// Fill the file system with recordings to this level first (e.g. 80%)
     #[arg(long, default_value = "80%")]
     pub fill: String,
-    /// Record-and-delete cycles that age the file system first
+    /// Record-and-delete cycles that age the file system first, 0 to 1000
     #[arg(long, default_value_t = 0)]
     pub age: u32,
-    /// How long the run lasts (sim: 1h of virtual time; bench: 60s of wall-clock time)
+    /// How long the run lasts, 1ms to 168h (sim: 1h of virtual time; bench: 60s of
+    /// wall-clock time)
     #[arg(long)]
     pub duration: Option<String>,
     /// Best-effort traffic beside the streams: photos, greedy-read, greedy-write, delete
@@ -387,16 +397,12 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
             )
         })?),
     };
-    let duration_ms = parse_duration_ms(
+    let duration_ms = parse_duration_in(
         "--duration",
         a.duration.as_deref().unwrap_or(default_duration),
+        1..=MAX_RUN_DURATION_MS,
     )?;
-    if duration_ms == 0 {
-        return Err(CliError::usage(
-            "--duration must be positive",
-            "e.g. --duration 1h",
-        ));
-    }
+    check_range("--age", a.age, 0..=MAX_AGE_CYCLES)?;
     let mut cfg = SimConfig::new(workload);
     cfg.alloc = alloc;
     cfg.block_bytes = parse_size("--block-size", &a.block_size)?;

@@ -51,7 +51,7 @@ const SYNC_INTERVAL: Duration = Duration::from_secs(1);
 /// What a stream asks for, and what admission checks it against.
 #[derive(Args, Debug)]
 pub struct StreamArgs {
-    /// The stream's rate, bits per second with K/M/G (decimal), e.g. 19.39M
+    /// The stream's rate, bits per second with K/M/G (decimal), 8K to 100G, e.g. 19.39M
     #[arg(long)]
     pub rate: String,
     /// Bytes per disk request (a multiple of 4K)
@@ -81,7 +81,7 @@ pub struct RecordArgs {
     /// Where the stream comes from: a local file or `-` (stdin)
     #[arg(long, default_value = "-")]
     pub input: PathBuf,
-    /// Record this long (at the rate); with neither --duration nor --size, until the
+    /// Record this long (at the rate), up to 8760h; with neither --duration nor --size, until the
     /// input ends
     #[arg(long)]
     pub duration: Option<String>,
@@ -111,11 +111,31 @@ pub struct PlayArgs {
     /// Start this far into the file, in time at the rate (e.g. 90s)
     #[arg(long)]
     pub from: Option<String>,
-    /// Play at this many times the rate (the reservation is for rate x speed)
+    /// Play at this many times the rate, 1 to 64 (the reservation is for rate x speed)
     #[arg(long, default_value_t = 1)]
     pub speed: u32,
     #[command(flatten)]
     pub stream: StreamArgs,
+}
+
+/// The range of a stream's `--rate`: 8 kbit/s (the slowest audio) to 100 Gbit/s.
+/// A slower stream would hold its reservation for days to move a few bytes.
+pub const MIN_STREAM_RATE_BPS: f64 = 8e3;
+pub const MAX_STREAM_RATE_BPS: f64 = 100e9;
+
+/// The fastest `play --speed`: 64 times the rate (a fast forward).
+pub const MAX_PLAY_SPEED: u32 = 64;
+
+/// A stream's `--rate`, in its range.
+fn stream_rate(text: &str) -> CliResult<f64> {
+    let r = bit_rate("--rate", text)?;
+    if !(MIN_STREAM_RATE_BPS..=MAX_STREAM_RATE_BPS).contains(&r) {
+        return Err(CliError::usage(
+            format!("--rate {text}: out of range: from 8K to 100G bits per second"),
+            "give the stream's rate in bits per second with K/M/G (decimal), e.g. 19.39M",
+        ));
+    }
+    Ok(r)
 }
 
 pub(crate) fn bit_rate(flag: &str, text: &str) -> CliResult<f64> {
@@ -159,7 +179,7 @@ pub fn admission(
 
 /// Opens the runtime with the stream flags' device model or bandwidth.
 fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliResult<Setup> {
-    let rate_bps = bit_rate("--rate", &a.rate)?;
+    let rate_bps = stream_rate(&a.rate)?;
     let request_bytes = parse_size("--request", &a.request)?;
     let max = dvrfs_core::engine::MAX_STREAM_REQUEST_BYTES;
     if request_bytes == 0 || !request_bytes.is_multiple_of(4096) || request_bytes > max {
@@ -385,7 +405,8 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
     let limit = match (&a.size, &a.duration) {
         (Some(s), None) => Some(parse_size("--size", s)?),
         (None, Some(d)) => {
-            let ms = parse_duration_ms("--duration", d)?;
+            let max_ms = dvrfs_core::engine::MAX_RECORDING_DURATION_S * 1000;
+            let ms = crate::args::parse_duration_in("--duration", d, 1..=max_ms)?;
             Some((rate_bytes * ms as f64 / 1e3).ceil() as u64)
         }
         (None, None) => None,
@@ -540,12 +561,7 @@ fn admission_name(rt: &Handle) -> CliResult<String> {
 
 pub fn play(a: &PlayArgs) -> CliResult<u8> {
     let Setup { rt, mut spec } = open(&a.target, Access::Read, &a.stream, StreamDir::Read)?;
-    if a.speed == 0 {
-        return Err(CliError::usage(
-            "--speed 0",
-            "give a whole speed of 1 or more",
-        ));
-    }
+    crate::args::check_range("--speed", a.speed, 1..=MAX_PLAY_SPEED)?;
     let ino = rt.resolve(&a.path)?;
     let st = rt.stat(ino)?;
     if st.kind != Kind::File {

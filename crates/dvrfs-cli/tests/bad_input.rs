@@ -460,3 +460,42 @@ fn play_refuses_to_overwrite_a_local_file_as_get_does() {
     assert_eq!(sha256_file(&out), sha256_file(&src));
     ok(play(&["/dev/null"]));
 }
+
+/// Issue 22 item 16: every numeric setting has a range, and a value outside it is a
+/// usage error (exit status 2) naming the range, before anything runs: no mount that
+/// aborts after reporting success, no simulation or playback that runs for days, no
+/// overflow (`sim --duration 999999999h` panicked multiplying to nanoseconds).
+#[test]
+fn numbers_outside_their_range_are_usage_errors() {
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "64M", &["--block-size", "1M"]);
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let (i, m) = (s(&img), s(&mnt));
+    let sim = ["sim", "--disk", "avfs-250g", "--workload", "4r"];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["mount", i, m, "-o", "threads=999999999999"], "from 1 to 256"),
+        (vec!["mount", i, m, "-o", "threads=0"], "from 1 to 256"),
+        (vec!["mount", i, m, "--threads", "257"], "from 1 to 256"),
+        ([&sim[..], &["--duration", "999999999h"]].concat(), "from 1ms to 168h"),
+        ([&sim[..], &["--duration", "0ms"]].concat(), "from 1ms to 168h"),
+        ([&sim[..], &["--duration", "1s", "--age", "1000000000"]].concat(), "from 0 to 1000"),
+        (vec!["play", i, "/f", "--rate", "1"], "from 8K to 100G"),
+        (vec!["play", i, "/f", "--rate", "200G"], "from 8K to 100G"),
+        (vec!["play", i, "/f", "--rate", "8M", "--speed", "65"], "from 1 to 64"),
+        (
+            vec!["record", i, "/r", "--rate", "8M", "--duration", "99999999999h"],
+            "to 8760h",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = dvrfs(&args);
+        assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
+        let err = fails(o, needle);
+        assert!(err.contains("out of range"), "{args:?}: {err}");
+    }
+    // Nothing was mounted or written.
+    assert!(!mounted(&mnt));
+    assert_eq!(stdout(&dvrfs(["ls", i])).trim(), "");
+}

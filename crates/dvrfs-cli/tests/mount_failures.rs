@@ -192,3 +192,96 @@ fn the_daemon_unmounts_only_its_own_mount_never_one_over_it() {
     m.unmount();
     assert_clean(&img);
 }
+
+/// Issue 22 item 15: the pid file and the log are never written through a symbolic
+/// link (the daemon runs as root; a link planted in a shared directory would have it
+/// overwrite whatever the link names).
+#[test]
+fn the_pid_file_and_the_log_are_not_followed_through_symlinks() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "64M", &["--block-size", "1M"]);
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let victim = dir.path().join("victim");
+    fs::write(&victim, b"precious").unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let good_log = dir.path().join("mount.log");
+    let good_pid = dir.path().join("mount.pid");
+    for (flag, other_flag, other) in [
+        ("--pid-file", "--log", &good_log),
+        ("--log", "--pid-file", &good_pid),
+    ] {
+        let o = dvrfs([
+            "mount".as_ref(),
+            img.as_os_str(),
+            mnt.as_os_str(),
+            flag.as_ref(),
+            link.as_os_str(),
+            other_flag.as_ref(),
+            other.as_os_str(),
+        ]);
+        if mounted(&mnt) {
+            let _ = Command::new("umount").arg(&mnt).output();
+        }
+        let err = fails(o, "is a symbolic link");
+        assert!(err.contains(flag), "{err}");
+        assert_eq!(fs::read(&victim).unwrap(), b"precious", "{flag}");
+    }
+    assert!(!mounted(&mnt));
+    // Real paths work as before.
+    let m = Mount::new(dir.path(), &img, &[]);
+    m.unmount();
+}
+
+/// Issue 22 item 16, through the mount: a reservation whose duration would wrap the
+/// space it holds is refused, and a write past the largest file the volume holds
+/// fails at the call with EFBIG (as truncate to that size does), changing nothing.
+#[test]
+fn absurd_reservations_and_offsets_are_refused_at_the_call() {
+    need_fuse!();
+    use std::os::unix::fs::FileExt;
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "256M", &["--block-size", "1M"]);
+    let m = Mount::new(dir.path(), &img, &[]);
+    let f = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(m.path("rec.ts"))
+        .unwrap();
+    let set = |v: &str| {
+        let p = std::ffi::CString::new(m.path("rec.ts").to_str().unwrap()).unwrap();
+        // SAFETY: valid C strings and a buffer of the given length.
+        let r = unsafe {
+            libc::setxattr(
+                p.as_ptr(),
+                c"user.dvrfs.stream".as_ptr(),
+                v.as_ptr().cast(),
+                v.len(),
+                0,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error().raw_os_error())
+        }
+    };
+    assert_eq!(
+        set("write:1M,duration=99999999999h"),
+        Err(Some(libc::EINVAL)),
+        "an absurd duration was admitted"
+    );
+    let e = f.write_at(b"x", 1 << 62).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EFBIG), "{e}");
+    assert_eq!(f.metadata().unwrap().len(), 0, "the refused write grew the file");
+    f.sync_all().unwrap();
+    drop(f);
+    m.unmount();
+    assert_clean(&img);
+}

@@ -649,6 +649,12 @@ impl DvrfsFs {
         if self.read_only {
             return Err(libc::EROFS);
         }
+        // Past the largest file the volume holds: EFBIG at the call, as `truncate`
+        // refuses the same size, not a file whose size shows 4 EiB until fsync fails.
+        let end = offset.checked_add(data.len() as u64);
+        if end.is_none_or(|e| e > dvrfs_core::fs::max_file_bytes(self.block_bytes)) {
+            return Err(libc::EFBIG);
+        }
         let h = self.handle(fh)?;
         let st = self.state(h.ino).ok_or(libc::EBADF)?;
         let mut st = lock(&st);

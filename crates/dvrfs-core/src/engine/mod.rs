@@ -57,7 +57,7 @@ mod tail_log;
 pub use buf::{ExternalBuf, IoBuf};
 pub use events::SPACE_LEVELS_PCT;
 pub use op::{Completion, Op, OpId, Output};
-pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES};
+pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES, MAX_RECORDING_DURATION_S};
 pub use status::{
     admission_status, AdmissionStatus, DiskStatus, HeadroomAsk, SpaceStatus, Status, StreamStatus,
 };

@@ -30,6 +30,11 @@ use std::fmt;
 /// Bytes per disk request when a reservation does not say (as `dvrfs record`).
 pub const DEFAULT_REQUEST_BYTES: u64 = 512 << 10;
 
+/// The longest a recording's `duration` may be: 365 days (`8760h`). Longer is refused
+/// rather than held: the space it would reserve is beyond any volume, and the product
+/// of a rate and an absurd duration must never wrap to a small reservation.
+pub const MAX_RECORDING_DURATION_S: u64 = 365 * 24 * 3600;
+
 /// A parsed reservation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reservation {
@@ -134,8 +139,11 @@ impl Reservation {
         match (self.size_bytes, self.duration_s) {
             (Some(s), _) => s,
             (None, Some(secs)) => {
+                // Saturating, never wrapping: an absurd product holds everything
+                // (and admission refuses it), not nothing.
                 let b = (self.rate_bps as u128 * secs as u128).div_ceil(8);
-                (b.min(u64::MAX as u128) as u64).next_multiple_of(4096)
+                let max = u64::MAX - u64::MAX % 4096;
+                (b.min(max as u128) as u64).next_multiple_of(4096)
             }
             (None, None) => 0,
         }
@@ -253,12 +261,33 @@ fn duration_s(v: &str) -> Result<u64, String> {
     if !ms.is_multiple_of(1000) {
         return Err("must be a whole number of seconds".into());
     }
+    if ms / 1000 > MAX_RECORDING_DURATION_S {
+        return Err(format!(
+            "longer than a recording's limit of {}h (365 days)",
+            MAX_RECORDING_DURATION_S / 3600
+        ));
+    }
     Ok(ms / 1000)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn absurd_durations_are_refused_never_wrapped() {
+        let e = Reservation::parse("write:1M,duration=99999999999h").unwrap_err();
+        assert!(e.contains("8760h"), "{e}");
+        let r = Reservation::parse("write:1M,duration=8760h").unwrap();
+        assert_eq!(r.reserve_bytes(), (1_000_000u64 * 8760 * 3600 / 8).next_multiple_of(4096));
+        // The largest product saturates.
+        let big = Reservation {
+            rate_bps: u64::MAX,
+            duration_s: Some(u64::MAX),
+            ..r
+        };
+        assert!(big.reserve_bytes() > u64::MAX - 4096);
+    }
 
     #[test]
     fn reservations_parse_and_print_canonically() {
