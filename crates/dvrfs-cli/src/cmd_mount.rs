@@ -309,7 +309,8 @@ pub fn mount(a: &MountArgs) -> CliResult<u8> {
 /// Opens the daemon's log (appending) or pid file (`truncate`) for writing, created
 /// 0644 if missing, never through a symbolic link (`O_NOFOLLOW`): the daemon runs as
 /// root, and a link planted where the file is expected (a world-writable directory)
-/// would have it overwrite whatever the link names. Only a regular file is written.
+/// would have it overwrite whatever the link names. Only a regular file (or a
+/// character device such as `/dev/null`) is written.
 fn open_daemon_file(path: &Path, truncate: bool) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let f = OpenOptions::new()
@@ -319,10 +320,13 @@ fn open_daemon_file(path: &Path, truncate: bool) -> std::io::Result<std::fs::Fil
         .mode(0o644)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)?;
-    if !f.metadata()?.is_file() {
+    let kind = f.metadata()?.file_type();
+    // A regular file, or `/dev/null` and its kind; never a FIFO or socket, whose
+    // writes could block the daemon.
+    if !(kind.is_file() || std::os::unix::fs::FileTypeExt::is_char_device(&kind)) {
         return Err(std::io::Error::other("not a regular file"));
     }
-    if truncate {
+    if truncate && kind.is_file() {
         f.set_len(0)?;
     }
     Ok(f)

@@ -77,9 +77,15 @@ pub fn after_unmount<T>(
             Err(e @ OpenError::InUse { .. }) => e,
             Err(e) => return Err(e.into()),
         };
+        // The file whose lock is held: `path`, or the image behind the loop device
+        // `path` names.
+        let held = match &in_use {
+            OpenError::InUse { path } => path.clone(),
+            _ => path.to_path_buf(),
+        };
         // Held by anything else (a mount that is up, `record`, a C program): the
         // in-use message at once, as before.
-        let Some(holder) = letting_go(path) else {
+        let Some(holder) = letting_go(&held) else {
             return Err(in_use.into());
         };
         let waited = started.elapsed();
@@ -408,13 +414,16 @@ pub fn mounts() -> Vec<MountEntry> {
 }
 
 /// Where the volume on `path` is mounted by `dvrfs mount`, if it is: a `fuse.dvrfs`
-/// line of `/proc/self/mountinfo` whose source is this image or device.
+/// line of `/proc/self/mountinfo` whose source is this image or device, or a loop
+/// device over this image.
 pub fn mounted_at(path: &Path) -> Option<PathBuf> {
     let path = std::fs::canonicalize(path).ok()?;
     mounts().into_iter().find_map(|m| {
         // `fuse.dvrfs` (the kernel took the subtype), or `fuse` from an older mount.
         let dvrfs = m.fstype == "fuse.dvrfs" || m.fstype == "fuse";
-        (dvrfs && Path::new(&m.source) == path).then_some(m.mountpoint)
+        let source = Path::new(&m.source);
+        let this = source == path || loop_backing_file(source).is_some_and(|b| b == path);
+        (dvrfs && this).then_some(m.mountpoint)
     })
 }
 
@@ -450,6 +459,22 @@ pub fn dead_mount(path: &Path) -> CliError {
         "unmount it: fusermount3 -uz {p} (or, as root, umount -l {p}); then mount the volume again (a dvrfs volume replays its journal: nothing committed is lost)",
         p = path.display()
     ))
+}
+
+/// The image file behind the loop device `dev`, as sysfs names it, if `dev` is one.
+pub fn loop_backing_file(dev: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let md = std::fs::metadata(dev).ok()?;
+    if !md.file_type().is_block_device() {
+        return None;
+    }
+    let name = std::fs::read_to_string(format!(
+        "/sys/dev/block/{}:{}/loop/backing_file",
+        libc::major(md.rdev()),
+        libc::minor(md.rdev())
+    ))
+    .ok()?;
+    std::fs::canonicalize(name.trim_end_matches('\n')).ok()
 }
 
 /// What is mounted on the directory `dir` (canonical), if it is a mount point: the

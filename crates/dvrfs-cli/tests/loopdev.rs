@@ -89,3 +89,67 @@ fn loop_device_with_512_byte_sectors() {
 fn loop_device_with_4096_byte_sectors() {
     round_trip_on_loop_device(4096);
 }
+
+/// Issue 22 item 12: a loop device over an image is the same volume. While the image
+/// is held (mounted, or opened by a writer), `put` to the loop device and a `mount`
+/// of it are refused, naming where the image is mounted; while the loop device is
+/// mounted, so are a writer and `fsck` on the image. Before, both were accepted and
+/// everything written through one of them (fsync'd files included) was lost.
+#[test]
+fn a_loop_device_over_an_image_shares_the_images_lock() {
+    use dvrfs_io::{FileDevice, LockMode};
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "256M", &["--block-size", "1M"]);
+    let lo = match LoopDev::attach(&img, 512) {
+        Ok(lo) => lo,
+        Err(reason) => {
+            println!("SKIP: loop device over a locked image: {reason}");
+            return;
+        }
+    };
+    let dev = lo.0.to_str().expect("utf-8 device path");
+    let i = img.to_str().expect("utf-8");
+    let src = random_file(&dir.path().join("src.bin"), 1 << 20, 12);
+    let s = src.to_str().unwrap();
+    {
+        // A writer holds the image: the loop device is in use too, and the other way.
+        let _held = FileDevice::open(&img, true, LockMode::Exclusive).expect("hold the image");
+        fails(dvrfs(["put", dev, s, "/a"]), "in use");
+        fails(dvrfs(["ls", dev]), "in use");
+    }
+    {
+        let _held = FileDevice::open(&lo.0, true, LockMode::Exclusive).expect("hold the loop");
+        fails(dvrfs(["put", i, s, "/a"]), "in use");
+        assert_eq!(code(&dvrfs(["fsck", i])), 8);
+    }
+    if let Some(why) = fuse_missing() {
+        println!("SKIP: the mounted half: {why}");
+        return;
+    }
+    // The image mounted: the loop device is refused, naming the mount.
+    let m = Mount::new(dir.path(), &img, &[]);
+    let err = fails(dvrfs(["put", dev, s, "/a"]), "is mounted at");
+    assert!(err.contains(m.mnt.to_str().unwrap()), "{err}");
+    let other = dir.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    fails(
+        dvrfs(["mount", dev, other.to_str().unwrap(), "--log", "/dev/null"]),
+        "is mounted at",
+    );
+    assert!(!mounted(&other));
+    m.unmount();
+    // The loop device mounted: the image is refused.
+    let sub = dir.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let m = Mount::new(&sub, &lo.0, &[]);
+    std::fs::copy(&src, m.path("through-loop")).unwrap();
+    fails(dvrfs(["put", i, s, "/a"]), "is mounted at");
+    let o = dvrfs(["fsck", i]);
+    assert_eq!(code(&o), 8, "{}", stderr(&o));
+    m.unmount();
+    assert_clean(&img);
+    let back = dir.path().join("back.bin");
+    get_to(&img, "/through-loop", &back);
+    assert_eq!(sha256_file(&back), sha256_file(&src));
+}

@@ -59,3 +59,44 @@ pub(crate) fn logical_sector_bytes(file: &File) -> io::Result<u32> {
         )
     })
 }
+
+/// `LOOP_GET_STATUS64`: a loop device's status, including its backing file's device
+/// and inode numbers. Not in the `libc` crate, so spelled out (`linux/loop.h`).
+const LOOP_GET_STATUS64: libc::Ioctl = 0x4C05 as libc::Ioctl;
+
+/// `struct loop_info64` of `linux/loop.h` (232 bytes).
+#[repr(C)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+const _: () = assert!(std::mem::size_of::<LoopInfo64>() == 232);
+
+/// The device and inode numbers of the file behind a loop device, or `None` when
+/// `file` is not a loop device or has nothing attached.
+pub(crate) fn loop_backing(file: &File) -> Option<(u64, u64)> {
+    // SAFETY: all-zero bytes are a valid LoopInfo64 (integers and byte arrays).
+    let mut info: LoopInfo64 = unsafe { std::mem::zeroed() };
+    // SAFETY: the fd is open for the lifetime of `file`; LOOP_GET_STATUS64 writes one
+    // struct loop_info64 through the pointer, which points at a live one.
+    let rc = unsafe {
+        libc::ioctl(
+            file.as_raw_fd(),
+            LOOP_GET_STATUS64,
+            &mut info as *mut LoopInfo64,
+        )
+    };
+    (rc == 0).then_some((info.lo_device, info.lo_inode))
+}

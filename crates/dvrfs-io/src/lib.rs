@@ -20,6 +20,8 @@
 //! - Each open takes an advisory `flock` ([`LockMode`]) on its own open file description,
 //!   so two dvrfs opens conflict even inside one process. An exclusive open of a block
 //!   device also uses `O_EXCL`, which the kernel refuses while the device is mounted.
+//!   A loop device also takes the lock on its backing image, so the image and a loop
+//!   device over it exclude each other as one volume.
 //!
 //! # Fault model
 //!
@@ -121,6 +123,9 @@ pub struct FileDevice {
     block_device: bool,
     size_bytes: u64,
     sector_bytes: u32,
+    /// A loop device's backing image, opened only to hold the same lock on it (see
+    /// [`lock_loop_backing`]).
+    _backing_lock: Option<File>,
     /// Aligned scratch for callers whose memory buffer is not aligned; grows on demand up
     /// to [`BOUNCE_MAX_BYTES`]. A mutex because `read_at` takes `&self`.
     bounce: Mutex<AlignedBuf>,
@@ -189,6 +194,11 @@ impl FileDevice {
         };
 
         take_lock(&file, path, lock)?;
+        let backing_lock = if block_device {
+            lock_loop_backing(&file, lock)?
+        } else {
+            None
+        };
 
         let io_err = |source| OpenError::Io {
             path: path.to_path_buf(),
@@ -217,6 +227,7 @@ impl FileDevice {
             block_device,
             size_bytes: raw_size_bytes - raw_size_bytes % IO_ALIGN_BYTES,
             sector_bytes,
+            _backing_lock: backing_lock,
             bounce: Mutex::new(AlignedBuf::zeroed(0)),
         })
     }
@@ -488,6 +499,45 @@ fn sync_parent_dir(path: &Path) -> io::Result<()> {
         _ => Path::new("."),
     };
     File::open(parent)?.sync_all()
+}
+
+/// A loop device over an image is the image: when `file` is one, takes the lock of
+/// `mode` on its backing file too, so that the image and every loop device over it
+/// collide (a `put` to `/dev/loop0` while its image is mounted would otherwise write
+/// beside the mount, and both would be lost). The backing file is found by the path
+/// sysfs gives (`/sys/dev/block/MAJ:MIN/loop/backing_file`) and checked against the
+/// device and inode numbers the loop driver reports; one that cannot be reached by
+/// that path (deleted, in another mount namespace) cannot be locked and is skipped.
+fn lock_loop_backing(file: &File, mode: LockMode) -> Result<Option<File>, OpenError> {
+    let Some((dev, ino)) = blk::loop_backing(file) else {
+        return Ok(None);
+    };
+    let Ok(rdev) = file.metadata().map(|m| m.rdev()) else {
+        return Ok(None);
+    };
+    let sys = format!(
+        "/sys/dev/block/{}:{}/loop/backing_file",
+        libc::major(rdev),
+        libc::minor(rdev)
+    );
+    let Ok(name) = std::fs::read_to_string(sys) else {
+        return Ok(None);
+    };
+    let backing_path = PathBuf::from(name.trim_end_matches('\n'));
+    let Ok(backing) = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(&backing_path)
+    else {
+        return Ok(None);
+    };
+    match backing.metadata() {
+        Ok(m) if m.dev() == dev && m.ino() == ino => {}
+        _ => return Ok(None),
+    }
+    // A conflict names the image: its holder is the one to report (and wait for).
+    take_lock(&backing, &backing_path, mode)?;
+    Ok(Some(backing))
 }
 
 /// Takes the advisory lock of `mode` without waiting; a conflicting holder is `InUse`.
