@@ -249,7 +249,11 @@ pub fn parse_duration_in(
                 show_ms(*range.start()),
                 show_ms(*range.end())
             ),
-            format!("give a duration from {} to {}", show_ms(*range.start()), show_ms(*range.end())),
+            format!(
+                "give a duration from {} to {}",
+                show_ms(*range.start()),
+                show_ms(*range.end())
+            ),
         ));
     }
     Ok(ms)
@@ -327,7 +331,10 @@ mod tests {
 
     #[test]
     fn durations_outside_their_range_are_usage_errors() {
-        assert_eq!(parse_duration_in("--duration", "2h", 1..=7_200_000).unwrap(), 7_200_000);
+        assert_eq!(
+            parse_duration_in("--duration", "2h", 1..=7_200_000).unwrap(),
+            7_200_000
+        );
         for bad in ["0ms", "121m", "99999999999h"] {
             let e = parse_duration_in("--duration", bad, 1..=7_200_000).unwrap_err();
             assert_eq!(e.exit_code, crate::error::EXIT_USAGE, "{bad}");

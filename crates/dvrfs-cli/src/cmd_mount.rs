@@ -362,7 +362,8 @@ fn refuse_symlink(what: &str, flag: &str, path: &Path) -> CliResult<()> {
 
 /// Forks; the child serves, the parent reports what the child says.
 fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> CliResult<u8> {
-    let log_file = open_daemon_file(log, false).map_err(|e| daemon_file_error("log", "--log", log, e))?;
+    let log_file =
+        open_daemon_file(log, false).map_err(|e| daemon_file_error("log", "--log", log, e))?;
     let mut fds = [0; 2];
     // SAFETY: pipe(2) writes two descriptors into the array.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

@@ -183,7 +183,8 @@ fn exiting(pid: u32) -> bool {
     }
     // Pending signals as a hex mask, bit N-1 for signal N.
     let kill_bit = 1u64 << (libc::SIGKILL - 1);
-    let pending = |name: &str| u64::from_str_radix(field(name), 16).is_ok_and(|m| m & kill_bit != 0);
+    let pending =
+        |name: &str| u64::from_str_radix(field(name), 16).is_ok_and(|m| m & kill_bit != 0);
     if pending("SigPnd:") || pending("ShdPnd:") {
         return true;
     }

@@ -475,17 +475,40 @@ fn numbers_outside_their_range_are_usage_errors() {
     let (i, m) = (s(&img), s(&mnt));
     let sim = ["sim", "--disk", "avfs-250g", "--workload", "4r"];
     let cases: Vec<(Vec<&str>, &str)> = vec![
-        (vec!["mount", i, m, "-o", "threads=999999999999"], "from 1 to 256"),
+        (
+            vec!["mount", i, m, "-o", "threads=999999999999"],
+            "from 1 to 256",
+        ),
         (vec!["mount", i, m, "-o", "threads=0"], "from 1 to 256"),
         (vec!["mount", i, m, "--threads", "257"], "from 1 to 256"),
-        ([&sim[..], &["--duration", "999999999h"]].concat(), "from 1ms to 168h"),
-        ([&sim[..], &["--duration", "0ms"]].concat(), "from 1ms to 168h"),
-        ([&sim[..], &["--duration", "1s", "--age", "1000000000"]].concat(), "from 0 to 1000"),
+        (
+            [&sim[..], &["--duration", "999999999h"]].concat(),
+            "from 1ms to 168h",
+        ),
+        (
+            [&sim[..], &["--duration", "0ms"]].concat(),
+            "from 1ms to 168h",
+        ),
+        (
+            [&sim[..], &["--duration", "1s", "--age", "1000000000"]].concat(),
+            "from 0 to 1000",
+        ),
         (vec!["play", i, "/f", "--rate", "1"], "from 8K to 100G"),
         (vec!["play", i, "/f", "--rate", "200G"], "from 8K to 100G"),
-        (vec!["play", i, "/f", "--rate", "8M", "--speed", "65"], "from 1 to 64"),
         (
-            vec!["record", i, "/r", "--rate", "8M", "--duration", "99999999999h"],
+            vec!["play", i, "/f", "--rate", "8M", "--speed", "65"],
+            "from 1 to 64",
+        ),
+        (
+            vec![
+                "record",
+                i,
+                "/r",
+                "--rate",
+                "8M",
+                "--duration",
+                "99999999999h",
+            ],
             "to 8760h",
         ),
     ];

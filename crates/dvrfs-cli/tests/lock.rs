@@ -65,7 +65,15 @@ fn a_killed_writers_lock_is_waited_for_not_reported_in_use() {
     let src = random_file(&dir.path().join("src.bin"), 512 << 20, 13);
     let mut held_rounds = 0;
     for round in 0..10 {
-        ok(dvrfs(["mkfs", p, "--size", "1G", "--block-size", "1M", "--force"]));
+        ok(dvrfs([
+            "mkfs",
+            p,
+            "--size",
+            "1G",
+            "--block-size",
+            "1M",
+            "--force",
+        ]));
         let formatted_bytes = std::fs::metadata(&img).unwrap().blocks() * 512;
         let mut child = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
             .arg("put")
@@ -92,7 +100,10 @@ fn a_killed_writers_lock_is_waited_for_not_reported_in_use() {
             "round {round} (killed while copying: {copying}): fsck right after kill -9: {err}"
         );
     }
-    assert!(held_rounds > 0, "put never seen copying: the test tested nothing");
+    assert!(
+        held_rounds > 0,
+        "put never seen copying: the test tested nothing"
+    );
 }
 
 /// Issue 22 item 14: an image `mkfs` creates is its owner's alone.

@@ -24,7 +24,13 @@ impl Tmpfs {
     fn mount(dir: &Path, size: &str) -> Result<Tmpfs, String> {
         fs::create_dir_all(dir).unwrap();
         let o = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "dvrfs-test-tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "dvrfs-test-tmpfs",
+            ])
             .arg(dir)
             .output()
             .map_err(|e| format!("cannot run mount: {e}"))?;
@@ -103,7 +109,10 @@ fn a_failed_commit_fails_the_umount_and_the_daemon_exits_non_zero_with_the_cause
     }
     let guard = Kill(&mut daemon, mnt.clone());
     fs::write(mnt.join("kept"), b"committed before the failure").unwrap();
-    fs::File::open(mnt.join("kept")).unwrap().sync_all().unwrap();
+    fs::File::open(mnt.join("kept"))
+        .unwrap()
+        .sync_all()
+        .unwrap();
 
     // Fill the tmpfs: the journal's next blocks (holes in the image) cannot be
     // written any more.
@@ -279,7 +288,11 @@ fn absurd_reservations_and_offsets_are_refused_at_the_call() {
     );
     let e = f.write_at(b"x", 1 << 62).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EFBIG), "{e}");
-    assert_eq!(f.metadata().unwrap().len(), 0, "the refused write grew the file");
+    assert_eq!(
+        f.metadata().unwrap().len(),
+        0,
+        "the refused write grew the file"
+    );
     f.sync_all().unwrap();
     drop(f);
     m.unmount();

@@ -279,7 +279,10 @@ mod tests {
         let e = Reservation::parse("write:1M,duration=99999999999h").unwrap_err();
         assert!(e.contains("8760h"), "{e}");
         let r = Reservation::parse("write:1M,duration=8760h").unwrap();
-        assert_eq!(r.reserve_bytes(), (1_000_000u64 * 8760 * 3600 / 8).next_multiple_of(4096));
+        assert_eq!(
+            r.reserve_bytes(),
+            (1_000_000u64 * 8760 * 3600 / 8).next_multiple_of(4096)
+        );
         // The largest product saturates.
         let big = Reservation {
             rate_bps: u64::MAX,
