@@ -259,6 +259,15 @@ pub fn parse_duration_in(
     Ok(ms)
 }
 
+/// The longest `--durable` (a recording's durability interval): 24 hours. A longer
+/// one would keep accepted bytes off the journal for days.
+pub const MAX_DURABLE_MS: u64 = 24 * 3_600_000;
+
+/// `--durable TIME` in nanoseconds, in its range (1ms to 24h).
+pub fn parse_durable_ns(text: &str) -> CliResult<u64> {
+    Ok(parse_duration_in("--durable", text, 1..=MAX_DURABLE_MS)? * 1_000_000)
+}
+
 /// Checks a whole-number setting against its range: a usage error naming the range.
 pub fn check_range<T: PartialOrd + std::fmt::Display + Copy>(
     flag: &str,

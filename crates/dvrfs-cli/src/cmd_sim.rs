@@ -1,6 +1,6 @@
 //! `dvrfs sim` and `dvrfs capacity`: the virtual-time simulator and the admission bound.
 
-use crate::args::{check_range, parse_duration_in, parse_duration_ms, parse_size};
+use crate::args::{check_range, parse_duration_in, parse_size};
 use crate::error::{CliError, CliResult};
 use dvrfs_core::disk::{capacity, durable_bounds, Admission, DiskModel, Estimator, StreamParams};
 use dvrfs_core::engine::{
@@ -18,6 +18,10 @@ use std::path::{Path, PathBuf};
 /// 7 days. A week of virtual time covers every schedule a DVR repeats; a run asked
 /// for longer would take hours of real time (or never end, for `bench`).
 pub const MAX_RUN_DURATION_MS: u64 = 7 * 24 * 3_600_000;
+
+/// The most streams a `--workload` runs (all groups together): 4,096, ten times what
+/// the largest disk model admits at the lowest rates.
+pub const MAX_SIM_STREAMS: u64 = 4096;
 
 /// The most `--age` record-and-delete cycles: 1,000 fragments a volume as far as
 /// years of ring recording do, in about a minute.
@@ -206,16 +210,9 @@ fn rate(flag: &str, text: &str) -> CliResult<f64> {
     })
 }
 
-fn positive_ms(flag: &str, text: &str) -> CliResult<u64> {
-    let ms = parse_duration_ms(flag, text)?;
-    if ms == 0 {
-        return Err(CliError::usage(
-            format!("{flag} {text}: must be positive"),
-            "the paper uses --margin 500ms --urgent 100ms",
-        ));
-    }
-    Ok(ms)
-}
+/// The longest `--margin`, `--urgent` and `--be-latency`: a minute, far beyond any
+/// buffer a stream has (the paper uses 500ms and 100ms).
+const MAX_MIXER_MS: u64 = 60_000;
 
 fn be_share(text: &str) -> CliResult<f64> {
     text.trim()
@@ -232,8 +229,8 @@ fn be_share(text: &str) -> CliResult<f64> {
 
 /// The mixer's margin and urgency threshold, ns.
 fn mixer_params(m: &MixerOpts) -> CliResult<(u64, u64)> {
-    let margin_ms = positive_ms("--margin", &m.margin)?;
-    let urgent_ms = parse_duration_ms("--urgent", &m.urgent)?;
+    let margin_ms = parse_duration_in("--margin", &m.margin, 1..=MAX_MIXER_MS)?;
+    let urgent_ms = parse_duration_in("--urgent", &m.urgent, 0..=MAX_MIXER_MS)?;
     if urgent_ms >= margin_ms {
         return Err(CliError::usage(
             format!(
@@ -316,16 +313,11 @@ fn setup(a: &SimArgs) -> CliResult<Setup> {
     let durable_ns = a
         .durable
         .as_deref()
-        .map(|d| parse_duration_ms("--durable", d).map(|ms| ms * 1_000_000))
+        .map(crate::args::parse_durable_ns)
         .transpose()?;
     if a.stream_recordings {
-        let frame_ns = parse_duration_ms("--frame", &a.frame)? * 1_000_000;
-        if frame_ns == 0 {
-            return Err(CliError::usage(
-                "--frame must be positive",
-                "e.g. --frame 40ms (a frame at 25 fps)",
-            ));
-        }
+        // A frame from 1ms (1000 fps) to 10s (a snapshot camera).
+        let frame_ns = parse_duration_in("--frame", &a.frame, 1..=10_000)? * 1_000_000;
         s.cfg.stream_recordings = Some(sim::StreamRecordings {
             durable_ns,
             frame_ns,
@@ -357,6 +349,13 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
             "e.g. --workload 4r2w (0r0w only with --best-effort)",
         )
     })?;
+    let streams: u64 = workload.groups.iter().map(|g| u64::from(g.count)).sum();
+    if streams > MAX_SIM_STREAMS {
+        return Err(CliError::usage(
+            format!("--workload {}: {streams} streams, more than {MAX_SIM_STREAMS}", a.workload),
+            format!("give at most {MAX_SIM_STREAMS} streams in all (a disk carries a few hundred at the lowest rates)"),
+        ));
+    }
     if !sched::NAMES.contains(&a.scheduler.as_str()) {
         return Err(CliError::usage(
             format!("unknown scheduler {:?}", a.scheduler),
@@ -447,7 +446,7 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
     cfg.checksums = a.checksums;
     cfg.keep_series = a.plot.is_some();
     let merge_bytes = parse_size("--merge", &a.merge)?;
-    let be_latency_ms = positive_ms("--be-latency", &a.be_latency)?;
+    let be_latency_ms = parse_duration_in("--be-latency", &a.be_latency, 1..=MAX_MIXER_MS)?;
     let journal_class = Class::parse(&a.journal_class).map_err(|e| {
         CliError::usage(
             format!("--journal-class: {e}"),
@@ -786,13 +785,7 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
 pub fn capacity_cmd(a: &CapacityArgs) -> CliResult<u8> {
     let model = load_disk(&a.disk)?;
     let sp = stream_params(&a.stream)?;
-    let durable_ms = parse_duration_ms("--durable", &a.durable)?;
-    if durable_ms == 0 {
-        return Err(CliError::usage(
-            format!("--durable {}: must be positive", a.durable),
-            "e.g. --durable 1s (the commit interval, the default) or --durable 10s",
-        ));
-    }
+    let durable_ms = crate::args::parse_durable_ns(&a.durable)? / 1_000_000;
     // Recordings on a volume with the default commit interval (one that commits
     // more often, when asked for a shorter durability interval), with a tail log
     // (mkfs's default) or without.

@@ -142,7 +142,7 @@ fn headroom_ask(a: &StatusArgs) -> CliResult<HeadroomAsk> {
     };
     let durable_ns = match (&a.durable, dir) {
         (None, _) => None,
-        (Some(d), StreamDir::Write) => Some(parse_duration_ms("--durable", d)? * 1_000_000),
+        (Some(d), StreamDir::Write) => Some(crate::args::parse_durable_ns(d)?),
         (Some(_), StreamDir::Read) => {
             return Err(CliError::usage(
                 "--durable applies to recordings, not to playbacks (--dir read)",

@@ -377,7 +377,7 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
     let durable_ns = a
         .durable
         .as_deref()
-        .map(|d| crate::args::parse_duration_ms("--durable", d).map(|ms| ms * 1_000_000))
+        .map(crate::args::parse_durable_ns)
         .transpose()?;
     let Setup { rt, mut spec } =
         interrupt::blocked(|| open(&a.target, Access::Write, &a.stream, StreamDir::Write))?;

@@ -511,12 +511,40 @@ fn numbers_outside_their_range_are_usage_errors() {
             ],
             "to 8760h",
         ),
+        // These panicked multiplying to nanoseconds, or ran without end.
+        (
+            vec![
+                "record",
+                i,
+                "/r",
+                "--rate",
+                "8M",
+                "--durable",
+                "99999999999h",
+            ],
+            "from 1ms to 24h",
+        ),
+        (
+            [&sim[..], &["--margin", "99999999999h"]].concat(),
+            "from 1ms to 1m",
+        ),
+        (
+            [&sim[..], &["--be-latency", "99999999999h"]].concat(),
+            "from 1ms to 1m",
+        ),
+        (
+            vec!["sim", "--disk", "avfs-250g", "--workload", "4000000000r"],
+            "more than 4096",
+        ),
     ];
     for (args, needle) in cases {
         let o = dvrfs(&args);
         assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
         let err = fails(o, needle);
-        assert!(err.contains("out of range"), "{args:?}: {err}");
+        assert!(
+            err.contains("out of range") || err.contains("more than"),
+            "{args:?}: {err}"
+        );
     }
     // Nothing was mounted or written.
     assert!(!mounted(&mnt));

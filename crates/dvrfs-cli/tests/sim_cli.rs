@@ -335,7 +335,7 @@ fn capacity_counts_slow_recordings_by_the_short_requests_of_their_durability_int
     );
     fails_with(
         &["capacity", "--disk", "nvr-8t", "--durable", "0s"],
-        "--durable 0s: must be positive",
+        "--durable 0s: out of range: from 1ms to 24h",
     );
 }
 
