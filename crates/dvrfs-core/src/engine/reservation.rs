@@ -35,6 +35,10 @@ pub const DEFAULT_REQUEST_BYTES: u64 = 512 << 10;
 /// of a rate and an absurd duration must never wrap to a small reservation.
 pub const MAX_RECORDING_DURATION_S: u64 = 365 * 24 * 3600;
 
+/// The longest a recording's `durable` interval may be: 24 hours (as `record
+/// --durable`); longer would keep accepted bytes off the journal for days.
+pub const MAX_DURABLE_MS: u64 = 24 * 3_600_000;
+
 /// A parsed reservation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reservation {
@@ -94,8 +98,11 @@ impl Reservation {
                 "durable" => {
                     let ms =
                         crate::units::duration_ms(v).map_err(|e| format!("durable={v}: {e}"))?;
-                    if ms == 0 {
-                        return Err(format!("{text:?}: durable= must be more than 0"));
+                    if ms == 0 || ms > MAX_DURABLE_MS {
+                        return Err(format!(
+                            "{text:?}: durable= must be from 1ms to {}h",
+                            MAX_DURABLE_MS / 3_600_000
+                        ));
                     }
                     r.durable_ms = Some(ms);
                 }
@@ -278,6 +285,8 @@ mod tests {
     fn absurd_durations_are_refused_never_wrapped() {
         let e = Reservation::parse("write:1M,duration=99999999999h").unwrap_err();
         assert!(e.contains("8760h"), "{e}");
+        let e = Reservation::parse("write:1M,duration=1h,durable=25h").unwrap_err();
+        assert!(e.contains("from 1ms to 24h"), "{e}");
         let r = Reservation::parse("write:1M,duration=8760h").unwrap();
         assert_eq!(
             r.reserve_bytes(),
@@ -338,7 +347,7 @@ mod tests {
             ("read:8M,colour=red", "unknown option"),
             ("read:8M,buffer", "key=value"),
             ("read:8M,durable=2s", "for recordings"),
-            ("write:8M,duration=1h,durable=0s", "more than 0"),
+            ("write:8M,duration=1h,durable=0s", "from 1ms to 24h"),
             ("write:8M,duration=1h,durable=soon", "durable=soon"),
         ] {
             let e = Reservation::parse(bad).unwrap_err();
