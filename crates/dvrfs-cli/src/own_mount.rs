@@ -70,14 +70,7 @@ impl OwnMount {
             top = m.id;
             over = Some(m);
         }
-        over.map(|m| MountEntry {
-            id: m.id,
-            parent: m.parent,
-            dev: m.dev.clone(),
-            mountpoint: m.mountpoint.clone(),
-            fstype: m.fstype.clone(),
-            source: m.source.clone(),
-        })
+        over.cloned()
     }
 
     /// Unmounts this mount (through `unmount`, fuser's, which falls back to

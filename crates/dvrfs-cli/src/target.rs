@@ -136,7 +136,7 @@ impl LettingGo {
                 format!("the dvrfs mount daemon (pid {pid}), which no longer has it mounted")
             }
             LettingGo::Exiting(pid) => format!("process {pid}, which is exiting"),
-            LettingGo::Released => "a holder that has just let go".into(),
+            LettingGo::Released => "an earlier holder (no longer in /proc/locks)".into(),
         }
     }
 }
@@ -358,6 +358,7 @@ pub fn process_owner() -> (u32, u32) {
 }
 
 /// One line of `/proc/self/mountinfo`: where, what and from where.
+#[derive(Clone)]
 pub struct MountEntry {
     /// The mount's id, and its parent's (a mount stacked on another has the other's
     /// id as its parent).
