@@ -13,6 +13,7 @@ use crate::{
 use dvrfs_core::engine::{StreamDir, StreamSpec};
 use dvrfs_core::{IoBuf, Op, Output};
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 
 /// Opens a stream reservation on file `fd`: admitted (returns a stream number >= 0 and
 /// fills `*info` when it is not NULL), or refused (`-EBUSY`: the device's real-time
@@ -105,17 +106,7 @@ pub unsafe extern "C" fn dvrfs_stream_read(
     len: usize,
 ) -> i64 {
     guard(|| {
-        let d = registry::volume(fs)?;
-        if buf.is_null() {
-            return Err(fail(libc::EFAULT, "the buffer is NULL"));
-        }
-        let s = lock(&d.tables).stream(sid)?;
-        if s.dir != StreamDir::Read {
-            return Err(fail(
-                libc::EINVAL,
-                format!("stream {sid} is a recording: read it with dvrfs_aio_start or a playback stream"),
-            ));
-        }
+        let d = stream_io(fs, sid, buf.is_null(), StreamDir::Read)?;
         let want = len.min(DVRFS_STREAM_IO_MAX as usize);
         let op = Op::StreamRead {
             stream: sid as u32,
@@ -150,17 +141,7 @@ pub unsafe extern "C" fn dvrfs_stream_write(
     len: usize,
 ) -> i64 {
     guard(|| {
-        let d = registry::volume(fs)?;
-        if buf.is_null() {
-            return Err(fail(libc::EFAULT, "the buffer is NULL"));
-        }
-        let s = lock(&d.tables).stream(sid)?;
-        if s.dir != StreamDir::Write {
-            return Err(fail(
-                libc::EINVAL,
-                format!("stream {sid} is a playback: it cannot write"),
-            ));
-        }
+        let d = stream_io(fs, sid, buf.is_null(), StreamDir::Write)?;
         if len > isize::MAX as usize {
             return Err(fail(libc::EINVAL, format!("len {len} is past any buffer")));
         }
@@ -223,4 +204,27 @@ pub unsafe extern "C" fn dvrfs_stream_close(
             o => Err(fail(libc::EIO, format!("stream close returned {o:?}"))),
         }
     })
+}
+
+/// The volume of a stream read or write: the handle, a buffer, and stream `sid`
+/// open on this handle in direction `dir`, checked before anything is allocated.
+fn stream_io(
+    fs: *mut dvrfs,
+    sid: c_int,
+    null_buf: bool,
+    dir: StreamDir,
+) -> Result<Arc<registry::Vol>, crate::Fail> {
+    let d = registry::volume(fs)?;
+    if null_buf {
+        return Err(fail(libc::EFAULT, "the buffer is NULL"));
+    }
+    let s = lock(&d.tables).stream(sid)?;
+    if s.dir != dir {
+        let why = match dir {
+            StreamDir::Read => "is a recording: read it with dvrfs_aio_start or a playback stream",
+            StreamDir::Write => "is a playback: it cannot write",
+        };
+        return Err(fail(libc::EINVAL, format!("stream {sid} {why}")));
+    }
+    Ok(d)
 }

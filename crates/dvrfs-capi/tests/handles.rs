@@ -10,23 +10,13 @@ mod common;
 use ::dvrfs::{
     dvrfs as Dvrfs, dvrfs_aio_check, dvrfs_aio_poll, dvrfs_aio_start, dvrfs_aiocb, dvrfs_close,
     dvrfs_file_close, dvrfs_file_open, dvrfs_file_size, dvrfs_fsync, dvrfs_stream_close,
-    dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_spec, dvrfs_stream_write, dvrfs_unlink,
-    DVRFS_O_CREAT, DVRFS_STREAM_IO_MAX, DVRFS_STREAM_READ, DVRFS_STREAM_WRITE,
+    dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_write, dvrfs_unlink, DVRFS_O_CREAT,
+    DVRFS_STREAM_IO_MAX, DVRFS_STREAM_READ, DVRFS_STREAM_WRITE,
 };
-use common::{aio, assert_fsck_clean, c, image, in_child, last_error, open, read_at, Aligned};
+use common::{
+    aio, assert_fsck_clean, c, image, in_child, last_error, open, read_at, spec, Aligned,
+};
 use std::ptr::null_mut;
-
-fn spec(direction: i32) -> dvrfs_stream_spec {
-    dvrfs_stream_spec {
-        direction,
-        rate_bps: 40e6,
-        request_bytes: 64 << 10,
-        buffer_bytes: 256 << 10,
-        reserve_bytes: 0,
-        start_bytes: 0,
-        durable_ns: 0,
-    }
-}
 
 fn create(fs: *mut Dvrfs, path: &str) -> i32 {
     let p = c(path);

@@ -18,10 +18,10 @@ mod common;
 use ::dvrfs::{
     dvrfs as Dvrfs, dvrfs_aio_check, dvrfs_aio_poll, dvrfs_aio_start, dvrfs_aiocb, dvrfs_close,
     dvrfs_file_close, dvrfs_file_open, dvrfs_file_size, dvrfs_fsync, dvrfs_stream_close,
-    dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_spec, dvrfs_stream_write, dvrfs_unlink,
-    DVRFS_O_CREAT, DVRFS_STREAM_READ, DVRFS_STREAM_WRITE,
+    dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_write, dvrfs_unlink, DVRFS_O_CREAT,
+    DVRFS_STREAM_READ, DVRFS_STREAM_WRITE,
 };
-use common::{assert_fsck_clean, c, cb, image, in_child, last_error, open, read_at, Aligned};
+use common::{assert_fsck_clean, c, cb, image, in_child, last_error, open, read_at, spec, Aligned};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
@@ -69,18 +69,6 @@ struct Worker {
     /// The last operations, for a failure's message.
     trail: VecDeque<String>,
     ops: BTreeMap<&'static str, u64>,
-}
-
-fn spec(direction: i32) -> dvrfs_stream_spec {
-    dvrfs_stream_spec {
-        direction,
-        rate_bps: 40e6,
-        request_bytes: 64 << 10,
-        buffer_bytes: 256 << 10,
-        reserve_bytes: 0,
-        start_bytes: 0,
-        durable_ns: 0,
-    }
 }
 
 impl Worker {

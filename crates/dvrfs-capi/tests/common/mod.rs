@@ -191,3 +191,16 @@ pub fn read_at(fs: *mut dvrfs::dvrfs, fd: i32, offset: u64, len: usize) -> Vec<u
     assert!(n >= 0, "read of file {fd}: {n} {}", last_error());
     buf.as_ref()[..n as usize].to_vec()
 }
+
+/// The streams the tests open: 40 Mbit/s in 64 KiB requests, a 256 KiB buffer.
+pub fn spec(direction: i32) -> dvrfs::dvrfs_stream_spec {
+    dvrfs::dvrfs_stream_spec {
+        direction,
+        rate_bps: 40e6,
+        request_bytes: 64 << 10,
+        buffer_bytes: 256 << 10,
+        reserve_bytes: 0,
+        start_bytes: 0,
+        durable_ns: 0,
+    }
+}
