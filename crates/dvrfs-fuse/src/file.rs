@@ -196,6 +196,9 @@ pub struct FileState {
     /// A stream ended by a close while a handle stays open: admitted again at the
     /// next read or write.
     pub resume: Option<dvrfs_core::engine::Reservation>,
+    /// How reads parked on this file's stream are woken ([`crate::park`]); `None`:
+    /// stream reads that must wait are served best-effort.
+    pub link: Option<crate::park::Link>,
 }
 
 impl FileState {
@@ -216,6 +219,7 @@ impl FileState {
             space_to: 0,
             stream: None,
             resume: None,
+            link: None,
         }
     }
 

@@ -19,6 +19,8 @@
 
 pub mod file;
 pub mod gather;
+pub mod park;
+mod read;
 pub mod stream;
 
 use dvrfs_core::alloc::Ino;
@@ -152,6 +154,9 @@ pub struct DvrfsFs {
     /// Hands gathered chunks to the engine before each commit (`None` read-only or
     /// with `direct_io`: nothing gathers); stopped and joined on drop.
     _gatherer: Option<gather::Gatherer>,
+    /// Answers the reads parked for a stream's bytes ([`park`]); stopped and joined
+    /// on drop.
+    parker: park::Parker,
     handles: Mutex<HashMap<u64, Handle>>,
     next_fh: AtomicU64,
     /// Open files with a stream: its reservation and id (`getfattr` reads them
@@ -209,7 +214,7 @@ fn open_flags(direct: bool) -> FopenFlags {
     }
 }
 
-fn err(e: Errno) -> fuser::Errno {
+pub(crate) fn err(e: Errno) -> fuser::Errno {
     fuser::Errno::from_i32(e)
 }
 
@@ -227,7 +232,7 @@ impl DvrfsFs {
             Some(gather::Gatherer::spawn(rt.clone(), files.clone())?)
         };
         Ok(DvrfsFs {
-            rt,
+            rt: rt.clone(),
             chunk,
             block_bytes,
             read_only: cfg.read_only,
@@ -235,6 +240,7 @@ impl DvrfsFs {
             pool: Pool::default(),
             files,
             _gatherer: gatherer,
+            parker: park::Parker::spawn(rt.clone())?,
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             streamed: Mutex::new(HashMap::new()),
@@ -381,11 +387,11 @@ impl DvrfsFs {
         if !self.read_only {
             self.run(Op::OpenFile { ino }, owner)?;
         }
-        let st = Arc::new(Mutex::new(FileState::new(
-            ino,
-            self.chunk,
-            self.pool.clone(),
-        )));
+        let st = Arc::new_cyclic(|me| {
+            let mut st = FileState::new(ino, self.chunk, self.pool.clone());
+            st.link = Some(self.parker.link(me.clone()));
+            Mutex::new(st)
+        });
         files.insert(ino, st.clone());
         Ok(st)
     }
@@ -395,15 +401,19 @@ impl DvrfsFs {
         let direct = direct || self.direct_io;
         let mut files = lock(&self.files);
         let st = self.file_state(&mut files, ino, req.pid())?;
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         {
             let mut st = lock(&st);
             st.opens += 1;
             if let Some(s) = st.stream.as_mut() {
+                if !s.used {
+                    // Set on the closed file: the stream plays for this open.
+                    s.owner_fh = Some(fh);
+                }
                 s.used = true;
             }
         }
         drop(files);
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, Handle { ino, direct });
         Ok(fh)
     }
@@ -417,6 +427,10 @@ impl DvrfsFs {
         let r = {
             let mut s = lock(&st);
             s.opens -= 1;
+            if let Some(f) = s.stream.as_mut().filter(|f| f.owner_fh == Some(fh)) {
+                // The next handle to read takes the stream.
+                f.owner_fh = None;
+            }
             if s.opens > 0 {
                 return Ok(());
             }
@@ -552,90 +566,6 @@ impl DvrfsFs {
         match self.run(op, req.pid())? {
             Output::Ino(ino) => Ok(ino),
             other => panic!("create completed as {other:?}"),
-        }
-    }
-
-    fn do_read(
-        &self,
-        req: &Request,
-        fh: FileHandle,
-        offset: u64,
-        size: u32,
-        reply: ReplyData,
-    ) -> Result<(), (Errno, ReplyData)> {
-        let h = match self.handle(fh) {
-            Ok(h) => h,
-            Err(e) => return Err((e, reply)),
-        };
-        let Some(st) = self.state(h.ino) else {
-            return Err((libc::EBADF, reply));
-        };
-        let mut st = lock(&st);
-        self.resume(&mut st, req.pid());
-        if !h.direct && st.stream.is_some() {
-            let fsize = match self.stat(h.ino) {
-                Ok(s) => st.size_with_pending(s.size_bytes),
-                Err(e) => return Err((e, reply)),
-            };
-            match st.stream_read(&self.rt, offset, size as usize, fsize, req.pid(), req.pid()) {
-                Some(Ok(bytes)) => {
-                    reply.data(&bytes);
-                    return Ok(());
-                }
-                Some(Err(e)) => return Err((e, reply)),
-                None => {}
-            }
-            // Not the stream's read: best-effort, the engine adding what a recording
-            // holds in its buffer.
-            let mut reply = Some(reply);
-            let send = |bytes: &[u8]| reply.take().expect("replied once").data(bytes);
-            return match st.read(
-                &self.rt,
-                offset,
-                size as usize,
-                fsize,
-                false,
-                req.pid(),
-                send,
-            ) {
-                Ok(()) => Ok(()),
-                Err(e) => Err((e, reply.take().expect("not replied on an error"))),
-            };
-        }
-        // O_DIRECT: what this file wrote goes to the disk first. Buffered: only what is
-        // in flight must land; gathered bytes are served from memory.
-        let settled = h.direct || !st.has_gathered();
-        if settled {
-            if let Err(e) = st.settle(&self.rt, req.pid()) {
-                return Err((e, reply));
-            }
-        } else {
-            st.land_inflight(&self.rt);
-        }
-        let file_size = match self.stat(h.ino) {
-            Ok(s) => s.size_bytes,
-            Err(e) => return Err((e, reply)),
-        };
-        // The reply is sent from inside (the bytes may be the cached chunk itself); on
-        // an error it has not been used and comes back.
-        let mut reply = Some(reply);
-        let send = |bytes: &[u8]| reply.take().expect("replied once").data(bytes);
-        let r = if settled {
-            st.read(
-                &self.rt,
-                offset,
-                size as usize,
-                file_size,
-                h.direct,
-                req.pid(),
-                send,
-            )
-        } else {
-            st.read_with_gathered(&self.rt, offset, size as usize, file_size, req.pid(), send)
-        };
-        match r {
-            Ok(()) => Ok(()),
-            Err(e) => Err((e, reply.take().expect("not replied on an error"))),
         }
     }
 
@@ -996,7 +926,10 @@ impl Filesystem for DvrfsFs {
         // Gathered writes go to the disk before the runtime is closed by the caller.
         let states: Vec<_> = lock(&self.files).values().cloned().collect();
         for st in states {
-            let _ = lock(&st).settle(&self.rt, 0);
+            let mut st = lock(&st);
+            let _ = st.settle(&self.rt, 0);
+            // Reads parked for a stream's bytes get an error: nobody reads the answer.
+            st.fail_waiting(libc::EIO);
         }
     }
 

@@ -49,14 +49,37 @@ pub struct FileStream {
     /// A handle was open while it existed: it ends at the last close.
     pub used: bool,
     /// The process reading through the stream (its jumps are seeks).
-    reader: Option<u32>,
+    pub(crate) reader: Option<u32>,
     /// The process that last wrote through the stream.
     writer: Option<u32>,
     /// Read: bytes taken from the stream before the request that wants them.
-    stash: Vec<u8>,
+    pub(crate) stash: Vec<u8>,
+    /// Read: the handle the stream plays for: the first opened after it was set on a
+    /// closed file, else the first to read. Other handles (another process's `cat`,
+    /// a thumbnailer) read best-effort beside it, never at its rate.
+    pub(crate) owner_fh: Option<u64>,
+    /// Read: requests waiting for its bytes, answered by the parker ([`crate::park`]).
+    pub(crate) waiting: Vec<crate::park::Waiting>,
+    /// Read: the stream read on its way for them.
+    pub(crate) inflight: Option<dvrfs_runtime::Ticket>,
 }
 
 impl FileStream {
+    /// Keeps of the stash what a late request may still want, and what the waiting
+    /// reads want, no more.
+    pub(crate) fn trim_stash(&mut self) {
+        let waited = self
+            .waiting
+            .iter()
+            .map(|w| self.next.saturating_sub(w.offset))
+            .max()
+            .unwrap_or(0);
+        let keep = REORDER_BYTES.max(waited) as usize;
+        if self.stash.len() > keep {
+            self.stash.drain(..self.stash.len() - keep);
+        }
+    }
+
     /// Whether a close (`flush`) by process `pid` of the file's only handle ends the
     /// stream: not when another process than the one reading or writing through it
     /// closes its copy of the descriptor. A multi-threaded recorder that starts a
@@ -189,6 +212,9 @@ impl FileState {
             reader: None,
             writer: None,
             stash: vec![],
+            owner_fh: None,
+            waiting: vec![],
+            inflight: None,
         });
         Ok(())
     }
@@ -249,81 +275,6 @@ impl FileState {
                 Err(errno)
             }
         })
-    }
-
-    /// A read of a file with a read stream, from the playout buffer when it is the
-    /// stream's (see the module docs): the bytes, or `None` (the caller reads
-    /// best-effort). `size`: the file's size.
-    pub fn stream_read(
-        &mut self,
-        rt: &Runtime,
-        offset: u64,
-        len: usize,
-        size: u64,
-        pid: u32,
-        owner: u32,
-    ) -> Option<Result<Vec<u8>, Errno>> {
-        let s = self.stream.as_ref()?;
-        if s.res.dir != StreamDir::Read {
-            return None;
-        }
-        let end = (offset + len as u64).min(size);
-        if offset >= end {
-            return Some(Ok(vec![]));
-        }
-        let stash_start = s.next - s.stash.len() as u64;
-        let reader = s.reader.is_none_or(|r| r == pid);
-        if offset < stash_start || offset > s.next + REORDER_BYTES {
-            if !reader {
-                return None;
-            }
-            // The reader jumped: the stream starts again where it reads now.
-            let res = s.res.clone();
-            let start = offset - offset % 4096;
-            let _ = self.stream_detach(rt);
-            if let Err((e, why)) = self.stream_attach(rt, res, start, true, owner) {
-                eprintln!(
-                    "{} dvrfs: inode {}: a seek to byte {offset} ended its read reservation: {why} (errno {e}); reads go on best-effort",
-                    crate::stamp(),
-                    self.ino
-                );
-                return None;
-            }
-        }
-        let s = self.stream.as_mut().expect("attached");
-        s.reader = Some(pid);
-        if end > s.next {
-            let want = (end - s.next) as usize;
-            let r = rt.run(
-                Op::StreamRead {
-                    stream: s.info.id,
-                    buf: dvrfs_core::engine::IoBuf::zeroed(want),
-                },
-                None,
-                owner,
-            );
-            match r {
-                Ok(Output::Read { buf, bytes }) => {
-                    s.stash
-                        .extend_from_slice(&buf.bytes().expect("real memory")[..bytes]);
-                    s.next += bytes as u64;
-                }
-                Ok(other) => panic!("a stream read completed as {other:?}"),
-                Err(e) => return Some(Err(errno_of(&e))),
-            }
-        }
-        let stash_start = s.next - s.stash.len() as u64;
-        let (from, to) = (
-            (offset.max(stash_start) - stash_start) as usize,
-            (end.min(s.next) - stash_start) as usize,
-        );
-        let out = s.stash[from.min(to)..to].to_vec();
-        // Keep what a late request may still want, no more.
-        let keep = REORDER_BYTES as usize;
-        if s.stash.len() > keep {
-            s.stash.drain(..s.stash.len() - keep);
-        }
-        Some(Ok(out))
     }
 }
 
@@ -388,6 +339,9 @@ impl crate::DvrfsFs {
             s.info.id
         );
         crate::lock(&self.ended).insert(st.ino, text);
+        // Reads parked for its bytes are served beside it now: bounded by the disk's
+        // time, not by the rate of a stream that is gone.
+        self.serve_best_effort(st, s.waiting);
         r.map(|_| ())
     }
 

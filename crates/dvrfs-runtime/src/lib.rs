@@ -184,12 +184,16 @@ pub struct Done {
 
 type Query = Box<dyn FnOnce(&Engine) + Send>;
 
+/// Told an operation's ticket once its result is ready (see [`Runtime::start_notify`]).
+pub type Notify = Box<dyn FnOnce(Ticket) + Send>;
+
 enum Msg {
     Start {
         op: Op,
         deadline_ns: Option<u64>,
         owner: u32,
         reply: Sender<dvrfs_core::Result<OpId>>,
+        notify: Option<Notify>,
     },
     Cancel {
         id: OpId,
@@ -348,6 +352,7 @@ impl Runtime {
                 due: HashMap::new(),
                 held: std::collections::BTreeMap::new(),
             }),
+            notify: HashMap::new(),
         };
         let thread = std::thread::Builder::new()
             .name("dvrfs-dispatch".into())
@@ -405,6 +410,32 @@ impl Runtime {
     /// and is reported late. `None`: best effort. `owner` identifies the stream or
     /// client (the schedulers keep per-owner state).
     pub fn start(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Ticket> {
+        self.start_with(op, deadline, owner, None)
+    }
+
+    /// As [`Runtime::start`], and `notify` is called with the ticket once the result
+    /// is ready for [`Runtime::check`] (or the runtime stopped, when `check` says
+    /// why). A caller that must not hold a thread while the operation waits (a FUSE
+    /// request waiting for a stream's rate) parks its work and lets `notify` wake it.
+    /// `notify` runs on the dispatcher's thread: it must be quick and must not call
+    /// the runtime (a channel send).
+    pub fn start_notify(
+        &self,
+        op: Op,
+        deadline: Option<Instant>,
+        owner: u32,
+        notify: Notify,
+    ) -> Result<Ticket> {
+        self.start_with(op, deadline, owner, Some(notify))
+    }
+
+    fn start_with(
+        &self,
+        op: Op,
+        deadline: Option<Instant>,
+        owner: u32,
+        notify: Option<Notify>,
+    ) -> Result<Ticket> {
         let deadline_ns =
             deadline.map(|d| d.saturating_duration_since(self.origin).as_nanos() as u64);
         let (reply, rx) = mpsc::channel();
@@ -413,6 +444,7 @@ impl Runtime {
             deadline_ns,
             owner,
             reply,
+            notify,
         })?;
         let id = rx.recv().map_err(|_| self.stopped())??;
         Ok(Ticket(id))
@@ -636,6 +668,8 @@ struct Dispatcher {
     closing: Option<Option<OpId>>,
     in_flight: usize,
     emulated: Option<Emulated>,
+    /// Who is told when an operation finishes ([`Runtime::start_notify`]).
+    notify: HashMap<OpId, Notify>,
 }
 
 /// The emulated hard disk's clock: when each command in flight is due, and the
@@ -662,11 +696,16 @@ impl Dispatcher {
         self.fail_all(&why);
     }
 
-    fn fail_all(&self, why: &str) {
+    fn fail_all(&mut self, why: &str) {
         let mut t = self.shared.lock();
         t.stopped = Some(why.to_string());
         t.running.clear();
         self.shared.cv.notify_all();
+        drop(t);
+        // Their `check` now says why.
+        for (id, n) in self.notify.drain() {
+            n(Ticket(id));
+        }
     }
 
     fn now(&self) -> Now {
@@ -724,6 +763,7 @@ impl Dispatcher {
                 deadline_ns,
                 owner,
                 reply,
+                notify,
             } => {
                 let r = if self.closing.is_some() {
                     Err(dvrfs_core::Error::InvalidArgument(
@@ -734,6 +774,9 @@ impl Dispatcher {
                 };
                 if let Ok(id) = &r {
                     self.shared.lock().running.insert(*id);
+                    if let Some(n) = notify {
+                        self.notify.insert(*id, n);
+                    }
                 }
                 let _ = reply.send(r);
             }
@@ -897,7 +940,11 @@ impl Dispatcher {
     fn deliver(&mut self) {
         let mut any = false;
         let mut table = None;
+        let mut told = vec![];
         while let Some(c) = self.engine.take_completion() {
+            if let Some(n) = self.notify.remove(&c.op) {
+                told.push((c.op, n));
+            }
             let t = table.get_or_insert_with(|| self.shared.lock());
             if t.running.remove(&c.op) {
                 let late = c.deadline_ns.is_some_and(|d| c.done_ns > d);
@@ -915,6 +962,10 @@ impl Dispatcher {
         drop(table);
         if any {
             self.shared.cv.notify_all();
+        }
+        // After the results are in the table, so `check` finds them.
+        for (id, n) in told {
+            n(Ticket(id));
         }
     }
 
