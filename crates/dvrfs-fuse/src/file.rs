@@ -193,9 +193,10 @@ pub struct FileState {
     space_to: u64,
     /// A stream reservation on the file (`user.dvrfs.stream`, see [`crate::stream`]).
     pub stream: Option<crate::stream::FileStream>,
-    /// A stream ended by a close while a handle stays open: admitted again at the
-    /// next read or write.
-    pub resume: Option<dvrfs_core::engine::Reservation>,
+    /// A stream ended by a close while a handle stays open, and that handle:
+    /// admitted again at the handle's next read or write (not another handle's: a
+    /// file opened since reads and writes best-effort).
+    pub resume: Option<(dvrfs_core::engine::Reservation, u64)>,
     /// How reads parked on this file's stream are woken ([`crate::park`]); `None`:
     /// stream reads that must wait are served best-effort.
     pub link: Option<crate::park::Link>,

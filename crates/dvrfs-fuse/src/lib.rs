@@ -588,7 +588,7 @@ impl DvrfsFs {
         let h = self.handle(fh)?;
         let st = self.state(h.ino).ok_or(libc::EBADF)?;
         let mut st = lock(&st);
-        self.resume(&mut st, req.pid());
+        self.resume(&mut st, fh.0, req.pid());
         if st.stream.is_some() {
             return match st.stream_write(&self.rt, offset, data, req.pid()) {
                 Some(r) => r,
@@ -1270,7 +1270,7 @@ impl Filesystem for DvrfsFs {
                     .as_ref()
                     .is_some_and(|s| s.ends_at_close_by(req.pid()))
             {
-                let res = st.stream.as_ref().map(|s| s.res.clone());
+                let res = st.stream.as_ref().map(|s| (s.res.clone(), fh.0));
                 self.detach(&mut st, "the file's last close")?;
                 // The handle lives on when a copy of the descriptor (a forked child's)
                 // was the one closed: its next read or write admits the stream again.

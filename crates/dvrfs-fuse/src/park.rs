@@ -288,9 +288,8 @@ impl FileState {
             let w = s.waiting.swap_remove(k);
             let from = w.offset.max(stash_start).min(s.next);
             let to = w.end.min(s.next).max(from);
-            w.reply.data(
-                &s.stash[(from - stash_start) as usize..(to - stash_start) as usize],
-            );
+            w.reply
+                .data(&s.stash[(from - stash_start) as usize..(to - stash_start) as usize]);
         }
         s.trim_stash();
     }

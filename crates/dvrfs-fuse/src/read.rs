@@ -33,18 +33,24 @@ impl DvrfsFs {
             return Err((libc::EBADF, reply));
         };
         let mut st = lock(&st);
-        self.resume(&mut st, req.pid());
+        self.resume(&mut st, fh.0, req.pid());
         if !h.direct && st.stream.is_some() {
             let fsize = match self.stat(h.ino) {
                 Ok(s) => st.size_with_pending(s.size_bytes),
                 Err(e) => return Err((e, reply)),
             };
-            let reply =
-                match self.stream_read(&mut st, fh.0, offset, size as usize, fsize, req.pid(), reply)
-                {
-                    Ok(()) => return Ok(()),
-                    Err(reply) => reply,
-                };
+            let reply = match self.stream_read(
+                &mut st,
+                fh.0,
+                offset,
+                size as usize,
+                fsize,
+                req.pid(),
+                reply,
+            ) {
+                Ok(()) => return Ok(()),
+                Err(reply) => reply,
+            };
             // Not the stream's read: best-effort, the engine adding what a recording
             // holds in its buffer.
             let mut reply = Some(reply);
@@ -180,7 +186,10 @@ impl DvrfsFs {
             let send = |bytes: &[u8]| reply.take().expect("replied once").data(bytes);
             let len = (w.end - w.offset) as usize;
             if let Err(e) = st.read(&self.rt, w.offset, len, size, false, w.pid, send) {
-                reply.take().expect("not replied on an error").error(crate::err(e));
+                reply
+                    .take()
+                    .expect("not replied on an error")
+                    .error(crate::err(e));
             }
         }
     }

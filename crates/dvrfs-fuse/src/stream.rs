@@ -345,11 +345,18 @@ impl crate::DvrfsFs {
         r.map(|_| ())
     }
 
-    /// A stream that a close ended while the handle lived on is admitted again.
-    pub(crate) fn resume(&self, st: &mut FileState, owner: u32) {
-        if let Some(res) = st.resume.take() {
-            // A recording resumes at the end of the file, a playback from the start.
-            let _ = self.attach(st, res, 0, true, owner);
+    /// A stream that a close ended while handle `fh` lived on is admitted again at
+    /// that handle's read or write.
+    pub(crate) fn resume(&self, st: &mut FileState, fh: u64, owner: u32) {
+        if st.resume.as_ref().is_none_or(|(_, h)| *h != fh) {
+            return;
+        }
+        let (res, _) = st.resume.take().expect("checked");
+        // A recording resumes at the end of the file, a playback from the start.
+        if self.attach(st, res, 0, true, owner).is_ok() {
+            if let Some(s) = st.stream.as_mut() {
+                s.owner_fh = Some(fh);
+            }
         }
     }
 

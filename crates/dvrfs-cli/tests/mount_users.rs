@@ -1,0 +1,399 @@
+//! One user against everyone, through the mount (issue 22, items 5 and 6): a user's
+//! slow read streams hold no daemon thread, another handle of a played file reads
+//! best-effort, and another user's `ls`, `cat`, `cp`, `touch` and recording go on
+//! beside them. The attacking user is `nobody` (uid 65534, through `setpriv`) on a
+//! mount with `--allow-other`; the tests need root (to mount and to switch users).
+
+mod common;
+
+use common::*;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Files each test plays.
+const PLAYBACKS: usize = 8;
+
+/// `setpriv` missing: the tests cannot switch users.
+fn no_setpriv() -> bool {
+    let missing = Command::new("setpriv").arg("--version").output().is_err();
+    if missing {
+        println!("SKIP: setpriv (util-linux) is missing");
+    }
+    missing
+}
+
+/// `PROGRAM` as user and group 65534 (nobody), no supplementary groups.
+fn as_nobody(program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", program]);
+    c
+}
+
+/// A scratch directory every user may enter.
+fn dir_for_everyone() -> tempfile::TempDir {
+    let dir = tempdir();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// Polls `cond` until it holds, at most `bound` (a condition, never a guess at how
+/// long something takes); panics naming `what` when it does not.
+fn poll_until(bound: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < bound, "{what}: not within {bound:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether process `pid` has `path` open and sleeps in the kernel (a read the mount
+/// has not answered).
+fn waits_on(pid: u32, path: &Path) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command name's closing parenthesis.
+    let state = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().next());
+    if !matches!(state, Some("S" | "D")) {
+        return false;
+    }
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .any(|fd| fs::read_link(fd.path()).is_ok_and(|l| l == path))
+}
+
+/// Runs `cmd` killed after `bound` (`timeout -s KILL`): a hung mount fails the test
+/// instead of hanging it.
+fn bounded(bound: Duration, cmd: &mut Command) -> std::process::Output {
+    let prog = cmd.get_program().to_owned();
+    let args: Vec<_> = cmd.get_args().map(|a| a.to_owned()).collect();
+    Command::new("timeout")
+        .args(["-s", "KILL", &format!("{}", bound.as_secs())])
+        .arg(prog)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[track_caller]
+fn assert_ok(what: &str, o: &std::process::Output) {
+    assert!(
+        o.status.success(),
+        "{what}: {} (status {}; 137 = killed by the bound: the mount hung)",
+        stderr(o),
+        o.status
+    );
+}
+
+/// Eight `PLAYBACKS` files of `len` bytes in `dir`, owned by nobody.
+fn files_of_nobody(dir: &Path, len: u64) -> Vec<std::path::PathBuf> {
+    fs::create_dir(dir).unwrap();
+    std::os::unix::fs::chown(dir, Some(65534), Some(65534)).unwrap();
+    (0..PLAYBACKS)
+        .map(|k| {
+            let f = dir.join(format!("film{k}.ts"));
+            random_file(&f, len, k as u64 + 1);
+            std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();
+            f
+        })
+        .collect()
+}
+
+/// Nobody sets `res` on each file (closed: the next open plays it).
+fn reserve_as_nobody(files: &[std::path::PathBuf], res: &str) {
+    for f in files {
+        let o = as_nobody("setfattr")
+            .args(["-n", "user.dvrfs.stream", "-v", res])
+            .arg(f)
+            .output()
+            .unwrap();
+        assert_ok("setfattr as nobody", &o);
+    }
+}
+
+/// Nobody reads 4 KiB of each file (the kernel asks the mount for its read-ahead),
+/// each reader left waiting in the mount for the stream's bytes.
+fn held_readers(files: &[std::path::PathBuf]) -> Vec<Child> {
+    let readers: Vec<Child> = files
+        .iter()
+        .map(|f| {
+            as_nobody("dd")
+                .arg(format!("if={}", f.display()))
+                .args(["of=/dev/null", "bs=4096", "count=1", "status=none"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (r, f) in readers.iter().zip(files) {
+        poll_until(
+            Duration::from_secs(30),
+            &format!("reader {} waiting on {}", r.id(), f.display()),
+            || waits_on(r.id(), f),
+        );
+    }
+    readers
+}
+
+/// Kills the readers; each must be gone within the bound (a parked read is answered
+/// `EINTR` once its reader is killed).
+fn kill_readers(readers: Vec<Child>) {
+    for mut r in readers {
+        let _ = r.kill();
+        let start = Instant::now();
+        loop {
+            if r.try_wait().unwrap().is_some() {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "a killed reader of a slow stream is still there after 20 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn getfattr(path: &Path) -> Option<String> {
+    let o = Command::new("getfattr")
+        .args(["-n", "user.dvrfs.stream", "--only-values"])
+        .arg(path)
+        .output()
+        .unwrap();
+    o.status.success().then(|| stdout(&o))
+}
+
+/// `key=value` from a `getfattr` state line.
+fn field(state: &str, key: &str) -> String {
+    state
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {state:?}"))
+        .to_string()
+}
+
+/// Issue 22, item 5: eight `read:1K` reservations on a user's own files and a 4 KiB
+/// read of each took every daemon thread: root's `ls`, `cat` and `touch` hung, the
+/// readers could not be killed, and `setfattr -x` and `umount` failed. Now the reads
+/// wait parked: everything else is answered, `setfattr -x` ends a stream and its
+/// reader gets its bytes best-effort, killed readers go, and `umount` succeeds.
+#[test]
+fn a_users_slow_streams_hold_no_daemon_thread() {
+    need_fuse!();
+    if no_setpriv() {
+        return;
+    }
+    let dir = dir_for_everyone();
+    let img = dir.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, &["--allow-other"]);
+    let files = files_of_nobody(&m.path("u"), 1 << 20);
+    let roots = random_file(&m.path("root.bin"), 8 << 20, 99);
+    let want = sha256_file(&roots);
+    reserve_as_nobody(&files, "read:1K");
+    let mut readers = held_readers(&files);
+
+    // Every daemon thread would be taken by now: root's work is answered.
+    let bound = Duration::from_secs(20);
+    assert_ok(
+        "ls -l",
+        &bounded(bound, Command::new("ls").arg("-lR").arg(&m.mnt)),
+    );
+    let o = bounded(bound, Command::new("cat").arg(&roots));
+    assert_ok("cat", &o);
+    assert_eq!(o.stdout.len(), 8 << 20);
+    let o = bounded(bound, Command::new("sha256sum").arg(&roots));
+    assert_ok("sha256sum", &o);
+    assert!(stdout(&o).starts_with(&hex(&want)), "{}", stdout(&o));
+    assert_ok(
+        "touch",
+        &bounded(bound, Command::new("touch").arg(m.path("t"))),
+    );
+    // Getting a played file's state does not wait for its stream either.
+    let st = getfattr(&files[0]).expect("the stream's state");
+    assert_eq!(field(&st, "state"), "admitted", "{st}");
+
+    // Removing a reservation ends its stream: the parked read is served best-effort.
+    let o = bounded(
+        bound,
+        as_nobody("setfattr")
+            .args(["-x", "user.dvrfs.stream"])
+            .arg(&files[0]),
+    );
+    assert_ok("setfattr -x", &o);
+    let mut first = readers.remove(0);
+    poll_until(bound, "the reader of the ended stream", || {
+        first.try_wait().unwrap().is_some()
+    });
+    let o = first.wait_with_output().unwrap();
+    assert!(o.status.success(), "dd: {}", stderr(&o));
+
+    kill_readers(readers);
+    m.unmount();
+    assert_clean(&img);
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Issue 22, item 6: another process reading a file that has a read stream was held
+/// to the stream's rate (a 16 MiB `cat` took 16.6 s beside a `read:8M` playback).
+/// Now only the handle the stream plays for reads through it: the `cat` reads
+/// best-effort, and the stream's figures count only the player's bytes.
+#[test]
+fn another_handle_of_a_played_file_reads_best_effort() {
+    need_fuse!();
+    if no_setpriv() {
+        return;
+    }
+    let dir = dir_for_everyone();
+    let img = dir.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, &["--allow-other"]);
+    let len: u64 = 16 << 20;
+    let files = files_of_nobody(&m.path("u"), len);
+    let film = &files[0];
+    let want = sha256_file(film);
+    reserve_as_nobody(&files[..1], "read:8M");
+
+    // The player: opens the file (the stream plays for this open), reads 4 KiB,
+    // says so, and keeps the file open until told to go.
+    // (bash's `read` reads in the shell itself: no child closes a copy of the
+    // descriptor, which would end the stream, see mount.md.)
+    let mut player = as_nobody("bash")
+        .arg("-c")
+        .arg(r#"exec 3<"$1" && read -r -N 4096 -u 3 x; echo read; read y"#)
+        .arg("player")
+        .arg(film)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(player.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "read", "the player did not read");
+    let played = field(&getfattr(film).unwrap(), "bytes")
+        .parse::<u64>()
+        .unwrap();
+
+    // Another process reads the whole file beside it (bounded: at the stream's rate
+    // it would take 16 s, best-effort a fraction of that).
+    let o = bounded(Duration::from_secs(120), as_nobody("sha256sum").arg(film));
+    assert_ok("sha256sum beside the playback", &o);
+    assert!(stdout(&o).starts_with(&hex(&want)), "{}", stdout(&o));
+    let st = getfattr(film).unwrap();
+    assert_eq!(field(&st, "state"), "admitted", "{st}");
+    let through_stream = field(&st, "bytes").parse::<u64>().unwrap();
+    assert!(
+        through_stream < len / 2,
+        "the other reader's bytes went through the stream ({through_stream} of {len}; the player had read {played}): {st}"
+    );
+    assert_eq!(field(&st, "misses"), "0", "{st}");
+
+    writeln!(player.stdin.take().unwrap()).unwrap();
+    assert!(player.wait().unwrap().success());
+    m.unmount();
+    assert_clean(&img);
+}
+
+/// The issue's stress test: on the emulated `avfs-250g`, nobody holds eight `read:1K`
+/// streams with a reader waiting on each, while root runs `ls -lR` in a loop, a
+/// 64 MiB `cp` into the mount and a `write:8M` recording; root's work completes, the
+/// recording misses no deadline, and `umount` succeeds once the readers are killed.
+/// Prints the `ls -lR` latencies.
+#[test]
+fn another_users_work_completes_beside_eight_held_slow_streams() {
+    need_fuse!();
+    if no_setpriv() {
+        return;
+    }
+    let dir = dir_for_everyone();
+    let img = dir.path().join("v.img");
+    mkfs(&img, "2G", &[]);
+    let m = Mount::new(
+        dir.path(),
+        &img,
+        &["--allow-other", "--device-model", "avfs-250g"],
+    );
+    let files = files_of_nobody(&m.path("u"), 1 << 20);
+    reserve_as_nobody(&files, "read:1K");
+    let readers = held_readers(&files);
+
+    let big = random_file(&dir.path().join("big.bin"), 64 << 20, 7);
+    let cp = std::thread::spawn({
+        let (big, to) = (big.clone(), m.path("big.bin"));
+        move || {
+            bounded(
+                Duration::from_secs(300),
+                Command::new("cp").arg(big).arg(to),
+            )
+        }
+    });
+    // The recording: 8 MiB at 8 Mbit/s (8 s), the writer slowed to the rate by the
+    // stream.
+    let rec = m.path("rec.ts");
+    fs::write(&rec, b"").unwrap();
+    let o = Command::new("setfattr")
+        .args(["-n", "user.dvrfs.stream", "-v", "write:8M,size=8M"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert_ok("setfattr write", &o);
+    let recorder = std::thread::spawn({
+        let rec = rec.clone();
+        move || {
+            bounded(
+                Duration::from_secs(300),
+                Command::new("dd")
+                    .args(["if=/dev/urandom", "bs=512K", "count=16", "conv=notrunc"])
+                    .arg(format!("of={}", rec.display())),
+            )
+        }
+    });
+    let mut ls_ms = vec![];
+    while !(cp.is_finished() && recorder.is_finished()) {
+        let t = Instant::now();
+        let o = bounded(
+            Duration::from_secs(60),
+            Command::new("ls").arg("-lR").arg(&m.mnt),
+        );
+        ls_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        assert_ok("ls -lR", &o);
+    }
+    assert_ok("cp", &cp.join().unwrap());
+    assert_ok("recorder", &recorder.join().unwrap());
+    assert_eq!(sha256_file(&m.path("big.bin")), sha256_file(&big));
+    let st = getfattr(&rec).expect("the recording's figures");
+    assert_eq!(field(&st, "state"), "ended", "{st}");
+    assert_eq!(field(&st, "misses"), "0", "{st}");
+    assert_eq!(field(&st, "bytes"), (8u64 << 20).to_string(), "{st}");
+    assert_eq!(fs::metadata(&rec).unwrap().size(), 8 << 20);
+    ls_ms.sort_by(f64::total_cmp);
+    println!(
+        "ls -lR beside 8 held read:1K streams, a cp and a recording on emulated avfs-250g: {} runs, median {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        ls_ms.len(),
+        ls_ms[ls_ms.len() / 2],
+        ls_ms[(ls_ms.len() * 99 / 100).min(ls_ms.len() - 1)],
+        ls_ms[ls_ms.len() - 1]
+    );
+    // The readers are still held (their streams give 125 bytes a second).
+    for (r, f) in readers.iter().zip(&files) {
+        assert!(waits_on(r.id(), f), "reader {} no longer waits", r.id());
+    }
+    kill_readers(readers);
+    m.unmount();
+    assert_clean(&img);
+}
