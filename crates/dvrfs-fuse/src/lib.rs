@@ -22,6 +22,7 @@ pub mod gather;
 pub mod park;
 mod read;
 pub mod stream;
+mod write;
 
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{Op, Output, Reservation, StreamDir};
@@ -566,39 +567,6 @@ impl DvrfsFs {
         match self.run(op, req.pid())? {
             Output::Ino(ino) => Ok(ino),
             other => panic!("create completed as {other:?}"),
-        }
-    }
-
-    fn do_write(
-        &self,
-        req: &Request,
-        fh: FileHandle,
-        offset: u64,
-        data: &[u8],
-    ) -> Result<usize, Errno> {
-        if self.read_only {
-            return Err(libc::EROFS);
-        }
-        // Past the largest file the volume holds: EFBIG at the call, as `truncate`
-        // refuses the same size, not a file whose size shows 4 EiB until fsync fails.
-        let end = offset.checked_add(data.len() as u64);
-        if end.is_none_or(|e| e > dvrfs_core::fs::max_file_bytes(self.block_bytes)) {
-            return Err(libc::EFBIG);
-        }
-        let h = self.handle(fh)?;
-        let st = self.state(h.ino).ok_or(libc::EBADF)?;
-        let mut st = lock(&st);
-        self.resume(&mut st, fh.0, req.pid());
-        if st.stream.is_some() {
-            return match st.stream_write(&self.rt, offset, data, req.pid()) {
-                Some(r) => r,
-                None => self.write_beside_stream(&mut st, offset, data, req.pid()),
-            };
-        }
-        if h.direct {
-            st.write_through(&self.rt, offset, data, req.pid())
-        } else {
-            st.write(&self.rt, offset, data, req.pid())
         }
     }
 
@@ -1241,8 +1209,7 @@ impl Filesystem for DvrfsFs {
         _lock_owner: Option<fuser::LockOwner>,
         reply: ReplyWrite,
     ) {
-        let r = self.do_write(req, fh, offset, data);
-        reply_result!(reply, r, |n: usize| reply.written(n as u32))
+        self.do_write(req, fh, offset, data, reply)
     }
 
     fn flush(

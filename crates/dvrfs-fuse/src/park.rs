@@ -20,11 +20,12 @@
 //! - the stream's end (last close, `setfattr -x`, a seek, a truncate): the waiting
 //!   reads are served best-effort by whoever ended it (`DvrfsFs::detach`), bounded by
 //!   the disk's time, not the stream's rate;
-//! - the requester's death: FUSE's `INTERRUPT` is answered `ENOSYS` by `fuser` 0.18
-//!   (the kernel then sends none), so every [`CHECK_INTERVAL`] the parker looks at
-//!   each waiting reader in `/proc`: one that is gone, a zombie, or has `SIGKILL`
-//!   pending (the kernel turns every fatal signal into one) is answered `EINTR`, and
-//!   a killed reader exits instead of waiting for a rate it will never use;
+//! - a signal to the requester: FUSE's `INTERRUPT` is answered `ENOSYS` by `fuser`
+//!   0.18 (the kernel then sends none), so every [`CHECK_INTERVAL`] the parker looks
+//!   at each waiting requester in `/proc` ([`requester_interrupted`]): one that is
+//!   gone, a zombie, or has a signal pending that would interrupt it is answered
+//!   `EINTR` (a write is withdrawn first), so a killed reader or writer exits
+//!   instead of waiting for a rate it will never use;
 //! - the unmount: what still waits is answered `EIO` (the kernel is tearing the
 //!   connection down; nobody reads the answer).
 //!
@@ -56,6 +57,15 @@ pub struct Waiting {
     /// The requesting thread (FUSE's `pid`): checked for death.
     pub pid: u32,
     pub reply: ReplyData,
+}
+
+/// A write a write stream has not taken yet (its buffer is full: the recorder is
+/// ahead of its rate).
+pub struct WaitingWrite {
+    pub ticket: Ticket,
+    pub len: u32,
+    pub pid: u32,
+    pub reply: fuser::ReplyWrite,
 }
 
 enum Event {
@@ -161,28 +171,50 @@ fn serve(rt: &Runtime, rx: &Receiver<Event>) {
     }
 }
 
-/// Whether the thread `pid` (FUSE's requester) is gone or dying: no such thread, a
-/// zombie, or `SIGKILL` pending (a fatal signal is turned into one by the kernel).
-/// Pid 0 (a requester outside the daemon's pid namespace) is never taken for dead.
-pub fn requester_gone(pid: u32) -> bool {
+/// Whether the thread `pid` (FUSE's requester) is gone or has a signal waiting for
+/// it: no such thread, a zombie, or a pending signal that is neither blocked nor
+/// ignored and would interrupt it (caught, or one whose default is to end the
+/// process; a fatal one may still show as itself, not yet as `SIGKILL`). This is the
+/// kernel's own rule for sending FUSE's `INTERRUPT`, read from `/proc`. Pid 0 (a
+/// requester outside the daemon's pid namespace) is never taken for interrupted.
+pub fn requester_interrupted(pid: u32) -> bool {
     if pid == 0 {
         return false;
     }
     let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
         return true;
     };
-    const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
-    status.lines().any(|l| {
-        if let Some(s) = l.strip_prefix("State:") {
-            let s = s.trim_start();
-            return s.starts_with('Z') || s.starts_with('X');
-        }
-        ["SigPnd:", "ShdPnd:"].iter().any(|k| {
-            l.strip_prefix(k)
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-                .is_some_and(|m| m & SIGKILL_BIT != 0)
-        })
-    })
+    let mask = |key: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    let state = status
+        .lines()
+        .find_map(|l| l.strip_prefix("State:"))
+        .map(str::trim_start);
+    if state.is_some_and(|s| s.starts_with('Z') || s.starts_with('X')) {
+        return true;
+    }
+    let pending = (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") & !mask("SigIgn:");
+    let caught = mask("SigCgt:");
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    // Ignored, or stopping, when nobody catches them.
+    let harmless = [
+        libc::SIGCHLD,
+        libc::SIGCONT,
+        libc::SIGURG,
+        libc::SIGWINCH,
+        libc::SIGSTOP,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+    ]
+    .iter()
+    .fold(0, |m, &s| m | bit(s));
+    pending & (caught | !harmless) != 0
 }
 
 impl FileState {
@@ -242,6 +274,13 @@ impl FileState {
     /// still waiting.
     pub(crate) fn stream_landed(&mut self, rt: &Runtime, t: Ticket) {
         let r = rt.check(t, false);
+        if let Some(k) = self
+            .stream
+            .as_ref()
+            .and_then(|s| s.writes.iter().position(|w| w.ticket == t))
+        {
+            return self.stream_write_landed(k, r);
+        }
         let Some(s) = self.stream.as_mut().filter(|s| s.inflight == Some(t)) else {
             // The stream it was for ended (its waiting reads were answered then).
             return;
@@ -272,6 +311,28 @@ impl FileState {
         self.stream_kick(rt, owner);
     }
 
+    /// The parked write `k` was taken (or refused): its reply.
+    fn stream_write_landed(
+        &mut self,
+        k: usize,
+        r: dvrfs_runtime::Result<Option<dvrfs_runtime::Done>>,
+    ) {
+        let w = self.stream.as_mut().expect("found in it").writes.remove(k);
+        let e = match r {
+            Ok(Some(_)) => {
+                self.stream.as_mut().expect("found in it").writer = Some(w.pid);
+                return w.reply.written(w.len);
+            }
+            Ok(None) => dvrfs_runtime::RuntimeError::Io(std::io::Error::other(
+                "a finished stream write had no result",
+            )),
+            Err(e) => e,
+        };
+        let errno = self.write_refused(&e, w.len as usize);
+        self.stream.as_mut().expect("found in it").resync = true;
+        w.reply.error(fuser::Errno::from_i32(errno));
+    }
+
     /// Answers the waiting reads the stash holds to their end (with `all`, every one,
     /// with what it holds of them), then trims the stash.
     fn answer_ready(&mut self, all: bool) {
@@ -294,24 +355,41 @@ impl FileState {
         s.trim_stash();
     }
 
-    /// Answers every waiting read with `errno`.
+    /// Answers every waiting read and write with `errno`.
     pub(crate) fn fail_waiting(&mut self, errno: Errno) {
         if let Some(s) = self.stream.as_mut() {
             for w in s.waiting.drain(..) {
                 w.reply.error(fuser::Errno::from_i32(errno));
             }
+            if !s.writes.is_empty() {
+                s.resync = true;
+            }
+            for w in s.writes.drain(..) {
+                w.reply.error(fuser::Errno::from_i32(errno));
+            }
         }
     }
 
-    /// Answers `EINTR` to the waiting reads whose requester was killed; whether reads
-    /// still wait.
-    fn answer_killed(&mut self, _rt: &Runtime) -> bool {
+    /// Answers `EINTR` to the waiting reads and writes whose requester was killed (a
+    /// write is withdrawn; what of it the buffer took stays); whether any still wait.
+    fn answer_killed(&mut self, rt: &Runtime) -> bool {
         let Some(s) = self.stream.as_mut() else {
             return false;
         };
         let mut k = 0;
+        while k < s.writes.len() {
+            if requester_interrupted(s.writes[k].pid) {
+                let w = s.writes.swap_remove(k);
+                let _ = rt.cancel(w.ticket);
+                s.resync = true;
+                w.reply.error(fuser::Errno::from_i32(libc::EINTR));
+            } else {
+                k += 1;
+            }
+        }
+        let mut k = 0;
         while k < s.waiting.len() {
-            if requester_gone(s.waiting[k].pid) {
+            if requester_interrupted(s.waiting[k].pid) {
                 s.waiting
                     .swap_remove(k)
                     .reply
@@ -320,21 +398,21 @@ impl FileState {
                 k += 1;
             }
         }
-        !s.waiting.is_empty()
+        !s.waiting.is_empty() || !s.writes.is_empty()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::requester_gone;
+    use super::requester_interrupted;
 
     #[test]
-    fn a_live_thread_is_not_gone_and_a_reaped_child_is() {
-        assert!(!requester_gone(std::process::id()));
-        assert!(!requester_gone(0), "pid 0 is never taken for dead");
+    fn a_live_thread_is_not_interrupted_and_a_reaped_child_is() {
+        assert!(!requester_interrupted(std::process::id()));
+        assert!(!requester_interrupted(0), "pid 0 is never taken for dead");
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        assert!(requester_gone(pid));
+        assert!(requester_interrupted(pid));
     }
 }

@@ -51,7 +51,7 @@ pub struct FileStream {
     /// The process reading through the stream (its jumps are seeks).
     pub(crate) reader: Option<u32>,
     /// The process that last wrote through the stream.
-    writer: Option<u32>,
+    pub(crate) writer: Option<u32>,
     /// Read: bytes taken from the stream before the request that wants them.
     pub(crate) stash: Vec<u8>,
     /// Read: the handle the stream plays for: the first opened after it was set on a
@@ -62,6 +62,11 @@ pub struct FileStream {
     pub(crate) waiting: Vec<crate::park::Waiting>,
     /// Read: the stream read on its way for them.
     pub(crate) inflight: Option<dvrfs_runtime::Ticket>,
+    /// Write: writes the engine has not taken yet, answered by the parker.
+    pub(crate) writes: Vec<crate::park::WaitingWrite>,
+    /// Write: a write was refused or withdrawn, so `next` is what this daemon
+    /// handed over, not what the engine took: read again before the next write.
+    pub(crate) resync: bool,
 }
 
 impl FileStream {
@@ -215,6 +220,8 @@ impl FileState {
             owner_fh: None,
             waiting: vec![],
             inflight: None,
+            writes: vec![],
+            resync: false,
         });
         Ok(())
     }
@@ -234,47 +241,87 @@ impl FileState {
     }
 
     /// A write of a file with a write stream at the stream's position: into its
-    /// buffer. `None`: not the stream's write (the caller goes best-effort).
+    /// buffer (`Op::StreamWrite`). A write the stream must wait for (a recorder ahead
+    /// of its rate waits for buffer room) is parked ([`crate::park`]): the reply is
+    /// answered when the engine has taken the bytes, no session thread waits. The
+    /// reply comes back when it is not the stream's write (the caller goes
+    /// best-effort).
     pub fn stream_write(
         &mut self,
         rt: &Runtime,
         offset: u64,
         data: &[u8],
         owner: u32,
-    ) -> Option<Result<usize, Errno>> {
-        let s = self.stream.as_mut()?;
-        if s.res.dir != StreamDir::Write || offset != s.next {
-            return None;
+        reply: fuser::ReplyWrite,
+    ) -> Result<(), fuser::ReplyWrite> {
+        let ino = self.ino;
+        let link = self.link.clone();
+        let Some(s) = self
+            .stream
+            .as_mut()
+            .filter(|s| s.res.dir == StreamDir::Write)
+        else {
+            return Err(reply);
+        };
+        if s.resync && s.writes.is_empty() {
+            // A write was refused or withdrawn: the engine knows where the stream
+            // ends (what it accepted, in its buffer or on the disk).
+            if let Ok(Ok(v)) = rt.inspect(move |e| e.visible_size(ino)) {
+                s.next = v;
+                s.resync = false;
+            }
         }
-        let r = rt.run(
-            Op::StreamWrite {
-                stream: s.info.id,
-                data: dvrfs_core::engine::IoBuf::from_slice(data),
-            },
-            None,
-            owner,
-        );
-        Some(match r {
-            Ok(_) => {
-                s.next += data.len() as u64;
-                s.writer = Some(owner);
-                Ok(data.len())
-            }
-            Err(e) => {
-                let errno = errno_of(&e);
-                if errno == libc::ENOSPC {
-                    eprintln!(
-                        "{} dvrfs: inode {}: stream {}: no space left for a write of {} bytes past the reservation ({e}): refused with ENOSPC; the {} bytes accepted before it are kept",
-                        crate::stamp(),
-                        self.ino,
-                        s.info.id,
-                        data.len(),
-                        s.next
-                    );
+        if offset != s.next {
+            return Err(reply);
+        }
+        let op = Op::StreamWrite {
+            stream: s.info.id,
+            data: dvrfs_core::engine::IoBuf::from_slice(data),
+        };
+        let Some(link) = link else {
+            // No parker (never in a mount): the thread waits.
+            match rt.run(op, None, owner) {
+                Ok(_) => {
+                    s.next += data.len() as u64;
+                    s.writer = Some(owner);
+                    reply.written(data.len() as u32);
                 }
-                Err(errno)
+                Err(e) => reply.error(crate::err(self.write_refused(&e, data.len()))),
             }
-        })
+            return Ok(());
+        };
+        match rt.start_notify(op, None, owner, link.notify()) {
+            Ok(ticket) => {
+                s.next += data.len() as u64;
+                s.writes.push(crate::park::WaitingWrite {
+                    ticket,
+                    len: data.len() as u32,
+                    pid: owner,
+                    reply,
+                });
+                link.parked();
+            }
+            Err(e) => reply.error(crate::err(errno_of(&e))),
+        }
+        Ok(())
+    }
+
+    /// The errno of a stream write the engine refused (`len` bytes), logged when it
+    /// is for want of space.
+    pub(crate) fn write_refused(&self, e: &dvrfs_runtime::RuntimeError, len: usize) -> Errno {
+        let errno = errno_of(e);
+        if errno == libc::ENOSPC {
+            let (id, next) = self
+                .stream
+                .as_ref()
+                .map_or((0, 0), |s| (s.info.id, s.next));
+            eprintln!(
+                "{} dvrfs: inode {}: stream {id}: no space left for a write of {len} bytes past the reservation ({e}): refused with ENOSPC; the bytes accepted before it are kept (the stream was at byte {next})",
+                crate::stamp(),
+                self.ino,
+            );
+        }
+        errno
     }
 }
 
@@ -340,8 +387,12 @@ impl crate::DvrfsFs {
         );
         crate::lock(&self.ended).insert(st.ino, text);
         // Reads parked for its bytes are served beside it now: bounded by the disk's
-        // time, not by the rate of a stream that is gone.
+        // time, not by the rate of a stream that is gone. Writes it had not taken
+        // are failed by its close: their writers get EIO.
         self.serve_best_effort(st, s.waiting);
+        for w in s.writes {
+            w.reply.error(fuser::Errno::EIO);
+        }
         r.map(|_| ())
     }
 
