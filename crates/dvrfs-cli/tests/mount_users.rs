@@ -243,6 +243,76 @@ fn a_users_slow_streams_hold_no_daemon_thread() {
     assert_clean(&img);
 }
 
+/// The same with recordings: eight `write:1K` reservations and a writer far ahead
+/// of each (a 4 MiB `dd`), every write waiting for buffer room. Before, each held a
+/// daemon thread; now root's work is answered beside them, the writers end at a
+/// signal (`EINTR`), and `umount` succeeds.
+#[test]
+fn a_users_writers_ahead_of_their_rate_hold_no_daemon_thread() {
+    need_fuse!();
+    if no_setpriv() {
+        return;
+    }
+    let dir = dir_for_everyone();
+    let img = dir.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, &["--allow-other"]);
+    let files = files_of_nobody(&m.path("u"), 0);
+    reserve_as_nobody(&files, "write:1K,size=4M");
+    let writers: Vec<Child> = files
+        .iter()
+        .map(|f| {
+            as_nobody("dd")
+                .args([
+                    "if=/dev/zero",
+                    "bs=1M",
+                    "count=4",
+                    "conv=notrunc",
+                    "status=none",
+                ])
+                .arg(format!("of={}", f.display()))
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (w, f) in writers.iter().zip(&files) {
+        poll_until(
+            Duration::from_secs(30),
+            &format!("writer {} waiting on {}", w.id(), f.display()),
+            || waits_on(w.id(), f),
+        );
+    }
+    let bound = Duration::from_secs(20);
+    assert_ok(
+        "ls -lR",
+        &bounded(bound, Command::new("ls").arg("-lR").arg(&m.mnt)),
+    );
+    assert_ok(
+        "touch",
+        &bounded(bound, Command::new("touch").arg(m.path("t"))),
+    );
+    let o = bounded(
+        bound,
+        Command::new("getfattr")
+            .args(["-n", "user.dvrfs.stream"])
+            .arg(&files[0]),
+    );
+    assert_ok("getfattr", &o);
+    // A termination signal ends a waiting writer (its write is withdrawn).
+    for mut w in writers {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(w.id() as i32, libc::SIGTERM) };
+        poll_until(
+            bound,
+            "a signalled writer of a slow recording to exit",
+            || w.try_wait().unwrap().is_some(),
+        );
+    }
+    m.unmount();
+    assert_clean(&img);
+}
+
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
@@ -441,7 +511,10 @@ fn ls_stays_fast_beside_eight_playbacks() {
             "the playbacks did not end"
         );
         let t = Instant::now();
-        let o = bounded(Duration::from_secs(60), Command::new("ls").arg("-l").arg(m.path("u")));
+        let o = bounded(
+            Duration::from_secs(60),
+            Command::new("ls").arg("-l").arg(m.path("u")),
+        );
         ls_ms.push(t.elapsed().as_secs_f64() * 1e3);
         assert_ok("ls -l", &o);
         for p in players.iter_mut() {

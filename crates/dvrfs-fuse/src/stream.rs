@@ -311,10 +311,7 @@ impl FileState {
     pub(crate) fn write_refused(&self, e: &dvrfs_runtime::RuntimeError, len: usize) -> Errno {
         let errno = errno_of(e);
         if errno == libc::ENOSPC {
-            let (id, next) = self
-                .stream
-                .as_ref()
-                .map_or((0, 0), |s| (s.info.id, s.next));
+            let (id, next) = self.stream.as_ref().map_or((0, 0), |s| (s.info.id, s.next));
             eprintln!(
                 "{} dvrfs: inode {}: stream {id}: no space left for a write of {len} bytes past the reservation ({e}): refused with ENOSPC; the bytes accepted before it are kept (the stream was at byte {next})",
                 crate::stamp(),
