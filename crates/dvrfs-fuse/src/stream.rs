@@ -293,6 +293,9 @@ impl FileState {
         match rt.start_notify(op, None, owner, link.notify()) {
             Ok(ticket) => {
                 s.next += data.len() as u64;
+                // The writer from now on, not only once the engine took the bytes: a
+                // close by a forked child meanwhile must not end the recording.
+                s.writer = Some(owner);
                 s.writes.push(crate::park::WaitingWrite {
                     ticket,
                     len: data.len() as u32,
