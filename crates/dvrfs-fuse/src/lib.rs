@@ -2,7 +2,9 @@
 //! engine and runtime as the API.
 //!
 //! The kernel's requests arrive on a few session threads (`fuser`); each one becomes
-//! engine operations through the [`Runtime`], and the thread waits for them. So this
+//! engine operations through the [`Runtime`], and the thread waits for them, except
+//! for a stream's read or write that must wait for the stream's rate: that one is
+//! parked ([`park`]) and answered later, so no user's slow stream holds a thread. So this
 //! driver decides nothing about the disk: it answers lookups from the metadata in
 //! memory ([`Runtime::query`]), turns reads and writes into large best-effort
 //! transfers ([`file`]) and leaves ordering, merging and the real-time share to the
