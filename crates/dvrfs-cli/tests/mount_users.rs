@@ -10,7 +10,7 @@ use common::*;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,20 @@ fn dir_for_everyone() -> tempfile::TempDir {
     let dir = tempdir();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     dir
+}
+
+/// A volume of `size` mounted with `--allow-other` (and `extra`) in a directory
+/// everyone can enter, for tests where nobody and root share the mount; `None`
+/// (having said SKIP) without setpriv.
+fn users_mount(size: &str, extra: &[&str]) -> Option<(tempfile::TempDir, PathBuf, Mount)> {
+    if no_setpriv() {
+        return None;
+    }
+    let dir = dir_for_everyone();
+    let img = dir.path().join("v.img");
+    mkfs(&img, size, &[]);
+    let m = Mount::new(dir.path(), &img, &[&["--allow-other"][..], extra].concat());
+    Some((dir, img, m))
 }
 
 /// Polls `cond` until it holds, at most `bound` (a condition, never a guess at how
@@ -190,13 +204,9 @@ fn field(state: &str, key: &str) -> String {
 #[test]
 fn a_users_slow_streams_hold_no_daemon_thread() {
     need_fuse!();
-    if no_setpriv() {
+    let Some((_dir, img, m)) = users_mount("1G", &[]) else {
         return;
-    }
-    let dir = dir_for_everyone();
-    let img = dir.path().join("v.img");
-    mkfs(&img, "1G", &[]);
-    let m = Mount::new(dir.path(), &img, &["--allow-other"]);
+    };
     let files = files_of_nobody(&m.path("u"), 1 << 20);
     let roots = random_file(&m.path("root.bin"), 8 << 20, 99);
     let want = sha256_file(&roots);
@@ -250,13 +260,9 @@ fn a_users_slow_streams_hold_no_daemon_thread() {
 #[test]
 fn a_users_writers_ahead_of_their_rate_hold_no_daemon_thread() {
     need_fuse!();
-    if no_setpriv() {
+    let Some((_dir, img, m)) = users_mount("1G", &[]) else {
         return;
-    }
-    let dir = dir_for_everyone();
-    let img = dir.path().join("v.img");
-    mkfs(&img, "1G", &[]);
-    let m = Mount::new(dir.path(), &img, &["--allow-other"]);
+    };
     let files = files_of_nobody(&m.path("u"), 0);
     reserve_as_nobody(&files, "write:1K,size=4M");
     let writers: Vec<Child> = files
@@ -324,13 +330,9 @@ fn hex(b: &[u8]) -> String {
 #[test]
 fn another_handle_of_a_played_file_reads_best_effort() {
     need_fuse!();
-    if no_setpriv() {
+    let Some((_dir, img, m)) = users_mount("1G", &[]) else {
         return;
-    }
-    let dir = dir_for_everyone();
-    let img = dir.path().join("v.img");
-    mkfs(&img, "1G", &[]);
-    let m = Mount::new(dir.path(), &img, &["--allow-other"]);
+    };
     let len: u64 = 16 << 20;
     let files = files_of_nobody(&m.path("u"), len);
     let film = &files[0];
@@ -387,17 +389,9 @@ fn another_handle_of_a_played_file_reads_best_effort() {
 #[test]
 fn another_users_work_completes_beside_eight_held_slow_streams() {
     need_fuse!();
-    if no_setpriv() {
+    let Some((dir, img, m)) = users_mount("2G", &["--device-model", "avfs-250g"]) else {
         return;
-    }
-    let dir = dir_for_everyone();
-    let img = dir.path().join("v.img");
-    mkfs(&img, "2G", &[]);
-    let m = Mount::new(
-        dir.path(),
-        &img,
-        &["--allow-other", "--device-model", "avfs-250g"],
-    );
+    };
     let files = files_of_nobody(&m.path("u"), 1 << 20);
     reserve_as_nobody(&files, "read:1K");
     let readers = held_readers(&files);
@@ -477,17 +471,9 @@ fn another_users_work_completes_beside_eight_held_slow_streams() {
 #[test]
 fn ls_stays_fast_beside_eight_playbacks() {
     need_fuse!();
-    if no_setpriv() {
+    let Some((_dir, img, m)) = users_mount("2G", &["--device-model", "avfs-250g"]) else {
         return;
-    }
-    let dir = dir_for_everyone();
-    let img = dir.path().join("v.img");
-    mkfs(&img, "2G", &[]);
-    let m = Mount::new(
-        dir.path(),
-        &img,
-        &["--allow-other", "--device-model", "avfs-250g"],
-    );
+    };
     // 1 MiB each at 1 Mbit/s: eight seconds of playback.
     let files = files_of_nobody(&m.path("u"), 1 << 20);
     reserve_as_nobody(&files, "read:1M");
