@@ -349,14 +349,8 @@ fn setfattr(path: &Path, value: &str) {
     assert!(o.status.success(), "setfattr: {}", stderr(&o));
 }
 
-fn getfattr(path: &Path) -> String {
-    let o = Command::new("getfattr")
-        .args(["-n", "user.dvrfs.stream", "--only-values"])
-        .arg(path)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "getfattr: {}", stderr(&o));
-    stdout(&o)
+fn stream_figures(path: &Path) -> String {
+    getfattr(path).unwrap_or_else(|| panic!("getfattr {} failed", path.display()))
 }
 
 #[test]
@@ -392,7 +386,7 @@ fn a_recording_past_its_reservation_on_a_full_volume_gets_enospc_and_keeps_what_
     };
     assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
     drop(f);
-    let state = getfattr(&cams.join("cam1.ts"));
+    let state = stream_figures(&cams.join("cam1.ts"));
     assert!(
         state.contains("state=ended") && state.contains("no_space=1"),
         "{state}"

@@ -804,16 +804,6 @@ fn ffmpeg_records_into_the_mount_beside_a_large_copy_and_is_read_while_growing()
     assert_clean(&img);
 }
 
-/// `getfattr -n user.dvrfs.stream --only-values PATH`, or `None` when it fails.
-fn getfattr(path: &Path) -> Option<String> {
-    let o = Command::new("getfattr")
-        .args(["-n", "user.dvrfs.stream", "--only-values"])
-        .arg(path)
-        .output()
-        .unwrap();
-    o.status.success().then(|| stdout(&o))
-}
-
 fn setfattr(path: &Path, value: &str) -> std::process::Output {
     Command::new("setfattr")
         .args(["-n", "user.dvrfs.stream", "-v", value])

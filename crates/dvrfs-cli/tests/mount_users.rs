@@ -178,15 +178,6 @@ fn kill_readers(readers: Vec<Child>) {
     }
 }
 
-fn getfattr(path: &Path) -> Option<String> {
-    let o = Command::new("getfattr")
-        .args(["-n", "user.dvrfs.stream", "--only-values"])
-        .arg(path)
-        .output()
-        .unwrap();
-    o.status.success().then(|| stdout(&o))
-}
-
 /// `key=value` from a `getfattr` state line.
 fn field(state: &str, key: &str) -> String {
     state

@@ -3,7 +3,7 @@
 
 mod mount;
 #[allow(unused_imports)]
-pub use mount::Mount;
+pub use mount::{getfattr, Mount};
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};

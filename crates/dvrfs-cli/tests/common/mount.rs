@@ -72,3 +72,14 @@ impl Drop for Mount {
         }
     }
 }
+
+/// `getfattr -n user.dvrfs.stream --only-values PATH` (a mounted file's stream
+/// figures), or `None` when it fails.
+pub fn getfattr(path: &Path) -> Option<String> {
+    let o = Command::new("getfattr")
+        .args(["-n", "user.dvrfs.stream", "--only-values"])
+        .arg(path)
+        .output()
+        .unwrap();
+    o.status.success().then(|| super::stdout(&o))
+}
