@@ -56,6 +56,7 @@ pub unsafe extern "C" fn dvrfs_stream_open(
         let got = d.vol.open_stream(
             ino,
             StreamSpec {
+                idle: false,
                 dir,
                 rate_bps: s.rate_bps,
                 request_bytes: if s.request_bytes == 0 {

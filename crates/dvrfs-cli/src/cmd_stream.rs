@@ -224,6 +224,7 @@ fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliRes
     Ok(Setup {
         rt,
         spec: StreamSpec {
+            idle: false,
             dir,
             rate_bps,
             request_bytes,

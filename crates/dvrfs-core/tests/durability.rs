@@ -123,6 +123,7 @@ fn recording(mbit: f64, durable_ns: Option<u64>) -> (StreamStats, u64) {
     let ino = d.create(&mut e, "rec");
     let rate = mbit * 1e6 / 8.0;
     let spec = StreamSpec {
+        idle: false,
         dir: StreamDir::Write,
         rate_bps: mbit * 1e6,
         request_bytes: 512 << 10,
@@ -226,6 +227,7 @@ fn a_durability_interval_below_the_commit_interval_is_refused() {
     let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 7);
     let ino = d.create(&mut e, "rec");
     let spec = StreamSpec {
+        idle: false,
         dir: StreamDir::Write,
         rate_bps: 4e6,
         request_bytes: 512 << 10,

@@ -40,6 +40,7 @@ fn engine_on(dev: &MemDevice) -> (Engine, Drive) {
 
 fn spec(dir: StreamDir, mbit: f64) -> StreamSpec {
     StreamSpec {
+        idle: false,
         dir,
         rate_bps: mbit * 1e6,
         request_bytes: 512 << 10,

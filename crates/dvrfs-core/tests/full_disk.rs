@@ -45,6 +45,7 @@ fn fill(e: &mut Engine, d: &mut Drive, name: &str, leave: u64) {
 
 fn write_stream(e: &mut Engine, d: &mut Drive, ino: u32, reserve_bytes: u64) -> u32 {
     let spec = StreamSpec {
+        idle: false,
         dir: StreamDir::Write,
         rate_bps: 8e6,
         request_bytes: 512 << 10,

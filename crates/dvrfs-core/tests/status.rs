@@ -17,6 +17,7 @@ const REQ: u64 = 512 << 10;
 
 fn write_spec(mbit: f64, reserve: u64) -> StreamSpec {
     StreamSpec {
+        idle: false,
         dir: StreamDir::Write,
         rate_bps: mbit * 1e6,
         request_bytes: REQ,

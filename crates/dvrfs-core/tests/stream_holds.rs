@@ -13,6 +13,7 @@ use dvrfs_core::{Error, OpenOptions, Volume};
 
 fn spec(dir: StreamDir) -> StreamSpec {
     StreamSpec {
+        idle: false,
         dir,
         rate_bps: 16e6,
         request_bytes: 256 * 1024,

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 fn spec(dir: StreamDir, mbit: f64, reserve: u64) -> StreamSpec {
     StreamSpec {
+        idle: false,
         dir,
         rate_bps: mbit * 1e6,
         request_bytes: 256 * 1024,
@@ -71,6 +72,7 @@ fn the_rate_a_refusal_says_fits_is_admitted_when_asked_for() {
     let model = dvrfs_core::disk::DiskModel::builtin("avfs-250g").unwrap();
     let (mut e, mut d) = setup(Some(Admission::from_model(&model, 0.1)), 5);
     let auto = |mbit: f64| StreamSpec {
+        idle: false,
         buffer_bytes: None,
         request_bytes: 512 << 10,
         ..spec(StreamDir::Read, mbit, 0)
@@ -151,6 +153,7 @@ fn fill_with_recordings(
 /// A 250 kbit/s recording in 512 KiB requests, durable within `durable_s` seconds.
 fn recording(durable_s: u64) -> StreamSpec {
     StreamSpec {
+        idle: false,
         buffer_bytes: None,
         request_bytes: 512 << 10,
         durable_ns: Some(durable_s * 1_000_000_000),
@@ -164,6 +167,7 @@ fn the_rate_named_fits(e: &mut Engine, d: &mut Drive, stream: u32) {
     d.run(e, Op::StreamClose { stream }).unwrap();
     let ino = d.create(e, "big");
     let fast = StreamSpec {
+        idle: false,
         rate_bps: 40e6,
         ..recording(1)
     };
@@ -172,6 +176,7 @@ fn the_rate_named_fits(e: &mut Engine, d: &mut Drive, stream: u32) {
     let rate: f64 = msg[at..].split(' ').next().unwrap().parse().unwrap();
     assert!((0.25..40.0).contains(&rate), "{msg}");
     let fits = StreamSpec {
+        idle: false,
         rate_bps: rate * 1e6,
         ..fast
     };
@@ -263,14 +268,17 @@ fn bad_stream_parameters_are_invalid_arguments() {
     let a = d.create(&mut e, "a");
     for s in [
         StreamSpec {
+            idle: false,
             rate_bps: 0.0,
             ..spec(StreamDir::Read, 1.0, 0)
         },
         StreamSpec {
+            idle: false,
             request_bytes: 1000,
             ..spec(StreamDir::Read, 1.0, 0)
         },
         StreamSpec {
+            idle: false,
             buffer_bytes: Some(256 * 1024),
             ..spec(StreamDir::Read, 1.0, 0)
         },
@@ -515,6 +523,7 @@ fn streams_admitted_on_a_disk_model_meet_every_deadline_on_that_disk() {
     let mut streams = vec![];
     for &ino in &inos {
         let spec = StreamSpec {
+            idle: false,
             dir: StreamDir::Read,
             rate_bps: 19.39e6,
             request_bytes: 512 << 10,

@@ -66,6 +66,7 @@ impl Run {
         for (i, &r) in rates.iter().enumerate() {
             let ino = d.create(&mut e, &format!("r{i}"));
             let spec = StreamSpec {
+                idle: false,
                 dir: StreamDir::Write,
                 rate_bps: r,
                 request_bytes: 512 << 10,

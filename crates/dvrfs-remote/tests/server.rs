@@ -112,6 +112,7 @@ fn a_client_touches_only_its_own_operations_and_streams() {
     ));
     // A's playback; B can neither read it nor close it.
     let spec = StreamSpec {
+        idle: false,
         dir: StreamDir::Read,
         rate_bps: 8e6,
         request_bytes: 512 << 10,

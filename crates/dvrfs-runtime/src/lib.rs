@@ -132,6 +132,9 @@ pub struct Options {
     /// distances) that `bench` reports from. A long-running driver (the mount) keeps
     /// the counters only: a sample per request would grow without bound.
     pub keep_samples: bool,
+    /// The budget of the stream buffers (`Engine::set_stream_memory_bytes`): a
+    /// stream whose buffer would take them past it is refused. `None`: unlimited.
+    pub stream_memory_bytes: Option<u64>,
 }
 
 impl Default for Options {
@@ -145,6 +148,7 @@ impl Default for Options {
             admission: None,
             device_seed: 1,
             keep_samples: true,
+            stream_memory_bytes: None,
         }
     }
 }
@@ -310,6 +314,7 @@ impl Runtime {
         let origin = Instant::now();
         let mut engine = Engine::new(vol, replay, cfg, now(origin))?;
         engine.qos_mut().counts_only = !opts.keep_samples;
+        engine.set_stream_memory_bytes(opts.stream_memory_bytes);
         let (tx, rx) = mpsc::channel();
         let (io, backend, waker) = match opts.backend {
             Backend::Threads => (

@@ -38,6 +38,7 @@ fn pattern(f: usize, offset: u64, len: usize) -> Vec<u8> {
 
 fn spec(dir: StreamDir, reserve: u64) -> StreamSpec {
     StreamSpec {
+        idle: false,
         dir,
         rate_bps: ATSC_BPS,
         request_bytes: 512 * 1024,

@@ -412,6 +412,8 @@ pub struct Engine {
     streams: BTreeMap<StreamId, stream::Stream>,
     next_stream: StreamId,
     admission: Option<Admission>,
+    /// The stream buffers' budget (`stream/memory.rs`); `None`: unlimited.
+    stream_memory_bytes: Option<u64>,
     /// The highest space level (`events::SPACE_LEVELS_PCT`) the used space has
     /// crossed, 0 for none: `space_low` / `space_ok` events mark the crossings.
     space_level_pct: u16,
@@ -466,6 +468,7 @@ impl Engine {
             streams: BTreeMap::new(),
             next_stream: 1,
             admission: cfg.admission,
+            stream_memory_bytes: None,
             space_level_pct: 0,
             tail,
         };

@@ -159,6 +159,7 @@ impl Reservation {
     /// What the engine is asked to admit; a playback starts at `start_bytes`.
     pub fn spec(&self, start_bytes: u64) -> StreamSpec {
         StreamSpec {
+            idle: false,
             dir: self.dir,
             rate_bps: self.rate_bps as f64,
             request_bytes: self.request_bytes,

@@ -45,6 +45,7 @@
 mod admit;
 mod events;
 mod hold;
+mod memory;
 mod recording;
 mod tail_log;
 
@@ -111,6 +112,12 @@ pub struct StreamSpec {
     /// cannot be (commits are what make bytes durable); longer spares the disk
     /// partial requests of a slow stream. Ignored for reads.
     pub durable_ns: Option<u64>,
+    /// A read stream: admitted idle, its buffer not filled until its first
+    /// `Op::StreamRead` (a zero-length one starts it without taking a byte); its
+    /// clock starts then, as at an open. A reservation made ahead of the reader (the
+    /// mount's attribute on a file nobody has open) holds no memory until the file
+    /// is opened (`stream/memory.rs`). Ignored for writes.
+    pub idle: bool,
 }
 
 /// What an admitted stream got.
@@ -198,6 +205,8 @@ pub(super) struct Stream {
     pos: u64,
     // read
     next_fetch: u64,
+    /// Read: admitted idle ([`StreamSpec::idle`]): nothing prefetched until a read.
+    idle: bool,
     chunks: VecDeque<Chunk>,
     /// A read came back short (the file shrank): nothing after it is delivered.
     ended: bool,
@@ -315,6 +324,7 @@ impl Engine {
         }
         self.one_recording_per_file(ino, spec)?;
         let (l, load) = self.admit(ino, spec)?;
+        self.check_stream_memory(spec, l.depth as u64 * l.request_bytes)?;
         let (d, depth, rate) = (l.request_bytes, l.depth, l.rate_bytes_per_s);
         let mut reserved = 0;
         let start = match spec.dir {
@@ -364,6 +374,7 @@ impl Engine {
             credit_at: now.mono_ns,
             pos: start,
             next_fetch: start,
+            idle: spec.idle && spec.dir == StreamDir::Read,
             chunks: VecDeque::new(),
             ended: false,
             fill: None,
@@ -445,6 +456,7 @@ impl Engine {
                     ));
                 }
                 s.virtual_bufs |= b.is_virtual();
+                s.wake(now);
                 s.waiting.push_back(AppOp {
                     id,
                     buf: b,
@@ -635,7 +647,11 @@ impl Engine {
         // Keep the buffer full: requests due when the playout point could reach them.
         let s = self.streams.get_mut(&sid).expect("listed");
         let mut issue = vec![];
-        while !s.closed && !s.ended && (s.chunks.len() as u32) < s.info.depth && s.next_fetch < size
+        while !s.closed
+            && !s.idle
+            && !s.ended
+            && (s.chunks.len() as u32) < s.info.depth
+            && s.next_fetch < size
         {
             let len = (size - s.next_fetch).min(s.info.request_bytes) as usize;
             let ahead = s.next_fetch as f64 - s.pos as f64 - s.credit;

@@ -738,6 +738,7 @@ mod tests {
                 op: Op::StreamOpen {
                     ino: 7,
                     spec: StreamSpec {
+                        idle: false,
                         dir: StreamDir::Write,
                         rate_bps: 4e6,
                         request_bytes: 512 << 10,

@@ -260,6 +260,7 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
         15 => {
             let ino = d.u32("ino")?;
             let spec = StreamSpec {
+                idle: false,
                 dir: super::value::decode_dir(d)?,
                 rate_bps: d.f64("rate")?,
                 request_bytes: d.u64("request")?,

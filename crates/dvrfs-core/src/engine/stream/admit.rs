@@ -139,7 +139,12 @@ impl Engine {
             spec.durable_ns,
             self.gather_mode(),
         );
-        let depth = adm.depth_for(&admitted, &ask, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES);
+        // A buffer dvrfs chooses fits what is left of the memory budget (never below
+        // two requests: a stream that small is refused for memory, saying so).
+        let max_buffer = MAX_STREAM_BUFFER_BYTES
+            .min(self.stream_memory_left())
+            .max(2 * spec.request_bytes);
+        let depth = adm.depth_for(&admitted, &ask, AUTO_SLACK_NS, max_buffer);
         (admitted, ask.with_depth(depth))
     }
 

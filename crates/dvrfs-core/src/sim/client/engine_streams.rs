@@ -34,6 +34,7 @@ impl Client {
         let st = &self.streams[s as usize];
         let rate_bps = st.rate_bps;
         let spec = StreamSpec {
+            idle: false,
             dir: StreamDir::Write,
             rate_bps,
             request_bytes: self.cfg.request_bytes,
