@@ -65,14 +65,22 @@ pub struct MountArgs {
     /// Requests served at once, 1 to 256
     #[arg(long, default_value_t = 8)]
     pub threads: usize,
+    /// The most memory all stream reservations' buffers take together, 16M to 1T
+    /// (default 1G): a reservation whose buffer would pass it is refused (EBUSY)
+    #[arg(long, value_name = "SIZE")]
+    pub stream_memory: Option<String>,
+    /// The most memory the read cache of all open files takes together, 4M to 64G
+    /// (default 64M)
+    #[arg(long, value_name = "SIZE")]
+    pub read_cache: Option<String>,
     /// The daemon's log (default /var/log/dvrfs-<mount point's path, escaped as
     /// `systemd-escape --path` does>.log, e.g. dvrfs-mnt-rec.log for /mnt/rec; in the
     /// temporary directory when /var/log is not writable)
     #[arg(long)]
     pub log: Option<PathBuf>,
     /// Mount options, comma-separated, as mount(8) passes them: ro, rw,
-    /// allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, foreground,
-    /// log=FILE; the
+    /// allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N,
+    /// stream_memory=SIZE, read_cache=SIZE, foreground, log=FILE; the
     /// generic ones (defaults, auto, noauto, nofail, user, exec, suid, dev, ...) are
     /// accepted and ignored
     #[arg(short = 'o')]
@@ -131,6 +139,8 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             ("bandwidth", Some(v)) => a.bandwidth = Some(v),
             ("log", Some(v)) => a.log = Some(PathBuf::from(v)),
             ("pid_file", Some(v)) => a.pid_file = Some(PathBuf::from(v)),
+            ("stream_memory", Some(v)) => a.stream_memory = Some(v),
+            ("read_cache", Some(v)) => a.read_cache = Some(v),
             ("threads", Some(v)) => {
                 a.threads = v.parse().map_err(|_| {
                     CliError::usage(
@@ -150,13 +160,62 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             _ => {
                 return Err(CliError::usage(
                     format!("-o {o}: not a dvrfs mount option"),
-                    "dvrfs takes ro, rw, allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, log=FILE, pid_file=FILE, foreground (and ignores the generic mount options)",
+                    "dvrfs takes ro, rw, allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, stream_memory=SIZE, read_cache=SIZE, log=FILE, pid_file=FILE, foreground (and ignores the generic mount options)",
                 ))
             }
         }
     }
     crate::args::check_range("--threads (-o threads=)", a.threads, 1..=MAX_THREADS)?;
+    memory_sizes(a)?;
     Ok(())
+}
+
+/// The memory bounds (`--stream-memory`, `--read-cache`, `dvrfs_fuse::memory`), in
+/// bytes: the defaults, or the sizes given, each checked against its range.
+fn memory_sizes(a: &MountArgs) -> CliResult<(u64, u64)> {
+    use dvrfs_fuse::memory as m;
+    let size = |flag: &str, text: &Option<String>, default: u64, min: u64, max: u64| {
+        let Some(text) = text else {
+            return Ok(default);
+        };
+        let v = crate::args::parse_size(flag, text)?;
+        if !(min..=max).contains(&v) {
+            let (lo, hi) = (show_size(min), show_size(max));
+            return Err(CliError::usage(
+                format!("{flag} {text}: out of range: from {lo} to {hi}"),
+                format!("give a size from {lo} to {hi}, e.g. {}", show_size(default)),
+            ));
+        }
+        Ok(v)
+    };
+    Ok((
+        size(
+            "--stream-memory (-o stream_memory=)",
+            &a.stream_memory,
+            m::DEFAULT_STREAM_MEMORY_BYTES,
+            m::MIN_STREAM_MEMORY_BYTES,
+            m::MAX_STREAM_MEMORY_BYTES,
+        )?,
+        size(
+            "--read-cache (-o read_cache=)",
+            &a.read_cache,
+            m::DEFAULT_READ_CACHE_BYTES,
+            m::MIN_READ_CACHE_BYTES,
+            m::MAX_READ_CACHE_BYTES,
+        )?,
+    ))
+}
+
+/// `16M`, `1G`, `1T`: a whole binary size as the flags take it.
+fn show_size(bytes: u64) -> String {
+    let mut v = bytes;
+    for unit in ["", "K", "M", "G"] {
+        if v < 1024 || !v.is_multiple_of(1024) {
+            return format!("{v}{unit}");
+        }
+        v /= 1024;
+    }
+    format!("{v}T")
 }
 
 /// The most requests a mount serves at once (`--threads`, `-o threads=`): each is a
@@ -440,6 +499,7 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
         // thread started from here on).
         let signals = block_signals();
         let (model, admission) = admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
+        let (stream_memory_bytes, read_cache_bytes) = memory_sizes(a)?;
         let access = if a.read_only {
             Access::Read
         } else {
@@ -452,6 +512,7 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             admission: Some(admission),
             // The mount runs for months: counters, not a sample per request.
             keep_samples: false,
+            stream_memory_bytes: Some(stream_memory_bytes),
             ..dvrfs_runtime::Options::default()
         };
         let rt = Arc::new(Runtime::with_device(dev, opts)?);
@@ -461,6 +522,7 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             threads: a.threads,
             fsname: target.display().to_string(),
             direct_io: a.direct_io,
+            read_cache_bytes,
         };
         let fs = DvrfsFs::new(rt.clone(), &cfg)
             .map_err(|e| CliError::new(format!("cannot serve the volume: {e}")))?;

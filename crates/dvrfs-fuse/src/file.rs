@@ -48,17 +48,35 @@ pub const READ_AHEAD_CHUNKS: usize = 2;
 /// Chunks kept after they were read (least recently filled evicted first).
 pub const CACHE_CHUNKS: usize = 4;
 
-/// Most chunk buffers kept for reuse (the rest are unmapped when returned).
-const POOL_MAX: usize = 32;
+/// Most bytes of chunk buffers kept for reuse (the rest are unmapped when
+/// returned): part of the daemon's fixed memory ([`crate::memory`]).
+pub const POOL_MAX_BYTES: usize = 32 << 20;
 
-/// Chunk buffers for reuse, shared by every open file of a mount.
-#[derive(Clone, Default)]
-pub struct Pool(Arc<Mutex<Vec<HugeBuf>>>);
+/// Chunk buffers for reuse, and the read cache's shares ([`crate::memory`]), shared
+/// by every open file of a mount.
+#[derive(Clone)]
+pub struct Pool {
+    free: Arc<Mutex<Vec<HugeBuf>>>,
+    reads: Arc<crate::memory::ReadCache>,
+}
 
 impl Pool {
+    /// A mount's pool, its read cache `read_cache_bytes` of `chunk_bytes` chunks.
+    pub fn new(read_cache_bytes: u64, chunk_bytes: u64) -> Pool {
+        Pool {
+            free: Arc::default(),
+            reads: crate::memory::ReadCache::new(read_cache_bytes, chunk_bytes),
+        }
+    }
+
+    /// The read cache: chunks held by all open files, and the most that may be.
+    pub fn read_cache_usage(&self) -> (usize, usize) {
+        self.reads.usage()
+    }
+
     fn take(&self, chunk: usize) -> Chunk {
         let mem = self
-            .0
+            .free
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .pop()
@@ -76,8 +94,8 @@ impl Pool {
             let any: Box<dyn std::any::Any + Send> = b;
             if let Ok(c) = any.downcast::<Chunk>() {
                 if let Mem::Huge(h) = c.mem {
-                    let mut pool = self.0.lock().unwrap_or_else(|e| e.into_inner());
-                    if pool.len() < POOL_MAX {
+                    let mut pool = self.free.lock().unwrap_or_else(|e| e.into_inner());
+                    if (pool.len() + 1) * h.len() <= POOL_MAX_BYTES {
                         pool.push(h);
                     }
                 }
@@ -166,6 +184,8 @@ struct Cache {
     start: u64,
     buf: IoBuf,
     len: usize,
+    /// Its share of the mount's read cache.
+    _held: crate::memory::Held,
 }
 
 /// State of one regular file while it is open (see the module docs).
@@ -185,7 +205,7 @@ pub struct FileState {
     inflight: Option<(Ticket, u64)>,
     cache: std::collections::VecDeque<Cache>,
     /// Chunks being read ahead, in file order: their starts.
-    ahead: std::collections::VecDeque<(u64, Ticket)>,
+    ahead: std::collections::VecDeque<(u64, Ticket, crate::memory::Held)>,
     /// A background write failed: given to the next write, flush or fsync.
     error: Option<Errno>,
     /// Where the volume was last seen to have room for this file's gathered bytes:
@@ -306,7 +326,7 @@ impl FileState {
         while let Some(c) = self.cache.pop_front() {
             self.pool.give(c.buf);
         }
-        while let Some((_, t)) = self.ahead.pop_front() {
+        while let Some((_, t, _)) = self.ahead.pop_front() {
             self.drop_ahead(rt, t);
         }
     }
@@ -527,25 +547,32 @@ impl FileState {
                 Some(i) => i,
                 None => {
                     let start = pos - pos % self.chunk;
-                    let fetched = match self.ahead.iter().position(|(s, _)| *s == start) {
+                    let fetched = match self.ahead.iter().position(|(s, _, _)| *s == start) {
                         Some(k) => {
-                            let (_, t) = self.ahead.remove(k).expect("found");
+                            let (_, t, held) = self.ahead.remove(k).expect("found");
                             match rt.check(t, true) {
                                 Ok(Some(done)) => match done.output {
-                                    Output::Read { buf, bytes } => Ok((buf, bytes)),
+                                    Output::Read { buf, bytes } => Ok((buf, bytes, held)),
                                     other => panic!("a read completed as {other:?}"),
                                 },
                                 Ok(None) => unreachable!("a waited check has a result"),
                                 Err(e) => Err(read_errno(rt, &e)),
                             }
                         }
-                        None => self.chunk_read(rt, start, owner),
+                        None => match self.hold_chunk() {
+                            Some(held) => self
+                                .chunk_read(rt, start, owner)
+                                .map(|(buf, len)| (buf, len, held)),
+                            // The mount's read cache is all taken (`crate::memory`):
+                            // the bytes asked for, straight into the reply.
+                            None => Err(0),
+                        },
                     };
-                    let Ok((buf, len)) = fetched else {
+                    let Ok((buf, len, held)) = fetched else {
                         // Part of the chunk cannot be read (a checksum mismatch, a
                         // device error): only the bytes asked for are read, so a read
                         // clear of the bad part still succeeds; one that touches it
-                        // gets the error.
+                        // gets the error. So too when the read cache is all taken.
                         let want = IoBuf::zeroed((end - pos) as usize);
                         let (buf, n) = self.engine_read(rt, pos, want, owner)?;
                         let bytes = &buf.bytes().expect("real memory")[..n];
@@ -560,7 +587,12 @@ impl FileState {
                         self.pool.give(buf);
                         break; // the file is shorter than its size said
                     }
-                    self.cache.push_back(Cache { start, buf, len });
+                    self.cache.push_back(Cache {
+                        start,
+                        buf,
+                        len,
+                        _held: held,
+                    });
                     while self.cache.len() > CACHE_CHUNKS {
                         let old = self.cache.pop_front().expect("non-empty");
                         self.pool.give(old.buf);
@@ -606,9 +638,13 @@ impl FileState {
             if next >= size {
                 break;
             }
-            if self.cached(next).is_some() || self.ahead.iter().any(|(s, _)| *s == next) {
+            if self.cached(next).is_some() || self.ahead.iter().any(|(s, _, _)| *s == next) {
                 continue;
             }
+            // No read-ahead once the mount's read cache is all taken.
+            let Some(held) = self.pool.reads.try_hold() else {
+                return;
+            };
             let mut buf = self.pool.take(self.chunk as usize);
             buf.len = buf.cap();
             let Ok(t) = rt.start(
@@ -622,13 +658,24 @@ impl FileState {
             ) else {
                 return;
             };
-            self.ahead.push_back((next, t));
+            self.ahead.push_back((next, t, held));
         }
         // Read-ahead far behind the reader (it moved on) goes.
         while self.ahead.len() > 2 * READ_AHEAD_CHUNKS {
-            let (_, t) = self.ahead.pop_front().expect("non-empty");
+            let (_, t, _) = self.ahead.pop_front().expect("non-empty");
             self.drop_ahead(rt, t);
         }
+    }
+
+    /// A share of the mount's read cache for one more chunk of this file: a new one,
+    /// else this file's oldest cached chunk's (the chunk dropped), else none.
+    fn hold_chunk(&mut self) -> Option<crate::memory::Held> {
+        if let Some(h) = self.pool.reads.try_hold() {
+            return Some(h);
+        }
+        let old = self.cache.pop_front()?;
+        self.pool.give(old.buf);
+        Some(old._held)
     }
 
     /// Waits for a read-ahead nobody wants any more and keeps its buffer.

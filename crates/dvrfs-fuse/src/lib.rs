@@ -21,6 +21,7 @@
 
 pub mod file;
 pub mod gather;
+pub mod memory;
 pub mod park;
 mod read;
 pub mod stream;
@@ -96,6 +97,8 @@ pub struct MountConfig {
     /// Every open as if with `O_DIRECT`: no page cache in the kernel, no gathering or
     /// read cache in the daemon; each read and write goes to the engine as it came.
     pub direct_io: bool,
+    /// The read cache of all open files together ([`memory`]).
+    pub read_cache_bytes: u64,
 }
 
 impl Default for MountConfig {
@@ -106,6 +109,7 @@ impl Default for MountConfig {
             threads: 8,
             fsname: "dvrfs".into(),
             direct_io: false,
+            read_cache_bytes: memory::DEFAULT_READ_CACHE_BYTES,
         }
     }
 }
@@ -240,7 +244,7 @@ impl DvrfsFs {
             block_bytes,
             read_only: cfg.read_only,
             direct_io: cfg.direct_io,
-            pool: Pool::default(),
+            pool: Pool::new(cfg.read_cache_bytes, chunk),
             files,
             _gatherer: gatherer,
             parker: park::Parker::spawn(rt.clone())?,
@@ -408,6 +412,7 @@ impl DvrfsFs {
         {
             let mut st = lock(&st);
             st.opens += 1;
+            st.stream_opened(&self.rt);
             if let Some(s) = st.stream.as_mut() {
                 if !s.used {
                     // Set on the closed file: the stream plays for this open.

@@ -199,9 +199,11 @@ impl FileState {
             .map_err(|e| (e, "writing what the file gathered".to_string()))?;
         self.drop_reads(rt);
         let ino = self.ino;
-        let info = rt
-            .open_stream(ino, res.spec(start))
-            .map_err(|e| refusal(&e))?;
+        let mut spec = res.spec(start);
+        // Set on a file nobody has open: admitted idle, prefetching from the open
+        // that takes it on (`crate::memory`).
+        spec.idle = !used;
+        let info = rt.open_stream(ino, spec).map_err(|e| refusal(&e))?;
         let next = match res.dir {
             StreamDir::Read => start,
             StreamDir::Write => rt
