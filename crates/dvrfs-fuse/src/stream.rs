@@ -23,7 +23,8 @@
 //! file gets a stream again, the attribute is removed, or the file is truncated to
 //! nothing (an `O_TRUNC` open, as `ffmpeg -y` rewriting the recording makes): the
 //! figures describe bytes that are gone then. Set on a file nobody has open, it waits for the next open
-//! and ends at that open's last close. A directory's attribute is a default stored in
+//! and ends at that open's last close; a read reservation waits idle, prefetching
+//! nothing until that open (`crate::memory`). A directory's attribute is a default stored in
 //! its inode: every file created in it gets that reservation (a camera recorder needs
 //! no change), and directories created in it inherit it. A refused reservation gives
 //! `EBUSY` (the disk's real-time share is taken) or `ENOSPC` (a recording's space does
