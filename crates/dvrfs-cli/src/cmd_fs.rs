@@ -562,6 +562,12 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
     let free_bytes = fs.free_bytes();
     let region = |offset: u64, length: u64| json!({ "offset": offset, "length": length });
     let load = fs.load_report();
+    let room = info.meta_room;
+    // The longest target a symlink keeps in its inode (0: every target takes a block).
+    let inline_symlink_bytes = match sb.has_inline_symlinks() {
+        true => dvrfs_core::format::inode::MAX_INLINE_TARGET_BYTES,
+        false => 0,
+    };
     let (backend, no_uring) = dvrfs_runtime::available_backend();
     let v = json!({
         "target": target.display().to_string(),
@@ -580,6 +586,16 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         "dirs": info.dirs,
         "inodes": sb.inode_count - 1,
         "inodes_used": info.files + info.dirs,
+        "metadata_area": {
+            "blocks": room.total_blocks,
+            "used_blocks": room.used_blocks,
+            "name_blocks": room.name_blocks,
+            "map_blocks": room.map_blocks,
+            "reserve_blocks": room.reserve_blocks,
+            "free_for_names_blocks": room.free_for_names_blocks,
+            "is_limit": room.is_names_limit(),
+        },
+        "inline_symlink_bytes": inline_symlink_bytes,
         "commit_interval_ms": sb.commit_interval_ms,
         "prealloc_blocks": sb.prealloc_blocks,
         "created_ns": sb.created_ns,
@@ -641,6 +657,23 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         info.files,
         info.dirs
     );
+    outln!(
+        "  metadata area    {} of {} blocks used ({} directories and symlinks, {} file maps); {} free kept for file maps",
+        room.used_blocks,
+        room.total_blocks,
+        room.name_blocks,
+        room.map_blocks,
+        room.reserve_blocks
+    );
+    if room.is_names_limit() {
+        outln!("  limit            the metadata area: no room for new directory blocks or symlink blocks (files still grow their maps)");
+    }
+    match inline_symlink_bytes {
+        0 => outln!("  symlinks         each target in a block (a volume made before 2026-11-27)"),
+        n => {
+            outln!("  symlinks         targets of up to {n} bytes in the inode, longer in a block")
+        }
+    }
     outln!("  commit interval  {} ms", sb.commit_interval_ms);
     match sb.sum_granule_bytes {
         0 => outln!("  data checksums   none (made before them, or with --checksum-granule off)"),

@@ -158,6 +158,8 @@ impl From<CoreError> for CliError {
                 .hint("remove files, or re-create the file system with a larger --inodes"),
             CoreError::MetadataFull => CliError::new(format!("the metadata area of {t} is full"))
                 .hint("remove files or directories"),
+            e @ CoreError::NamesFull { .. } => CliError::new(format!("{t}: {e}"))
+                .hint("remove directories or symlinks with long targets (`dvrfs info` shows the metadata area)"),
             CoreError::NotEmpty(path) => CliError::new(format!("{path}: directory not empty"))
                 .hint("remove its contents first, or use `dvrfs rm -r`"),
             CoreError::DataLost { ino, offset, end } => CliError::new(format!(

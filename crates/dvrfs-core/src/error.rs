@@ -40,6 +40,15 @@ pub enum Error {
     NoInodes(u32),
     #[error("metadata area is full")]
     MetadataFull,
+    /// A new directory block or symlink block would take one of the dynamic blocks
+    /// kept for the block maps of files (`fs/room.rs`): ENOSPC. Recordings and other
+    /// file writes can still grow their maps.
+    #[error("the metadata area is full: {name_blocks} of its {total_blocks} blocks hold directories and symlinks, and the {reserve_blocks} free ones left are kept for the block maps of files")]
+    NamesFull {
+        name_blocks: u64,
+        total_blocks: u64,
+        reserve_blocks: u64,
+    },
     #[error("file too large: {0} bytes is past the limit")]
     FileTooLarge(u64),
     #[error("invalid argument: {0}")]
@@ -116,6 +125,7 @@ impl Error {
             Error::NotEmpty(_) => 39,        // ENOTEMPTY
             Error::NameTooLong { .. } => 36, // ENAMETOOLONG
             Error::NoSpace { .. } | Error::NoInodes(_) | Error::MetadataFull => 28, // ENOSPC
+            Error::NamesFull { .. } => 28,   // ENOSPC
             Error::FileTooLarge(_) => 27,    // EFBIG
             Error::ReadOnly => 30,           // EROFS
             Error::Loop => 22,

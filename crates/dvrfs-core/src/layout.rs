@@ -269,6 +269,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         sum_blocks,
         sum_granule_bytes,
         features: crate::format::superblock::FEATURE_MAP_SUMS
+            | crate::format::superblock::FEATURE_INLINE_SYMLINKS
             | match events_blocks {
                 0 => 0,
                 _ => crate::format::superblock::FEATURE_EVENTS,

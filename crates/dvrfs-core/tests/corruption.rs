@@ -14,7 +14,7 @@ use dvrfs_core::{Error, Fs, OpenOptions};
 
 const MB: u64 = META_BLOCK_BYTES as u64;
 
-/// A file system with directories, a symlink, and a ZRR file fragmented enough to use
+/// A file system with directories, symlinks (one inline, one with a block), and a ZRR file fragmented enough to use
 /// indirect run blocks.
 fn populated() -> (MemDevice, Model) {
     let dev = formatted(40 << 20, 64 << 10, AllocPolicy::Zrr, 9);
@@ -31,6 +31,10 @@ fn populated() -> (MemDevice, Model) {
     let small = fs.lookup(d, b"seg007.ts").unwrap();
     fs.write(small, 0, &pattern(2, 5000), 5).unwrap();
     fs.symlink(root, b"latest", b"/cam1/seg007.ts", 0, 0, 6)
+        .unwrap();
+    // A target too long for the inode record: a symlink block.
+    let long = format!("{}/cam1/seg007.ts", "/.".repeat(90));
+    fs.symlink(root, b"archive", long.as_bytes(), 0, 0, 6)
         .unwrap();
     assert!(
         fs.stat(big).unwrap().runs > 7,

@@ -823,14 +823,14 @@ impl DvrfsFs {
             .query(|v| {
                 let info = v.info();
                 let sb = &info.sb;
-                // Blocks an uncommitted delete freed count: a write that needs one
-                // waits for the commit rather than failing.
+                // Uncommitted frees count; a name needs an inode and metadata room.
                 let free_blocks = v.available_bytes() / sb.data_block_bytes;
+                let free_inodes = (sb.inode_count as u64).saturating_sub(info.files + info.dirs);
                 (
                     sb.data_blocks,
                     free_blocks,
                     sb.inode_count as u64,
-                    (sb.inode_count as u64).saturating_sub(info.files + info.dirs),
+                    free_inodes.min(v.names_left()),
                     sb.data_block_bytes as u32,
                 )
             })

@@ -117,6 +117,12 @@ impl DataAlloc {
         self.used.count_ones()
     }
 
+    /// Blocks free now or at the next commit, held ones included: every block a file
+    /// can still map (the dynamic area's reserve for file maps is sized from it).
+    pub fn free_or_freeing(&self) -> u64 {
+        self.free_blocks + self.pending_free() as u64
+    }
+
     /// Blocks a new allocation for `ino` can get right now: the free blocks not held
     /// for other files, and its own window.
     pub fn available_for(&self, ino: Ino) -> u64 {

@@ -99,6 +99,19 @@ const _: () = assert!(I_STREAM_REQUEST_KIB + 4 == INODE_BYTES);
 pub const INLINE_RUNS: usize = (INODE_BYTES - I_INLINE) / RUN_BYTES;
 const _: () = assert!(I_INLINE == 152 && INLINE_RUNS == 6);
 
+/// A symbolic link's target stored in its record (a volume with
+/// `FEATURE_INLINE_SYMLINKS`, FORMAT.md section 10): in the map bytes, the indirect
+/// starts and the inline runs, which a link stored this way does not use (its
+/// `run_count` is 0). `size_bytes` is the target's length, 1 to
+/// [`MAX_INLINE_TARGET_BYTES`]; the bytes after it are zero. A longer target keeps
+/// its symlink block (one run).
+pub const INLINE_TARGET_OFFSET: usize = I_INDIRECT;
+/// The longest target stored in the record: every map byte, 164.
+pub const MAX_INLINE_TARGET_BYTES: usize = I_STREAM_SECS - I_INDIRECT;
+const _: () = assert!(INLINE_TARGET_OFFSET == 84 && MAX_INLINE_TARGET_BYTES == 164);
+const _: () = assert!(INLINE_TARGET_OFFSET + MAX_INLINE_TARGET_BYTES <= I_STREAM_SECS);
+const _: () = assert!(MAX_INLINE_TARGET_BYTES < super::dir::MAX_SYMLINK_BYTES);
+
 /// Maximum runs of one file: 33,160,969, enough for a 1 TiB ZRR file even with the
 /// smallest (64 KiB) blocks, where every block is its own run (16,777,216 runs).
 pub const MAX_RUNS: usize = INLINE_RUNS + RUNS_PER_BLOCK * ((1 << INDIRECT_SLOTS) - 1);
@@ -208,6 +221,11 @@ pub struct InodeRecord {
     pub run_count: u32,
     pub indirect: [u32; INDIRECT_SLOTS],
     pub inline: Vec<Run>,
+    /// A symlink record with `run_count` 0: the map bytes, up to `size_bytes` of them
+    /// ([`MAX_INLINE_TARGET_BYTES`] at most), which hold its target on a volume with
+    /// `FEATURE_INLINE_SYMLINKS` (the loader checks the length and moves them out; a
+    /// record in memory keeps this empty). Empty for every other record.
+    pub inline_target: Vec<u8>,
     /// Directories with [`FLAG_STREAM_DEFAULT`]: see [`StreamDefault`]; 0 otherwise.
     pub stream_secs: u32,
     pub stream_request_kib: u32,
@@ -277,26 +295,49 @@ impl InodeRecord {
         for (k, r) in self.inline.iter().enumerate() {
             r.encode(&mut b[I_INLINE + RUN_BYTES * k..I_INLINE + RUN_BYTES * (k + 1)]);
         }
+        if !self.inline_target.is_empty() {
+            // The target takes the map bytes: a record with a map cannot have one.
+            let t = &self.inline_target;
+            assert!(
+                self.mode & S_IFMT == S_IFLNK
+                    && self.run_count == 0
+                    && self.indirect == [0; INDIRECT_SLOTS]
+                    && t.len() <= MAX_INLINE_TARGET_BYTES
+                    && t.len() as u64 == self.size_bytes,
+                "an inline symlink target in a record with a map (a dvrfs bug)"
+            );
+            b[INLINE_TARGET_OFFSET..INLINE_TARGET_OFFSET + t.len()].copy_from_slice(t);
+        }
         put_u32(b, I_STREAM_SECS, self.stream_secs);
         put_u32(b, I_STREAM_REQUEST_KIB, self.stream_request_kib);
     }
 
     pub fn decode(b: &[u8]) -> InodeRecord {
         let run_count = get_u32(b, I_RUN_COUNT);
+        let mode = get_u32(b, I_MODE);
+        let size_bytes = get_u64(b, I_SIZE);
         let mut indirect = [0u32; INDIRECT_SLOTS];
-        for (k, s) in indirect.iter_mut().enumerate() {
-            *s = get_u32(b, I_INDIRECT + 4 * k);
-        }
+        // A symlink without runs has no map: its map bytes are its target (or, on a
+        // volume without inline symlinks, nothing the loader uses).
+        let inline_target = if mode & S_IFMT == S_IFLNK && run_count == 0 {
+            let n = size_bytes.min(MAX_INLINE_TARGET_BYTES as u64) as usize;
+            b[INLINE_TARGET_OFFSET..INLINE_TARGET_OFFSET + n].to_vec()
+        } else {
+            for (k, s) in indirect.iter_mut().enumerate() {
+                *s = get_u32(b, I_INDIRECT + 4 * k);
+            }
+            vec![]
+        };
         let inline_n = (run_count as usize).min(INLINE_RUNS);
         let inline = (0..inline_n)
             .map(|k| Run::decode(&b[I_INLINE + RUN_BYTES * k..I_INLINE + RUN_BYTES * (k + 1)]))
             .collect();
         InodeRecord {
-            mode: get_u32(b, I_MODE),
+            mode,
             nlink: get_u32(b, I_NLINK),
             uid: get_u32(b, I_UID),
             gid: get_u32(b, I_GID),
-            size_bytes: get_u64(b, I_SIZE),
+            size_bytes,
             mtime_ns: get_i64(b, I_MTIME),
             ctime_ns: get_i64(b, I_CTIME),
             generation: get_u32(b, I_GENERATION),
@@ -311,6 +352,7 @@ impl InodeRecord {
             run_count,
             indirect,
             inline,
+            inline_target,
             stream_secs: get_u32(b, I_STREAM_SECS),
             stream_request_kib: get_u32(b, I_STREAM_REQUEST_KIB),
         }
@@ -388,12 +430,70 @@ mod tests {
                     start: 1000 + k as u64,
                 })
                 .collect(),
+            inline_target: vec![],
             stream_secs: 7200,
             stream_request_kib: 512,
         };
         let mut b = [0u8; INODE_BYTES];
         rec.encode(&mut b);
         assert_eq!(InodeRecord::decode(&b), rec);
+    }
+
+    #[test]
+    fn an_inline_symlink_target_fills_the_map_bytes_and_round_trips() {
+        let target: Vec<u8> = (0..MAX_INLINE_TARGET_BYTES as u8).map(|k| k | 1).collect();
+        let rec = InodeRecord {
+            mode: S_IFLNK | 0o777,
+            nlink: 1,
+            size_bytes: target.len() as u64,
+            inline_target: target.clone(),
+            stream_secs: 0,
+            ..Default::default()
+        };
+        let mut b = [0u8; INODE_BYTES];
+        rec.encode(&mut b);
+        assert_eq!(&b[84..248], &target[..]);
+        assert_eq!(&b[248..], &[0; 8]);
+        let back = InodeRecord::decode(&b);
+        assert_eq!(back, rec);
+        // Its map bytes are not read as indirect starts.
+        assert_eq!(back.indirect, [0; INDIRECT_SLOTS]);
+        // A damaged length never reads past the map bytes.
+        let mut long = rec.clone();
+        long.size_bytes = 10_000;
+        long.inline_target.clear();
+        long.encode(&mut b);
+        b[84..248].copy_from_slice(&target);
+        assert_eq!(InodeRecord::decode(&b).inline_target, target);
+        // A block symlink (one run) keeps its map.
+        let mut block = InodeRecord {
+            mode: S_IFLNK | 0o777,
+            size_bytes: 300,
+            run_count: 1,
+            ..Default::default()
+        };
+        block.inline.push(Run {
+            file_block: 0,
+            count: 1,
+            start: 77,
+        });
+        block.encode(&mut b);
+        let back = InodeRecord::decode(&b);
+        assert_eq!(back, block);
+        assert!(back.inline_target.is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "inline symlink target in a record with a map")]
+    fn an_inline_target_beside_runs_is_refused() {
+        let rec = InodeRecord {
+            mode: S_IFLNK | 0o777,
+            size_bytes: 1,
+            run_count: 1,
+            inline_target: b"x".to_vec(),
+            ..Default::default()
+        };
+        rec.encode(&mut [0u8; INODE_BYTES]);
     }
 
     #[test]

@@ -99,7 +99,8 @@ pub struct Superblock {
     pub sum_blocks: u64,
     /// Bytes of data one checksum covers: a power of two from 64 KiB to the block size.
     pub sum_granule_bytes: u64,
-    /// Feature bits ([`FEATURE_MAP_SUMS`], [`FEATURE_EVENTS`]); 0 in a volume made
+    /// Feature bits ([`FEATURE_MAP_SUMS`], [`FEATURE_EVENTS`], [`FEATURE_TAIL_LOG`],
+    /// [`FEATURE_INLINE_SYMLINKS`]); 0 in a volume made
     /// before they existed.
     pub features: u32,
     /// The event area (`format/events.rs`): the event log's ring. It follows the
@@ -136,8 +137,15 @@ pub const FEATURE_EVENTS: u32 = 2;
 /// replayed into its file at recovery (FORMAT.md section 11a). Set by mkfs since
 /// 2026-11-27 unless `--no-tail-log`; a volume without it keeps the in-place gather.
 pub const FEATURE_TAIL_LOG: u32 = 4;
+/// A symbolic link whose target fits in its inode record's map bytes
+/// (`inode::MAX_INLINE_TARGET_BYTES`) is stored there, with no runs and no block
+/// (FORMAT.md section 10): set by mkfs since 2026-11-27. Without it every link has
+/// a symlink block, as before; a build that does not know the bit refuses the volume
+/// (it would read such a link as one with no target).
+pub const FEATURE_INLINE_SYMLINKS: u32 = 8;
 /// The feature bits this build knows; a superblock with another is malformed.
-pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS | FEATURE_EVENTS | FEATURE_TAIL_LOG;
+pub const KNOWN_FEATURES: u32 =
+    FEATURE_MAP_SUMS | FEATURE_EVENTS | FEATURE_TAIL_LOG | FEATURE_INLINE_SYMLINKS;
 /// Fewest blocks of a tail log (two 512 KiB requests and their headers).
 pub const MIN_TAIL_LOG_BLOCKS: u64 = 258;
 /// Fewest blocks of an event area.
@@ -208,6 +216,11 @@ impl Superblock {
     /// The volume has a tail log ([`FEATURE_TAIL_LOG`]).
     pub fn has_tail_log(&self) -> bool {
         self.features & FEATURE_TAIL_LOG != 0
+    }
+
+    /// Short symlink targets live in their inode records ([`FEATURE_INLINE_SYMLINKS`]).
+    pub fn has_inline_symlinks(&self) -> bool {
+        self.features & FEATURE_INLINE_SYMLINKS != 0
     }
 
     /// The backup region holds every primary metadata block except the journal and

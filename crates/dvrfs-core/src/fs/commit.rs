@@ -200,7 +200,15 @@ impl Volume {
                 for j in 0..INODES_PER_BLOCK {
                     let ino = k * INODES_PER_BLOCK as u64 + j as u64;
                     if let Some(inode) = u32::try_from(ino).ok().and_then(|i| self.inodes.get(&i)) {
-                        inode_record(inode).encode(&mut p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
+                        let mut rec = inode_record(inode);
+                        // An inline link: its target takes the map bytes. (One whose
+                        // target was lost to damage has none to write; fsck frees it.)
+                        if inode.kind() == Some(Kind::Symlink) && inode.runs.is_empty() {
+                            if let Some(t) = self.symlinks.get(&(ino as Ino)) {
+                                rec.inline_target = t.clone();
+                            }
+                        }
+                        rec.encode(&mut p[j * INODE_BYTES..(j + 1) * INODE_BYTES]);
                         if inode.kind() == Some(Kind::File) {
                             put_map_sum(p, j, map_sum(inode.attr.size_bytes, inode.runs.iter()));
                             if let Some(&floor) = self.tail_floors.get(&(ino as Ino)) {

@@ -1023,6 +1023,7 @@ impl Volume {
             valid_prefix(runs, limit, ino, &mut r.report.problems)
         };
         let mut rec = rec;
+        let inline_target = std::mem::take(&mut rec.inline_target);
         keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len(), usable_slots);
         let inode = Inode { attr: rec, runs };
         match kind {
@@ -1039,40 +1040,31 @@ impl Volume {
                     return Ok(());
                 }
             }
-            Kind::Symlink => match inode.runs.first() {
-                Some(run) => {
-                    // The block is the link's only if nothing else claims it and it
-                    // holds a target; otherwise the link has none (fsck removes it)
-                    // and the block stays with whoever owns it.
-                    let target = if self.owners.contains_key(&run.start) {
-                        Err(format!(
-                            "its target block {} belongs to another file",
-                            run.start
-                        ))
-                    } else {
-                        r.one_or_lose(run.start, BlockType::Symlink)?
-                            .ok_or_else(|| "its target block is lost".to_string())
-                            .and_then(|img| {
-                                crate::format::dir::decode_symlink(payload(&img))
-                                    .map_err(|e| e.to_string())
-                            })
-                    };
-                    match target {
-                        Ok(t) => {
-                            self.symlinks.insert(ino, t);
-                            self.owners.insert(run.start, Owner::Symlink { ino });
-                        }
-                        Err(e) => r
-                            .report
-                            .problems
-                            .push((Some(ino), format!("symlink inode {ino}: {e}"))),
+            Kind::Symlink => {
+                // The block is the link's only if nothing else claims it and it holds
+                // a target; otherwise the link has none (fsck removes it) and the
+                // block stays with whoever owns it.
+                let owners = &self.owners;
+                let target = super::symlink::loaded_target(sb, &inode, inline_target, |b| {
+                    if owners.contains_key(&b) {
+                        return Ok(Err(format!("its target block {b} belongs to another file")));
                     }
+                    Ok(r.one_or_lose(b, BlockType::Symlink)?
+                        .ok_or_else(|| "its target block is lost".to_string()))
+                })?;
+                match target {
+                    Ok((t, block)) => {
+                        self.symlinks.insert(ino, t);
+                        if let Some(b) = block {
+                            self.owners.insert(b, Owner::Symlink { ino });
+                        }
+                    }
+                    Err(e) => r
+                        .report
+                        .problems
+                        .push((Some(ino), format!("symlink inode {ino}: {e}"))),
                 }
-                None => r.report.problems.push((
-                    Some(ino),
-                    format!("symlink inode {ino} has no target block"),
-                )),
-            },
+            }
             Kind::File => {}
         }
         self.inodes.insert(ino, inode);

@@ -27,6 +27,8 @@ pub mod fsck;
 mod load;
 mod mkfs;
 mod ops;
+mod room;
+mod symlink;
 pub mod tail_log;
 
 pub use blocking::{Clock, Fs, ManualClock, Now};
@@ -36,6 +38,7 @@ pub use events::{LostTail, MAX_NEW_EVENTS};
 pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
 pub use mkfs::mkfs;
 pub use ops::{validate_name, SetAttr};
+pub use room::{MetaRoom, MAP_RESERVE_MARGIN_BLOCKS, MIN_NAMES_PER_BLOCK};
 
 use crate::alloc::meta::MetaAlloc;
 use crate::alloc::{DataAlloc, Ino, BITS_PER_BITMAP_BLOCK};
@@ -198,6 +201,8 @@ pub struct Info {
     pub files: u64,
     pub dirs: u64,
     pub meta_free_blocks: u64,
+    /// How the dynamic area is used, and what is kept for file maps.
+    pub meta_room: MetaRoom,
 }
 
 /// The whole metadata of a volume, in memory, with the allocators (see the module
@@ -288,6 +293,7 @@ impl Volume {
                 .filter(|i| i.kind() == Some(Kind::Dir))
                 .count() as u64,
             meta_free_blocks: self.meta.free_blocks(),
+            meta_room: self.meta_room(),
         }
     }
 

@@ -3,8 +3,8 @@
 //! anything, so an error leaves the file system as it was.
 
 use super::*;
-use crate::format::dir::{MAX_NAME_BYTES, MAX_SYMLINK_BYTES};
-use crate::format::inode::{InodeRecord, StreamDefault, S_IFDIR, S_IFLNK, S_IFREG};
+use crate::format::dir::MAX_NAME_BYTES;
+use crate::format::inode::{InodeRecord, StreamDefault, S_IFDIR, S_IFREG};
 
 /// Attribute changes for [`Fs::set_attr`]; `None` leaves a field alone.
 #[derive(Clone, Debug, Default)]
@@ -213,6 +213,8 @@ impl Volume {
         let index = match self.dir(parent, name)?.block_with_room(name) {
             Some(i) => i,
             None => {
+                // Names may not take the blocks kept for file maps (`fs/room.rs`).
+                self.check_name_room(self.entry_blocks(parent, name)?)?;
                 let index = self.dir(parent, name)?.blocks.len() as u32;
                 let runs = self.inode(parent)?.runs.len();
                 self.ensure_run_capacity(parent, runs + 1)?;
@@ -335,40 +337,6 @@ impl Volume {
     /// not a directory).
     pub fn stream_default(&self, ino: Ino) -> Option<StreamDefault> {
         self.inode(ino).ok()?.attr.stream_default()
-    }
-
-    pub fn symlink(
-        &mut self,
-        parent: Ino,
-        name: &[u8],
-        target: &[u8],
-        uid: u32,
-        gid: u32,
-        now_ns: i64,
-    ) -> Result<Ino> {
-        if target.len() > MAX_SYMLINK_BYTES {
-            return Err(Error::TargetTooLong {
-                len: target.len(),
-                max: MAX_SYMLINK_BYTES,
-            });
-        }
-        if target.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "an empty symlink target (1 to {MAX_SYMLINK_BYTES} bytes)"
-            )));
-        }
-        if self.meta.free_blocks() < 2 {
-            return Err(Error::MetadataFull);
-        }
-        let ino = self.new_inode(parent, name, S_IFLNK | 0o777, uid, gid, now_ns)?;
-        let m = self.alloc_meta_block(1)?;
-        self.owners.insert(m, Owner::Symlink { ino });
-        self.dirty.insert(m);
-        self.symlinks.insert(ino, target.to_vec());
-        let inode = self.inode_mut(ino)?;
-        inode.map_block(0, m);
-        inode.attr.size_bytes = target.len() as u64;
-        Ok(ino)
     }
 
     /// Removes a name of a file or symlink; the inode goes when its last name does.

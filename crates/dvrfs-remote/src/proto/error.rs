@@ -116,6 +116,16 @@ fn encode_core(e: &mut Enc, c: &CoreError) {
         C::MetadataFull => {
             e.u8(14);
         }
+        C::NamesFull {
+            name_blocks,
+            total_blocks,
+            reserve_blocks,
+        } => {
+            e.u8(30)
+                .u64(*name_blocks)
+                .u64(*total_blocks)
+                .u64(*reserve_blocks);
+        }
         C::FileTooLarge(n) => {
             e.u8(15).u64(*n);
         }
@@ -244,6 +254,11 @@ fn decode_core(d: &mut Dec) -> DecResult<CoreError> {
         29 => C::TargetTooLong {
             len: d.u64("len")? as usize,
             max: d.u64("max")? as usize,
+        },
+        30 => C::NamesFull {
+            name_blocks: d.u64("name blocks")?,
+            total_blocks: d.u64("total blocks")?,
+            reserve_blocks: d.u64("reserve blocks")?,
         },
         v => return Err(Malformed(format!("engine error kind {v}"))),
     })
