@@ -298,7 +298,7 @@ fn run(ops: Vec<Op>, alloc: AllocPolicy, block: u64, device_bytes: u64) {
                 );
                 model = next;
             }
-            Err(Error::NoSpace { .. }) | Err(Error::MetadataFull) => {
+            Err(Error::NoSpace { .. } | Error::MetadataFull | Error::NamesFull { .. }) => {
                 // Fails cleanly: the model stays as it was.
             }
             Err(e) => assert!(!ok, "step {step}: {op:?} failed: {e}"),
