@@ -80,6 +80,80 @@ impl Found {
     }
 }
 
+/// Backup copies found bad while comparing the two regions. An image cut short and
+/// extended again (FORMAT.md section 13) has a backup region of zeros: thousands of
+/// blocks with one cause, so the report names the first [`LISTED_COPIES`] of each
+/// kind and sums up the rest in one line with their block ranges.
+#[derive(Default)]
+struct BadCopies {
+    invalid: Vec<String>,
+    invalid_blocks: Vec<u64>,
+    differ: Vec<String>,
+    differ_blocks: Vec<u64>,
+}
+
+/// Bad backup copies of one kind named one by one in a report.
+const LISTED_COPIES: usize = 8;
+
+impl BadCopies {
+    fn report(self, f: &mut Found) {
+        let kinds = [
+            (
+                self.invalid,
+                self.invalid_blocks,
+                "backup copies fail verification",
+            ),
+            (
+                self.differ,
+                self.differ_blocks,
+                "backup copies differ from the primary",
+            ),
+        ];
+        for (msgs, blocks, what) in kinds {
+            debug_assert_eq!(msgs.len(), blocks.len(), "one message per block");
+            for m in msgs.iter().take(LISTED_COPIES) {
+                f.err(true, m.clone());
+            }
+            if msgs.len() > LISTED_COPIES {
+                f.err(
+                    true,
+                    format!(
+                        "{} more {what} (metadata blocks {}); the same repair rewrites them",
+                        msgs.len() - LISTED_COPIES,
+                        block_ranges(&blocks[LISTED_COPIES..]),
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// `3..=9, 12, 20..=21` for sorted block numbers (at most 6 ranges, then `...`).
+fn block_ranges(blocks: &[u64]) -> String {
+    let mut ranges: Vec<(u64, u64)> = vec![];
+    for &b in blocks {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == b => *end = b,
+            _ => ranges.push((b, b)),
+        }
+    }
+    let mut out: Vec<String> = ranges
+        .iter()
+        .take(6)
+        .map(|&(a, z)| {
+            if a == z {
+                a.to_string()
+            } else {
+                format!("{a}..={z}")
+            }
+        })
+        .collect();
+    if ranges.len() > 6 {
+        out.push("...".into());
+    }
+    out.join(", ")
+}
+
 /// Checks (and with `repair`, fixes) the file system on `dev`. Returns the device.
 /// A file system whose metadata cannot be read at all is reported, not an `Err`;
 /// `Err` is kept for "not a dvrfs" and I/O failures.
@@ -403,6 +477,7 @@ impl Volume {
         let room = per.min(blocks.len()).max(1) * META_BLOCK_BYTES;
         let mut p = crate::device::AlignedBuf::zeroed(room);
         let mut b = crate::device::AlignedBuf::zeroed(room);
+        let mut bad = BadCopies::default();
         let mut k = 0;
         while k < blocks.len() {
             let first = blocks[k];
@@ -421,11 +496,20 @@ impl Volume {
             for j in 0..len {
                 let n = first + j as u64;
                 let at = j * META_BLOCK_BYTES..(j + 1) * META_BLOCK_BYTES;
-                self.compare_copies(n, &p[at.clone()], &b[at], f, report, &pending, &bad_primary);
+                self.compare_copies(
+                    n,
+                    &p[at.clone()],
+                    &b[at],
+                    &mut bad,
+                    report,
+                    &pending,
+                    &bad_primary,
+                );
             }
             k += len;
         }
         progress(total, total);
+        bad.report(f);
         // The superblock copy at the end of the device.
         let (p, b) = (&mut p[..META_BLOCK_BYTES], &mut b[..META_BLOCK_BYTES]);
         dev.read_at(self.sb.last_copy_offset(), b)
@@ -456,7 +540,7 @@ impl Volume {
         n: u64,
         p: &[u8],
         b: &[u8],
-        f: &mut Found,
+        bad: &mut BadCopies,
         report: &LoadReport,
         pending: &BTreeSet<u64>,
         bad_primary: &BTreeSet<u64>,
@@ -466,10 +550,11 @@ impl Volume {
         }
         let ty = self.block_type_of(n);
         if let Err(why) = verify_block(b, ty, &self.sb.uuid, n) {
-            f.err(
-                true,
-                format!("backup copy of metadata block {n} ({}): {why}", ty.name()),
-            );
+            bad.invalid.push(format!(
+                "backup copy of metadata block {n} ({}): {why}",
+                ty.name()
+            ));
+            bad.invalid_blocks.push(n);
             self.dirty.insert(n);
             return;
         }
@@ -477,13 +562,11 @@ impl Volume {
             return;
         }
         if p != b && (n != 0 || report.superblock_from == "primary") {
-            f.err(
-                true,
-                format!(
-                    "metadata block {n} ({}): the backup copy differs from the primary",
-                    ty.name()
-                ),
-            );
+            bad.differ.push(format!(
+                "metadata block {n} ({}): the backup copy differs from the primary",
+                ty.name()
+            ));
+            bad.differ_blocks.push(n);
             self.dirty.insert(n);
         }
     }
@@ -791,5 +874,36 @@ impl Volume {
             *n = n.saturating_add(1);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{block_ranges, BadCopies, Found};
+
+    #[test]
+    fn bad_copies_past_the_first_eight_read_as_ranges() {
+        assert_eq!(block_ranges(&[3, 4, 5, 9, 11, 12]), "3..=5, 9, 11..=12");
+        let many: Vec<u64> = (0..20).map(|i| i * 2).collect();
+        assert_eq!(block_ranges(&many), "0, 2, 4, 6, 8, 10, ...");
+        let mut f = Found {
+            errors: vec![],
+            fixable: vec![],
+        };
+        let mut bad = BadCopies::default();
+        for n in 100..130 {
+            bad.invalid
+                .push(format!("backup copy of metadata block {n}"));
+            bad.invalid_blocks.push(n);
+        }
+        bad.report(&mut f);
+        assert_eq!(f.errors.len(), 9, "{:?}", f.errors);
+        assert!(
+            f.errors[8]
+                .starts_with("22 more backup copies fail verification (metadata blocks 108..=129)"),
+            "{}",
+            f.errors[8]
+        );
+        assert!(f.fixable.iter().all(|&x| x));
     }
 }
