@@ -265,10 +265,15 @@ pub fn demo(a: &DemoArgs) -> CliResult<u8> {
 
 pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     let model = a.device_model.as_deref().map(load_disk).transpose()?;
-    if a.queue_depth == 0 || (model.is_some() && a.queue_depth != 1) {
+    crate::args::check_range(
+        "--queue-depth",
+        a.queue_depth,
+        1..=dvrfs_core::sched::MAX_QUEUE_DEPTH,
+    )?;
+    if model.is_some() && a.queue_depth != 1 {
         return Err(CliError::usage(
             format!("--queue-depth {}", a.queue_depth),
-            "give 1 or more; an emulated hard disk (--device-model) takes one command at a time",
+            "an emulated hard disk (--device-model) takes one command at a time: give 1",
         ));
     }
     if a.run.checksums {

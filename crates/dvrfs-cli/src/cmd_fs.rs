@@ -95,6 +95,12 @@ fn check_mkfs_args(a: &MkfsArgs) -> CliResult<MkfsPlan> {
         }
     };
     let tail_log = tail_log_size(a.no_tail_log, a.tail_log.as_deref())?;
+    if let Some(n) = a.inodes {
+        crate::args::check_range("--inodes", n, 16..=dvrfs_core::layout::MAX_INODES)?;
+    }
+    if let Some(z) = a.zones {
+        crate::args::check_range("--zones", z, 1..=dvrfs_core::layout::MAX_ZONES)?;
+    }
     Ok(MkfsPlan {
         block_bytes,
         sum_granule_bytes,
@@ -117,11 +123,13 @@ pub fn tail_log_size(
         (false, Some(t)) => {
             let bytes = parse_size("--tail-log", t)?;
             let min = dvrfs_core::format::superblock::MIN_TAIL_LOG_BLOCKS * 4096;
-            if bytes < min || bytes % 4096 != 0 {
+            let max = crate::limits::MAX_TAIL_LOG_BYTES;
+            if !(min..=max).contains(&bytes) || bytes % 4096 != 0 {
                 return Err(CliError::usage(
                     format!(
-                        "invalid --tail-log {t:?}: {bytes} bytes is not a multiple of 4K of at least {}",
-                        human_bytes(min)
+                        "invalid --tail-log {t:?}: out of range: a multiple of 4K from {} to {}",
+                        human_bytes(min),
+                        human_bytes(max)
                     ),
                     "leave it out for the default (a 1024th of the device, 4M to 256M), or give --no-tail-log",
                 ));

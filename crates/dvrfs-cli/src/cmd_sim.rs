@@ -2,6 +2,7 @@
 
 use crate::args::{check_range, parse_duration_in, parse_size};
 use crate::error::{CliError, CliResult};
+use crate::limits;
 use dvrfs_core::disk::{capacity, durable_bounds, Admission, DiskModel, Estimator, StreamParams};
 use dvrfs_core::engine::{
     stream_ask, DevKind, EngineConfig, GatherMode, StreamDir, AUTO_SLACK_NS,
@@ -18,10 +19,6 @@ use std::path::{Path, PathBuf};
 /// 7 days. A week of virtual time covers every schedule a DVR repeats; a run asked
 /// for longer would take hours of real time (or never end, for `bench`).
 pub const MAX_RUN_DURATION_MS: u64 = 7 * 24 * 3_600_000;
-
-/// The most streams a `--workload` runs (all groups together): 4,096, ten times what
-/// the largest disk model admits at the lowest rates.
-pub const MAX_SIM_STREAMS: u64 = 4096;
 
 /// The most `--age` record-and-delete cycles: 1,000 fragments a volume as far as
 /// years of ring recording do, in about a minute.
@@ -201,15 +198,6 @@ pub fn load_disk(spec: &str) -> CliResult<DiskModel> {
     })
 }
 
-fn rate(flag: &str, text: &str) -> CliResult<f64> {
-    sim::workload::parse_rate_bps(text).ok_or_else(|| {
-        CliError::usage(
-            format!("{flag} {text:?} is not a bit rate"),
-            "give bits per second with K/M/G, e.g. 19.39M",
-        )
-    })
-}
-
 /// The longest `--margin`, `--urgent` and `--be-latency`: a minute, far beyond any
 /// buffer a stream has (the paper uses 500ms and 100ms).
 const MAX_MIXER_MS: u64 = 60_000;
@@ -244,23 +232,11 @@ fn mixer_params(m: &MixerOpts) -> CliResult<(u64, u64)> {
 }
 
 fn stream_params(s: &StreamOpts) -> CliResult<StreamParams> {
-    let request_bytes = parse_size("--request", &s.request)?;
-    if request_bytes == 0 || !request_bytes.is_multiple_of(4096) {
-        return Err(CliError::usage(
-            format!("--request {}: must be a positive multiple of 4K", s.request),
-            "e.g. --request 512K",
-        ));
-    }
-    if s.depth == 0 {
-        return Err(CliError::usage(
-            "--depth 0: a stream needs at least one request",
-            "e.g. --depth 8",
-        ));
-    }
+    let request_bytes = limits::stream_request("--request", &s.request, "e.g. --request 512K")?;
     Ok(StreamParams {
-        bitrate_bps: rate("--bitrate", &s.bitrate)?,
+        bitrate_bps: limits::stream_rate("--bitrate", &s.bitrate)?,
         request_bytes,
-        depth: s.depth,
+        depth: check_range("--depth", s.depth, 1..=limits::MAX_STREAM_DEPTH)?,
         be_share: be_share(&s.be_share)?,
     })
 }
@@ -349,13 +325,6 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
             "e.g. --workload 4r2w (0r0w only with --best-effort)",
         )
     })?;
-    let streams: u64 = workload.groups.iter().map(|g| u64::from(g.count)).sum();
-    if streams > MAX_SIM_STREAMS {
-        return Err(CliError::usage(
-            format!("--workload {}: {streams} streams, more than {MAX_SIM_STREAMS}", a.workload),
-            format!("give at most {MAX_SIM_STREAMS} streams in all (a disk carries a few hundred at the lowest rates)"),
-        ));
-    }
     if !sched::NAMES.contains(&a.scheduler.as_str()) {
         return Err(CliError::usage(
             format!("unknown scheduler {:?}", a.scheduler),
@@ -369,6 +338,7 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
         )
     })?;
     let sp = stream_params(&a.stream)?;
+    limits::check_workload(&a.workload, &workload, sp.depth)?;
     let (margin_ns, urgent_ns) = mixer_params(&a.mixer)?;
     let fill_text = a.fill.trim_end_matches('%');
     let fill: f64 = fill_text
@@ -424,28 +394,29 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
     cfg.age_cycles = a.age;
     cfg.duration_ns = duration_ms * 1_000_000;
     cfg.best_effort = best_effort;
-    cfg.delete_bytes = parse_size("--delete-size", &a.delete_size)?;
-    cfg.be_request_bytes = parse_size("--be-request", &a.be_request)?;
-    if a.be_depth == 0 {
-        return Err(CliError::usage(
-            "--be-depth 0: the generator needs at least one request in flight",
-            "e.g. --be-depth 2",
-        ));
-    }
-    cfg.be_depth = a.be_depth;
-    if cfg.be_request_bytes == 0 || !cfg.be_request_bytes.is_multiple_of(4096) {
-        return Err(CliError::usage(
-            format!(
-                "--be-request {}: must be a positive multiple of 4K",
-                a.be_request
-            ),
-            "e.g. --be-request 512K (the default) or 4M",
-        ));
-    }
+    cfg.delete_bytes = limits::size_in(
+        "--delete-size",
+        &a.delete_size,
+        1..=limits::MAX_DELETE_BYTES,
+        "from 1 byte to 16T",
+        "e.g. --delete-size 20000M (the default)",
+    )?;
+    cfg.be_request_bytes = limits::stream_request(
+        "--be-request",
+        &a.be_request,
+        "e.g. --be-request 512K (the default) or 4M",
+    )?;
+    cfg.be_depth = check_range("--be-depth", a.be_depth, 1..=limits::MAX_BE_DEPTH)?;
     cfg.seed = a.seed;
     cfg.checksums = a.checksums;
     cfg.keep_series = a.plot.is_some();
-    let merge_bytes = parse_size("--merge", &a.merge)?;
+    let merge_bytes = limits::size_in(
+        "--merge",
+        &a.merge,
+        0..=limits::MAX_MERGE_BYTES,
+        "from 0 (no merging) to 64M",
+        "e.g. --merge 4M (the default)",
+    )?;
     let be_latency_ms = parse_duration_in("--be-latency", &a.be_latency, 1..=MAX_MIXER_MS)?;
     let journal_class = Class::parse(&a.journal_class).map_err(|e| {
         CliError::usage(

@@ -10,8 +10,7 @@ use clap::Args;
 use dvrfs_core::engine::{admission_status, HeadroomAsk, Status, StreamDir, DEFAULT_REQUEST_BYTES};
 use serde::Serialize;
 
-use crate::args::{parse_duration_ms, parse_size};
-use crate::cmd_stream::{admission, bit_rate};
+use crate::cmd_stream::admission;
 use crate::error::{CliError, CliResult};
 use crate::output::human_bytes;
 use crate::target::{self, Access};
@@ -67,7 +66,8 @@ struct Report {
 
 pub fn status(a: &StatusArgs) -> CliResult<u8> {
     let ask = headroom_ask(a)?;
-    let sample_ms = parse_duration_ms("--sample", &a.sample)?;
+    let sample_ms =
+        crate::args::parse_duration_in("--sample", &a.sample, 0..=crate::limits::MAX_SAMPLE_MS)?;
     let (image, mount) = locate(&a.target);
     let report = match &mount {
         Some(dir) => {
@@ -115,21 +115,14 @@ pub fn status(a: &StatusArgs) -> CliResult<u8> {
 }
 
 fn headroom_ask(a: &StatusArgs) -> CliResult<HeadroomAsk> {
-    let request_bytes = parse_size("--request", &a.request)?;
-    let max = dvrfs_core::engine::MAX_STREAM_REQUEST_BYTES;
-    if request_bytes == 0 || !request_bytes.is_multiple_of(4096) || request_bytes > max {
-        return Err(CliError::usage(
-            format!(
-                "invalid --request {:?}: a stream's request size is a multiple of 4K up to {}M",
-                a.request,
-                max >> 20
-            ),
-            format!(
-                "the default, {}K, suits recordings and playbacks",
-                DEFAULT_REQUEST_BYTES >> 10
-            ),
-        ));
-    }
+    let request_bytes = crate::limits::stream_request(
+        "--request",
+        &a.request,
+        &format!(
+            "the default, {}K, suits recordings and playbacks",
+            DEFAULT_REQUEST_BYTES >> 10
+        ),
+    )?;
     let dir = match a.dir.as_str() {
         "write" => StreamDir::Write,
         "read" => StreamDir::Read,
@@ -151,12 +144,12 @@ fn headroom_ask(a: &StatusArgs) -> CliResult<HeadroomAsk> {
         }
     };
     Ok(HeadroomAsk {
-        rate_bps: bit_rate("--rate", &a.rate)?,
+        rate_bps: crate::limits::stream_rate("--rate", &a.rate)?,
         request_bytes,
         buffer_bytes: a
             .buffer
             .as_deref()
-            .map(|b| parse_size("--buffer", b))
+            .map(|b| crate::limits::stream_buffer(b, request_bytes))
             .transpose()?,
         dir,
         durable_ns,

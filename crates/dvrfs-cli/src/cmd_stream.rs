@@ -118,36 +118,8 @@ pub struct PlayArgs {
     pub stream: StreamArgs,
 }
 
-/// The range of a stream's `--rate`: 8 kbit/s (the slowest audio) to 100 Gbit/s.
-/// A slower stream would hold its reservation for days to move a few bytes.
-pub const MIN_STREAM_RATE_BPS: f64 = 8e3;
-pub const MAX_STREAM_RATE_BPS: f64 = 100e9;
-
 /// The fastest `play --speed`: 64 times the rate (a fast forward).
 pub const MAX_PLAY_SPEED: u32 = 64;
-
-/// A stream's `--rate`, in its range.
-fn stream_rate(text: &str) -> CliResult<f64> {
-    let r = bit_rate("--rate", text)?;
-    if !(MIN_STREAM_RATE_BPS..=MAX_STREAM_RATE_BPS).contains(&r) {
-        return Err(CliError::usage(
-            format!("--rate {text}: out of range: from 8K to 100G bits per second"),
-            "give the stream's rate in bits per second with K/M/G (decimal), e.g. 19.39M",
-        ));
-    }
-    Ok(r)
-}
-
-pub(crate) fn bit_rate(flag: &str, text: &str) -> CliResult<f64> {
-    dvrfs_core::sim::workload::parse_rate_bps(text)
-        .filter(|r| r.is_finite() && *r > 0.0)
-        .ok_or_else(|| {
-            CliError::usage(
-                format!("{flag} {text:?} is not a bit rate"),
-                "give bits per second with K/M/G (decimal), e.g. 19.39M",
-            )
-        })
-}
 
 struct Setup {
     rt: Handle,
@@ -165,7 +137,9 @@ pub fn admission(
     let be_share = SchedSettings::default().be_share;
     let admission = match (&model, bandwidth) {
         (Some(m), None) => Admission::from_model(m, be_share),
-        (None, Some(b)) => Admission::bandwidth(bit_rate("--bandwidth", b)? / 8.0, be_share),
+        (None, Some(b)) => {
+            Admission::bandwidth(crate::limits::bandwidth("--bandwidth", b)? / 8.0, be_share)
+        }
         (None, None) => Admission::bandwidth(DEFAULT_BANDWIDTH_BPS / 8.0, be_share),
         (Some(_), Some(_)) => {
             return Err(CliError::usage(
@@ -179,23 +153,16 @@ pub fn admission(
 
 /// Opens the runtime with the stream flags' device model or bandwidth.
 fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliResult<Setup> {
-    let rate_bps = stream_rate(&a.rate)?;
-    let request_bytes = parse_size("--request", &a.request)?;
-    let max = dvrfs_core::engine::MAX_STREAM_REQUEST_BYTES;
-    if request_bytes == 0 || !request_bytes.is_multiple_of(4096) || request_bytes > max {
-        return Err(CliError::usage(
-            format!(
-                "invalid --request {:?}: a stream's request size is a multiple of 4K up to {}M",
-                a.request,
-                max >> 20
-            ),
-            "the default, 512K, suits recordings and playbacks",
-        ));
-    }
+    let rate_bps = crate::limits::stream_rate("--rate", &a.rate)?;
+    let request_bytes = crate::limits::stream_request(
+        "--request",
+        &a.request,
+        "the default, 512K, suits recordings and playbacks",
+    )?;
     let buffer_bytes = a
         .buffer
         .as_deref()
-        .map(|b| parse_size("--buffer", b))
+        .map(|b| crate::limits::stream_buffer(b, request_bytes))
         .transpose()?;
     let (model, admission) = admission(a.device_model.as_deref(), a.bandwidth.as_deref())?;
     let rt = match crate::target::daemon(target)? {

@@ -19,6 +19,7 @@ mod cmd_status;
 mod cmd_stream;
 mod error;
 mod interrupt;
+mod limits;
 mod ospath;
 mod own_mount;
 mod plot;

@@ -537,6 +537,97 @@ fn numbers_outside_their_range_are_usage_errors() {
             "more than 4096",
         ),
     ];
+    // Found in review: these ran for days, failed as runtime errors (exit 1) or were
+    // accepted.
+    let new_img = dir.path().join("new.img");
+    let n = s(&new_img);
+    let sim1 = ["sim", "--disk", "avfs-250g", "--duration", "1s"];
+    let w4 = [&sim1[..], &["--workload", "4r"]].concat();
+    let more: Vec<(Vec<&str>, &str)> = vec![
+        (
+            [&w4[..], &["--depth", "4000000000"]].concat(),
+            "from 1 to 64",
+        ),
+        (
+            [&sim1[..], &["--workload", "4096r", "--depth", "9"]].concat(),
+            "more than 32768",
+        ),
+        (
+            [&w4[..], &["--be-depth", "4000000000"]].concat(),
+            "from 1 to 256",
+        ),
+        ([&w4[..], &["--request", "999T"]].concat(), "from 4K to 16M"),
+        (
+            [&w4[..], &["--be-request", "999T"]].concat(),
+            "from 4K to 16M",
+        ),
+        ([&w4[..], &["--merge", "999T"]].concat(), "to 64M"),
+        (
+            [&w4[..], &["--delete-size", "0"]].concat(),
+            "from 1 byte to 16T",
+        ),
+        (
+            [&sim1[..], &["--workload", "4r@1"]].concat(),
+            "from 8K to 100G",
+        ),
+        (
+            [&sim1[..], &["--workload", "2w,4r@999999G"]].concat(),
+            "from 8K to 100G",
+        ),
+        (
+            vec!["capacity", "--disk", "avfs-250g", "--bitrate", "1"],
+            "from 8K to 100G",
+        ),
+        (
+            vec!["capacity", "--disk", "avfs-250g", "--depth", "4000000000"],
+            "from 1 to 64",
+        ),
+        (
+            vec!["capacity", "--disk", "avfs-250g", "--tail-log", "999T"],
+            "to 4 GiB",
+        ),
+        (vec!["status", i, "--rate", "1"], "from 8K to 100G"),
+        (vec!["status", i, "--buffer", "999T"], "to 256M"),
+        (vec!["status", i, "--sample", "99999h"], "from 0ms to 1h"),
+        (vec!["status", i, "--bandwidth", "1"], "from 1M to 1T"),
+        (
+            vec![
+                "record", i, "/r", "--rate", "8M", "--size", "1M", "--buffer", "1",
+            ],
+            "from two requests",
+        ),
+        (vec!["mount", i, m, "--bandwidth", "1"], "from 1M to 1T"),
+        (
+            vec!["mount", i, m, "-o", "bandwidth=2000G"],
+            "from 1M to 1T",
+        ),
+        (
+            vec!["mkfs", n, "--size", "64M", "--inodes", "99999999999"],
+            "from 16 to 268435456",
+        ),
+        (
+            vec!["mkfs", n, "--size", "64M", "--zones", "999999"],
+            "from 1 to 32",
+        ),
+        (
+            vec!["mkfs", n, "--size", "64M", "--tail-log", "999T"],
+            "to 4 GiB",
+        ),
+        (
+            vec![
+                "bench",
+                n,
+                "--size",
+                "64M",
+                "--workload",
+                "1w",
+                "--queue-depth",
+                "4000000000",
+            ],
+            "from 1 to 256",
+        ),
+    ];
+    let cases: Vec<(Vec<&str>, &str)> = cases.into_iter().chain(more).collect();
     for (args, needle) in cases {
         let o = dvrfs(&args);
         assert_eq!(code(&o), 2, "{args:?}: {}", stderr(&o));
@@ -548,5 +639,6 @@ fn numbers_outside_their_range_are_usage_errors() {
     }
     // Nothing was mounted or written.
     assert!(!mounted(&mnt));
+    assert!(!new_img.exists());
     assert_eq!(stdout(&dvrfs(["ls", i])).trim(), "");
 }
