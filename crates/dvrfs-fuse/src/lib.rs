@@ -213,14 +213,6 @@ fn file_type(k: Kind) -> FileType {
     }
 }
 
-fn open_flags(direct: bool) -> FopenFlags {
-    if direct {
-        FopenFlags::FOPEN_DIRECT_IO
-    } else {
-        FopenFlags::empty()
-    }
-}
-
 pub(crate) fn err(e: Errno) -> fuser::Errno {
     fuser::Errno::from_i32(e)
 }
@@ -403,12 +395,14 @@ impl DvrfsFs {
         Ok(st)
     }
 
-    /// A new handle on `ino`.
-    fn open_handle(&self, req: &Request, ino: Ino, direct: bool) -> Result<u64, Errno> {
+    /// A new handle on `ino`, and whether a read stream plays for it (one set on the
+    /// closed file): the kernel's page cache is then kept out of its reads.
+    fn open_handle(&self, req: &Request, ino: Ino, direct: bool) -> Result<(u64, bool), Errno> {
         let direct = direct || self.direct_io;
         let mut files = lock(&self.files);
         let st = self.file_state(&mut files, ino, req.pid())?;
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let mut plays = false;
         {
             let mut st = lock(&st);
             st.opens += 1;
@@ -417,13 +411,14 @@ impl DvrfsFs {
                 if !s.used {
                     // Set on the closed file: the stream plays for this open.
                     s.owner_fh = Some(fh);
+                    plays = s.res.dir == StreamDir::Read;
                 }
                 s.used = true;
             }
         }
         drop(files);
         lock(&self.handles).insert(fh, Handle { ino, direct });
-        Ok(fh)
+        Ok((fh, plays))
     }
 
     /// Closes handle `fh`. At the last close of the file, what it gathered goes to the
@@ -882,15 +877,16 @@ impl Filesystem for DvrfsFs {
         if let Err(max) = config.set_max_readahead(want) {
             let _ = config.set_max_readahead(max);
         }
-        // `ls -l` in one request per directory block (names with attributes), lookups
-        // in one directory from several threads at once (the engine orders namespace
-        // operations itself), symlink targets cached by the kernel. A kernel without
-        // one of them simply does not offer it.
+        // `ls -l` in one request per directory block (names with attributes), lookups in
+        // one directory from several threads at once (the engine orders namespace ops),
+        // symlink targets cached, shared mmap of direct-I/O handles (read.rs::open_flags).
+        // A kernel without one of them simply does not offer it.
         for flag in [
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_CACHE_SYMLINKS,
+            InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
         ] {
             let _ = config.add_capabilities(flag);
         }
@@ -1139,7 +1135,10 @@ impl Filesystem for DvrfsFs {
             Ok(i) => {
                 let direct = flags.0 & libc::O_DIRECT != 0;
                 match self.open_handle(req, i, direct) {
-                    Ok(fh) => reply.opened(FileHandle(fh), open_flags(direct || self.direct_io)),
+                    Ok((fh, plays)) => reply.opened(
+                        FileHandle(fh),
+                        read::open_flags(direct || self.direct_io, plays),
+                    ),
                     Err(e) => reply.error(err(e)),
                 }
             }
@@ -1161,7 +1160,8 @@ impl Filesystem for DvrfsFs {
         let r = Self::ino(parent).and_then(|p| {
             let ino = self.do_create(req, p, name.as_bytes(), mode, Kind::File)?;
             lock(&self.ended).remove(ino);
-            let fh = self.open_handle(req, ino, direct)?;
+            // A new file has no read stream (a directory's default is a recording's).
+            let (fh, _) = self.open_handle(req, ino, direct)?;
             if let Err(e) = self.inherit_reservation(req, p, ino) {
                 // Refused: the file is not left behind half-made.
                 let _ = self.close_handle(fh, req.pid());
@@ -1182,7 +1182,7 @@ impl Filesystem for DvrfsFs {
                 &self.attr(&s),
                 Generation(s.generation as u64),
                 FileHandle(fh),
-                open_flags(direct || self.direct_io),
+                read::open_flags(direct || self.direct_io, false),
             ),
             Err(e) => reply.error(err(e)),
         }

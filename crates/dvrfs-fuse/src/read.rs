@@ -14,7 +14,25 @@ use crate::park::Waiting;
 use crate::stream::REORDER_BYTES;
 use crate::{lock, stamp, DvrfsFs};
 use dvrfs_core::engine::StreamDir;
-use fuser::{FileHandle, ReplyData, Request};
+use fuser::{FileHandle, FopenFlags, ReplyData, Request};
+
+/// The `open` reply's flags. `FOPEN_DIRECT_IO` for an `O_DIRECT` open (or every open,
+/// `--direct-io`), and for the handle a read stream plays for: the kernel then sends
+/// each of the player's `read()` calls to the daemon as it is (no read-ahead, no page
+/// cache), so the pages of the file another process reads are its own, read
+/// best-effort, and never pages the kernel is still waiting for at the stream's rate
+/// (issue 22, item 6). Only the daemon's view of the handle stays buffered: its reads
+/// go to the stream. A shared `mmap` of such a handle needs the kernel's
+/// `FUSE_DIRECT_IO_ALLOW_MMAP` (Linux 6.6 and later; `init` asks for it): its pages
+/// then go through the page cache, read through the stream; older kernels refuse it
+/// with `ENODEV` (a private mapping works on every kernel).
+pub(crate) fn open_flags(direct: bool, plays: bool) -> FopenFlags {
+    if direct || plays {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    }
+}
 
 impl DvrfsFs {
     pub(crate) fn do_read(
