@@ -220,10 +220,17 @@ pub struct FileState {
     /// How reads parked on this file's stream are woken ([`crate::park`]); `None`:
     /// stream reads that must wait are served best-effort.
     pub link: Option<crate::park::Link>,
+    /// The end of what `write` gathered, for `getattr` without this lock (size.rs).
+    floor: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl FileState {
-    pub fn new(ino: Ino, chunk: u64, pool: Pool) -> FileState {
+    pub fn new(
+        ino: Ino,
+        chunk: u64,
+        pool: Pool,
+        floor: Arc<std::sync::atomic::AtomicU64>,
+    ) -> FileState {
         FileState {
             ino,
             opens: 0,
@@ -241,6 +248,7 @@ impl FileState {
             stream: None,
             resume: None,
             link: None,
+            floor,
         }
     }
 
@@ -277,6 +285,7 @@ impl FileState {
                 Ok(None) => {}
                 Err(e) => {
                     self.error.get_or_insert(errno_of(&e));
+                    crate::size::failed(&self.floor);
                 }
             }
         }
@@ -376,6 +385,7 @@ impl FileState {
             let from = w.len;
             w.all_mut()[from..from + take].copy_from_slice(&rest[..take]);
             w.len += take;
+            crate::size::raise(&self.floor, self.wstart + w.len as u64);
             rest = &rest[take..];
             if self.wstart + w.len as u64 == boundary || w.len == w.cap() {
                 self.submit(rt, owner);

@@ -24,6 +24,7 @@ pub mod gather;
 pub mod memory;
 pub mod park;
 mod read;
+mod size;
 pub mod stream;
 mod write;
 
@@ -158,6 +159,7 @@ pub struct DvrfsFs {
     direct_io: bool,
     pool: Pool,
     files: gather::Files,
+    floors: size::Floors,
     /// Hands gathered chunks to the engine before each commit (`None` read-only or
     /// with `direct_io`: nothing gathers); stopped and joined on drop.
     _gatherer: Option<gather::Gatherer>,
@@ -238,6 +240,7 @@ impl DvrfsFs {
             direct_io: cfg.direct_io,
             pool: Pool::new(cfg.read_cache_bytes, chunk),
             files,
+            floors: size::Floors::default(),
             _gatherer: gatherer,
             parker: park::Parker::spawn(rt.clone())?,
             handles: Mutex::new(HashMap::new()),
@@ -279,14 +282,9 @@ impl DvrfsFs {
                 size = v;
             }
         } else if s.kind == Kind::File {
-            if let Some(st) = self.state(s.ino) {
-                // The applied size is read under the file's lock: a write reaped in
-                // between (its end no longer pending, its size read before it landed)
-                // would otherwise give the kernel a size that went backwards.
-                let st = lock(&st);
-                let applied = self.stat(s.ino).map_or(size, |f| f.size_bytes);
-                size = st.size_with_pending(applied);
-            }
+            // Not under the file's lock, which a writer holds while a chunk lands (size.rs).
+            let applied = || self.stat(s.ino).map_or(size, |f| f.size_bytes);
+            size = self.floors.size(s.ino, applied).unwrap_or(size);
         }
         let blocks = if s.kind == Kind::File {
             s.blocks * self.block_bytes / 512
@@ -387,7 +385,7 @@ impl DvrfsFs {
             self.run(Op::OpenFile { ino }, owner)?;
         }
         let st = Arc::new_cyclic(|me| {
-            let mut st = FileState::new(ino, self.chunk, self.pool.clone());
+            let mut st = FileState::new(ino, self.chunk, self.pool.clone(), self.floors.make(ino));
             st.link = Some(self.parker.link(me.clone()));
             Mutex::new(st)
         });
@@ -460,6 +458,7 @@ impl DvrfsFs {
             let closed = s.opens == 0 && s.stream.is_none();
             if closed {
                 files.remove(&ino);
+                self.floors.forget(ino);
             }
             closed
         };
@@ -526,6 +525,7 @@ impl DvrfsFs {
                     truncate()?;
                 }
             }
+            self.floors.truncated(ino);
             if size == 0 {
                 // The bytes the last stream's figures describe are gone (an `O_TRUNC`
                 // open comes here: `ffmpeg -y` rewriting a recording); a stream
