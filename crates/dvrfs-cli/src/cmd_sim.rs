@@ -254,8 +254,17 @@ fn parse_seeds(text: &str) -> CliResult<Vec<u64>> {
             a.trim().parse().map_err(|_| bad())?,
             b.trim().parse().map_err(|_| bad())?,
         );
-        if a > b || b - a >= 10_000 {
+        if a > b {
             return Err(bad());
+        }
+        if b - a >= 10_000 {
+            return Err(CliError::usage(
+                format!(
+                    "--seeds {text}: {} seeds, more than 10000",
+                    (b - a).saturating_add(1)
+                ),
+                "give at most 10000 seeds, e.g. --seeds 1-100",
+            ));
         }
         (a..=b).collect()
     } else {
@@ -265,6 +274,12 @@ fn parse_seeds(text: &str) -> CliResult<Vec<u64>> {
     };
     if seeds.is_empty() {
         return Err(bad());
+    }
+    if seeds.len() > 10_000 {
+        return Err(CliError::usage(
+            format!("--seeds: {} seeds, more than 10000", seeds.len()),
+            "give at most 10000 seeds, e.g. --seeds 1-100",
+        ));
     }
     Ok(seeds)
 }

@@ -586,6 +586,10 @@ fn numbers_outside_their_range_are_usage_errors() {
             vec!["capacity", "--disk", "avfs-250g", "--tail-log", "999T"],
             "to 4 GiB",
         ),
+        (
+            [&w4[..], &["--seeds", "1-999999999"]].concat(),
+            "more than 10000",
+        ),
         (vec!["status", i, "--rate", "1"], "from 8K to 100G"),
         (vec!["status", i, "--buffer", "999T"], "to 256M"),
         (vec!["status", i, "--sample", "99999h"], "from 0ms to 1h"),
