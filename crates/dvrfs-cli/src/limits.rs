@@ -155,7 +155,7 @@ pub fn stream_request(flag: &str, text: &str, hint: &str) -> CliResult<u64> {
     if bytes == 0 || !bytes.is_multiple_of(4096) || bytes > MAX_STREAM_REQUEST_BYTES {
         return Err(CliError::usage(
             format!(
-                "invalid {flag} {text:?}: out of range: a multiple of 4K from 4K to {}M",
+                "invalid {flag} {text:?}: out of range: a request size is a multiple of 4K from 4K to {}M",
                 MAX_STREAM_REQUEST_BYTES >> 20
             ),
             hint.to_string(),
