@@ -78,9 +78,29 @@ pub struct MountArgs {
     /// temporary directory when /var/log is not writable)
     #[arg(long)]
     pub log: Option<PathBuf>,
+    /// How long a reservation set on a file nobody has open waits for an open by the
+    /// same user before it expires, 100ms to 1h
+    #[arg(long, default_value = "30s")]
+    pub stream_grace: String,
+    /// The most bandwidth one user's reservations may reserve together, bits per
+    /// second with K/M/G (decimal), 8K to 100G (default: no cap)
+    #[arg(long)]
+    pub user_rate: Option<String>,
+    /// The most space one user's recordings may hold together, 4K to 1P (default: no
+    /// cap)
+    #[arg(long)]
+    pub user_space: Option<String>,
+    /// Root's reservations count against --user-rate and --user-space too
+    #[arg(long)]
+    pub limit_root: bool,
+    /// Percent of the disk's real-time share and of the data area other users'
+    /// reservations leave to root, 0 to 50
+    #[arg(long, default_value_t = dvrfs_fuse::quota::DEFAULT_ROOT_SHARE_PCT)]
+    pub root_share: u32,
     /// Mount options, comma-separated, as mount(8) passes them: ro, rw,
     /// allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N,
-    /// stream_memory=SIZE, read_cache=SIZE, foreground, log=FILE; the
+    /// stream_memory=SIZE, read_cache=SIZE, foreground, log=FILE, stream_grace=TIME,
+    /// user_rate=RATE, user_space=SIZE, limit_root, root_share=PCT; the
     /// generic ones (defaults, auto, noauto, nofail, user, exec, suid, dev, ...) are
     /// accepted and ignored
     #[arg(short = 'o')]
@@ -141,6 +161,18 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             ("pid_file", Some(v)) => a.pid_file = Some(PathBuf::from(v)),
             ("stream_memory", Some(v)) => a.stream_memory = Some(v),
             ("read_cache", Some(v)) => a.read_cache = Some(v),
+            ("stream_grace", Some(v)) => a.stream_grace = v,
+            ("user_rate", Some(v)) => a.user_rate = Some(v),
+            ("user_space", Some(v)) => a.user_space = Some(v),
+            ("limit_root", None) => a.limit_root = true,
+            ("root_share", Some(v)) => {
+                a.root_share = v.parse().map_err(|_| {
+                    CliError::usage(
+                        format!("-o root_share={v} is not a number"),
+                        "give a percent from 0 to 50, e.g. root_share=5",
+                    )
+                })?
+            }
             ("threads", Some(v)) => {
                 a.threads = v.parse().map_err(|_| {
                     CliError::usage(
@@ -160,13 +192,14 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
             _ => {
                 return Err(CliError::usage(
                     format!("-o {o}: not a dvrfs mount option"),
-                    "dvrfs takes ro, rw, allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, stream_memory=SIZE, read_cache=SIZE, log=FILE, pid_file=FILE, foreground (and ignores the generic mount options)",
+                    "dvrfs takes ro, rw, allow_other, direct_io, device_model=NAME, bandwidth=RATE, threads=N, stream_memory=SIZE, read_cache=SIZE, log=FILE, pid_file=FILE, foreground, stream_grace=TIME, user_rate=RATE, user_space=SIZE, limit_root, root_share=PCT (and ignores the generic mount options)",
                 ))
             }
         }
     }
     crate::args::check_range("--threads (-o threads=)", a.threads, 1..=MAX_THREADS)?;
     memory_sizes(a)?;
+    crate::mount_quota::quota_config(a)?;
     Ok(())
 }
 
@@ -494,7 +527,13 @@ fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> Cli
 /// `ready` (daemon mode) hears "ok" once mounted, or the failure.
 fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>) -> CliResult<u8> {
     let mut ready = ready.map(std::fs::File::from);
-    let result = (|| -> CliResult<(fuser::Session<DvrfsFs>, Arc<Runtime>, Arc<OwnMount>)> {
+    type Served = (
+        fuser::Session<DvrfsFs>,
+        Arc<Runtime>,
+        Arc<OwnMount>,
+        Arc<dvrfs_fuse::quota::Quota>,
+    );
+    let result = (|| -> CliResult<Served> {
         // Termination signals go to one thread, which unmounts (blocked in every
         // thread started from here on).
         let signals = block_signals();
@@ -523,9 +562,11 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             fsname: target.display().to_string(),
             direct_io: a.direct_io,
             read_cache_bytes,
+            quota: crate::mount_quota::quota_config(a)?,
         };
         let fs = DvrfsFs::new(rt.clone(), &cfg)
             .map_err(|e| CliError::new(format!("cannot serve the volume: {e}")))?;
+        let quota = fs.quota();
         let mut session = fuser::Session::new(fs, mountpoint, &cfg.fuser_config()).map_err(|e| {
             CliError::new(format!("cannot mount on {}: {e}", mountpoint.display())).hint(
                 "check that /dev/fuse exists (modprobe fuse), the directory is not in use, and (for allow_other as a user) user_allow_other in /etc/fuse.conf",
@@ -548,9 +589,9 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
                 Err(why) => eprintln!("{} dvrfs: {why}", stamp()),
             }
         });
-        Ok((session, rt, own))
+        Ok((session, rt, own, quota))
     })();
-    let (session, rt, own) = match result {
+    let (session, rt, own, quota) = match result {
         Ok(v) => v,
         Err(e) => {
             if let Some(r) = ready.as_mut() {
@@ -661,7 +702,7 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
     }
     // Other processes (the dvrfs commands, C programs) use the volume through this
     // daemon while it is mounted; the socket exists before `dvrfs mount` returns.
-    let server = start_server(a, target, &rt);
+    let server = start_server(a, target, &rt, quota);
     if let Some(mut r) = ready.take() {
         let _ = writeln!(r, "ok");
     }
@@ -706,10 +747,17 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
 /// Serves the runtime on the volume's socket (`dvrfs-remote`); a failure is logged
 /// and the mount goes on without it (the other commands then say the volume is in
 /// use, as before).
-fn start_server(a: &MountArgs, target: &Path, rt: &Arc<Runtime>) -> Option<dvrfs_remote::Server> {
+fn start_server(
+    a: &MountArgs,
+    target: &Path,
+    rt: &Arc<Runtime>,
+    quota: Arc<dvrfs_fuse::quota::Quota>,
+) -> Option<dvrfs_remote::Server> {
     let cfg = dvrfs_remote::ServerConfig {
         allow_other: a.allow_other,
         volume: target.display().to_string(),
+        // The mount's per-user limits for the clients' streams too.
+        gate: Some(Arc::new(crate::mount_quota::Gate::new(quota, rt.clone()))),
     };
     let log = |m: &str| eprintln!("{} dvrfs: {m}", stamp());
     match dvrfs_remote::Server::start(rt.clone(), target, cfg, log) {

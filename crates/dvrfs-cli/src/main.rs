@@ -20,6 +20,7 @@ mod cmd_stream;
 mod error;
 mod interrupt;
 mod limits;
+mod mount_quota;
 mod ospath;
 mod own_mount;
 mod plot;

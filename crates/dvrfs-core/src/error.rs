@@ -71,6 +71,13 @@ pub enum Error {
     QueueFull { max: usize },
     #[error("stream refused: {0}")]
     Refused(String),
+    /// A stream past a per-user limit the daemon sets (`EDQUOT`).
+    #[error("stream refused: over the user's limit: {0}")]
+    OverQuota(String),
+    /// A stream whose held space would take some of the share kept for root
+    /// (`ENOSPC`).
+    #[error("stream refused: {0}")]
+    KeptForRoot(String),
     /// A read (or a partial write) reached file bytes whose data blocks are unknown:
     /// the map naming them was damaged (see `Run::LOST_START`). Never served as zeros.
     #[error("inode {ino}: bytes {offset} to {end} were lost to metadata damage (which blocks held them is unknown)")]
@@ -135,6 +142,8 @@ impl Error {
             Error::CannotCancel(_) => 16,       // EBUSY
             Error::QueueFull { .. } => 11,      // EAGAIN
             Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
+            Error::OverQuota(_) => 122,         // EDQUOT
+            Error::KeptForRoot(_) => 28,        // ENOSPC
             Error::DataLost { .. } | Error::Checksum { .. } => 5, // EIO
             Error::Truncated { .. } | Error::PastEnd { .. } => 5, // EIO
             Error::TargetTooLong { .. } => 36,  // ENAMETOOLONG

@@ -222,6 +222,9 @@ pub struct FileState {
     pub link: Option<crate::park::Link>,
     /// The end of what `write` gathered, for `getattr` without this lock (size.rs).
     floor: Arc<std::sync::atomic::AtomicU64>,
+    /// The user whose reservation the file's stream is (its per-user limits, who may
+    /// take it when pending: [`crate::quota`]).
+    pub stream_uid: u32,
 }
 
 impl FileState {
@@ -249,6 +252,7 @@ impl FileState {
             resume: None,
             link: None,
             floor,
+            stream_uid: 0,
         }
     }
 

@@ -23,6 +23,7 @@ pub mod file;
 pub mod gather;
 pub mod memory;
 pub mod park;
+pub mod quota;
 mod read;
 mod size;
 pub mod stream;
@@ -100,6 +101,8 @@ pub struct MountConfig {
     pub direct_io: bool,
     /// The read cache of all open files together ([`memory`]).
     pub read_cache_bytes: u64,
+    /// Grace of pending reservations, per-user limits, root's share ([`quota`]).
+    pub quota: quota::QuotaConfig,
 }
 
 impl Default for MountConfig {
@@ -111,6 +114,7 @@ impl Default for MountConfig {
             fsname: "dvrfs".into(),
             direct_io: false,
             read_cache_bytes: memory::DEFAULT_READ_CACHE_BYTES,
+            quota: quota::QuotaConfig::default(),
         }
     }
 }
@@ -171,19 +175,14 @@ pub struct DvrfsFs {
     /// Open files with a stream: its reservation and id (`getfattr` reads them
     /// without the file's lock, which a stream operation may hold while it waits for
     /// its rate), and the file's size is the engine's (see `attr`).
-    streamed: Mutex<
-        HashMap<
-            Ino,
-            (
-                dvrfs_core::engine::Reservation,
-                dvrfs_core::engine::StreamInfo,
-            ),
-        >,
-    >,
+    streamed: stream::Streamed,
     /// Final figures of streams that ended, for `getfattr` until the file gets a
     /// stream again, the attribute is removed or the file is truncated to nothing;
     /// the latest [`stream::ENDED_KEPT`].
-    ended: Mutex<stream::Ended>,
+    ended: Arc<Mutex<stream::Ended>>,
+    /// Per-user books of reservations, and the reaper of pending ones ([`quota`]).
+    quota: Arc<quota::Quota>,
+    _reaper: quota::Reaper,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -232,6 +231,7 @@ impl DvrfsFs {
         } else {
             Some(gather::Gatherer::spawn(rt.clone(), files.clone())?)
         };
+        let (streamed, ended, quota, _reaper) = quota::start(&rt, &files, cfg)?;
         Ok(DvrfsFs {
             rt: rt.clone(),
             chunk,
@@ -245,13 +245,20 @@ impl DvrfsFs {
             parker: park::Parker::spawn(rt.clone())?,
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
-            streamed: Mutex::new(HashMap::new()),
-            ended: Mutex::new(stream::Ended::default()),
+            streamed,
+            ended,
+            quota,
+            _reaper,
         })
     }
 
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.rt
+    }
+
+    /// The per-user books, which the daemon's socket shares ([`quota`]).
+    pub fn quota(&self) -> Arc<quota::Quota> {
+        self.quota.clone()
     }
 
     fn ino(i: INodeNo) -> Result<Ino, Errno> {
@@ -404,13 +411,14 @@ impl DvrfsFs {
         {
             let mut st = lock(&st);
             st.opens += 1;
-            st.stream_opened(&self.rt);
-            if let Some(s) = st.stream.as_mut() {
-                if !s.used {
-                    // Set on the closed file: the stream plays for this open.
-                    s.owner_fh = Some(fh);
-                    plays = s.res.dir == StreamDir::Read;
-                }
+            let ino = st.ino;
+            // Set on the closed file: the stream plays for this open if it is by the
+            // user who set it (or root; [`quota`]), its prefetch starting now.
+            if st.stream.as_ref().is_some_and(|s| !s.used) && self.quota.adopt(ino, req.uid()) {
+                st.stream_opened(&self.rt);
+                let s = st.stream.as_mut().expect("checked");
+                s.owner_fh = Some(fh);
+                plays = s.res.dir == StreamDir::Read;
                 s.used = true;
             }
         }
@@ -436,7 +444,9 @@ impl DvrfsFs {
                 return Ok(());
             }
             let mut r = s.settle(&self.rt, owner);
-            r = r.and(self.detach(&mut s, "the file's last close"));
+            if s.stream.as_ref().is_none_or(|f| f.used) {
+                r = r.and(self.detach(&mut s, "the file's last close"));
+            }
             s.resume = None;
             s.drop_reads(&self.rt);
             r
@@ -586,6 +596,7 @@ impl DvrfsFs {
         };
         let st = self.state(ino).ok_or(libc::EBADF)?;
         let mut st = lock(&st);
+        st.stream_uid = req.uid();
         self.attach(&mut st, Reservation::from_default(&d), 0, true, req.pid())
     }
 
@@ -646,6 +657,7 @@ impl DvrfsFs {
                     check_xattr_flags(flags, s.stream.is_some())?;
                     self.detach(&mut s, "replaced by a new reservation")?;
                     let used = s.opens > 0;
+                    s.stream_uid = req.uid();
                     self.attach(&mut s, res, 0, used, req.pid())
                 })();
                 drop(files);

@@ -93,13 +93,23 @@ impl FileStream {
     /// the child and closed at its `exec`, each close a `flush` here; ending the
     /// recording there lost its reservation, and on a full volume the held space
     /// with it (found by the full-disk test run beside tests that spawn processes).
+    /// A pending stream no open took ([`crate::quota`]) ends at its expiry, not at
+    /// the close of another user's open.
     pub fn ends_at_close_by(&self, pid: u32) -> bool {
+        if !self.used {
+            return false;
+        }
         match self.res.dir {
             StreamDir::Write => self.writer.is_none_or(|w| w == pid),
             StreamDir::Read => self.reader.is_none_or(|r| r == pid),
         }
     }
 }
+
+/// The open files with a stream: its reservation and id, shared with the reaper
+/// ([`crate::quota`]).
+pub type Streamed =
+    std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Ino, (Reservation, StreamInfo)>>>;
 
 /// How many ended streams' figures the daemon keeps for `getfattr` (a recorder making
 /// a file a minute would otherwise grow the table for as long as it is mounted).
@@ -343,9 +353,16 @@ impl crate::DvrfsFs {
             return Err(libc::EROFS);
         }
         let text = res.to_string();
-        match st.stream_attach(&self.rt, res, start, used, owner) {
-            Ok(()) => {
+        let uid = st.stream_uid;
+        let attached = self
+            .quota
+            .admit(&self.rt, st.ino, uid, &res, start)
+            .and_then(|p| Ok((p, st.stream_attach(&self.rt, res, start, used, owner)?)));
+        match attached {
+            Ok((permit, ())) => {
                 let s = st.stream.as_ref().expect("attached");
+                self.quota
+                    .record(permit, st.ino, uid, &s.res, &s.info, !used);
                 crate::lock(&self.streamed).insert(st.ino, (s.res.clone(), s.info.clone()));
                 crate::lock(&self.ended).remove(st.ino);
                 eprintln!(
@@ -362,7 +379,7 @@ impl crate::DvrfsFs {
             }
             Err((e, why)) => {
                 eprintln!(
-                    "{} dvrfs: inode {}: reservation {text} refused (errno {e}): {why}",
+                    "{} dvrfs: inode {}: reservation {text} refused (errno {e}, uid {uid}): {why}",
                     crate::stamp(),
                     st.ino
                 );
@@ -378,6 +395,7 @@ impl crate::DvrfsFs {
             return Ok(());
         };
         crate::lock(&self.streamed).remove(&st.ino);
+        self.quota.release(st.ino);
         let text = match &r {
             Ok(stats) => describe(&s.res, "ended", Some(&s.info), Some(stats)),
             Err(e) => describe(&s.res, &format!("failed(errno {e})"), Some(&s.info), None),

@@ -17,6 +17,7 @@
 //! clock reads.
 
 pub mod client;
+pub mod gate;
 pub mod handle;
 pub mod perm;
 pub mod proto;
@@ -32,6 +33,7 @@ use dvrfs_core::Stat;
 use dvrfs_runtime::{Runtime, RuntimeError};
 
 pub use client::{Client, ConnectError};
+pub use gate::StreamGate;
 pub use handle::Handle;
 pub use server::{Server, ServerConfig};
 
@@ -113,6 +115,17 @@ pub fn reach(target: &Path) -> Reach {
             Err(ConnectError::Broken(_)) => Reach::Direct,
         },
     }
+}
+
+/// A client's stream refused by the gate ([`gate`]), as the error it gets: `EDQUOT` a
+/// per-user cap, `EBUSY` or `ENOSPC` the share kept for root.
+fn gate_refused(peer: &perm::Peer, errno: i32, why: String) -> dvrfs_runtime::RuntimeError {
+    let why = format!("pid {} (uid {}): {why}", peer.pid, peer.uid);
+    dvrfs_runtime::RuntimeError::Engine(match errno {
+        libc::EDQUOT => dvrfs_core::Error::OverQuota(why),
+        libc::ENOSPC => dvrfs_core::Error::KeptForRoot(why),
+        _ => dvrfs_core::Error::Refused(why),
+    })
 }
 
 #[cfg(test)]

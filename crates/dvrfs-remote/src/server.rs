@@ -45,13 +45,26 @@ pub const MAX_WAITERS_PER_CONN: usize = 256;
 pub const MAX_CONNECTIONS: usize = 1024;
 
 /// How the daemon serves.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ServerConfig {
     /// Let users other than the daemon's own (and root) connect, as `allow_other`
     /// lets them into the mount.
     pub allow_other: bool,
     /// The volume, for messages.
     pub volume: String,
+    /// The per-user limits on clients' stream reservations ([`crate::gate`]); `None`:
+    /// admitted against the whole capacity, whoever the client is.
+    pub gate: Option<Arc<dyn crate::StreamGate>>,
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("allow_other", &self.allow_other)
+            .field("volume", &self.volume)
+            .field("gate", &self.gate.is_some())
+            .finish()
+    }
 }
 
 type Log = Arc<dyn Fn(&str) + Send + Sync>;
@@ -185,6 +198,10 @@ struct Conn {
     tickets: Mutex<HashSet<u64>>,
     /// Streams opened here and not closed.
     streams: Mutex<HashSet<u32>>,
+    /// The gate ([`crate::gate`]) and the stream opens it counted whose outcome this
+    /// connection has not seen yet: ticket -> the gate's token.
+    gate: Option<Arc<dyn crate::StreamGate>>,
+    opening: Mutex<std::collections::HashMap<u64, u64>>,
     /// Files it opened (`Op::OpenFile`, once per open) and has not closed: a file
     /// removed while open stays until its last close, which the clean-up gives.
     opened: Mutex<Vec<dvrfs_core::alloc::Ino>>,
@@ -250,6 +267,8 @@ fn serve_conn(s: UnixStream, rt: Arc<Runtime>, cfg: &ServerConfig, log: &Log) {
         writer: Mutex::new(w),
         tickets: Mutex::new(HashSet::new()),
         streams: Mutex::new(HashSet::new()),
+        gate: cfg.gate.clone(),
+        opening: Mutex::new(std::collections::HashMap::new()),
         opened: Mutex::new(Vec::new()),
         waiters: AtomicUsize::new(0),
     });
@@ -327,6 +346,18 @@ impl Conn {
         let _ = write_frame_parts(&mut *lock(&self.writer), &head, tail);
     }
 
+    /// The outcome of the operation `ticket`, for the gate if it counted it.
+    fn settle(&self, ticket: u64, sid: Option<u32>) {
+        let token = lock(&self.opening).remove(&ticket);
+        self.settle_token(token, sid);
+    }
+
+    fn settle_token(&self, token: Option<u64>, sid: Option<u32>) {
+        if let (Some(g), Some(k)) = (&self.gate, token) {
+            g.settled(k, sid);
+        }
+    }
+
     fn owned(&self, ticket: u64) -> Result<Ticket, RuntimeError> {
         match lock(&self.tickets).contains(&ticket) {
             true => Ok(Ticket(ticket)),
@@ -360,7 +391,12 @@ impl Conn {
                     Op::StreamRead { stream, .. }
                     | Op::StreamWrite { stream, .. }
                     | Op::StreamSync { stream } => self.own_stream(*stream, false)?,
-                    Op::StreamClose { stream } => self.own_stream(*stream, true)?,
+                    Op::StreamClose { stream } => {
+                        self.own_stream(*stream, true)?;
+                        if let Some(g) = &self.gate {
+                            g.closed(*stream);
+                        }
+                    }
                     _ => {}
                 }
                 // Checked in the dispatcher, between its steps, against the metadata
@@ -383,9 +419,25 @@ impl Conn {
                     }
                     _ => {}
                 }
+                let token = match (&self.gate, &op) {
+                    (Some(g), Op::StreamOpen { ino, spec }) => Some(
+                        g.admit(peer.uid, *ino, spec)
+                            .map_err(|(errno, why)| crate::gate_refused(&peer, errno, why))?,
+                    ),
+                    _ => None,
+                };
                 let deadline = deadline_mono_ns.map(instant_of_mono_ns);
-                let t = rt.start(op, deadline, peer.pid)?;
+                let t = match rt.start(op, deadline, peer.pid) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.settle_token(token, None);
+                        return Err(e);
+                    }
+                };
                 lock(&self.tickets).insert(t.0);
+                if let Some(k) = token {
+                    lock(&self.opening).insert(t.0, k);
+                }
                 Reply::Ticket(t.0)
             }
             Request::Check { ticket, wait } => {
@@ -393,6 +445,14 @@ impl Conn {
                 let r = rt.check(t, wait);
                 if !matches!(r, Ok(None)) {
                     lock(&self.tickets).remove(&ticket);
+                    let sid = match &r {
+                        Ok(Some(d)) => match &d.output {
+                            Output::Stream(info) => Some(info.id),
+                            _ => None,
+                        },
+                        _ => None,
+                    };
+                    self.settle(ticket, sid);
                 }
                 match r? {
                     None => Reply::Done(None),
@@ -508,17 +568,23 @@ impl Conn {
         for t in tickets {
             let _ = self.rt.cancel(Ticket(t));
             // A stream it opened but never heard of is closed below with the rest.
+            let mut sid = None;
             if let Ok(Some(d)) = self.rt.check(Ticket(t), true) {
                 if let Output::Stream(info) = &d.output {
                     lock(&self.streams).insert(info.id);
+                    sid = Some(info.id);
                 }
             }
+            self.settle(t, sid);
         }
         let streams: Vec<u32> = lock(&self.streams).drain().collect();
         for s in streams {
             let _ = self
                 .rt
                 .run(Op::StreamClose { stream: s }, None, self.peer.pid);
+            if let Some(g) = &self.gate {
+                g.closed(s);
+            }
         }
         let opened: Vec<_> = lock(&self.opened).drain(..).collect();
         for ino in opened {

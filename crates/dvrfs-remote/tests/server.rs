@@ -37,6 +37,7 @@ fn served(dir: &Path) -> (PathBuf, Arc<Runtime>, Server) {
     let cfg = ServerConfig {
         allow_other: false,
         volume: img.display().to_string(),
+        gate: None,
     };
     let server = Server::start(rt.clone(), &img, cfg, |m| eprintln!("server: {m}")).unwrap();
     (img, rt, server)

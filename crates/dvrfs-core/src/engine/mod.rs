@@ -62,9 +62,9 @@ pub use status::{
     admission_status, AdmissionStatus, DiskStatus, HeadroomAsk, SpaceStatus, Status, StreamStatus,
 };
 pub use stream::{
-    gather_period_ns, stream_ask, GatherMode, StreamDir, StreamId, StreamInfo, StreamSpec,
-    StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS, MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES,
-    RECORDING_BUSY,
+    gather_period_ns, stream_ask, GatherMode, KeptShare, StreamDir, StreamId, StreamInfo,
+    StreamSpec, StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS, MAX_KEEP_FRACTION,
+    MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES, RECORDING_BUSY,
 };
 
 use crate::alloc::Ino;

@@ -47,12 +47,14 @@ mod events;
 mod hold;
 mod memory;
 mod recording;
+mod share;
 mod tail_log;
 
 pub use admit::{gather_period_ns, stream_ask, GatherMode};
 pub use hold::RECORDING_BUSY;
 pub(super) use hold::STREAM_RELEASE_OWNER;
 pub use recording::GATHER_LEAD_NS;
+pub use share::{KeptShare, MAX_KEEP_FRACTION};
 pub(super) use tail_log::InFlightUnlogged;
 
 use super::{buf, Body, Engine, IoBuf, Now, Op, OpId, OpState, Output, Stage};

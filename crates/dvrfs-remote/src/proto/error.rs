@@ -156,6 +156,12 @@ fn encode_core(e: &mut Enc, c: &CoreError) {
         C::Refused(s) => {
             e.u8(24).str(s);
         }
+        C::OverQuota(s) => {
+            e.u8(31).str(s);
+        }
+        C::KeptForRoot(s) => {
+            e.u8(32).str(s);
+        }
         C::DataLost { ino, offset, end } => {
             e.u8(25).u32(*ino).u64(*offset).u64(*end);
         }
@@ -231,6 +237,8 @@ fn decode_core(d: &mut Dec) -> DecResult<CoreError> {
             max: d.u64("max")? as usize,
         },
         24 => C::Refused(d.string("why")?),
+        31 => C::OverQuota(d.string("why")?),
+        32 => C::KeptForRoot(d.string("why")?),
         25 => C::DataLost {
             ino: d.u32("ino")?,
             offset: d.u64("offset")?,

@@ -699,6 +699,8 @@ mod tests {
             CoreError::DeadlineMissed { deadline_ns: 5 },
             CoreError::NotFound("/a/b".into()),
             CoreError::Refused("too much".into()),
+            CoreError::OverQuota("uid 7 already reserves".into()),
+            CoreError::KeptForRoot("5% is kept for root".into()),
             CoreError::NoSpace {
                 need_bytes: 1,
                 free_bytes: 0,

@@ -1,0 +1,343 @@
+//! Reservations a user cannot keep from root (issue 22, item 7): a reservation set on a
+//! file nobody opens expires after the grace, one held by a process ends when the
+//! process dies, and per-user caps and the share kept for root refuse a user's
+//! reservation that root's would pass. The user is `nobody` (uid 65534, through
+//! `setpriv`) on a mount with `--allow-other`; the tests need root.
+
+mod common;
+
+use common::*;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `PROGRAM` as user and group 65534 (nobody), no supplementary groups; `None`
+/// (having said SKIP) without setpriv.
+fn as_nobody(program: &str) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", program]);
+    c
+}
+
+/// A volume of `size` mounted with `--allow-other` and `extra` in a directory
+/// everyone can enter, with a file `f` of nobody's; `None` without setpriv or FUSE.
+fn quota_mount(size: &str, extra: &[&str]) -> Option<(tempfile::TempDir, Mount)> {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        println!("SKIP: setpriv (util-linux) is missing");
+        return None;
+    }
+    if let Some(why) = fuse_missing() {
+        println!("SKIP: {why}");
+        return None;
+    }
+    let dir = tempdir();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let img = dir.path().join("v.img");
+    mkfs(&img, size, &[]);
+    let m = Mount::new(dir.path(), &img, &[&["--allow-other"][..], extra].concat());
+    let f = m.path("f");
+    fs::write(&f, b"x").unwrap();
+    std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();
+    Some((dir, m))
+}
+
+/// `setfattr -n user.dvrfs.stream -v RES PATH` by `cmd` (root's or nobody's).
+fn setfattr(mut cmd: Command, path: &Path, res: &str) -> std::process::Output {
+    cmd.args(["-n", "user.dvrfs.stream", "-v", res])
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+#[track_caller]
+fn refused_with(o: &std::process::Output, errno_text: &str) {
+    assert!(
+        !o.status.success() && stderr(o).contains(errno_text),
+        "expected {errno_text:?}, got status {} and {:?}",
+        o.status,
+        stderr(o)
+    );
+}
+
+#[track_caller]
+fn admitted(o: &std::process::Output) {
+    assert!(o.status.success(), "refused: {}", stderr(o));
+}
+
+/// Polls `cond` until it holds, at most `bound`; panics naming `what` when not.
+fn poll_until(bound: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < bound, "{what}: not within {bound:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Bytes free on the mounted volume (`statvfs`'s available blocks).
+fn available(mnt: &Path) -> u64 {
+    let o = Command::new("stat")
+        .args(["-f", "-c", "%a %S"])
+        .arg(mnt)
+        .output()
+        .unwrap();
+    let out = ok(o);
+    let v: Vec<u64> = out.split_whitespace().map(|w| w.parse().unwrap()).collect();
+    v[0] * v[1]
+}
+
+/// Issue 22, item 7, the space attack: nobody's `write:8M,size=` on a closed file held
+/// nearly all the free space until the daemon stopped, and root's writes failed with
+/// ENOSPC. Now it is pending: an open by another user neither takes nor ends it, and
+/// no open by nobody within the grace makes it expire; root's write then fits.
+#[test]
+fn a_reservation_nobody_opens_expires_and_its_space_is_free_again() {
+    let Some((_dir, m)) = quota_mount("512M", &["--stream-grace", "1s"]) else {
+        return;
+    };
+    let f = m.path("f");
+    let free = available(&m.mnt);
+    let held = (free - (48 << 20)) >> 20 << 20;
+    admitted(&setfattr(
+        as_nobody("setfattr"),
+        &f,
+        &format!("write:8M,size={held}"),
+    ));
+    // Another user reads the file: its open does not take nobody's reservation, and
+    // its close does not end it (it would then say `state=ended`).
+    let mut other = Command::new("setpriv");
+    other.args(["--reuid=1", "--regid=1", "--clear-groups", "cat"]);
+    admitted(&other.arg(&f).output().unwrap());
+    poll_until(Duration::from_secs(30), "the reservation expired", || {
+        getfattr(&f).is_some_and(|s| s.contains("state=expired"))
+    });
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(
+        log.contains("expired: uid 65534 set it") && log.contains("-o stream_grace="),
+        "{log}"
+    );
+    // The held space is free: root writes more than was left beside the hold.
+    let o = Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            "bs=1M",
+            "count=96",
+            "conv=fsync",
+            "status=none",
+        ])
+        .arg(format!("of={}", m.path("root.bin").display()))
+        .output()
+        .unwrap();
+    admitted(&o);
+    m.unmount();
+}
+
+/// Issue 22, item 7: a user's reservations are bounded by `--user-space` and
+/// `--user-rate` (EDQUOT), and by the share kept for root (ENOSPC for space, EBUSY for
+/// the real-time share), while root's same reservations are admitted.
+#[test]
+fn user_limits_and_the_root_share_refuse_nobody_not_root() {
+    let Some((_dir, m)) = quota_mount(
+        "512M",
+        &[
+            "--bandwidth",
+            "100M",
+            "-o",
+            "user_space=64M,user_rate=30M,stream_grace=1h",
+        ],
+    ) else {
+        return;
+    };
+    let (f, g) = (m.path("f"), m.path("g"));
+    fs::write(&g, b"x").unwrap();
+    std::os::unix::fs::chown(&g, Some(65534), Some(65534)).unwrap();
+    // Per-user caps: EDQUOT, the reason and the way out in the log.
+    refused_with(
+        &setfattr(as_nobody("setfattr"), &f, "write:1M,size=100M"),
+        "Disk quota exceeded",
+    );
+    refused_with(
+        &setfattr(as_nobody("setfattr"), &f, "read:40M"),
+        "Disk quota exceeded",
+    );
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(
+        log.contains("user_space=") && log.contains("user_rate="),
+        "{log}"
+    );
+    // Within them, admitted; a second one past the rate cap is refused.
+    admitted(&setfattr(as_nobody("setfattr"), &f, "read:20M"));
+    refused_with(
+        &setfattr(as_nobody("setfattr"), &g, "read:20M"),
+        "Disk quota exceeded",
+    );
+    admitted(&setfattr(as_nobody("setfattr"), &f, "read:1M"));
+    // Root is exempt from the caps.
+    admitted(&setfattr(Command::new("setfattr"), &g, "read:40M"));
+    admitted(&setfattr(
+        Command::new("setfattr"),
+        &g,
+        "write:1M,size=100M",
+    ));
+    m.unmount();
+    // The root share: a mount without caps.
+    let dir = tempdir();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let img = dir.path().join("w.img");
+    mkfs(&img, "512M", &[]);
+    let m = Mount::new(dir.path(), &img, &["--allow-other", "--bandwidth", "100M"]);
+    let f = m.path("f");
+    fs::write(&f, b"x").unwrap();
+    std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();
+    // Most of the real-time share (100 Mbit/s, 10% best-effort): past 95% of it.
+    refused_with(
+        &setfattr(as_nobody("setfattr"), &f, "read:88M"),
+        "Device or resource busy",
+    );
+    admitted(&setfattr(Command::new("setfattr"), &f, "read:88M"));
+    let o = Command::new("setfattr")
+        .args(["-x", "user.dvrfs.stream"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    admitted(&o);
+    // Nearly all the free space: less than 5% would be left.
+    let free = available(&m.mnt);
+    let most = (free - (4 << 20)) >> 20 << 20;
+    let res = format!("write:1M,size={most}");
+    refused_with(
+        &setfattr(as_nobody("setfattr"), &f, &res),
+        "No space left on device",
+    );
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(
+        log.contains("is kept for root") && log.contains("root_share="),
+        "{log}"
+    );
+    admitted(&setfattr(Command::new("setfattr"), &f, &res));
+    m.unmount();
+}
+
+/// Issue 22, item 7: a reservation set by a process that holds the file open ends
+/// when the process is killed (the kernel closes its descriptors), and the bandwidth
+/// it had is admitted to another stream.
+#[test]
+fn a_reservation_ends_when_the_process_holding_it_is_killed() {
+    let Some((_dir, m)) = quota_mount("512M", &["--bandwidth", "100M"]) else {
+        return;
+    };
+    let (f, g) = (m.path("f"), m.path("g"));
+    fs::write(&g, b"x").unwrap();
+    let script = "import os,sys,time\n\
+        fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+        os.setxattr(fd, 'user.dvrfs.stream', sys.argv[2].encode())\n\
+        print('holding', flush=True)\n\
+        time.sleep(600)\n";
+    let mut holder = as_nobody("/usr/bin/python3")
+        .args(["-c", script])
+        .arg(&f)
+        .arg("read:60M")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(
+        line.trim(),
+        "holding",
+        "the holder did not set its reservation"
+    );
+    // It holds two thirds of the real-time share: root's second 60M does not fit.
+    refused_with(
+        &setfattr(Command::new("setfattr"), &g, "read:60M"),
+        "Device or resource busy",
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    poll_until(Duration::from_secs(30), "the holder's stream ended", || {
+        getfattr(&f).is_some_and(|s| s.contains("state=ended"))
+    });
+    admitted(&setfattr(Command::new("setfattr"), &g, "read:60M"));
+    m.unmount();
+}
+
+/// Every quota option has a range; a value outside it is a usage error (exit 2)
+/// before anything is mounted.
+#[test]
+fn quota_options_out_of_range_are_usage_errors() {
+    let dir = tempdir();
+    let (img, mnt) = (dir.path().join("none.img"), dir.path().join("mnt"));
+    for (opts, says) in [
+        (&["--stream-grace", "10ms"][..], "--stream-grace"),
+        (&["-o", "stream_grace=2h"], "out of range"),
+        (&["--root-share", "51"], "--root-share"),
+        (&["-o", "root_share=x"], "root_share=x"),
+        (&["-o", "user_rate=1"], "--user-rate"),
+        (&["--user-rate", "200G"], "out of range"),
+        (&["--user-space", "1"], "--user-space"),
+        (&["-o", "user_space=2048T"], "out of range"),
+    ] {
+        let o = dvrfs(
+            [
+                &["mount".as_ref(), img.as_os_str(), mnt.as_os_str()][..],
+                &opts.iter().map(std::ffi::OsStr::new).collect::<Vec<_>>(),
+            ]
+            .concat(),
+        );
+        assert_eq!(code(&o), 2, "{opts:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{opts:?}: {}", stderr(&o));
+    }
+}
+
+/// Issue 22, item 7: the daemon's socket applies the same per-user caps by the
+/// client's uid (`SO_PEERCRED`): nobody's `dvrfs record` past `--user-rate` is refused
+/// with the reason, within it admitted (and its end gives the rate back), and root's
+/// past it admitted.
+#[test]
+fn socket_recordings_count_against_the_same_user_caps() {
+    let Some((dir, m)) = quota_mount("512M", &["--bandwidth", "100M", "-o", "user_rate=30M"])
+    else {
+        return;
+    };
+    let img = dir.path().join("v.img");
+    let u = m.path("u");
+    fs::create_dir(&u).unwrap();
+    std::os::unix::fs::chown(&u, Some(65534), Some(65534)).unwrap();
+    let src = random_file(&dir.path().join("src.ts"), 1 << 20, 7);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o644)).unwrap();
+    let record = |who: Option<&str>, name: &str, rate: &str| {
+        let mut c = match who {
+            Some(_) => as_nobody(env!("CARGO_BIN_EXE_dvrfs")),
+            None => Command::new(env!("CARGO_BIN_EXE_dvrfs")),
+        };
+        c.arg("record")
+            .arg(&img)
+            .arg(name)
+            .args(["--rate", rate, "--input"])
+            .arg(&src)
+            .output()
+            .unwrap()
+    };
+    let o = record(Some("nobody"), "/u/a.ts", "40M");
+    assert!(!o.status.success(), "admitted past the cap");
+    assert!(
+        stderr(&o).contains("over the user's limit"),
+        "{}",
+        stderr(&o)
+    );
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(
+        log.contains("a client's write stream") && log.contains("user_rate="),
+        "{log}"
+    );
+    admitted(&record(Some("nobody"), "/u/b.ts", "20M"));
+    // That recording's end gave its rate back: another fits under the cap.
+    admitted(&record(Some("nobody"), "/u/d.ts", "20M"));
+    admitted(&record(None, "/c.ts", "40M"));
+    m.unmount();
+}

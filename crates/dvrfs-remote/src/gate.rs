@@ -1,0 +1,30 @@
+//! The daemon's say over a client's stream reservations: the same per-user limits as
+//! the mount's (`dvrfs-fuse`'s `quota`), by the uid the kernel gives for the
+//! connection (`SO_PEERCRED`).
+//!
+//! The server asks [`StreamGate::admit`] before it starts a client's
+//! `Op::StreamOpen`; the gate counts the reservation as the user's from then on
+//! (under the token it returns), so two opens of one user cannot both pass on the same
+//! headroom while the engine admits them. The server tells it what became of the open
+//! when it learns it (the client's `Check`, or the connection's end): the stream's id,
+//! or none (refused by the engine, cancelled); and when the stream closes (the
+//! client's `StreamClose`, or the connection's end). An open whose outcome the client
+//! never asks for stays counted until the connection ends: over-counting for a while,
+//! never under.
+
+use dvrfs_core::alloc::Ino;
+use dvrfs_core::engine::{StreamId, StreamSpec};
+
+/// A refusal: the errno the client gets and the reason for the daemon's log.
+pub type GateRefusal = (i32, String);
+
+/// The daemon's per-user bookkeeping of reservations, as the server sees it.
+pub trait StreamGate: Send + Sync {
+    /// Whether `uid` may open the stream `spec` on `ino`; admitted, it counts as the
+    /// user's under the token returned.
+    fn admit(&self, uid: u32, ino: Ino, spec: &StreamSpec) -> Result<u64, GateRefusal>;
+    /// The open counted under `token` gave stream `sid`, or failed (`None`).
+    fn settled(&self, token: u64, sid: Option<StreamId>);
+    /// Stream `sid` of a client closed.
+    fn closed(&self, sid: StreamId);
+}
