@@ -118,6 +118,24 @@ fn a_reservation_nobody_opens_expires_and_its_space_is_free_again() {
         log.contains("expired: uid 65534 set it") && log.contains("-o stream_grace="),
         "{log}"
     );
+    // Another user's write through an open that did not take a pending reservation
+    // (the file is writable by all) ends it and goes best-effort.
+    let g = m.path("g");
+    fs::write(&g, b"").unwrap();
+    fs::set_permissions(&g, fs::Permissions::from_mode(0o666)).unwrap();
+    std::os::unix::fs::chown(&g, Some(65534), Some(65534)).unwrap();
+    admitted(&setfattr(as_nobody("setfattr"), &g, "write:1M,size=1M"));
+    let mut append = Command::new("setpriv");
+    append.args(["--reuid=1", "--regid=1", "--clear-groups", "sh", "-c"]);
+    admitted(
+        &append
+            .arg(format!("echo x >> {}", g.display()))
+            .output()
+            .unwrap(),
+    );
+    let st = getfattr(&g).expect("the ended stream's figures");
+    assert!(st.contains("state=ended"), "{st}");
+    assert_eq!(fs::read(&g).unwrap(), b"x\n");
     // The held space is free: root writes more than was left beside the hold.
     let o = Command::new("dd")
         .args([

@@ -143,6 +143,9 @@ impl DvrfsFs {
         match s.owner_fh {
             Some(o) if o != fh => return Err(reply),
             Some(_) => {}
+            // Pending, no open took it: another user's handle reads beside it
+            // (`crate::quota`).
+            None if !s.used => return Err(reply),
             None => s.owner_fh = Some(fh),
         }
         let end = (offset + len as u64).min(size);

@@ -272,7 +272,8 @@ impl FileState {
         let Some(s) = self
             .stream
             .as_mut()
-            .filter(|s| s.res.dir == StreamDir::Write)
+            // Pending, no open took it: not another user's ([`crate::quota`]).
+            .filter(|s| s.res.dir == StreamDir::Write && s.used)
         else {
             return Err(reply);
         };
@@ -441,6 +442,12 @@ impl crate::DvrfsFs {
         owner: u32,
     ) -> Result<usize, Errno> {
         let s = st.stream.as_ref().expect("caller checked");
+        if !s.used {
+            // Pending, and this open did not take it ([`crate::quota`]): the write
+            // ends it and goes best-effort.
+            self.detach(st, "a write by an open that did not take it")?;
+            return st.write_through(&self.rt, offset, data, owner);
+        }
         let (dir, res, next) = (s.res.dir, s.res.clone(), s.next);
         let ino = st.ino;
         let applied = self
