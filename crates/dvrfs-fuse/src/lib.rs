@@ -163,7 +163,7 @@ pub struct DvrfsFs {
     direct_io: bool,
     pool: Pool,
     files: gather::Files,
-    floors: size::Floors,
+    floors: Arc<size::Floors>,
     /// Hands gathered chunks to the engine before each commit (`None` read-only or
     /// with `direct_io`: nothing gathers); stopped and joined on drop.
     _gatherer: Option<gather::Gatherer>,
@@ -231,7 +231,8 @@ impl DvrfsFs {
         } else {
             Some(gather::Gatherer::spawn(rt.clone(), files.clone())?)
         };
-        let (streamed, ended, quota, _reaper) = quota::start(&rt, &files, cfg)?;
+        let floors = Arc::<size::Floors>::default();
+        let (streamed, ended, quota, _reaper) = quota::start(&rt, &files, &floors, cfg)?;
         Ok(DvrfsFs {
             rt: rt.clone(),
             chunk,
@@ -240,7 +241,7 @@ impl DvrfsFs {
             direct_io: cfg.direct_io,
             pool: Pool::new(cfg.read_cache_bytes, chunk),
             files,
-            floors: size::Floors::default(),
+            floors,
             _gatherer: gatherer,
             parker: park::Parker::spawn(rt.clone())?,
             handles: Mutex::new(HashMap::new()),

@@ -440,6 +440,8 @@ pub struct Shared {
     pub quota: Arc<Quota>,
     /// A read-only mount told the engine of no open (nothing to close).
     pub read_only: bool,
+    /// The files' size floors (`crate::size`), forgotten with a file's state.
+    pub floors: Arc<crate::size::Floors>,
 }
 
 /// The mount's stream tables, its books and their reaper, started.
@@ -449,6 +451,7 @@ pub type Started = (Streamed, Arc<Mutex<Ended>>, Arc<Quota>, Reaper);
 pub fn start(
     rt: &Arc<Runtime>,
     files: &crate::gather::Files,
+    floors: &Arc<crate::size::Floors>,
     cfg: &crate::MountConfig,
 ) -> std::io::Result<Started> {
     let sh = Shared {
@@ -458,6 +461,7 @@ pub fn start(
         ended: Arc::default(),
         quota: Arc::new(Quota::new(cfg.quota.clone())),
         read_only: cfg.read_only,
+        floors: floors.clone(),
     };
     let (streamed, ended, quota) = (sh.streamed.clone(), sh.ended.clone(), sh.quota.clone());
     Ok((streamed, ended, quota, Reaper::spawn(sh)?))
@@ -540,6 +544,7 @@ fn expire(sh: &Shared, ino: Ino, sid: StreamId, uid: u32) {
     let last = s.opens == 0;
     if last {
         files.remove(&ino);
+        sh.floors.forget(ino);
     }
     drop(s);
     drop(files);
