@@ -61,14 +61,13 @@ fn check_mkfs_args(a: &MkfsArgs) -> CliResult<MkfsPlan> {
     let interval_ms = parse_duration_ms("--commit-interval", &a.commit_interval)?;
     let commit_interval_ms = u32::try_from(interval_ms)
         .ok()
-        .filter(|&ms| ms >= 1)
+        .filter(|ms| (1..=crate::limits::MAX_COMMIT_INTERVAL_MS).contains(ms))
         .ok_or_else(|| {
-            CliError::usage(
-                format!(
-                    "invalid --commit-interval {:?}: must be from 1ms to about 49 days",
-                    a.commit_interval
-                ),
-                "the default, 1s, suits recording",
+            crate::limits::out_of_range(
+                "--commit-interval",
+                &a.commit_interval,
+                "from 1ms to 1h",
+                "the default, 1s, suits recording: what a crash can cost is one interval of metadata",
             )
         })?;
     let alloc = AllocPolicy::parse(&a.alloc).ok_or_else(|| {

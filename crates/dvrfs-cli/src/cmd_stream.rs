@@ -34,7 +34,7 @@ use dvrfs_remote::Handle;
 use dvrfs_runtime::Runtime;
 use serde_json::json;
 
-use crate::args::{parse_duration_ms, parse_size};
+use crate::args::parse_duration_ms;
 use crate::cmd_sim::load_disk;
 use crate::error::{local_io, CliError, CliResult};
 use crate::interrupt;
@@ -371,7 +371,13 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
             .map(|m| m.len())
     };
     let limit = match (&a.size, &a.duration) {
-        (Some(s), None) => Some(parse_size("--size", s)?),
+        (Some(s), None) => Some(crate::limits::size_in(
+            "--size",
+            s,
+            1..=crate::limits::MAX_RECORD_BYTES,
+            "from 1 byte to 1024T",
+            "give the space the recording holds, or --duration",
+        )?),
         (None, Some(d)) => {
             let max_ms = dvrfs_core::engine::MAX_RECORDING_DURATION_S * 1000;
             let ms = crate::args::parse_duration_in("--duration", d, 1..=max_ms)?;
@@ -392,7 +398,12 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
         (None, None) => 0,
     };
     if spec.reserve_bytes == 0 {
-        eprintln!("record: no space held (reading stdin with neither --duration nor --size): a full disk stops the recording");
+        let why = if input_size == Some(0) {
+            "the input file is empty and neither --duration nor --size was given"
+        } else {
+            "reading stdin with neither --duration nor --size"
+        };
+        eprintln!("record: no space held ({why}): a full disk stops the recording");
     }
     if rt.resolve(&a.path).is_ok() {
         return Err(CoreError::Exists(a.path.clone()).into());

@@ -52,6 +52,14 @@ pub const MAX_DELETE_BYTES: u64 = 16 << 40;
 /// The longest `status --sample`: an hour of watching the disk's load.
 pub const MAX_SAMPLE_MS: u64 = 3_600_000;
 
+/// `mkfs --commit-interval` at most an hour: the interval is what a crash can cost
+/// of the metadata (the files written meanwhile), and longer is no use to anyone.
+pub const MAX_COMMIT_INTERVAL_MS: u32 = 3_600_000;
+
+/// `record --size` at most 1024 TiB (a recording's space is checked against the
+/// volume at open; this only keeps the number sane).
+pub const MAX_RECORD_BYTES: u64 = 1 << 50;
+
 /// The largest `--tail-log` (mkfs, sim, capacity): 4 GiB, sixteen times the largest
 /// default ring (256 MiB), which already holds two partial requests of every
 /// recording an 8 TB disk admits.

@@ -618,6 +618,22 @@ fn numbers_outside_their_range_are_usage_errors() {
             "to 4 GiB",
         ),
         (
+            vec!["mkfs", n, "--size", "64M", "--commit-interval", "1177h"],
+            "from 1ms to 1h",
+        ),
+        (
+            vec!["mkfs", n, "--size", "64M", "--commit-interval", "2h"],
+            "from 1ms to 1h",
+        ),
+        (
+            vec!["record", i, "/r", "--rate", "8M", "--size", "0"],
+            "from 1 byte to 1024T",
+        ),
+        (
+            vec!["record", i, "/r", "--rate", "8M", "--size", "2048T"],
+            "from 1 byte to 1024T",
+        ),
+        (
             vec![
                 "bench",
                 n,
