@@ -9,8 +9,18 @@ fn load_note() -> String {
     std::fs::read_to_string("/proc/loadavg").unwrap_or_default()
 }
 
+/// The emulated-disk comparison runs in wall-clock time: a busy CPU delays the
+/// dispatcher and moves its figures. The other tests of this file (a demo, a
+/// calibration, both CPU-heavy) take this lock too, so they never run beside it.
+static WALL_CLOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    WALL_CLOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn bench_on_the_emulated_disk_agrees_with_sim() {
+    let _alone = alone();
     let dir = tempdir();
     let img = dir.path().join("bench.img");
     let run = [
@@ -123,6 +133,7 @@ fn bench_refuses_a_target_with_a_file_system_and_an_image_larger_than_the_model(
 
 #[test]
 fn demo_runs_the_dvr_workload_and_writes_its_plots() {
+    let _alone = alone();
     let dir = tempdir();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_dvrfs"))
         .args(["demo", "--duration", "8s"])
@@ -153,6 +164,7 @@ fn demo_runs_the_dvr_workload_and_writes_its_plots() {
 
 #[test]
 fn calibrate_measures_an_image_into_a_model_the_other_commands_load() {
+    let _alone = alone();
     let dir = tempdir();
     let img = dir.path().join("disk.img");
     mkfs(&img, "512M", &[]);
