@@ -1,6 +1,7 @@
 //! The mount's limits on stream reservations (`dvrfs_fuse::quota`): the flags and
 //! `-o` options turned into a [`QuotaConfig`], each in its range, and the gate that
-//! applies the same books to the daemon's socket clients (`dvrfs_remote::gate`).
+//! applies the same books, and the share kept for root against plain writes
+//! (`dvrfs_fuse::share`), to the daemon's socket clients (`dvrfs_remote::gate`).
 
 use std::sync::Arc;
 
@@ -89,5 +90,20 @@ impl dvrfs_remote::StreamGate for Gate {
 
     fn closed(&self, sid: StreamId) {
         self.quota.client_closed(sid);
+    }
+
+    fn write(&self, uid: u32, ino: Ino, end: u64) -> Result<(), (i32, String)> {
+        let share = self.quota.root_share();
+        match share.check_write(&self.rt, uid, ino, end) {
+            Err(libc::ENOSPC) => Err((
+                libc::ENOSPC,
+                format!(
+                    "a write to inode {ino} would take some of the volume's last {}% kept for root (--root-share)",
+                    share.pct()
+                ),
+            )),
+            // Anything else (an inode that is not a file) is the write's own to report.
+            _ => Ok(()),
+        }
     }
 }

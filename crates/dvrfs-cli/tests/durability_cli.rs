@@ -329,14 +329,15 @@ fn record_with_a_longer_durability_interval_keeps_all_but_that_interval() {
     assert!(!listing.contains("r.ts"), "{listing}");
 }
 
-/// Free bytes of the mounted volume as `df` sees them.
+/// Free bytes of the mounted volume as `df` sees them: what root may write (the
+/// free blocks; those available to other users leave out the share kept for root).
 fn df_free(mnt: &Path) -> u64 {
     let c = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
     // SAFETY: statvfs fills the struct it is given.
     unsafe {
         let mut s: libc::statvfs = std::mem::zeroed();
         assert_eq!(libc::statvfs(c.as_ptr(), &mut s), 0);
-        s.f_bavail * s.f_frsize
+        s.f_bfree * s.f_frsize
     }
 }
 

@@ -76,10 +76,11 @@ fn poll_until(bound: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Bytes free on the mounted volume (`statvfs`'s available blocks).
+/// Bytes free on the mounted volume (`statvfs`'s free blocks, the share kept for root
+/// among them: its available blocks leave that out).
 fn available(mnt: &Path) -> u64 {
     let o = Command::new("stat")
-        .args(["-f", "-c", "%a %S"])
+        .args(["-f", "-c", "%f %S"])
         .arg(mnt)
         .output()
         .unwrap();
@@ -357,5 +358,159 @@ fn socket_recordings_count_against_the_same_user_caps() {
     // That recording's end gave its rate back: another fits under the cap.
     admitted(&record(Some("nobody"), "/u/d.ts", "20M"));
     admitted(&record(None, "/c.ts", "40M"));
+    m.unmount();
+}
+
+/// `statfs` of the mount (as root, or as nobody): free blocks (`f_bfree`), blocks
+/// available to users (`f_bavail`), all data blocks, the block size.
+fn statfs(mut stat: Command, mnt: &Path) -> (u64, u64, u64, u64) {
+    let out = ok(stat
+        .args(["-f", "-c", "%f %a %b %S"])
+        .arg(mnt)
+        .output()
+        .unwrap());
+    let v: Vec<u64> = out.split_whitespace().map(|w| w.parse().unwrap()).collect();
+    (v[0], v[1], v[2], v[3])
+}
+
+/// As nobody, writes `path` 1 MiB at a time (byte `i` of the file is `i % 251`)
+/// until a write fails; then fsyncs and closes it. Returns the bytes the writes
+/// said they wrote and the failed write's errno name.
+fn fill_as_nobody(path: &Path) -> (u64, String) {
+    let script = "import errno,os,sys\n\
+        pat = bytes(i % 251 for i in range(251 * 4200))\n\
+        fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n\
+        total = 0\n\
+        while True:\n\
+        \x20   at = total % 251\n\
+        \x20   try:\n\
+        \x20       total += os.write(fd, pat[at:at + (1 << 20)])\n\
+        \x20   except OSError as e:\n\
+        \x20       failed = errno.errorcode[e.errno]\n\
+        \x20       break\n\
+        os.fsync(fd)\n\
+        os.close(fd)\n\
+        print(total, failed)\n";
+    let o = as_nobody("/usr/bin/python3")
+        .args(["-c", script])
+        .arg(path)
+        .output()
+        .unwrap();
+    let out = ok(o);
+    let mut w = out.split_whitespace();
+    let total = w.next().unwrap().parse().unwrap();
+    (total, w.next().unwrap().to_string())
+}
+
+/// Reads `path` and checks it holds exactly `total` bytes of [`fill_as_nobody`]'s
+/// pattern.
+#[track_caller]
+fn holds_pattern(path: &Path, total: u64) {
+    let got = fs::read(path).unwrap();
+    assert_eq!(got.len() as u64, total, "the file's size");
+    if let Some(i) = (0..got.len()).find(|&i| got[i] != (i % 251) as u8) {
+        panic!("byte {i} of {} is {}, not {}", total, got[i], i % 251);
+    }
+}
+
+/// Issue 22, item 7, plain writes: a user who writes until `ENOSPC` leaves the share
+/// kept for root (5% by default) free, as ext4 keeps its reserved blocks: every byte
+/// the user's writes accepted is in the file (its fsync and close succeed), `df` as
+/// the user shows nothing available while the share is free, root then writes most
+/// of the share and reads it back, and the daemon says why once, not per write. With
+/// `--root-share 0` the user fills the volume (nothing kept).
+#[test]
+fn a_users_plain_writes_leave_the_share_kept_for_root() {
+    let Some((_dir, m)) = quota_mount("128M", &[]) else {
+        return;
+    };
+    let f = m.path("f");
+    let (total, failed) = fill_as_nobody(&f);
+    assert_eq!(failed, "ENOSPC");
+    holds_pattern(&f, total);
+    let (bfree, bavail, blocks, bs) = statfs(Command::new("stat"), &m.mnt);
+    let kept = blocks * bs * 5 / 100;
+    let free = bfree * bs;
+    assert!(free >= kept, "{free} bytes free, {kept} kept for root");
+    // The refused write needed at most 1 MiB in whole data blocks: nobody wrote up to
+    // the share.
+    let near = (1 << 20) + bs;
+    assert!(
+        free < kept + near,
+        "{free} bytes free, {kept} kept, {bs}-byte blocks"
+    );
+    assert!(bavail * bs < near, "root sees {bavail} blocks available");
+    let (nfree, navail, _, _) = statfs(as_nobody("stat"), &m.mnt);
+    assert_eq!(nfree, bfree);
+    assert!(navail * bs < near, "nobody sees {navail} blocks available");
+    let log = fs::read_to_string(&m.log).unwrap();
+    let said = "uid 65534: a write to /f refused: the volume's last 5%";
+    assert_eq!(log.matches(said).count(), 1, "{log}");
+    assert!(log.contains("is kept for root (--root-share)"), "{log}");
+    // Root may use the share.
+    let most = (kept - (1 << 20)) as usize;
+    let data: Vec<u8> = (0..most).map(|i| (i % 253) as u8).collect();
+    let r = m.path("root.bin");
+    fs::write(&r, &data).unwrap();
+    fs::File::open(&r).unwrap().sync_all().unwrap();
+    assert!(fs::read(&r).unwrap() == data, "root's file reads back");
+    // Overwriting bytes the file already has needs no new blocks: allowed.
+    let o = as_nobody("dd")
+        .args(["if=/dev/zero", "bs=4096", "count=1", "conv=notrunc,fsync"])
+        .arg(format!("of={}", f.display()))
+        .output()
+        .unwrap();
+    admitted(&o);
+    m.unmount();
+
+    // Nothing kept: nobody fills the volume.
+    let Some((_dir, m)) = quota_mount("128M", &["--root-share", "0"]) else {
+        return;
+    };
+    let f = m.path("f");
+    let (total, failed) = fill_as_nobody(&f);
+    assert_eq!(failed, "ENOSPC");
+    holds_pattern(&f, total);
+    let (bfree, bavail, _, bs) = statfs(Command::new("stat"), &m.mnt);
+    assert_eq!(bfree, bavail);
+    assert!(bfree * bs < (1 << 20) + bs, "{bfree} blocks left free");
+    m.unmount();
+}
+
+/// Issue 22, item 7: the daemon's socket keeps the same share from a user's plain
+/// writes, by the client's uid (`SO_PEERCRED`): nobody's `dvrfs put` of more than
+/// the volume holds stops short of the share with the reason, and root's `put`
+/// then fits in it.
+#[test]
+fn socket_writes_leave_the_share_kept_for_root() {
+    let Some((dir, m)) = quota_mount("128M", &[]) else {
+        return;
+    };
+    let img = dir.path().join("v.img");
+    let u = m.path("u");
+    fs::create_dir(&u).unwrap();
+    std::os::unix::fs::chown(&u, Some(65534), Some(65534)).unwrap();
+    let (bfree, _, blocks, bs) = statfs(Command::new("stat"), &m.mnt);
+    let src = random_file(&dir.path().join("big.bin"), bfree * bs, 11);
+    fs::set_permissions(&src, fs::Permissions::from_mode(0o644)).unwrap();
+    let o = as_nobody(env!("CARGO_BIN_EXE_dvrfs"))
+        .arg("put")
+        .arg(&img)
+        .arg(&src)
+        .arg("/u/big.bin")
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "nobody's put filled the volume");
+    assert!(stderr(&o).contains("kept for root"), "{}", stderr(&o));
+    let kept = blocks * bs * 5 / 100;
+    let (bfree, _, _, _) = statfs(Command::new("stat"), &m.mnt);
+    assert!(bfree * bs >= kept, "{} bytes free, {kept} kept", bfree * bs);
+    let log = fs::read_to_string(&m.log).unwrap();
+    assert!(
+        log.contains("uid 65534: a write to /u/big.bin refused"),
+        "{log}"
+    );
+    let small = random_file(&dir.path().join("small.bin"), kept / 2, 12);
+    put_get_check(&img, &small, "/root.bin", dir.path());
     m.unmount();
 }

@@ -1,7 +1,8 @@
 //! The operations of the mount that change or report a file's attributes and the
 //! namespace beyond a lookup: `setattr` (truncate, times, mode and owner), `create`,
 //! `fallocate`, `readdir` and `statfs`. The `Filesystem` trait in `lib.rs` answers
-//! the kernel with what these return.
+//! the kernel with what these return (`statfs` answers it itself). A user's
+//! `fallocate` and `statfs` see the share kept for root ([`crate::share`]).
 
 use super::*;
 
@@ -117,13 +118,15 @@ impl DvrfsFs {
         st.settle(&self.rt, req.pid())?;
         st.drop_reads(&self.rt);
         let ino = h.ino;
-        let (size, holes, free) = self
+        let (size, holes, free, total) = self
             .rt
             .query(move |v| {
+                let sb = v.superblock();
                 Ok::<_, dvrfs_core::Error>((
                     v.planned_size(ino)?,
                     v.unallocated(ino, offset, length)?,
                     v.available_bytes(),
+                    sb.data_blocks * sb.data_block_bytes,
                 ))
             })
             .map_err(|e| errno_of(&e))?
@@ -141,6 +144,14 @@ impl DvrfsFs {
         if need > free {
             return Err(libc::ENOSPC);
         }
+        // A user's allocation may not take the share kept for root (`crate::share`).
+        let share = self.quota.root_share();
+        let room = crate::share::Room {
+            need,
+            available: free,
+            kept: crate::share::kept_bytes(total, share.pct()),
+        };
+        share.decide(&self.rt, req.uid(), ino, &room)?;
         for (s, e) in holes {
             let mut at = s;
             while at < e {
@@ -173,22 +184,39 @@ impl DvrfsFs {
         Ok(all)
     }
 
-    pub(crate) fn do_statfs(&self) -> Result<(u64, u64, u64, u64, u32), Errno> {
-        self.rt
-            .query(|v| {
-                let info = v.info();
-                let sb = &info.sb;
-                // Uncommitted frees count; a name needs an inode and metadata room.
-                let free_blocks = v.available_bytes() / sb.data_block_bytes;
-                let free_inodes = (sb.inode_count as u64).saturating_sub(info.files + info.dirs);
-                (
-                    sb.data_blocks,
-                    free_blocks,
-                    sb.inode_count as u64,
-                    free_inodes.min(v.names_left()),
-                    sb.data_block_bytes as u32,
-                )
-            })
-            .map_err(|e| errno_of(&e))
+    /// `statfs`: the share kept for root ([`crate::share`]) counts as free
+    /// (`f_bfree`) but not as available to users (`f_bavail`), as ext4's reserved
+    /// blocks do, so `df` as a user shows what the user can write.
+    pub(crate) fn do_statfs(&self, reply: ReplyStatfs) {
+        let pct = self.quota.root_share().pct();
+        let r = self.rt.query(move |v| {
+            let info = v.info();
+            let sb = &info.sb;
+            // Uncommitted frees count; a name needs an inode and metadata room.
+            let free = v.available_bytes();
+            let kept = crate::share::kept_bytes(sb.data_blocks * sb.data_block_bytes, pct);
+            let free_inodes = (sb.inode_count as u64).saturating_sub(info.files + info.dirs);
+            (
+                sb.data_blocks,
+                free / sb.data_block_bytes,
+                free.saturating_sub(kept) / sb.data_block_bytes,
+                sb.inode_count as u64,
+                free_inodes.min(v.names_left()),
+                sb.data_block_bytes as u32,
+            )
+        });
+        match r {
+            Ok((blocks, bfree, bavail, files, ffree, bsize)) => reply.statfs(
+                blocks,
+                bfree,
+                bavail,
+                files,
+                ffree,
+                bsize,
+                dvrfs_core::format::dir::MAX_NAME_BYTES as u32,
+                bsize,
+            ),
+            Err(e) => reply.error(err(errno_of(&e))),
+        }
     }
 }

@@ -37,6 +37,7 @@
 //! theirs. The engine plans reads against applied metadata, so a read first waits for
 //! the file's submitted writes (read-after-write across handles is exact).
 
+use crate::share::{refused, Room, Writer};
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{ExternalBuf, IoBuf, Op, Output};
 use dvrfs_io::HugeBuf;
@@ -351,6 +352,7 @@ impl FileState {
         offset: u64,
         data: &[u8],
         owner: u32,
+        who: Writer<'_>,
     ) -> Result<usize, Errno> {
         if let Some(e) = self.error.take() {
             return Err(e);
@@ -378,7 +380,7 @@ impl FileState {
             let room = ((boundary - at) as usize).min(w.cap() - w.len);
             let take = room.min(rest.len());
             if at + take as u64 > self.space_to {
-                if let Err(e) = self.check_space(rt, at + take as u64, boundary) {
+                if let Err(e) = self.check_space(rt, at + take as u64, boundary, who) {
                     // Refused before a byte of it was gathered; a write partly taken
                     // returns its count (the next one gets the error).
                     let taken = data.len() - rest.len();
@@ -403,28 +405,51 @@ impl FileState {
     /// `boundary` is checked first (one question per chunk), then `end` alone. A file
     /// that cannot grow to `end` gets `ENOSPC` at the `write` call, before a byte of
     /// it is taken, instead of a chunk that fails on the disk after its `write`
-    /// returned. The room is not held: writers racing for the last blocks can still
-    /// see the later failure, reported at the next write, fsync or close.
-    fn check_space(&mut self, rt: &Runtime, end: u64, boundary: u64) -> Result<(), Errno> {
+    /// returned. So too a user's write that would take some of the share kept for
+    /// root ([`crate::share`]), asked in the same query. The room is not held:
+    /// writers racing for the last blocks can still see the later failure, reported
+    /// at the next write, fsync or close.
+    fn check_space(
+        &mut self,
+        rt: &Runtime,
+        end: u64,
+        boundary: u64,
+        who: Writer<'_>,
+    ) -> Result<(), Errno> {
         use dvrfs_core::fs::SpaceTo;
         let ino = self.ino;
-        let fits = |to: u64| -> Result<bool, Errno> {
+        let pct = if who.checked() { who.share.pct() } else { 0 };
+        let room = |to: u64| -> Result<(bool, Option<Room>), Errno> {
             let r = rt
-                .query(move |v| v.blocks_to_extend(ino, to))
+                .query(move |v| {
+                    let room = match pct {
+                        0 => None,
+                        _ => Some(Room::to_extend(v, ino, to, pct)?),
+                    };
+                    Ok::<_, dvrfs_core::Error>((v.blocks_to_extend(ino, to)?, room))
+                })
                 .map_err(|e| errno_of(&e))?;
             match r {
-                Ok(SpaceTo::Fits | SpaceTo::AfterCommit) => Ok(true),
-                Ok(SpaceTo::No { .. }) => Ok(false),
+                Ok((SpaceTo::Fits | SpaceTo::AfterCommit, room)) => Ok((true, room)),
+                Ok((SpaceTo::No { .. }, room)) => Ok((false, room)),
                 Err(e) => Err(e.errno()),
             }
         };
-        if fits(boundary)? {
+        let fits = |r: &(bool, Option<Room>)| r.0 && !r.1.is_some_and(|r| refused(who.uid, &r));
+        let chunk = room(boundary)?;
+        if fits(&chunk) {
             self.space_to = boundary;
             return Ok(());
         }
-        if fits(end)? {
+        let this = room(end)?;
+        if fits(&this) {
             self.space_to = end;
             return Ok(());
+        }
+        if let (true, Some(r)) = this {
+            // Blocks there, but only in the share kept for root: said why, at most
+            // once a minute per file.
+            return Err(who.share.decide(rt, who.uid, ino, &r).expect_err("refused"));
         }
         eprintln!(
             "{} dvrfs: inode {ino}: no space left for a write up to byte {end}: refused with ENOSPC; the bytes accepted before it are kept",
@@ -440,8 +465,13 @@ impl FileState {
         offset: u64,
         data: &[u8],
         owner: u32,
+        who: Writer<'_>,
     ) -> Result<usize, Errno> {
         self.settle(rt, owner)?;
+        if who.checked() {
+            let end = offset + data.len() as u64;
+            who.share.check_write(rt, who.uid, self.ino, end)?;
+        }
         self.drop_reads(rt);
         rt.run(
             Op::Write {

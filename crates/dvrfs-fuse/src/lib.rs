@@ -27,6 +27,7 @@ pub mod memory;
 pub mod park;
 pub mod quota;
 mod read;
+pub mod share;
 mod size;
 pub mod stream;
 mod write;
@@ -895,19 +896,7 @@ impl Filesystem for DvrfsFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.do_statfs() {
-            Ok((blocks, free, files, ffree, bsize)) => reply.statfs(
-                blocks,
-                free,
-                free,
-                files,
-                ffree,
-                bsize,
-                dvrfs_core::format::dir::MAX_NAME_BYTES as u32,
-                bsize,
-            ),
-            Err(e) => reply.error(err(e)),
-        }
+        self.do_statfs(reply)
     }
 
     fn setxattr(

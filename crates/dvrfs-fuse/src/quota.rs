@@ -32,6 +32,8 @@
 //!   `100 - share` % of the real-time share (`EBUSY`), or its held space would leave
 //!   less than `share` % of the data area free (`ENOSPC`). The check is the engine's
 //!   ([`dvrfs_core::engine::Engine::check_keeping`]); the daemon says who is root.
+//!   The same share is kept against a user's plain writes (`cp`, `dd`, a socket
+//!   client's `put`) and shown by `statfs`: [`crate::share`].
 //!
 //! Every refusal is logged with what limit, the user's current total and how to
 //! raise it. The books here (which uid holds which stream, and how much) are kept
@@ -171,6 +173,8 @@ pub struct Quota {
     wake: Condvar,
     /// Held from an admission's check until its stream is in the books.
     admitting: Mutex<()>,
+    /// The same share kept for root against users' plain writes.
+    share: crate::share::RootShare,
 }
 
 /// An admission that passed the checks: record its stream with [`Quota::record`]
@@ -191,15 +195,21 @@ impl Quota {
     pub fn new(cfg: QuotaConfig) -> Quota {
         assert!(cfg.check().is_ok(), "{:?}: {:?}", cfg, cfg.check());
         Quota {
-            cfg,
             books: Mutex::new(Books::default()),
             wake: Condvar::new(),
             admitting: Mutex::new(()),
+            share: crate::share::RootShare::new(cfg.root_share_pct),
+            cfg,
         }
     }
 
     pub fn config(&self) -> &QuotaConfig {
         &self.cfg
+    }
+
+    /// The share kept for root as plain writes see it ([`crate::share`]).
+    pub fn root_share(&self) -> &crate::share::RootShare {
+        &self.share
     }
 
     /// What `uid` holds now: rates (bits per second) and space (bytes).

@@ -440,13 +440,14 @@ impl crate::DvrfsFs {
         offset: u64,
         data: &[u8],
         owner: u32,
+        who: crate::share::Writer<'_>,
     ) -> Result<usize, Errno> {
         let s = st.stream.as_ref().expect("caller checked");
         if !s.used {
             // Pending, and this open did not take it ([`crate::quota`]): the write
             // ends it and goes best-effort.
             self.detach(st, "a write by an open that did not take it")?;
-            return st.write_through(&self.rt, offset, data, owner);
+            return st.write_through(&self.rt, offset, data, owner, who);
         }
         let (dir, res, next) = (s.res.dir, s.res.clone(), s.next);
         let ino = st.ino;
@@ -457,10 +458,10 @@ impl crate::DvrfsFs {
             .map_err(|e| e.errno())?;
         if dir == StreamDir::Write && offset + data.len() as u64 <= applied {
             // Inside what is on the disk (a header patched): beside the stream.
-            return st.write_through(&self.rt, offset, data, owner);
+            return st.write_through(&self.rt, offset, data, owner, who);
         }
         self.detach(st, "a write away from its position")?;
-        let n = st.write_through(&self.rt, offset, data, owner)?;
+        let n = st.write_through(&self.rt, offset, data, owner, who)?;
         let start = match dir {
             StreamDir::Read => next,
             StreamDir::Write => 0,

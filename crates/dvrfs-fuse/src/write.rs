@@ -6,7 +6,11 @@
 //! - Elsewhere in a file with a stream: beside it (`write_beside_stream`).
 //! - Any other file: gathered into chunks, or straight to the disk for an
 //!   `O_DIRECT` handle ([`crate::file`]).
+//!
+//! Every path but the stream's own refuses a user's write that would take some of
+//! the share kept for root ([`crate::share`]).
 
+use crate::share::Writer;
 use crate::{err, lock, DvrfsFs};
 use fuser::{FileHandle, ReplyWrite, Request};
 
@@ -37,18 +41,28 @@ impl DvrfsFs {
         };
         let mut st = lock(&st);
         self.resume(&mut st, fh.0, req.pid());
+        // A user's write that needs new blocks may not take the share kept for root
+        // (`crate::share`); one into an admitted recording's stream is not checked
+        // (its space was held at admission).
+        let who = Writer {
+            uid: req.uid(),
+            share: self.quota.root_share(),
+        };
         let r = if st.stream.is_some() {
             match st.stream_write(&self.rt, offset, data, req.pid(), reply) {
                 Ok(()) => return,
                 Err(reply) => (
-                    self.write_beside_stream(&mut st, offset, data, req.pid()),
+                    self.write_beside_stream(&mut st, offset, data, req.pid(), who),
                     reply,
                 ),
             }
         } else if h.direct {
-            (st.write_through(&self.rt, offset, data, req.pid()), reply)
+            (
+                st.write_through(&self.rt, offset, data, req.pid(), who),
+                reply,
+            )
         } else {
-            (st.write(&self.rt, offset, data, req.pid()), reply)
+            (st.write(&self.rt, offset, data, req.pid(), who), reply)
         };
         match r {
             (Ok(n), reply) => reply.written(n as u32),

@@ -11,6 +11,9 @@
 //! client's `StreamClose`, or the connection's end). An open whose outcome the client
 //! never asks for stays counted until the connection ends: over-counting for a while,
 //! never under.
+//!
+//! The server asks [`StreamGate::write`] before it starts a client's plain write, so
+//! a user's `dvrfs put` cannot take the share of the volume kept for root either.
 
 use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{StreamId, StreamSpec};
@@ -27,4 +30,14 @@ pub trait StreamGate: Send + Sync {
     fn settled(&self, token: u64, sid: Option<StreamId>);
     /// Stream `sid` of a client closed.
     fn closed(&self, sid: StreamId);
+    /// Whether `uid`'s plain write (`Op::Write`) that grows `ino` to `end` bytes may
+    /// take the new blocks it needs: a daemon keeping a share of the volume for root
+    /// refuses a user's write into it (`ENOSPC`). The check holds nothing: writes in
+    /// flight at once may together go past it by their own size. Not a stream's
+    /// writes: a recording's space was held (and checked) at admission. The default
+    /// allows every write.
+    fn write(&self, uid: u32, ino: Ino, end: u64) -> Result<(), GateRefusal> {
+        let _ = (uid, ino, end);
+        Ok(())
+    }
 }

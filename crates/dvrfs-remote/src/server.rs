@@ -419,6 +419,11 @@ impl Conn {
                     }
                     _ => {}
                 }
+                if let (Some(g), Op::Write { ino, offset, data }) = (&self.gate, &op) {
+                    let end = offset.saturating_add(data.len() as u64);
+                    g.write(peer.uid, *ino, end)
+                        .map_err(|(errno, why)| crate::gate_refused(&peer, errno, why))?;
+                }
                 let token = match (&self.gate, &op) {
                     (Some(g), Op::StreamOpen { ino, spec }) => Some(
                         g.admit(peer.uid, *ino, spec)
