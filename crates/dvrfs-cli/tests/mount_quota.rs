@@ -1,7 +1,9 @@
 //! Reservations a user cannot keep from root (issue 22, item 7): a reservation set on a
 //! file nobody opens expires after the grace, one held by a process ends when the
 //! process dies, and per-user caps and the share kept for root refuse a user's
-//! reservation that root's would pass. The user is `nobody` (uid 65534, through
+//! reservation that root's would pass; the same share is kept from the user's plain
+//! writes (through the mount and the daemon's socket) and `df` shows it as not
+//! available. The user is `nobody` (uid 65534, through
 //! `setpriv`) on a mount with `--allow-other`; the tests need root.
 
 mod common;
