@@ -20,38 +20,11 @@ use sha2::{Digest, Sha256};
 
 const MIB: u64 = 1 << 20;
 
-/// `setpriv` missing: the tests cannot switch users.
-fn no_setpriv() -> bool {
-    let missing = Command::new("setpriv").arg("--version").output().is_err();
-    if missing {
-        println!("SKIP: setpriv (util-linux) is missing");
-    }
-    missing
-}
-
-/// `PROGRAM` as user and group 65534 (nobody), no supplementary groups.
-fn as_nobody(program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", program]);
-    c
-}
-
 /// A volume of `size` mounted with `--allow-other`, a bandwidth for admission and
 /// `extra`, in a directory everyone can enter, its root writable by everyone.
-fn users_mount(size: &str, extra: &[&str]) -> Option<(tempfile::TempDir, PathBuf, Mount)> {
-    if no_setpriv() {
-        return None;
-    }
-    if let Some(why) = fuse_missing() {
-        println!("SKIP: {why}");
-        return None;
-    }
-    let dir = tempdir();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let img = dir.path().join("v.img");
-    mkfs(&img, size, &[]);
-    let args = [&["--allow-other", "--bandwidth", "100M"][..], extra].concat();
-    let m = Mount::new(dir.path(), &img, &args);
+fn memory_mount(size: &str, extra: &[&str]) -> Option<(tempfile::TempDir, PathBuf, Mount)> {
+    let args = [&["--bandwidth", "100M"][..], extra].concat();
+    let (dir, img, m) = users_mount(size, &args)?;
     fs::set_permissions(&m.mnt, fs::Permissions::from_mode(0o777)).unwrap();
     Some((dir, img, m))
 }
@@ -100,7 +73,7 @@ const PLAYBACK_DEPTH: u64 = 32;
 
 #[test]
 fn read_reservations_on_files_nobody_opens_hold_no_memory_until_one_is_opened() {
-    let Some((_dir, _img, m)) = users_mount("1G", &[]) else {
+    let Some((_dir, _img, m)) = memory_mount("1G", &[]) else {
         return;
     };
     let base_rss = vm(m.pid, "VmRSS");
@@ -156,7 +129,7 @@ fn read_reservations_on_files_nobody_opens_hold_no_memory_until_one_is_opened() 
 
 #[test]
 fn a_reservation_past_the_stream_memory_budget_is_refused_with_ebusy_naming_the_budget() {
-    let Some((_dir, _img, m)) = users_mount("1G", &["-o", "stream_memory=64M"]) else {
+    let Some((_dir, _img, m)) = memory_mount("1G", &["-o", "stream_memory=64M"]) else {
         return;
     };
     let (a, b) = (m.path("a"), m.path("b"));

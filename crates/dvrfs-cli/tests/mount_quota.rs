@@ -16,30 +16,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `PROGRAM` as user and group 65534 (nobody), no supplementary groups; `None`
-/// (having said SKIP) without setpriv.
-fn as_nobody(program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", program]);
-    c
-}
-
 /// A volume of `size` mounted with `--allow-other` and `extra` in a directory
 /// everyone can enter, with a file `f` of nobody's; `None` without setpriv or FUSE.
 fn quota_mount(size: &str, extra: &[&str]) -> Option<(tempfile::TempDir, Mount)> {
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        println!("SKIP: setpriv (util-linux) is missing");
-        return None;
-    }
-    if let Some(why) = fuse_missing() {
-        println!("SKIP: {why}");
-        return None;
-    }
-    let dir = tempdir();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let img = dir.path().join("v.img");
-    mkfs(&img, size, &[]);
-    let m = Mount::new(dir.path(), &img, &[&["--allow-other"][..], extra].concat());
+    let (dir, _img, m) = users_mount(size, extra)?;
     let f = m.path("f");
     fs::write(&f, b"x").unwrap();
     std::os::unix::fs::chown(&f, Some(65534), Some(65534)).unwrap();

@@ -9,51 +9,15 @@ mod common;
 use common::*;
 use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Files each test plays.
 const PLAYBACKS: usize = 8;
 
-/// `setpriv` missing: the tests cannot switch users.
-fn no_setpriv() -> bool {
-    let missing = Command::new("setpriv").arg("--version").output().is_err();
-    if missing {
-        println!("SKIP: setpriv (util-linux) is missing");
-    }
-    missing
-}
-
-/// `PROGRAM` as user and group 65534 (nobody), no supplementary groups.
-fn as_nobody(program: &str) -> Command {
-    let mut c = Command::new("setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", program]);
-    c
-}
-
 /// A scratch directory every user may enter.
-fn dir_for_everyone() -> tempfile::TempDir {
-    let dir = tempdir();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
-
-/// A volume of `size` mounted with `--allow-other` (and `extra`) in a directory
-/// everyone can enter, for tests where nobody and root share the mount; `None`
-/// (having said SKIP) without setpriv.
-fn users_mount(size: &str, extra: &[&str]) -> Option<(tempfile::TempDir, PathBuf, Mount)> {
-    if no_setpriv() {
-        return None;
-    }
-    let dir = dir_for_everyone();
-    let img = dir.path().join("v.img");
-    mkfs(&img, size, &[]);
-    let m = Mount::new(dir.path(), &img, &[&["--allow-other"][..], extra].concat());
-    Some((dir, img, m))
-}
-
 /// Polls `cond` until it holds, at most `bound` (a condition, never a guess at how
 /// long something takes); panics naming `what` when it does not.
 fn poll_until(bound: Duration, what: &str, mut cond: impl FnMut() -> bool) {

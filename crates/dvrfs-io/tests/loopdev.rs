@@ -55,7 +55,15 @@ impl Drop for LoopDev {
     }
 }
 
+/// The two tests run one at a time. Each spawns `losetup` while the other may hold
+/// its image's lock (`flock` belongs to the open file, and a child forked by one
+/// thread shares every open file of the process until its `exec` closes them): under
+/// load the child of one test held the other's image lock long enough for its open
+/// to be refused as in use.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn exercise_loop_device(sector_bytes: u32) {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new(&format!("loop{sector_bytes}"));
     let image = dir.path().join("loop.img");
     FileDevice::create_image(&image, IMAGE_BYTES).expect("create backing image");

@@ -2,8 +2,11 @@
 #![allow(dead_code)]
 
 mod mount;
+mod users;
 #[allow(unused_imports)]
 pub use mount::{getfattr, Mount};
+#[allow(unused_imports)]
+pub use users::{as_nobody, dir_for_everyone, no_setpriv, users_mount};
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
