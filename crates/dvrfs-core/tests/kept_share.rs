@@ -4,22 +4,9 @@
 
 mod common;
 
-use common::drive::setup;
+use common::drive::{setup, stream_spec as spec};
 use dvrfs_core::disk::Admission;
-use dvrfs_core::engine::{KeptShare, Op, Output, StreamDir, StreamSpec};
-
-fn spec(dir: StreamDir, mbit: f64, reserve: u64) -> StreamSpec {
-    StreamSpec {
-        dir,
-        rate_bps: mbit * 1e6,
-        request_bytes: 256 * 1024,
-        buffer_bytes: Some(2 << 20),
-        reserve_bytes: reserve,
-        start_bytes: 0,
-        durable_ns: None,
-        idle: false,
-    }
-}
+use dvrfs_core::engine::{KeptShare, Op, Output, StreamDir};
 
 #[test]
 fn a_stream_past_the_kept_real_time_share_is_busy_and_fits_without_it() {

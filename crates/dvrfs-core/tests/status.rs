@@ -4,11 +4,9 @@
 
 mod common;
 
-use common::drive::{setup, Drive};
+use common::drive::{open_stream as open, setup, Drive};
 use dvrfs_core::disk::{Admission, DiskModel};
-use dvrfs_core::engine::{
-    Engine, HeadroomAsk, IoBuf, Op, Output, StreamDir, StreamInfo, StreamSpec,
-};
+use dvrfs_core::engine::{Engine, HeadroomAsk, IoBuf, Op, Output, StreamDir, StreamSpec};
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::Error;
@@ -26,13 +24,6 @@ fn write_spec(mbit: f64, reserve: u64) -> StreamSpec {
         start_bytes: 0,
         durable_ns: None,
     }
-}
-
-fn open(e: &mut Engine, d: &mut Drive, ino: u32, s: StreamSpec) -> Result<StreamInfo, Error> {
-    d.run(e, Op::StreamOpen { ino, spec: s }).map(|o| match o {
-        Output::Stream(i) => i,
-        o => panic!("{o:?}"),
-    })
 }
 
 fn create_in(e: &mut Engine, d: &mut Drive, parent: u32, name: &str) -> u32 {

@@ -4,35 +4,19 @@
 
 mod common;
 
-use common::drive::{setup, Drive};
+use common::drive::{open_stream as open, pattern, setup, stream_spec, Drive};
 use dvrfs_core::disk::Admission;
-use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamInfo, StreamSpec};
+use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamSpec};
 use dvrfs_core::Error;
 
 const SEC: u64 = 1_000_000_000;
 
 fn read_spec(buffer_bytes: Option<u64>, idle: bool) -> StreamSpec {
     StreamSpec {
-        dir: StreamDir::Read,
-        rate_bps: 8e6,
-        request_bytes: 256 * 1024,
         buffer_bytes,
-        reserve_bytes: 0,
-        start_bytes: 0,
-        durable_ns: None,
         idle,
+        ..stream_spec(StreamDir::Read, 8.0, 0)
     }
-}
-
-fn open(e: &mut Engine, d: &mut Drive, ino: u32, s: StreamSpec) -> Result<StreamInfo, Error> {
-    d.run(e, Op::StreamOpen { ino, spec: s }).map(|o| match o {
-        Output::Stream(i) => i,
-        o => panic!("{o:?}"),
-    })
-}
-
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i * 31 % 251) as u8).collect()
 }
 
 /// A file of `len` bytes of [`pattern`].

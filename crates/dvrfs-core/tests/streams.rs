@@ -5,41 +5,17 @@
 
 mod common;
 
-use common::drive::{setup, Drive};
+use common::drive::{open_stream as open, pattern, setup, stream_spec as spec, Drive};
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{
     stream_ask, DevCommand, DevKind, Engine, EngineConfig, GatherMode, IoBuf, Now, Op, Output,
-    StreamDir, StreamInfo, StreamSpec, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES,
+    StreamDir, StreamSpec, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES,
 };
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::{Error, OpenOptions, Volume};
 use std::collections::HashMap;
-
-fn spec(dir: StreamDir, mbit: f64, reserve: u64) -> StreamSpec {
-    StreamSpec {
-        idle: false,
-        dir,
-        rate_bps: mbit * 1e6,
-        request_bytes: 256 * 1024,
-        buffer_bytes: Some(2 << 20),
-        reserve_bytes: reserve,
-        start_bytes: 0,
-        durable_ns: None,
-    }
-}
-
-fn open(e: &mut Engine, d: &mut Drive, ino: u32, s: StreamSpec) -> Result<StreamInfo, Error> {
-    d.run(e, Op::StreamOpen { ino, spec: s }).map(|o| match o {
-        Output::Stream(i) => i,
-        o => panic!("{o:?}"),
-    })
-}
-
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i * 31 % 251) as u8).collect()
-}
 
 #[test]
 fn admission_refuses_what_does_not_fit_and_says_what_is_left() {

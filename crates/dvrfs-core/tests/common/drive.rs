@@ -7,7 +7,8 @@
 use dvrfs_core::device::{CrashDevice, Device, MemDevice};
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{
-    Completion, DevCommand, DevKind, Engine, EngineConfig, Now, Op, OpId, Output,
+    Completion, DevCommand, DevKind, Engine, EngineConfig, Now, Op, OpId, Output, StreamDir,
+    StreamInfo, StreamSpec,
 };
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::{Error, OpenOptions, Volume};
@@ -201,4 +202,37 @@ impl Drive {
             .map(|(_, d)| d.clone())
             .expect("the image at time 0 is durable")
     }
+}
+
+/// A stream of `mbit` Mbit/s in 256 KiB requests with a 2 MiB buffer, holding
+/// `reserve` bytes (a recording's space), started at byte 0.
+pub fn stream_spec(dir: StreamDir, mbit: f64, reserve: u64) -> StreamSpec {
+    StreamSpec {
+        dir,
+        rate_bps: mbit * 1e6,
+        request_bytes: 256 * 1024,
+        buffer_bytes: Some(2 << 20),
+        reserve_bytes: reserve,
+        start_bytes: 0,
+        durable_ns: None,
+        idle: false,
+    }
+}
+
+/// Opens stream `s` on `ino`: what admission gave it, or why it refused.
+pub fn open_stream(
+    e: &mut Engine,
+    d: &mut Drive,
+    ino: u32,
+    s: StreamSpec,
+) -> Result<StreamInfo, Error> {
+    d.run(e, Op::StreamOpen { ino, spec: s }).map(|o| match o {
+        Output::Stream(i) => i,
+        o => panic!("{o:?}"),
+    })
+}
+
+/// `len` bytes of a pattern that repeats every 251 bytes.
+pub fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 31 % 251) as u8).collect()
 }
