@@ -512,7 +512,9 @@ pub extern "C" fn dvrfs_strerror(err: c_int) -> *const c_char {
         libc::EBUSY => {
             c"busy: the volume is in use, the request is on the device, or the stream does not fit"
         }
-        libc::EAGAIN => c"too many requests in flight; retry when some complete",
+        libc::EAGAIN => {
+            c"busy: too many requests in flight or queued for the disk; retry when some complete"
+        }
         libc::EISDIR => c"is a directory",
         libc::ENOTDIR => c"not a directory",
         libc::EROFS => c"the volume is open read-only",

@@ -69,6 +69,12 @@ pub enum Error {
     CannotCancel(String),
     #[error("the engine is full: {max} operations in flight; retry when some complete")]
     QueueFull { max: usize },
+    /// A bound is full for now: the scheduler's queue has no room left for operations
+    /// (the rest is kept for the commit pipeline), or the runtime holds as many
+    /// uncollected results as it keeps. Nothing was started; retry when some
+    /// operations complete (`EAGAIN`). Never fails a commit, an fsync or the unmount.
+    #[error("busy: {0}; retry when some operations complete")]
+    Busy(String),
     #[error("stream refused: {0}")]
     Refused(String),
     /// A stream past a per-user limit the daemon sets (`EDQUOT`).
@@ -141,6 +147,7 @@ impl Error {
             Error::Cancelled => 125,            // ECANCELED
             Error::CannotCancel(_) => 16,       // EBUSY
             Error::QueueFull { .. } => 11,      // EAGAIN
+            Error::Busy(_) => 11,               // EAGAIN
             Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
             Error::OverQuota(_) => 122,         // EDQUOT
             Error::KeptForRoot(_) => 28,        // ENOSPC

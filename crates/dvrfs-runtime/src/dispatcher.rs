@@ -133,10 +133,18 @@ impl Dispatcher {
                 reply,
                 notify,
             } => {
+                let tracked = {
+                    let t = self.shared.lock();
+                    t.running.len() + t.done.len()
+                };
                 let r = if self.closing.is_some() {
                     Err(dvrfs_core::Error::InvalidArgument(
                         "the runtime is closing".into(),
                     ))
+                } else if tracked >= crate::MAX_TICKETS {
+                    Err(dvrfs_core::Error::Busy(format!(
+                        "the runtime tracks {tracked} operations whose results are not taken yet"
+                    )))
                 } else {
                     self.engine.submit(op, deadline_ns, owner, now)
                 };

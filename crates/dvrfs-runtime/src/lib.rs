@@ -174,7 +174,16 @@ pub enum RuntimeError {
 
 pub type Result<T> = std::result::Result<T, RuntimeError>;
 
-/// A started operation; [`Runtime::check`] gives its result once.
+/// Most operations the runtime tracks at once, started and finished ones whose result
+/// no one has taken yet ([`Runtime::check`]). Past it [`Runtime::start`] refuses with
+/// [`dvrfs_core::Error::Busy`] (`EAGAIN`) until results are taken. A ticket whose
+/// result is never collected keeps its place until the runtime closes: a caller that
+/// drops tickets leaks its places and is refused in the end, never anyone's result.
+pub const MAX_TICKETS: usize = 1 << 16;
+
+/// A started operation; [`Runtime::check`] gives its result once. Its result stays
+/// in the runtime's table (one of [`MAX_TICKETS`] places) until it is taken.
+#[must_use = "a ticket's result holds a place in the runtime until `check` takes it"]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Ticket(pub OpId);
 

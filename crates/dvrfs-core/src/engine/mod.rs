@@ -42,8 +42,10 @@
 //!
 //! ## Limits
 //! At most [`EngineConfig::max_ops`] operations in flight ([`Error::QueueFull`]
-//! beyond), and the scheduler's own bound on queued requests.
+//! beyond), and the scheduler's own bound on queued requests, less a reserve that
+//! keeps room for the largest commit ([`Error::Busy`] beyond; `bounds.rs`).
 
+mod bounds;
 mod buf;
 mod commit;
 mod events;
@@ -54,6 +56,7 @@ mod status;
 mod stream;
 mod tail_log;
 
+pub use bounds::commit_reserve;
 pub use buf::{ExternalBuf, IoBuf};
 pub use events::SPACE_LEVELS_PCT;
 pub use op::{Completion, Op, OpId, Output};
@@ -431,6 +434,7 @@ impl Engine {
                 cfg.sector_bytes
             )));
         }
+        bounds::check_queue_bound(&vol, &cfg.settings)?;
         let sched = sched::by_name(&cfg.scheduler, cfg.settings, cfg.estimator)
             .map_err(|e| Error::InvalidArgument(e.to_string()))?;
         let interval_ns = vol.commit_interval_ms() as u64 * 1_000_000;
@@ -577,6 +581,7 @@ impl Engine {
         if self.ops.len() >= self.max_ops {
             return Err(Error::QueueFull { max: self.max_ops });
         }
+        self.admit_op(&op)?;
         let id = self.next_op;
         self.next_op += 1;
         match op {
@@ -840,6 +845,9 @@ impl Engine {
             Body::Truncate { .. } => 2,
             Body::Other(_) => 3,
         };
+        if kind < 3 && self.op_queue_full() {
+            return false; // waits for room in the queue (`bounds.rs`)
+        }
         match kind {
             0 => self.start_read(id, now),
             1 => self.start_write(id, now),
@@ -1349,103 +1357,6 @@ impl Engine {
     }
 
     // ---- requests ----
-
-    #[allow(clippy::too_many_arguments)]
-    fn add_op_piece(
-        &mut self,
-        id: OpId,
-        offset_bytes: u64,
-        len_bytes: u64,
-        write: bool,
-        buf: PieceBuf,
-        then: Then,
-        now: Now,
-    ) {
-        let st = self.ops.get_mut(&id).expect("op exists");
-        st.pieces_left += 1;
-        let class = st.class();
-        let deadline = st.deadline_ns;
-        let owner = st.owner;
-        // A stream's prefetch is wanted even late (the playback shows it late).
-        let drop_if_late = !write
-            && matches!(st.body, Body::Read { .. })
-            && deadline.is_some()
-            && st.stream.is_none();
-        let piece = Piece {
-            op: Some(id),
-            offset_bytes,
-            len_bytes,
-            write,
-            buf,
-            then,
-        };
-        if let Err(e) = self.insert_piece(piece, class, deadline, owner, drop_if_late, now) {
-            let st = self.ops.get_mut(&id).expect("op exists");
-            st.pieces_left -= 1;
-            st.error.get_or_insert(e);
-        }
-    }
-
-    fn insert_piece(
-        &mut self,
-        piece: Piece,
-        class: Class,
-        deadline_ns: Option<u64>,
-        owner: u32,
-        drop_if_late: bool,
-        now: Now,
-    ) -> Result<()> {
-        let id = self.next_req;
-        self.next_req += 1;
-        let req = Request {
-            id,
-            lba: piece.offset_bytes / self.sector_bytes,
-            sectors: u32::try_from(piece.len_bytes / self.sector_bytes).map_err(|_| {
-                Error::InvalidArgument(format!(
-                    "a device access of {} bytes is too large",
-                    piece.len_bytes
-                ))
-            })?,
-            write: piece.write,
-            class,
-            deadline_ns,
-            owner,
-            submit_ns: now.mono_ns,
-            drop_if_late,
-        };
-        self.sched
-            .insert(req, now.mono_ns)
-            .map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        self.pieces.insert(id, piece);
-        Ok(())
-    }
-
-    /// A commit write (journal, checkpoint) with the stage's deadline.
-    fn add_commit_piece(
-        &mut self,
-        offset: u64,
-        buf: crate::device::AlignedBuf,
-        deadline_ns: u64,
-        now: Now,
-    ) {
-        let len = buf.len() as u64;
-        let (class, deadline) = match self.metadata_class {
-            Class::BestEffort => (Class::BestEffort, None),
-            c => (c, Some(deadline_ns)),
-        };
-        let piece = Piece {
-            op: None,
-            offset_bytes: offset,
-            len_bytes: len,
-            write: true,
-            buf: PieceBuf::Own(IoBuf::Mem(buf)),
-            then: Then::Nothing,
-        };
-        self.commit.piece_added();
-        if let Err(e) = self.insert_piece(piece, class, deadline, JOURNAL_OWNER, false, now) {
-            self.commit.piece_done(Some(e.to_string()));
-        }
-    }
 
     // ---- device commands ----
 

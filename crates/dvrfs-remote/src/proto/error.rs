@@ -156,6 +156,9 @@ fn encode_core(e: &mut Enc, c: &CoreError) {
         C::Refused(s) => {
             e.u8(24).str(s);
         }
+        C::Busy(s) => {
+            e.u8(33).str(s);
+        }
         C::OverQuota(s) => {
             e.u8(31).str(s);
         }
@@ -237,6 +240,7 @@ fn decode_core(d: &mut Dec) -> DecResult<CoreError> {
             max: d.u64("max")? as usize,
         },
         24 => C::Refused(d.string("why")?),
+        33 => C::Busy(d.string("why")?),
         31 => C::OverQuota(d.string("why")?),
         32 => C::KeptForRoot(d.string("why")?),
         25 => C::DataLost {

@@ -707,6 +707,7 @@ mod tests {
             },
             CoreError::Cancelled,
             CoreError::QueueFull { max: 9 },
+            CoreError::Busy("the disk queue is full".into()),
             CoreError::Checksum {
                 ino: 3,
                 offset: 0,
