@@ -314,6 +314,18 @@ mod tests {
         assert_eq!(default_zone_count(10, 4 << 20), 2);
     }
 
+    /// A superblock that breaks its own relations is a bug in dvrfs: encode panics
+    /// rather than write a copy no open would accept.
+    #[test]
+    #[should_panic(
+        expected = "dvrfs bug: refusing to write a superblock that fails validation (malformed region bounds)"
+    )]
+    fn encode_refuses_a_superblock_that_fails_validation() {
+        let mut sb = plan(&MkfsParams::new(64 << 20, [1; 16], 7)).unwrap();
+        sb.data_blocks *= 4; // The data area now runs past the device.
+        let _ = sb.encode(0);
+    }
+
     #[test]
     fn plans_are_valid_across_sizes() {
         for (dev, bs) in [

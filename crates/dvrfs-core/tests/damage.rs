@@ -4,11 +4,12 @@
 
 mod common;
 
+use common::damage::{edit_block, superblock};
 use common::*;
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::format::inode::MAP_SUM_OFFSET;
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
-use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
+use dvrfs_core::format::{parse_header, META_BLOCK_BYTES};
 use dvrfs_core::fs::fsck::{fsck, FsckReport};
 use dvrfs_core::fuzzing::{listing_of, stat_of};
 use dvrfs_core::{Fs, OpenOptions};
@@ -40,12 +41,6 @@ fn repair_once<D: Device + Clone>(dev: D, what: &str) -> (FsckReport, FsckReport
     (r, again, fixed)
 }
 
-fn superblock(dev: &MemDevice) -> Superblock {
-    let mut b = vec![0u8; META_BLOCK_BYTES];
-    dev.peek(0, &mut b);
-    Superblock::decode(&b).unwrap()
-}
-
 /// A volume with a directory of small files and a fragmented file with indirect runs.
 fn populated() -> (MemDevice, u32) {
     let dev = formatted(40 << 20, 64 << 10, AllocPolicy::Zrr, 9);
@@ -74,19 +69,6 @@ fn populated() -> (MemDevice, u32) {
         fs.write(f, 0, &pattern(100 + i, 3000), 7).unwrap();
     }
     (fs.close().unwrap(), big)
-}
-
-/// Edits metadata block `n` in both copies (primary and backup region) and reseals
-/// them: damage no checksum can see.
-fn edit_block(dev: &mut MemDevice, sb: &Superblock, n: u64, edit: impl Fn(&mut [u8])) {
-    for off in [n * MB, sb.backup_offset(n)] {
-        let mut b = vec![0u8; META_BLOCK_BYTES];
-        dev.peek(off, &mut b);
-        let h = parse_header(&b).unwrap();
-        edit(&mut b);
-        seal_block(&mut b, &h);
-        dev.poke(off, &b);
-    }
 }
 
 /// Makes `dev` look like a volume made before map checksums (`FEATURE_MAP_SUMS`).

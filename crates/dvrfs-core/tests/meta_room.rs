@@ -9,7 +9,7 @@ use common::*;
 use dvrfs_core::device::{CrashDevice, CrashMode, MemDevice};
 use dvrfs_core::format::inode::MAX_INLINE_TARGET_BYTES;
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock, FEATURE_INLINE_SYMLINKS};
-use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
+use dvrfs_core::format::{parse_header, payload_mut, seal_block, META_BLOCK_BYTES};
 use dvrfs_core::fs::fsck::fsck;
 use dvrfs_core::{Error, Fs, OpenOptions};
 
@@ -304,10 +304,18 @@ fn fsck_reports_an_inline_symlink_of_a_bad_length_and_removes_it() {
 #[test]
 fn a_feature_bit_the_build_does_not_know_refuses_the_volume() {
     let mut dev = small_volume();
-    let mut sb = superblock(&dev);
+    let sb = superblock(&dev);
     assert!(sb.has_inline_symlinks(), "mkfs sets the bit");
-    sb.features |= FEATURE_INLINE_SYMLINKS << 1;
-    let image = sb.encode(0);
+    // `encode` refuses a superblock that fails validation (as one with an unknown
+    // feature bit does), so the bit goes into the bytes: `features` is at payload
+    // offset 216 (FORMAT.md section 5), and the block is resealed.
+    let mut image = sb.encode(0).to_vec();
+    let h = parse_header(&image).unwrap();
+    let field = &mut payload_mut(&mut image)[216..220];
+    let features = u32::from_le_bytes(field.try_into().unwrap());
+    assert_eq!(features, sb.features, "the field's offset");
+    field.copy_from_slice(&(features | FEATURE_INLINE_SYMLINKS << 1).to_le_bytes());
+    seal_block(&mut image, &h);
     for off in [0, sb.backup_offset(0), sb.device_bytes - MB] {
         dev.poke(off, &image[..]);
     }

@@ -31,7 +31,13 @@ impl Bitmap {
     }
 
     pub fn set(&mut self, i: u64, v: bool) {
-        debug_assert!(i < self.len);
+        // Every allocator transition ends here: a bit past the end would be a block
+        // that does not exist.
+        assert!(
+            i < self.len,
+            "bit {i} of a {}-bit bitmap (a dvrfs bug)",
+            self.len
+        );
         let w = &mut self.words[(i / 64) as usize];
         if v {
             *w |= 1 << (i % 64);

@@ -14,6 +14,12 @@ pub(super) fn pick(a: &mut DataAlloc, ino: Ino, prev: Option<u64>) -> Option<u64
         // file (a hole being filled) starts a fresh window.
         if w.next < w.end && prev.is_none_or(|p| p + 1 == w.next) {
             let b = w.next;
+            // The window's blocks were reserved when it was made and nothing else
+            // takes a busy block.
+            assert!(
+                a.busy.get(b) && !a.used.get(b),
+                "data block {b} of inode {ino}'s window is not reserved (a dvrfs bug)"
+            );
             w.next += 1;
             return Some(b);
         }
@@ -33,6 +39,10 @@ pub(super) fn pick(a: &mut DataAlloc, ino: Ino, prev: Option<u64>) -> Option<u64
     };
     debug_assert!(len >= 1);
     for b in start..start + len {
+        assert!(
+            !a.busy.get(b),
+            "data block {b} taken for a window while busy (a dvrfs bug)"
+        );
         a.busy.set(b, true);
     }
     a.free_blocks -= len;

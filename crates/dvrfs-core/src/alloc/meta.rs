@@ -26,6 +26,11 @@ impl MetaAlloc {
     }
 
     pub fn set_used_bitmap(&mut self, used: Bitmap) {
+        assert_eq!(
+            used.len(),
+            self.used.len(),
+            "a metadata bitmap of another size (a dvrfs bug)"
+        );
         self.used = used;
         self.hint = 0;
     }
@@ -49,6 +54,11 @@ impl MetaAlloc {
 
     pub fn alloc_one(&mut self) -> Option<u64> {
         let i = self.used.first_clear(self.hint, self.used.len())?;
+        assert!(
+            !self.used.get(i),
+            "metadata block {} allocated while used (a dvrfs bug)",
+            self.start + i
+        );
         self.used.set(i, true);
         self.hint = i + 1;
         Some(self.start + i)
@@ -64,6 +74,11 @@ impl MetaAlloc {
             return None;
         }
         for j in i..i + count {
+            assert!(
+                !self.used.get(j),
+                "metadata block {} allocated while used (a dvrfs bug)",
+                self.start + j
+            );
             self.used.set(j, true);
         }
         Some(self.start + i)
@@ -71,6 +86,10 @@ impl MetaAlloc {
 
     pub fn free(&mut self, block: u64, count: u64) {
         for b in block..block + count {
+            assert!(
+                self.contains(b),
+                "metadata block {b} freed outside the dynamic area (a dvrfs bug)"
+            );
             let i = b - self.start;
             // As for data blocks: the loader checks the bitmap covers every owned
             // block, so a double free is a bug of the code.

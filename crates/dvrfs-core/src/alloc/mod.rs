@@ -102,7 +102,11 @@ impl DataAlloc {
 
     /// Replaces the stored bitmap (at load, or when fsck rebuilds it).
     pub fn set_used_bitmap(&mut self, used: Bitmap) {
-        debug_assert_eq!(used.len(), self.used.len());
+        assert_eq!(
+            used.len(),
+            self.used.len(),
+            "a data bitmap of another size (a dvrfs bug)"
+        );
         self.busy = used.clone();
         self.used = used;
         self.free_blocks = self.used.len() - self.used.count_ones();
@@ -250,7 +254,10 @@ impl DataAlloc {
 
     /// Marks a free block busy (reserved).
     fn take(&mut self, block: u64) {
-        debug_assert!(!self.busy.get(block));
+        assert!(
+            !self.busy.get(block),
+            "data block {block} reserved while busy (a dvrfs bug)"
+        );
         self.busy.set(block, true);
         self.free_blocks -= 1;
         let z = self.hint_zone(block);

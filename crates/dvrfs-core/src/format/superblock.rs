@@ -298,7 +298,17 @@ impl Superblock {
         self.data_start_bytes + data_block * self.data_block_bytes
     }
 
+    /// The superblock's block image, sealed with sequence `seq`.
+    ///
+    /// Panics if `self` fails [`Superblock::validate`]: every superblock the code
+    /// makes (mkfs's plan, a commit's update, a repair's rewrite) is valid, so one that
+    /// is not is a bug, and writing it would leave a copy no open accepts.
     pub fn encode(&self, seq: u64) -> Box<[u8; META_BLOCK_BYTES]> {
+        if let Err(e) = self.validate() {
+            panic!(
+                "dvrfs bug: refusing to write a superblock that fails validation ({e}): {self:?}"
+            );
+        }
         let mut b = new_block();
         let p = payload_mut(&mut b[..]);
         put_u64(p, S_DEVICE, self.device_bytes);

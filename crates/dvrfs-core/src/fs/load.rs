@@ -765,14 +765,7 @@ impl Volume {
         for (ino, rec, stored_sum) in records {
             self.load_inode(&mut r, ino, rec, stored_sum, true, &contested)?;
         }
-        for (&parent, dir) in &self.dirs {
-            for e in dir.entries.values() {
-                if e.kind == Kind::Dir {
-                    self.parents.insert(e.ino, parent);
-                }
-            }
-        }
-        self.parents.insert(sb.root_ino, sb.root_ino);
+        self.link_parents();
         self.stand_in_root(&mut r.report.problems);
         self.check_block_claims(&mut r.report.problems);
         Ok(())
@@ -810,7 +803,10 @@ impl Volume {
                 found.entry(ino).or_insert(why);
             }
         }
-        for (&b, owner) in &self.owners {
+        // In block order: an inode's first problem reported is its lowest block's.
+        let mut owned: Vec<(&u64, &Owner)> = self.owners.iter().collect();
+        owned.sort_unstable_by_key(|(b, _)| **b);
+        for (&b, owner) in owned {
             let ino = owner.ino();
             if !self.meta.is_used(b) {
                 found.entry(ino).or_insert_with(|| {
@@ -1199,7 +1195,9 @@ fn contested_extents<D: Device>(
     let sb = r.sb;
     let dynamic = sb.dynamic_start..sb.dynamic_start + sb.dynamic_blocks;
     // Block -> the records (index into `records`) and slots that claim it.
-    let mut claims: HashMap<u64, Vec<(usize, usize)>> = HashMap::new();
+    // In block order, so the evidence is read (and a read error met) the same way at
+    // every open.
+    let mut claims: BTreeMap<u64, Vec<(usize, usize)>> = BTreeMap::new();
     for (k, (ino, rec, _)) in records.iter().enumerate() {
         // The records load_inode drops before reading runs claim nothing.
         let total = rec.run_count as usize;

@@ -27,6 +27,7 @@ pub mod fsck;
 mod load;
 mod mkfs;
 mod ops;
+mod parents;
 mod room;
 mod symlink;
 pub mod tail_log;

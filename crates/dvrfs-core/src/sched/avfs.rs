@@ -112,9 +112,6 @@ pub(crate) struct Rules {
     /// one (an unaligned reader's pages overlap) still continues the run: it counts as
     /// ahead of the head and may ride along. 0 = the paper (exact contiguity only).
     pub overlap_sectors: u64,
-    /// A batch also counts as saturated when the gap since the last batch ended is
-    /// below this percentage of that batch's length (0: only a gap-free start).
-    pub saturation_gap_percent: u64,
     /// Plan batches with the best-effort guarantee's share of the time set aside
     /// while best-effort has work (`mixer`); false = the paper.
     pub plan_be_share: bool,
@@ -194,10 +191,6 @@ pub(crate) struct TrafficMixer<E> {
     rescue_ns: u64,
     /// The disk idled (held) or ran best effort since the last batch ended.
     slack_seen: bool,
-    /// When the running (or last) batch started and when the last one ended.
-    batch_start_ns: u64,
-    last_batch_len_ns: u64,
-    last_batch_end_ns: u64,
     /// The running batch started right after the previous one, with no hold or best
     /// effort in between: the disk is saturated.
     batch_saturated: bool,
@@ -246,9 +239,6 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
             sweep_began_ns: 0,
             rescue_ns: 0,
             slack_seen: true,
-            batch_start_ns: 0,
-            last_batch_len_ns: 0,
-            last_batch_end_ns: 0,
             batch_saturated: false,
             be_by_lba: BTreeMap::new(),
             be_by_age: BTreeMap::new(),
@@ -402,15 +392,11 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
         self.batch_latest_deadline_ns = self.batch.total().max_td;
         self.sweep_start_lba = self.head_lba;
         self.sweep_wrapped = false;
-        // Saturated: no slack at all since the last batch, or a gap short against it.
-        let gap = now_ns.saturating_sub(self.last_batch_end_ns);
-        let short_gap = self.rules.saturation_gap_percent > 0
-            && gap * 100 < self.last_batch_len_ns * self.rules.saturation_gap_percent;
-        self.batch_saturated = self.rules.join_ahead
-            && (!self.slack_seen || short_gap || self.near_saturation(now_ns));
+        // Saturated: no slack at all since the last batch, or the load near saturation.
+        self.batch_saturated =
+            self.rules.join_ahead && (!self.slack_seen || self.near_saturation(now_ns));
         self.stats.saturated_batches += self.batch_saturated as u64;
         self.slack_seen = false;
-        self.batch_start_ns = now_ns;
     }
 
     /// One dispatch from the running batch; `None` when the batch is empty.
@@ -762,8 +748,6 @@ impl<E: ServiceEstimate> TrafficMixer<E> {
                 return d;
             }
             self.batch_active = false;
-            self.last_batch_end_ns = now_ns;
-            self.last_batch_len_ns = now_ns.saturating_sub(self.batch_start_ns);
         }
         if let Some((h, work)) = self.hold_and_work(now_ns) {
             let hold_end = self
@@ -929,7 +913,6 @@ impl<E: ServiceEstimate> Avfs<E> {
             join_ahead: false,
             sweep_guard_ns: None,
             overlap_sectors: 0,
-            saturation_gap_percent: 0,
             plan_be_share: false,
             light_load: None,
             saturated_load_percent: 0,

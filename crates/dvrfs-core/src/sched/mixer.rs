@@ -164,10 +164,6 @@ pub const LIGHT_HOLD_WORK_PERCENT: i64 = 0;
 /// ... and on until 90% of the margin is left: longer holds, longer runs, less disk.
 pub const LIGHT_HOLD_MARGIN_PERCENT: i64 = 90;
 
-/// A batch that starts after a gap shorter than this percentage of the previous
-/// batch's length is saturated (fix 2).
-pub const SATURATION_GAP_PERCENT: u64 = 0;
-
 /// At or above this real-time share of the disk (percent) every batch is saturated
 /// (fix 8).
 pub const SATURATED_LOAD_PERCENT: u64 = 80;
@@ -199,7 +195,6 @@ impl<E: ServiceEstimate> Mixer<E> {
             join_ahead: true,
             sweep_guard_ns: Some(SWEEP_GUARD_NS),
             overlap_sectors: RUN_OVERLAP_SECTORS,
-            saturation_gap_percent: SATURATION_GAP_PERCENT,
             plan_be_share: true,
             light_load: Some(LightLoad {
                 hold_work_percent: LIGHT_HOLD_WORK_PERCENT,

@@ -1,6 +1,7 @@
 //! Helpers shared by the core's integration tests.
 #![allow(dead_code)]
 
+pub mod damage;
 pub mod drive;
 
 use dvrfs_core::device::{Device, MemDevice};
