@@ -735,12 +735,15 @@ impl Engine {
     }
 
     fn cancel_queued_pieces(&mut self, id: OpId, now: Now) {
-        let mine: Vec<ReqId> = self
+        let mut mine: Vec<ReqId> = self
             .pieces
             .iter()
             .filter(|(_, p)| p.op == Some(id))
             .map(|(r, _)| *r)
             .collect();
+        // In request order, not the map's: a cancel can split a merged entry and queue
+        // the rest again, so the order shapes the queue.
+        mine.sort_unstable();
         for r in mine {
             if self.sched.cancel(r, now.mono_ns).is_some() {
                 self.pieces.remove(&r);
