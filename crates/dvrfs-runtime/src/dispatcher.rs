@@ -38,6 +38,8 @@ pub(crate) struct Dispatcher {
     pub(crate) emulated: Option<Emulated>,
     /// Who is told when an operation finishes ([`Runtime::start_notify`]).
     pub(crate) notify: HashMap<OpId, Notify>,
+    /// [`crate::Options::max_tickets`].
+    pub(crate) max_tickets: usize,
 }
 
 /// The emulated hard disk's clock: when each command in flight is due, and the
@@ -141,7 +143,7 @@ impl Dispatcher {
                     Err(dvrfs_core::Error::InvalidArgument(
                         "the runtime is closing".into(),
                     ))
-                } else if tracked >= crate::MAX_TICKETS {
+                } else if tracked >= self.max_tickets {
                     Err(dvrfs_core::Error::Busy(format!(
                         "the runtime tracks {tracked} operations whose results are not taken yet"
                     )))

@@ -135,6 +135,10 @@ pub struct Options {
     /// The budget of the stream buffers (`Engine::set_stream_memory_bytes`): a
     /// stream whose buffer would take them past it is refused. `None`: unlimited.
     pub stream_memory_bytes: Option<u64>,
+    /// Operations tracked at once, started and finished ones whose result no one has
+    /// taken yet: past it [`Runtime::start`] refuses with `Busy`. At least 1;
+    /// [`MAX_TICKETS`] by default.
+    pub max_tickets: usize,
 }
 
 impl Default for Options {
@@ -149,6 +153,7 @@ impl Default for Options {
             device_seed: 1,
             keep_samples: true,
             stream_memory_bytes: None,
+            max_tickets: MAX_TICKETS,
         }
     }
 }
@@ -174,8 +179,9 @@ pub enum RuntimeError {
 
 pub type Result<T> = std::result::Result<T, RuntimeError>;
 
-/// Most operations the runtime tracks at once, started and finished ones whose result
-/// no one has taken yet ([`Runtime::check`]). Past it [`Runtime::start`] refuses with
+/// Most operations the runtime tracks at once by default ([`Options::max_tickets`]),
+/// started and finished ones whose result no one has taken yet ([`Runtime::check`]).
+/// Past it [`Runtime::start`] refuses with
 /// [`dvrfs_core::Error::Busy`] (`EAGAIN`) until results are taken. A ticket whose
 /// result is never collected keeps its place until the runtime closes: a caller that
 /// drops tickets leaks its places and is refused in the end, never anyone's result.
@@ -302,6 +308,12 @@ impl Runtime {
             )
             .into());
         }
+        if opts.max_tickets == 0 {
+            return Err(dvrfs_core::Error::InvalidArgument(
+                "max_tickets 0: the runtime must be able to track one operation".into(),
+            )
+            .into());
+        }
         if opts.device_model.is_some() && opts.queue_depth != 1 {
             return Err(dvrfs_core::Error::InvalidArgument(format!(
                 "queue depth {}: an emulated hard disk takes one command at a time",
@@ -371,6 +383,7 @@ impl Runtime {
                 held: std::collections::BTreeMap::new(),
             }),
             notify: HashMap::new(),
+            max_tickets: opts.max_tickets,
         };
         let thread = std::thread::Builder::new()
             .name("dvrfs-dispatch".into())

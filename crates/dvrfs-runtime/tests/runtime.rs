@@ -395,3 +395,54 @@ fn an_emulated_disk_keeps_the_data_and_takes_the_models_time() {
     );
     rt.close().unwrap();
 }
+
+/// The table of tickets is bounded: past `max_tickets` operations whose results no
+/// one took, `start` is refused with `Busy` (EAGAIN), finished or not; taking a
+/// result frees its place.
+#[test]
+fn uncollected_tickets_are_bounded_and_taking_a_result_frees_a_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = image(dir.path());
+    let rt = Runtime::open(
+        &path,
+        Options {
+            max_tickets: 4,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let ino = create(&rt, "t.ts");
+    write(&rt, ino, 0, IoBuf::from_slice(&pattern(5, 0, MIB)));
+    let read = || Op::Read {
+        ino,
+        offset: 0,
+        buf: IoBuf::zeroed(64 << 10),
+    };
+    let tickets: Vec<Ticket> = (0..4).map(|_| rt.start(read(), None, 0).unwrap()).collect();
+    // Every result is left in the table, so the fifth has no place, even once the four
+    // have finished.
+    let refused = rt.start(read(), None, 0).map(|_| ()).unwrap_err();
+    match &refused {
+        RuntimeError::Engine(e @ Error::Busy(_)) => assert_eq!(e.errno(), libc::EAGAIN),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    assert!(rt.check(tickets[0], true).unwrap().is_some());
+    let again = rt.start(read(), None, 0).expect("a place was freed");
+    for t in tickets[1..].iter().chain([&again]) {
+        assert!(rt.check(*t, true).unwrap().is_some());
+    }
+    rt.close().unwrap();
+    assert!(
+        matches!(
+            Runtime::open(
+                &path,
+                Options {
+                    max_tickets: 0,
+                    ..Options::default()
+                }
+            ),
+            Err(RuntimeError::Engine(Error::InvalidArgument(_)))
+        ),
+        "max_tickets 0 is refused"
+    );
+}
