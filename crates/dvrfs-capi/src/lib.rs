@@ -41,7 +41,7 @@ pub use aio::{dvrfs_aio_cancel, dvrfs_aio_check, dvrfs_aio_poll, dvrfs_aio_start
 pub use registry::dvrfs;
 pub use stream::{dvrfs_stream_close, dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_write};
 
-use dvrfs_core::alloc::Ino;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, Op, Output};
 use dvrfs_runtime::RuntimeError;
 use registry::{lock, Tables, Vol};

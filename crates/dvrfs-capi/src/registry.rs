@@ -25,8 +25,8 @@
 //! token must fit a pointer; a 64-bit one never runs out).
 
 use crate::{fail, Fail, DVRFS_OPEN_FILES_MAX};
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::StreamDir;
+use dvrfs_core::meta::Ino;
 use dvrfs_remote::Handle;
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_int;

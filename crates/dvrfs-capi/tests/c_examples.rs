@@ -3,8 +3,8 @@
 //! image file: a recorder and a player at once on two files, byte-exact read-back,
 //! bad calls refused.
 
-use dvrfs_core::fs::mkfs;
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::mkfs;
 use dvrfs_io::{FileDevice, LockMode};
 use std::path::{Path, PathBuf};
 use std::process::Command;

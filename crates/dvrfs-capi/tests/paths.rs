@@ -6,8 +6,8 @@ use dvrfs::{
     dvrfs_close, dvrfs_file_close, dvrfs_file_open, dvrfs_file_size, dvrfs_last_error, dvrfs_open,
     dvrfs_unlink, DVRFS_O_CREAT,
 };
-use dvrfs_core::fs::mkfs;
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::mkfs;
 use dvrfs_core::{Fs, OpenOptions};
 use dvrfs_io::{FileDevice, LockMode, SystemClock};
 use std::ffi::{CStr, CString};

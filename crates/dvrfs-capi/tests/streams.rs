@@ -7,8 +7,8 @@ use dvrfs::{
     dvrfs_stream_close, dvrfs_stream_info, dvrfs_stream_open, dvrfs_stream_spec, DVRFS_O_CREAT,
     DVRFS_STREAM_WRITE,
 };
-use dvrfs_core::fs::mkfs;
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::mkfs;
 use dvrfs_io::{FileDevice, LockMode};
 use std::ffi::{CStr, CString};
 

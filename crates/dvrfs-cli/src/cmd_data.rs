@@ -34,8 +34,8 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::thread;
 use std::time::Instant;
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::format::dir::Kind;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
 use dvrfs_io::HugeBuf;
 use dvrfs_remote::Handle;

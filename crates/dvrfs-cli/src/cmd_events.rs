@@ -8,7 +8,7 @@
 
 use clap::Args;
 use dvrfs_core::format::events::{EventRecord, What};
-use dvrfs_core::fs::LostTail;
+use dvrfs_core::volume::LostTail;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -303,7 +303,10 @@ pub fn lost_tail_json(t: &LostTail) -> Value {
 /// What the tail log held at open (FORMAT.md section 11a), as the mount's log and
 /// fsck say it: the records replayed into their files (or, read-only, waiting for
 /// the next writable open), then each record or block that could not be used.
-pub fn tail_log_lines(r: &dvrfs_core::fs::tail_log::TailLogReport, writable: bool) -> Vec<String> {
+pub fn tail_log_lines(
+    r: &dvrfs_core::volume::tail_log::TailLogReport,
+    writable: bool,
+) -> Vec<String> {
     let mut out = vec![];
     if r.replay_records > 0 {
         out.push(format!(

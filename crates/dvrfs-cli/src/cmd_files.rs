@@ -7,8 +7,8 @@
 //! Mutating commands commit once at the end (`close`), and tick the commit clock after
 //! each operation so that a long `rm -r` commits on the usual interval.
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::format::dir::Kind;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, Stat};
 use serde_json::{json, Value};
 

@@ -7,8 +7,8 @@ use std::path::Path;
 use dvrfs_core::device::{AlignedBuf, Device, IO_ALIGN_BYTES};
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
 use dvrfs_core::format::{FORMAT_VERSION, META_BLOCK_BYTES};
-use dvrfs_core::fs::fsck::FsckReport;
 use dvrfs_core::layout::{MkfsParams, MAX_DATA_BLOCK_BYTES, MIN_DATA_BLOCK_BYTES};
+use dvrfs_core::tools::fsck::FsckReport;
 use dvrfs_io::FileDevice;
 use serde_json::json;
 
@@ -238,7 +238,7 @@ fn format_target(
         )
     };
     let pb = progress(0, false, "writing metadata");
-    let sb = dvrfs_core::fs::mkfs(&mut dev, &params, &mut |done, total| {
+    let sb = dvrfs_core::tools::mkfs(&mut dev, &params, &mut |done, total| {
         pb.set_length(total);
         pb.set_position(done);
     })?;
@@ -405,7 +405,7 @@ fn run_fsck(target: &Path, repair: bool) -> Result<CliResult<FsckReport>, dvrfs_
         Err(e) => return Ok(Err(e)),
     };
     let pb = progress(0, false, "checking metadata");
-    let (report, _dev) = dvrfs_core::fs::fsck::fsck(dev, repair, &mut |done, total| {
+    let (report, _dev) = dvrfs_core::tools::fsck::fsck(dev, repair, &mut |done, total| {
         pb.set_length(total);
         pb.set_position(done);
     })?;

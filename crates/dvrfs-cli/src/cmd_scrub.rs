@@ -9,8 +9,8 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::format::dir::Kind;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output, Volume};
 use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 use serde_json::json;

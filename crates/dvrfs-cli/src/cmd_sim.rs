@@ -10,8 +10,8 @@ use dvrfs_core::engine::{
 };
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::layout::{default_tail_log_blocks, TailLogSize, DEFAULT_COMMIT_INTERVAL_MS};
-use dvrfs_core::qos::{Neighbour, Report, SeedRun};
 use dvrfs_core::sched::{self, Class, SchedSettings};
+use dvrfs_core::sim::report::{Neighbour, Report, SeedRun};
 use dvrfs_core::sim::{self, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
 use std::path::{Path, PathBuf};
 

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{StreamId, StreamSpec};
+use dvrfs_core::meta::Ino;
 use dvrfs_fuse::quota::{Quota, QuotaConfig};
 use dvrfs_runtime::Runtime;
 

@@ -13,8 +13,8 @@
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::format::dir::MAX_NAME_BYTES;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::Error as CoreError;
 
 use crate::cmd_files::shown;

@@ -2,7 +2,7 @@
 //! buffer level of one stream over time, and the seek-distance histogram (Fig. 15).
 
 use crate::error::{CliError, CliResult};
-use dvrfs_core::qos::margin_cdf;
+use dvrfs_core::sim::report::margin_cdf;
 use dvrfs_core::sim::SimOutcome;
 use plotters::prelude::*;
 use std::path::Path;

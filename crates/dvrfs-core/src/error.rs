@@ -41,7 +41,7 @@ pub enum Error {
     #[error("metadata area is full")]
     MetadataFull,
     /// A new directory block or symlink block would take one of the dynamic blocks
-    /// kept for the block maps of files (`fs/room.rs`): ENOSPC. Recordings and other
+    /// kept for the block maps of files (`volume/room.rs`): ENOSPC. Recordings and other
     /// file writes can still grow their maps.
     #[error("the metadata area is full: {name_blocks} of its {total_blocks} blocks hold directories and symlinks, and the {reserve_blocks} free ones left are kept for the block maps of files")]
     NamesFull {

@@ -19,12 +19,14 @@
 //! by design) or leaves a volume a second `fsck` finds clean: one pass.
 
 use crate::device::MemDevice;
+use crate::driver::{Fs, ManualClock};
 use crate::format::dir::Kind;
 use crate::format::superblock::{AllocPolicy, Superblock};
 use crate::format::{parse_header, seal_block, HEADER_BYTES, META_BLOCK_BYTES};
-use crate::fs::fsck::fsck;
-use crate::fs::{mkfs, Fs, ManualClock, OpenOptions};
 use crate::layout::MkfsParams;
+use crate::tools::fsck::fsck;
+use crate::tools::mkfs;
+use crate::volume::OpenOptions;
 
 const MB: u64 = META_BLOCK_BYTES as u64;
 

@@ -1,18 +1,14 @@
 //! How mkfs divides a device: region sizes from the device size, the data block size
 //! and the inode count. Pure arithmetic; `FORMAT.md` explains each rule.
 
-use crate::alloc::BITS_PER_BITMAP_BLOCK;
 use crate::error::{Error, Result};
 use crate::format::inode::{INODES_PER_BLOCK, RUNS_PER_BLOCK};
 use crate::format::sums::SUMS_PER_BLOCK;
 use crate::format::superblock::{AllocPolicy, Superblock, MIN_TAIL_LOG_BLOCKS};
-use crate::format::{Uuid, META_BLOCK_BYTES};
+use crate::format::{Uuid, BITS_PER_BITMAP_BLOCK, META_BLOCK_BYTES};
 
-pub const MIN_DATA_BLOCK_BYTES: u64 = 64 << 10;
-pub const MAX_DATA_BLOCK_BYTES: u64 = 1 << 30;
+pub use crate::format::superblock::{MAX_DATA_BLOCK_BYTES, MAX_ZONES, MIN_DATA_BLOCK_BYTES};
 pub const DEFAULT_DATA_BLOCK_BYTES: u64 = 4 << 20;
-/// ZRR never uses more zones than this (AVFS 3.2.2).
-pub const MAX_ZONES: u32 = 32;
 /// AVFS: each zone no smaller than 16 GB.
 pub const AVFS_MIN_ZONE_BYTES: u64 = 16_000_000_000;
 /// Small images still get round-robin placement: up to this many zones of at least

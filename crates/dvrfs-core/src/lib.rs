@@ -6,18 +6,21 @@
 pub mod alloc;
 pub mod device;
 pub mod disk;
+pub mod driver;
 pub mod engine;
 pub mod error;
 pub mod format;
-pub mod fs;
 pub mod fuzzing;
 pub mod layout;
 pub mod meta;
 pub mod qos;
 pub mod sched;
 pub mod sim;
+pub mod tools;
 pub mod units;
+pub mod volume;
 
+pub use driver::Fs;
 pub use engine::{Engine, EngineConfig, IoBuf, Now, Op, OpId, Output};
 pub use error::{Error, Result};
-pub use fs::{Fs, OpenOptions, Stat, Volume};
+pub use volume::{OpenOptions, Stat, Volume};

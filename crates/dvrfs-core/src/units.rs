@@ -67,6 +67,19 @@ pub fn duration_ms(text: &str) -> Result<u64, String> {
         .ok_or_else(|| "the duration is too long".into())
 }
 
+/// Parses a decimal rate such as `19.39M`, `500K`, `1G` or `8000000` (bits/s).
+pub fn parse_rate_bps(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()? {
+        'k' | 'K' => (&s[..s.len() - 1], 1e3),
+        'm' | 'M' => (&s[..s.len() - 1], 1e6),
+        'g' | 'G' => (&s[..s.len() - 1], 1e9),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num.parse().ok()?;
+    (v.is_finite() && v > 0.0).then_some(v * mult)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

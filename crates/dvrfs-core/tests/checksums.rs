@@ -8,8 +8,9 @@ mod common;
 use common::*;
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::fs::{mkfs, OpenOptions};
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::mkfs;
+use dvrfs_core::volume::OpenOptions;
 use dvrfs_core::{Error, Fs};
 
 const BS: u64 = 1 << 20;
@@ -344,7 +345,7 @@ fn a_lost_checksum_block_leaves_data_readable_and_repair_checksums_it_again() {
     let mut fs = Fs::open(dev.clone(), OpenOptions::read_only()).unwrap();
     assert_eq!(read_all(&mut fs, f).unwrap(), data);
     assert!(Fs::open(dev.clone(), OpenOptions::writable()).is_err());
-    let (r, fixed) = dvrfs_core::fs::fsck::fsck(dev, true, &mut |_, _| {}).unwrap();
+    let (r, fixed) = dvrfs_core::tools::fsck::fsck(dev, true, &mut |_, _| {}).unwrap();
     assert!(
         r.errors.iter().any(|e| e.contains("data checksum block")),
         "{:?}",

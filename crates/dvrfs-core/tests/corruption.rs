@@ -9,7 +9,7 @@ use common::*;
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
 use dvrfs_core::format::{parse_header, payload_mut, seal_block, BlockType, META_BLOCK_BYTES};
-use dvrfs_core::fs::fsck::fsck;
+use dvrfs_core::tools::fsck::fsck;
 use dvrfs_core::{Error, Fs, OpenOptions};
 
 const MB: u64 = META_BLOCK_BYTES as u64;
@@ -270,7 +270,7 @@ fn stray_bitmap_bits_are_cleared_by_repair() {
     assert_eq!(snapshot(&mut open_rw(fixed)), model);
 }
 
-/// The recovery decision table of `fs/load.rs`, every combination of primary
+/// The recovery decision table of `volume/load.rs`, every combination of primary
 /// superblock, end-of-device copy and journal state against exactly one expected row.
 #[test]
 fn recovery_decision_table_covers_every_combination() {

@@ -8,7 +8,7 @@ use common::*;
 use dvrfs_core::format::dir::{decode_dir, encode_dir, Kind};
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::format::{payload, payload_mut};
-use dvrfs_core::fs::fsck::fsck;
+use dvrfs_core::tools::fsck::fsck;
 use dvrfs_core::{Fs, OpenOptions};
 
 /// Two directories name one directory (issue 23: the parent used to be whichever of

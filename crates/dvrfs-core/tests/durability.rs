@@ -13,10 +13,10 @@ mod common;
 
 use common::drive::{setup, Drive, MS};
 use dvrfs_core::disk::Admission;
+use dvrfs_core::driver::Fs;
 use dvrfs_core::engine::{
     Engine, IoBuf, Op, Output, StreamDir, StreamSpec, StreamStats, GATHER_LEAD_NS,
 };
-use dvrfs_core::fs::Fs;
 use dvrfs_core::OpenOptions;
 
 /// The application hands over a piece this often.

@@ -57,7 +57,7 @@ fn drain(e: &mut Engine, dev: &mut MemDevice, mut t: u64) -> (Vec<DevCommand>, u
 }
 
 /// Creates `/f` and returns its inode (the create completes at once: metadata only).
-fn create_f(e: &mut Engine) -> dvrfs_core::alloc::Ino {
+fn create_f(e: &mut Engine) -> dvrfs_core::meta::Ino {
     let root = e.volume().root();
     e.submit(
         Op::Create {
@@ -409,7 +409,7 @@ fn reads_can_be_cancelled_and_a_late_read_fails_with_deadline_missed() {
 }
 
 /// Applies a transaction's writes to the device, in the pipeline's order.
-fn apply(dev: &mut MemDevice, t: &dvrfs_core::fs::Transaction) {
+fn apply(dev: &mut MemDevice, t: &dvrfs_core::volume::Transaction) {
     dev.write_at(t.journal.0, &t.journal.1).unwrap();
     for (o, b) in t.primary.iter().chain(&t.backup) {
         dev.write_at(*o, b).unwrap();
@@ -425,7 +425,7 @@ fn apply(dev: &mut MemDevice, t: &dvrfs_core::fs::Transaction) {
 fn a_checkpoint_bridges_short_gaps_between_dirty_blocks() {
     use dvrfs_core::format::inode::INODES_PER_BLOCK;
     use dvrfs_core::format::{payload, META_BLOCK_BYTES};
-    use dvrfs_core::fs::{SetAttr, BRIDGE_GAP_BLOCKS};
+    use dvrfs_core::volume::{SetAttr, BRIDGE_GAP_BLOCKS};
     let mut dev = small();
     let (mut vol, _) = Volume::load(&dev, &OpenOptions::writable()).unwrap();
     let sb = vol.superblock().clone();

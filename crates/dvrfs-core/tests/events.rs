@@ -14,12 +14,13 @@ mod common;
 use common::drive::{setup, Drive, MS};
 use dvrfs_core::device::{CrashDevice, CrashMode, MemDevice};
 use dvrfs_core::disk::Admission;
+use dvrfs_core::driver::{Fs, ManualClock};
 use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamSpec};
 use dvrfs_core::format::events::{Dir, EventRecord, RefuseCause, What, EVENTS_PER_BLOCK};
 use dvrfs_core::format::superblock::{AllocPolicy, FEATURE_EVENTS};
 use dvrfs_core::format::{payload_mut, seal_block, verify_block, BlockType};
-use dvrfs_core::fs::{fsck::fsck, mkfs, Fs, ManualClock};
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::{fsck::fsck, mkfs};
 use dvrfs_core::{OpenOptions, Volume};
 
 /// A 256 MiB volume of 1 MiB blocks with an event ring of `ring` blocks (`None`: no

@@ -8,8 +8,8 @@ mod common;
 
 use common::drive::{setup, Drive, MS};
 use dvrfs_core::disk::Admission;
+use dvrfs_core::driver::Fs;
 use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamSpec};
-use dvrfs_core::fs::Fs;
 use dvrfs_core::{Error, OpenOptions};
 
 const MIB: u64 = 1 << 20;

@@ -105,7 +105,7 @@ fn a_transaction_whose_superblock_image_does_not_fit_is_not_replayed() {
     use dvrfs_core::format::journal::reseal_transaction;
     use dvrfs_core::format::superblock::Superblock;
     use dvrfs_core::format::{parse_header, META_BLOCK_BYTES};
-    use dvrfs_core::fs::fsck::fsck;
+    use dvrfs_core::tools::fsck::fsck;
     use dvrfs_core::{Fs, OpenOptions};
     let s = Samples::get();
     let mb = META_BLOCK_BYTES;

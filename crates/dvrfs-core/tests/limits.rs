@@ -7,8 +7,8 @@ mod common;
 use common::*;
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::fs::mkfs;
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::mkfs;
 use dvrfs_core::{Fs, IoBuf, OpenOptions};
 use std::io;
 
@@ -82,7 +82,7 @@ fn one_tib_zrr_file_fits_one_level_of_indirection() {
     let fs = Fs::open(dev, OpenOptions::read_only()).unwrap();
     assert_eq!(fs.stat(ino).unwrap().size_bytes, 1 << 40);
     assert_eq!(fs.runs(ino).unwrap().len() as u64, blocks);
-    let (report, _) = dvrfs_core::fs::fsck::fsck(fs.crash(), false, &mut |_, _| {}).unwrap();
+    let (report, _) = dvrfs_core::tools::fsck::fsck(fs.crash(), false, &mut |_, _| {}).unwrap();
     assert!(
         report.clean(),
         "{:?}",

@@ -10,7 +10,7 @@ use dvrfs_core::device::{CrashDevice, CrashMode, MemDevice};
 use dvrfs_core::format::inode::MAX_INLINE_TARGET_BYTES;
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock, FEATURE_INLINE_SYMLINKS};
 use dvrfs_core::format::{parse_header, payload_mut, seal_block, META_BLOCK_BYTES};
-use dvrfs_core::fs::fsck::fsck;
+use dvrfs_core::tools::fsck::fsck;
 use dvrfs_core::{Error, Fs, OpenOptions};
 
 const MB: u64 = META_BLOCK_BYTES as u64;

@@ -6,7 +6,7 @@ mod common;
 
 use common::formatted;
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::fs::fsck::fsck;
+use dvrfs_core::tools::fsck::fsck;
 use dvrfs_core::{Error, Fs, OpenOptions};
 
 const MIB: usize = 1 << 20;
@@ -141,7 +141,7 @@ fn a_reused_inode_number_gets_a_new_generation() {
 #[test]
 fn a_directory_default_reservation_persists_and_new_directories_inherit_it() {
     use dvrfs_core::engine::Reservation;
-    use dvrfs_core::fs::SetAttr;
+    use dvrfs_core::volume::SetAttr;
     let dev = formatted(256 << 20, MIB as u64, AllocPolicy::Zrr, 4);
     let mut fs = Fs::open(dev, OpenOptions::writable()).unwrap();
     let root = fs.root();

@@ -8,8 +8,8 @@
 use dvrfs_core::disk::{capacity, DiskModel, Estimator, StreamParams};
 use dvrfs_core::engine::EngineConfig;
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::qos::Report;
 use dvrfs_core::sched::{SchedSettings, NAMES};
+use dvrfs_core::sim::report::Report;
 use dvrfs_core::sim::{find_max, run, BestEffort, HddDisk, SimConfig, SimOutcome, Workload};
 use std::thread;
 

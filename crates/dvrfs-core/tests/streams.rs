@@ -455,8 +455,9 @@ fn a_waiting_stream_read_can_be_cancelled() {
 #[test]
 fn streams_admitted_on_a_disk_model_meet_every_deadline_on_that_disk() {
     use dvrfs_core::disk::{Access, DiskModel, Estimator, Hdd};
-    use dvrfs_core::fs::{mkfs, Fs, ManualClock};
+    use dvrfs_core::driver::{Fs, ManualClock};
     use dvrfs_core::layout::MkfsParams;
+    use dvrfs_core::tools::mkfs;
 
     let model = DiskModel::builtin("avfs-250g").unwrap();
     let cap = model.capacity_bytes();

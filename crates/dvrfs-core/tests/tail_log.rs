@@ -17,10 +17,10 @@ mod common;
 use common::drive::{Drive, MS};
 use dvrfs_core::device::{CrashDevice, CrashMode, Device, MemDevice};
 use dvrfs_core::disk::Admission;
+use dvrfs_core::driver::Fs;
 use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamSpec, GATHER_LEAD_NS};
 use dvrfs_core::format::superblock::{AllocPolicy, Superblock};
 use dvrfs_core::format::tail_log::encode_batch;
-use dvrfs_core::fs::Fs;
 use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::{OpenOptions, Volume};
 
@@ -553,7 +553,7 @@ fn a_read_only_open_reports_what_waits_and_writes_nothing() {
         committed + r.replay_bytes
     );
     // The lost-tail line counts the logged bytes as surviving.
-    let (report, _) = dvrfs_core::fs::fsck::fsck(media.clone(), false, &mut |_, _| {}).unwrap();
+    let (report, _) = dvrfs_core::tools::fsck::fsck(media.clone(), false, &mut |_, _| {}).unwrap();
     assert_eq!(report.tail_log.replay_records, r.replay_records);
     for t in &report.lost_tails {
         assert!(t.size_bytes >= committed + r.replay_bytes, "{t:?}");

@@ -38,8 +38,8 @@
 //! the file's submitted writes (read-after-write across handles is exact).
 
 use crate::share::{refused, Room, Writer};
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{ExternalBuf, IoBuf, Op, Output};
+use dvrfs_core::meta::Ino;
 use dvrfs_io::HugeBuf;
 use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 use std::sync::{Arc, Mutex};
@@ -416,7 +416,7 @@ impl FileState {
         boundary: u64,
         who: Writer<'_>,
     ) -> Result<(), Errno> {
-        use dvrfs_core::fs::SpaceTo;
+        use dvrfs_core::volume::SpaceTo;
         let ino = self.ino;
         let pct = if who.checked() { who.share.pct() } else { 0 };
         let room = |to: u64| -> Result<(bool, Option<Room>), Errno> {

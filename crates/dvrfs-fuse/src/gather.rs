@@ -18,7 +18,7 @@
 //! is dropped, before the runtime is closed.
 
 use crate::file::FileState;
-use dvrfs_core::alloc::Ino;
+use dvrfs_core::meta::Ino;
 use dvrfs_runtime::Runtime;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, TryLockError};

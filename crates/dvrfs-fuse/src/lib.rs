@@ -34,10 +34,10 @@ mod write;
 mod xattr;
 use xattr::reply_xattr;
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{Op, Output, Reservation, StreamDir};
 use dvrfs_core::format::dir::Kind;
-use dvrfs_core::fs::{SetAttr, Stat};
+use dvrfs_core::meta::Ino;
+use dvrfs_core::volume::{SetAttr, Stat};
 use dvrfs_runtime::Runtime;
 use file::{errno_of, Errno, FileState, Pool};
 use fuser::{

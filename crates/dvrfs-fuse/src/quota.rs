@@ -49,10 +49,10 @@
 
 use crate::file::{errno_of, Errno};
 use crate::stream::{describe, Ended, Refusal, Streamed};
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{
     KeptShare, Op, Reservation, StreamDir, StreamId, StreamInfo, StreamSpec, MAX_KEEP_FRACTION,
 };
+use dvrfs_core::meta::Ino;
 use dvrfs_runtime::Runtime;
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

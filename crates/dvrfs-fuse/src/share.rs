@@ -35,7 +35,7 @@
 //! The decision is [`refused`], a pure function of [`Room`].
 
 use crate::file::{errno_of, Errno};
-use dvrfs_core::alloc::Ino;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::Volume;
 use dvrfs_runtime::Runtime;
 use std::collections::HashMap;

@@ -16,7 +16,7 @@
 //!   raises the applied size to its end before the floor could be lowered, and the
 //!   applied size is read after the floor.
 
-use dvrfs_core::alloc::Ino;
+use dvrfs_core::meta::Ino;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

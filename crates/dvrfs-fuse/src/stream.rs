@@ -31,8 +31,8 @@
 //! not fit) and the reason in the daemon log.
 
 use crate::file::{errno_of, Errno, FileState};
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{Op, Output, Reservation, StreamDir, StreamInfo, StreamStats};
+use dvrfs_core::meta::Ino;
 use dvrfs_runtime::Runtime;
 
 /// The attribute's name.

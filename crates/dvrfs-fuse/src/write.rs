@@ -29,7 +29,7 @@ impl DvrfsFs {
         // Past the largest file the volume holds: EFBIG at the call, as `truncate`
         // refuses the same size, not a file whose size shows 4 EiB until fsync fails.
         let end = offset.checked_add(data.len() as u64);
-        if end.is_none_or(|e| e > dvrfs_core::fs::max_file_bytes(self.block_bytes)) {
+        if end.is_none_or(|e| e > dvrfs_core::volume::max_file_bytes(self.block_bytes)) {
             return reply.error(err(libc::EFBIG));
         }
         let h = match self.handle(fh) {

@@ -603,7 +603,7 @@ impl Default for SystemClock {
     }
 }
 
-impl dvrfs_core::fs::Clock for SystemClock {
+impl dvrfs_core::driver::Clock for SystemClock {
     fn mono_ns(&self) -> u64 {
         u64::try_from(self.origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }

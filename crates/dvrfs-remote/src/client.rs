@@ -18,9 +18,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{HeadroomAsk, Status, StreamId, StreamInfo, StreamSpec, StreamStats};
 use dvrfs_core::format::dir::Kind;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{IoBuf, Op, Output, Stat};
 use dvrfs_runtime::{Done, RuntimeError, Ticket};
 

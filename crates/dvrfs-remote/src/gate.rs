@@ -15,8 +15,8 @@
 //! The server asks [`StreamGate::write`] before it starts a client's plain write, so
 //! a user's `dvrfs put` cannot take the share of the volume kept for root either.
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{StreamId, StreamSpec};
+use dvrfs_core::meta::Ino;
 
 /// A refusal: the errno the client gets and the reason for the daemon's log.
 pub type GateRefusal = (i32, String);

@@ -4,9 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{StreamId, StreamInfo, StreamSpec, StreamStats};
 use dvrfs_core::format::dir::Kind;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, Op, Output, Stat};
 use dvrfs_runtime::{Done, Runtime, RuntimeError, Ticket};
 
@@ -156,7 +156,7 @@ impl Handle {
                     Some(i) => (&trimmed[..i], &trimmed[i + 1..]),
                     None => (&trimmed[..0], trimmed),
                 };
-                dvrfs_core::fs::validate_name(name).map_err(RuntimeError::Engine)?;
+                dvrfs_core::volume::validate_name(name).map_err(RuntimeError::Engine)?;
                 Ok((self.resolve_bytes(dir)?, name.to_vec()))
             }
         }

@@ -28,7 +28,7 @@ pub mod wire;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use dvrfs_core::alloc::Ino;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::Stat;
 use dvrfs_runtime::{Runtime, RuntimeError};
 

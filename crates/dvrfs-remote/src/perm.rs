@@ -14,8 +14,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::StreamDir;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{Op, Stat, Volume};
 use dvrfs_io::OpenError;
 use dvrfs_runtime::RuntimeError;

@@ -204,7 +204,7 @@ struct Conn {
     opening: Mutex<std::collections::HashMap<u64, u64>>,
     /// Files it opened (`Op::OpenFile`, once per open) and has not closed: a file
     /// removed while open stays until its last close, which the clean-up gives.
-    opened: Mutex<Vec<dvrfs_core::alloc::Ino>>,
+    opened: Mutex<Vec<dvrfs_core::meta::Ino>>,
     waiters: AtomicUsize,
 }
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{StreamDir, StreamSpec};
-use dvrfs_core::fs::mkfs;
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::mkfs;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
 use dvrfs_io::{FileDevice, LockMode};
 use dvrfs_remote::{proto, wire, Client, Reach, Server, ServerConfig};

@@ -58,8 +58,8 @@
 use dvrfs_core::device::Device;
 use dvrfs_core::disk::{Access, Admission, DiskModel};
 use dvrfs_core::engine::{DevCommand, DevKind, Now, StreamId, StreamInfo, StreamSpec, StreamStats};
-use dvrfs_core::fs::OpenOptions;
 use dvrfs_core::sim::{DiskTimer, HddDisk};
+use dvrfs_core::volume::OpenOptions;
 use dvrfs_core::{Engine, EngineConfig, Op, OpId, Output, Volume};
 use dvrfs_io::{FileDevice, LockMode, OpenError};
 use std::collections::{HashMap, VecDeque};
@@ -584,7 +584,7 @@ impl Runtime {
     /// and what is left ([`dvrfs_core::Error::NoSpace`] when a recording's size does
     /// not fit). Then `Op::StreamRead` / `Op::StreamWrite` move its data at its rate
     /// and `Op::StreamClose` ends it.
-    pub fn open_stream(&self, ino: dvrfs_core::alloc::Ino, spec: StreamSpec) -> Result<StreamInfo> {
+    pub fn open_stream(&self, ino: dvrfs_core::meta::Ino, spec: StreamSpec) -> Result<StreamInfo> {
         match self.run(Op::StreamOpen { ino, spec }, None, 0)? {
             Output::Stream(info) => Ok(info),
             other => Err(RuntimeError::Io(io::Error::other(format!(

@@ -6,9 +6,11 @@ mod common;
 
 use common::create;
 
-use dvrfs_core::alloc::Ino;
-use dvrfs_core::fs::{mkfs, Fs, OpenOptions};
+use dvrfs_core::driver::Fs;
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::meta::Ino;
+use dvrfs_core::tools::mkfs;
+use dvrfs_core::volume::OpenOptions;
 use dvrfs_core::{Error, IoBuf, Op, Output};
 use dvrfs_io::{FileDevice, LockMode};
 use dvrfs_runtime::{Backend, Options, Runtime, RuntimeError, Ticket};

@@ -7,11 +7,11 @@ mod common;
 
 use common::create;
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::disk::DiskModel;
 use dvrfs_core::engine::{StreamDir, StreamSpec, StreamStats};
-use dvrfs_core::fs::mkfs;
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::meta::Ino;
+use dvrfs_core::tools::mkfs;
 use dvrfs_core::{IoBuf, Op, Output};
 use dvrfs_io::{FileDevice, LockMode};
 use dvrfs_runtime::{Options, Runtime};

@@ -4,8 +4,8 @@
 
 #![allow(dead_code)] // not every test binary uses every helper
 
-use dvrfs_core::fs::mkfs;
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::mkfs;
 use dvrfs_io::{FileDevice, LockMode};
 use std::ffi::{CStr, CString};
 use std::path::Path;
@@ -66,7 +66,7 @@ pub fn image(path: &Path, size_bytes: u64, seed: u8) {
 /// fsck of the (closed) image at `path`: clean, or the test fails with what it found.
 pub fn assert_fsck_clean(path: &Path) {
     let dev = FileDevice::open(path, false, LockMode::Shared).unwrap();
-    let (report, _) = dvrfs_core::fs::fsck::fsck(dev, false, &mut |_, _| {}).expect("fsck ran");
+    let (report, _) = dvrfs_core::tools::fsck::fsck(dev, false, &mut |_, _| {}).expect("fsck ran");
     assert!(
         report.clean(),
         "fsck found {} errors, first: {:#?}",

@@ -1,7 +1,6 @@
 //! A plain bit set over block numbers, with the searches the allocators need.
 
-/// Bits per bitmap block: the whole payload of a metadata block.
-pub const BITS_PER_BITMAP_BLOCK: u64 = (crate::format::PAYLOAD_BYTES * 8) as u64;
+pub use crate::format::BITS_PER_BITMAP_BLOCK;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Bitmap {

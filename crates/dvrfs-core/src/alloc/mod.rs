@@ -27,10 +27,8 @@ mod zrr;
 pub use bitmap::{Bitmap, BITS_PER_BITMAP_BLOCK};
 
 use crate::format::superblock::{AllocPolicy, Superblock};
+use crate::meta::Ino;
 use std::collections::BTreeMap;
-
-/// Inode number.
-pub type Ino = u32;
 
 /// A contig file's window: blocks `next .. end` are reserved for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

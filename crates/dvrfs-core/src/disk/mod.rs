@@ -7,7 +7,8 @@
 //! `seek` (the two-piece Ruemmler-Wilkes curve and its fit), `hdd` (the queue-depth-1
 //! mechanical simulation), `estimator` (AVFS eq. 1), `capacity` (how many streams
 //! like one fit), `admission` (whether one more stream fits beside a mix) and
-//! `calibrate` (measuring a device into a model). All of it is sans-I/O and deterministic: time comes in as arguments and the
+//! `calibrate` (measuring a device into a model), `timer` (the disk the simulator and
+//! the runtime's emulation serve commands on). All of it is sans-I/O and deterministic: time comes in as arguments and the
 //! only randomness (rare slow accesses) is a seeded `ChaCha8Rng`. `docs/disk-models.md`
 //! gives the figures the tests measure.
 
@@ -19,12 +20,14 @@ pub mod geometry;
 pub mod hdd;
 pub mod model;
 pub mod seek;
+pub mod timer;
 
 pub use admission::{Admission, Durability, StreamAsk, StreamLoad};
 pub use capacity::{capacity, durable_bounds, CapacityReport, DurableBounds, StreamParams};
 pub use estimator::Estimator;
 pub use hdd::Hdd;
 pub use model::{DiskModel, ModelError};
+pub use timer::{DiskTimer, HddDisk};
 
 /// One disk command: `sectors` logical sectors from `lba`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

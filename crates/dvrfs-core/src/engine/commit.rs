@@ -37,7 +37,7 @@
 
 use super::*;
 use crate::device::AlignedBuf;
-use crate::fs::Transaction;
+use crate::volume::Transaction;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum CommitStage {

@@ -1,5 +1,5 @@
 //! What the engine tells the operator: the events it records in the volume's log
-//! (`fs/events.rs`, FORMAT.md section 10b) and the lost-tail record of each commit.
+//! (`volume/events.rs`, FORMAT.md section 10b) and the lost-tail record of each commit.
 //!
 //! Events are the engine's decisions, stamped with the `Now` of the call that made
 //! them (monotonic and wall clock; the core reads no clock): a recovery at open,
@@ -17,9 +17,9 @@
 //! FUSE mount's chunks before the gather point) are not the engine's to know.
 
 use super::{Engine, Now};
-use crate::alloc::Ino;
 use crate::error::{Error, Result};
 use crate::format::events::{EventRecord, Tail, What};
+use crate::meta::Ino;
 use std::collections::BTreeMap;
 
 /// Used-space levels whose crossing is an event, in percent of the data region

@@ -3,7 +3,7 @@
 //!
 //! Device accesses are 4 KiB sectors. A write that starts inside a sector holding
 //! bytes of the file must keep them: the plan reads the sector first
-//! (read-modify-write, `fs/data.rs`), a positioning of its own on a hard disk. Appends
+//! (read-modify-write, `volume/data.rs`), a positioning of its own on a hard disk. Appends
 //! that do not end on a sector boundary are common where durability is bounded in
 //! time: a recording's short request at each gather point, the FUSE mount's partial
 //! chunk handed over at a gather point, a small `write` of a plain writer. Each left
@@ -20,8 +20,8 @@
 //! first): a forgotten tail only costs the read it would have saved.
 
 use super::buf::{self, IoBuf};
-use crate::alloc::Ino;
 use crate::device::IO_ALIGN_BYTES;
+use crate::meta::Ino;
 use std::collections::BTreeMap;
 
 /// Files whose last sector the engine remembers at most (4 KiB each at most).

@@ -15,7 +15,7 @@
 //! ```
 //!
 //! Three drivers use it: the simulator (virtual time over the HDD model), the blocking
-//! driver [`crate::fs::Fs`] (CLI, tests) and the io_uring runtime.
+//! driver `driver::Fs` (CLI, tests) and the io_uring runtime.
 //!
 //! ## Time
 //! [`Now`] carries a monotonic clock (`mono_ns`: scheduling, deadlines, the commit
@@ -70,12 +70,12 @@ pub use stream::{
     MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES, RECORDING_BUSY,
 };
 
-use crate::alloc::Ino;
 use crate::disk::Admission;
 use crate::error::{Error, Result};
-use crate::fs::{Check, Fill, PlannedIo, Replay, Sum, Volume, WritePlan};
+use crate::meta::Ino;
 use crate::qos::{Recorder, RtOutcome};
 use crate::sched::{self, Class, Command, Event, ReqId, Request, SchedSettings, Scheduler};
+use crate::volume::{Check, Fill, PlannedIo, Replay, Sum, Volume, WritePlan};
 use commit::{CommitJob, CommitState};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 

@@ -2,9 +2,9 @@
 
 use super::buf::IoBuf;
 use super::stream::{StreamId, StreamInfo, StreamSpec, StreamStats};
-use crate::alloc::Ino;
 use crate::error::Error;
-use crate::fs::SetAttr;
+use crate::meta::Ino;
+use crate::volume::SetAttr;
 
 /// Identifies an operation from submission to completion.
 pub type OpId = u64;

@@ -69,7 +69,7 @@ impl Reservation {
             "write" => StreamDir::Write,
             d => return Err(format!("{text:?}: unknown direction {d:?}; {usage}")),
         };
-        let rate_bps = crate::sim::workload::parse_rate_bps(rate)
+        let rate_bps = crate::units::parse_rate_bps(rate)
             .filter(|r| *r >= 1.0 && *r <= 1e12)
             .ok_or_else(|| {
                 format!("{text:?}: {rate:?} is not a rate in bits per second (e.g. 8M, 19.39M, 500K); {usage}")

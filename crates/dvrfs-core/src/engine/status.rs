@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use super::stream::{stream_ask, GatherMode, StreamDir, AUTO_SLACK_NS, MAX_STREAM_BUFFER_BYTES};
 use super::Engine;
-use crate::alloc::Ino;
 use crate::disk::{Admission, StreamLoad};
+use crate::meta::Ino;
 
 /// What `dvrfs status` asks admission: how many more streams like this one fit, and
 /// the largest such stream that fits.

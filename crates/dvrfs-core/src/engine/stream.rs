@@ -7,7 +7,7 @@
 //! ([`crate::disk::Admission`]) checks the stream against everything already admitted
 //! and the best-effort share and refuses, saying what was asked and what is left,
 //! when it does not fit. A write stream states how many bytes it will write; that
-//! space is held at admission ([`crate::fs::Volume::hold_space`]), so a full disk is
+//! space is held at admission ([`crate::volume::Volume::hold_space`]), so a full disk is
 //! reported at open and never after data was accepted.
 //!
 //! From then on the engine moves the stream's data itself, as real-time requests
@@ -58,8 +58,8 @@ pub use share::{KeptShare, MAX_KEEP_FRACTION};
 pub(super) use tail_log::InFlightUnlogged;
 
 use super::{buf, Body, Engine, IoBuf, Now, Op, OpId, OpState, Output, Stage};
-use crate::alloc::Ino;
 use crate::error::{Error, Result};
+use crate::meta::Ino;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Identifies an open stream.

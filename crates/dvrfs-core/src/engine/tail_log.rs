@@ -33,7 +33,7 @@
 //! applied size reaches its end: the full request covering them was written), or
 //! its file is gone (freed, or the number reused with another generation), or the
 //! file was truncated after it was logged (its floor passed the batch,
-//! `fs/tail_log.rs`). At every cut the tail moves to the oldest batch with a live
+//! `volume/tail_log.rs`). At every cut the tail moves to the oldest batch with a live
 //! entry. Since an applied size, a generation and a floor only ever make an entry
 //! dead in the state a cut commits, a committed tail never passes bytes that are
 //! not in place in that same transaction.
@@ -45,18 +45,18 @@
 //! A live entry is never overwritten.
 //!
 //! **Replay** at a writable open: the plan `Volume::load` made
-//! (`fs/tail_log.rs`) is written through the ordinary write path, as best-effort
+//! (`volume/tail_log.rs`) is written through the ordinary write path, as best-effort
 //! writes of the engine's own; their batches stay live until the writes are applied,
 //! and the commit that follows moves the tail past them.
 
 use super::stream::InFlightUnlogged;
 use super::{Engine, IoBuf, Now, Op, StreamId};
-use crate::alloc::Ino;
 use crate::device::AlignedBuf;
 use crate::error::Result;
 use crate::format::tail_log::{batch_blocks, encode_batch, ENTRIES_PER_HEADER};
 use crate::format::META_BLOCK_BYTES;
-use crate::fs::tail_log::ReplayWrite;
+use crate::meta::Ino;
+use crate::volume::tail_log::ReplayWrite;
 use std::collections::VecDeque;
 
 /// Owner id of the replay's writes (for per-issuer policies; their completions go
@@ -479,7 +479,7 @@ impl Engine {
     /// A read of `ino` at `offset` into `buf`, whose first `bytes` bytes are
     /// planned (the committed file, and what write streams hold): on a read-only
     /// open, the bytes the tail log would replay past the committed size are read
-    /// from memory (`fs/tail_log.rs`, `Volume::logged_tail`), so `get`, `play` and
+    /// from memory (`volume/tail_log.rs`, `Volume::logged_tail`), so `get`, `play` and
     /// the sizes `stat` and `ls` show agree on what was made durable. Past the disk's
     /// bytes the buffer was zeroed (`overlay_stream_writes`: the size counts these
     /// bytes). Returns the read's new length.

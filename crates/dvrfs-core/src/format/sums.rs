@@ -35,6 +35,17 @@ pub fn decode_sum(payload: &[u8], i: usize) -> Option<u32> {
     (payload[SUM_VALID + i / 8] & (1 << (i % 8)) != 0).then(|| get_u32(payload, SUM_CRCS + i * 4))
 }
 
+/// The CRC32C of a granule's place, `ino` and the file offset of its first byte (16
+/// bytes, little-endian u64s): every checksum starts from it, so bytes that are
+/// intact but at the wrong place (a run pointing at another file's block, or at
+/// another offset of the same file) fail their check too.
+pub fn place_seed(ino: u32, file_offset: u64) -> u32 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&(ino as u64).to_le_bytes());
+    b[8..].copy_from_slice(&file_offset.to_le_bytes());
+    crc32c::crc32c(&b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -148,6 +148,11 @@ pub const KNOWN_FEATURES: u32 =
     FEATURE_MAP_SUMS | FEATURE_EVENTS | FEATURE_TAIL_LOG | FEATURE_INLINE_SYMLINKS;
 /// Fewest blocks of a tail log (two 512 KiB requests and their headers).
 pub const MIN_TAIL_LOG_BLOCKS: u64 = 258;
+/// Data block size bounds (a power of two in this range; FORMAT.md section 3).
+pub const MIN_DATA_BLOCK_BYTES: u64 = 64 << 10;
+pub const MAX_DATA_BLOCK_BYTES: u64 = 1 << 30;
+/// ZRR never uses more zones than this (AVFS 3.2.2).
+pub const MAX_ZONES: u32 = 32;
 /// Fewest blocks of an event area.
 pub const MIN_EVENTS_BLOCKS: u64 = 1;
 
@@ -438,10 +443,7 @@ impl Superblock {
             return m("feature bits");
         }
         let bs = self.data_block_bytes;
-        if !bs.is_power_of_two()
-            || !(crate::layout::MIN_DATA_BLOCK_BYTES..=crate::layout::MAX_DATA_BLOCK_BYTES)
-                .contains(&bs)
-        {
+        if !bs.is_power_of_two() || !(MIN_DATA_BLOCK_BYTES..=MAX_DATA_BLOCK_BYTES).contains(&bs) {
             return m("data block size");
         }
         if !self.device_bytes.is_multiple_of(META_BLOCK_BYTES as u64)
@@ -487,7 +489,7 @@ impl Superblock {
             let entries = (bs / g.max(1)).saturating_mul(self.data_blocks);
             if self.sum_start != next
                 || !g.is_power_of_two()
-                || g < crate::layout::MIN_DATA_BLOCK_BYTES
+                || g < MIN_DATA_BLOCK_BYTES
                 || g > bs
                 || self.sum_blocks < entries.div_ceil(super::sums::SUMS_PER_BLOCK as u64)
             {
@@ -555,7 +557,7 @@ impl Superblock {
             _ => return m("region bounds"),
         }
         // Products saturate: every field is read from disk and may be anything.
-        let bits = crate::alloc::BITS_PER_BITMAP_BLOCK;
+        let bits = super::BITS_PER_BITMAP_BLOCK;
         if self.data_bitmap_blocks.saturating_mul(bits) < self.data_blocks
             || self.meta_bitmap_blocks.saturating_mul(bits) < self.dynamic_blocks
         {
@@ -573,7 +575,7 @@ impl Superblock {
             return m("inode table");
         }
         if self.zone_count == 0
-            || self.zone_count > crate::layout::MAX_ZONES
+            || self.zone_count > MAX_ZONES
             || self.zone_blocks != self.data_blocks.div_ceil(self.zone_count as u64)
             || self.zrr_cursor >= self.zone_count
         {

@@ -2,14 +2,16 @@
 //!
 //! The whole metadata of a dvrfs volume lives in memory (large data blocks keep it
 //! small: see `ARCHITECTURE.md` for the bound). These types know nothing of blocks on
-//! disk beyond the numbers stored in them; `fs` decides what to write.
+//! disk beyond the numbers stored in them; `volume` decides what to write.
 
 pub mod sums;
 
-use crate::alloc::Ino;
 use crate::format::dir::{entry_bytes, Kind, DIR_SPACE_BYTES};
 use crate::format::inode::{InodeRecord, Run};
 use std::collections::BTreeMap;
+
+/// Inode number: the index of an inode record in the inode table (0 is never used).
+pub type Ino = u32;
 
 /// An inode in memory: the stored attributes and the full run list.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! The data checksum table in memory: one optional CRC32C per granule of every data
-//! block (`format/sums.rs` stores it; `fs/data.rs` keeps it true).
+//! block (`format/sums.rs` stores it; `volume/data.rs` keeps it true).
 
 use crate::format::sums::{decode_sum, encode_sums, SUMS_PER_BLOCK};
 use crate::format::superblock::Superblock;

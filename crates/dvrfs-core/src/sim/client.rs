@@ -14,10 +14,10 @@
 //! from the seeded generator the client is given.
 
 use super::{BestEffort, SimConfig, BE_START_NS, PHOTO_COUNT};
-use crate::alloc::Ino;
 use crate::engine::{IoBuf, Op, OpId, Output};
 use crate::error::{Error, Result};
-use crate::fs::Volume;
+use crate::meta::Ino;
+use crate::volume::Volume;
 use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;

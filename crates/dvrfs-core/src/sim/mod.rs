@@ -33,82 +33,28 @@
 //! byte.
 
 pub mod client;
+pub mod report;
 pub mod workload;
 
 pub use client::{Client, ClientEv, Host};
 pub use workload::{StreamGroup, Workload, WorkloadError};
 
 use crate::device::{CrashDevice, CrashMode, Device, MemDevice};
-use crate::disk::{Access, AccessTiming};
+use crate::disk::Access;
+pub use crate::disk::{DiskTimer, HddDisk};
+use crate::driver::{Fs, ManualClock};
 use crate::engine::{DevKind, Engine, EngineConfig, IoBuf, Now, Op, OpId, Output};
 use crate::error::{Error, Result};
 use crate::format::superblock::AllocPolicy;
-use crate::fs::{mkfs, Fs, ManualClock, OpenOptions, Volume};
 use crate::layout::{MkfsParams, TailLogSize};
 use crate::qos::MissCauses;
 use crate::sched::{BeStats, Class, Counters};
+use crate::tools::mkfs;
+use crate::volume::{OpenOptions, Volume};
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-
-/// Times one command on a disk (the HDD model, or a simple one in tests).
-pub trait DiskTimer {
-    fn service(&mut self, issue_ns: u64, a: &Access) -> AccessTiming;
-    /// A cache flush. With the write cache off (every built-in model) there is nothing
-    /// to write back: the command overhead only.
-    fn flush(&mut self, issue_ns: u64) -> AccessTiming {
-        AccessTiming {
-            start_ns: issue_ns,
-            end_ns: issue_ns,
-            ..Default::default()
-        }
-    }
-    fn capacity_bytes(&self) -> u64;
-    fn sector_bytes(&self) -> u32;
-    fn name(&self) -> String;
-}
-
-/// The HDD model as the simulator's disk.
-pub struct HddDisk {
-    hdd: crate::disk::Hdd,
-    model: crate::disk::DiskModel,
-}
-
-impl HddDisk {
-    pub fn new(model: &crate::disk::DiskModel, seed: u64) -> Self {
-        HddDisk {
-            hdd: crate::disk::Hdd::new(model, seed),
-            model: model.clone(),
-        }
-    }
-}
-
-impl DiskTimer for HddDisk {
-    fn service(&mut self, issue_ns: u64, a: &Access) -> AccessTiming {
-        self.hdd.service(issue_ns, a)
-    }
-    fn flush(&mut self, issue_ns: u64) -> AccessTiming {
-        // Write-back caching is modelled as interface time only (disk/hdd.rs), so a
-        // flush has nothing to destage either: the controller's overhead.
-        let overhead_ns = (self.model.command_overhead_ms * 1e6).round() as u64;
-        AccessTiming {
-            start_ns: issue_ns,
-            end_ns: issue_ns + overhead_ns,
-            overhead_ns,
-            ..Default::default()
-        }
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.model.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.model.sector_bytes
-    }
-    fn name(&self) -> String {
-        self.model.name.clone()
-    }
-}
 
 /// Best-effort traffic that runs beside the streams.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -360,7 +306,7 @@ impl SimOutcome {
         }
         let mut lat = self.be_latencies_ns.clone();
         lat.sort_unstable();
-        let p99 = crate::qos::quantile(&lat, 0.99).unwrap_or(0);
+        let p99 = report::quantile(&lat, 0.99).unwrap_or(0);
         self.be_stats.share() >= self.be_share * BE_SHARE_TOLERANCE
             && p99 <= self.be_latency_target_ns
     }

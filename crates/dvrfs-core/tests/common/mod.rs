@@ -5,10 +5,12 @@ pub mod damage;
 pub mod drive;
 
 use dvrfs_core::device::{Device, MemDevice};
+use dvrfs_core::driver::Fs;
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::format::superblock::AllocPolicy;
-use dvrfs_core::fs::{fsck::fsck, mkfs, Fs, OpenOptions};
 use dvrfs_core::layout::MkfsParams;
+use dvrfs_core::tools::{fsck::fsck, mkfs};
+use dvrfs_core::volume::OpenOptions;
 use std::collections::BTreeMap;
 
 /// What a path holds in the reference model.

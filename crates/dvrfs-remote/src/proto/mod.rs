@@ -19,9 +19,9 @@
 //! `client::Client`. A new request kind is compatible with old clients (they never
 //! send it); changing what an existing kind carries needs [`VERSION`] raised.
 
-use dvrfs_core::alloc::Ino;
 use dvrfs_core::engine::{HeadroomAsk, StreamDir, StreamId, StreamInfo, StreamStats};
 use dvrfs_core::format::dir::Kind;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{IoBuf, Op, Output, Stat};
 use dvrfs_runtime::RuntimeError;
 

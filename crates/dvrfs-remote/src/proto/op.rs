@@ -4,7 +4,7 @@
 
 use dvrfs_core::engine::{StreamDir, StreamSpec};
 use dvrfs_core::format::inode::StreamDefault;
-use dvrfs_core::fs::SetAttr;
+use dvrfs_core::volume::SetAttr;
 use dvrfs_core::{IoBuf, Op};
 
 use super::MAX_DATA_BYTES;

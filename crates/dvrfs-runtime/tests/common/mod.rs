@@ -1,7 +1,7 @@
 //! Helpers shared by the runtime's integration tests.
 #![allow(dead_code)]
 
-use dvrfs_core::alloc::Ino;
+use dvrfs_core::meta::Ino;
 use dvrfs_core::{Op, Output};
 use dvrfs_runtime::Runtime;
 

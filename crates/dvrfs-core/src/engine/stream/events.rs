@@ -5,9 +5,9 @@
 
 use super::super::{Engine, Now, Output};
 use super::{Stream, StreamDir, StreamSpec};
-use crate::alloc::Ino;
 use crate::error::{Error, Result};
 use crate::format::events::{Dir, What};
+use crate::meta::Ino;
 
 /// A stream's direction as events store it.
 fn event_dir(d: StreamDir) -> Dir {

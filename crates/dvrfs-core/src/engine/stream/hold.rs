@@ -18,7 +18,7 @@
 //!   limited: following a recording as it grows is what a DVR does.
 //!
 //! Fault model: a failure of the orphan's freeing (the device failed under the
-//! journal) leaves the orphan on the disk; the next mount frees it (`fs/load.rs`).
+//! journal) leaves the orphan on the disk; the next mount frees it (`volume/load.rs`).
 
 use super::super::{Engine, Now, Op};
 use super::{Error, Ino, Result, StreamDir, StreamId, StreamSpec};

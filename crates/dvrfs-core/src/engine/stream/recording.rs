@@ -34,9 +34,9 @@
 use super::{
     buf, granule, Body, Engine, IoBuf, Now, Op, Output, Result, Stream, StreamDir, StreamId,
 };
-use crate::alloc::Ino;
 use crate::error::Error;
-use crate::fs::SpaceTo;
+use crate::meta::Ino;
+use crate::volume::SpaceTo;
 
 /// How long before a commit is due a write stream's partial request is written, so
 /// that it lands (its deadline is the commit's due time) and the commit takes it in:

@@ -17,8 +17,8 @@
 //! still admits against the whole capacity).
 
 use super::{Engine, StreamDir, StreamSpec};
-use crate::alloc::Ino;
 use crate::error::Result;
+use crate::meta::Ino;
 
 /// The largest share that can be kept: half. Past it the unprivileged users have
 /// less of the disk than the one it is kept for.

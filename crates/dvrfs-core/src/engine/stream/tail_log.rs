@@ -14,7 +14,7 @@
 //! its partial request at a gather point is logged.
 
 use super::{OpId, Stream};
-use crate::alloc::Ino;
+use crate::meta::Ino;
 
 /// A request being written whose bytes `[from_bytes, end_bytes)` (its last ones)
 /// rely on the tail log: the next gather point logs them, unless the request is

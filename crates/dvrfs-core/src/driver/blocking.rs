@@ -11,10 +11,12 @@
 //! Queries (lookup, stat, readdir, info) are answered from memory through
 //! `Deref<Target = Volume>`.
 
-use super::*;
 use crate::device::Device;
 pub use crate::engine::Now;
 use crate::engine::{DevKind, Engine, EngineConfig, IoBuf, Op, OpId, Output};
+use crate::error::Result;
+use crate::meta::Ino;
+use crate::volume::{OpenOptions, SetAttr, Volume};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
-//! The file system's state: the whole metadata in memory ([`Volume`]), and the
-//! blocking driver ([`Fs`]) that runs the engine over a device for the CLI and tests.
+//! The file system's state: the whole metadata in memory ([`Volume`]). The engine
+//! (`engine/`) drives it; the blocking driver (`driver/blocking.rs`), fsck and mkfs
+//! (`tools/`) stand above the engine.
 //!
 //! A `Volume` never touches a device after it is loaded. Namespace operations change
 //! it in memory; data operations are *planned* (blocks reserved, device accesses
@@ -19,35 +20,37 @@
 //!
 //! A crash anywhere leaves either the previous state or, after replay, the new one.
 
-pub mod blocking;
+mod check;
 mod commit;
 mod data;
 mod events;
-pub mod fsck;
 mod load;
-mod mkfs;
 mod ops;
 mod parents;
 mod room;
 mod symlink;
 pub mod tail_log;
 
-pub use blocking::{Clock, Fs, ManualClock, Now};
+pub(crate) use check::Found;
+pub(crate) use commit::inode_record;
 pub use commit::{Transaction, BRIDGE_GAP_BLOCKS};
+/// A file's path and its lost byte ranges `[start, end)`.
+pub type DamagedFile = (String, Vec<(u64, u64)>);
+
 pub use data::{max_file_bytes, place_seed, Check, Fill, PlannedIo, ReadPlan, Sum, WritePlan};
 pub use events::{LostTail, MAX_NEW_EVENTS};
 pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
-pub use mkfs::mkfs;
 pub use ops::{validate_name, SetAttr};
 pub use room::{MetaRoom, MAP_RESERVE_MARGIN_BLOCKS, MIN_NAMES_PER_BLOCK};
 
 use crate::alloc::meta::MetaAlloc;
-use crate::alloc::{DataAlloc, Ino, BITS_PER_BITMAP_BLOCK};
+use crate::alloc::{DataAlloc, BITS_PER_BITMAP_BLOCK};
 use crate::error::{Error, Result};
 use crate::format::dir::Kind;
 use crate::format::inode::{run_location, S_IFMT};
 use crate::format::superblock::Superblock;
 use crate::meta::sums::Sums;
+use crate::meta::Ino;
 use crate::meta::{Dir, Inode};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -246,14 +249,14 @@ pub struct Volume {
     in_fsck: bool,
     /// The data checksums (`None`: the volume has none, or they were not loaded).
     sums: Option<Sums>,
-    /// The event log and the lost-tail record (`fs/events.rs`).
+    /// The event log and the lost-tail record (`volume/events.rs`).
     events: events::Events,
-    /// Files' tail-log floors (`fs/tail_log.rs`): batches below hold nothing of them.
+    /// Files' tail-log floors (`volume/tail_log.rs`): batches below hold nothing of them.
     tail_floors: BTreeMap<Ino, u64>,
-    /// What the tail log holds to replay, found at open (`fs/tail_log.rs`).
+    /// What the tail log holds to replay, found at open (`volume/tail_log.rs`).
     tail_replay: Vec<tail_log::ReplayWrite>,
     /// A read-only open's view of the same plan: per file, the logged bytes the
-    /// replay would append, served past the committed size (`fs/tail_log.rs`).
+    /// replay would append, served past the committed size (`volume/tail_log.rs`).
     tail_read: BTreeMap<Ino, tail_log::LoggedTail>,
 }
 

@@ -2,7 +2,6 @@
 //! table, data checksums; the dynamic area is unused until allocated), the journal
 //! head invalidated, the superblock in its three places.
 
-use super::commit::inode_record;
 use crate::device::{AlignedBuf, Device};
 use crate::error::{Error, Result};
 use crate::format::inode::{InodeRecord, INODES_PER_BLOCK, INODE_BYTES, S_IFDIR};
@@ -10,6 +9,7 @@ use crate::format::superblock::Superblock;
 use crate::format::{payload_mut, seal_block, BlockType, Header, META_BLOCK_BYTES};
 use crate::layout::{plan, MkfsParams};
 use crate::meta::Inode;
+use crate::volume::inode_record;
 
 const CHUNK_BLOCKS: u64 = 256;
 

@@ -70,7 +70,7 @@ pub struct LoadReport {
     pub lost_tails: Vec<super::LostTail>,
     /// Files with a lost tail the record had no room to list.
     pub tails_left_out: u32,
-    /// What the tail log held (`fs/tail_log.rs`): records, what replay writes, what
+    /// What the tail log held (`volume/tail_log.rs`): records, what replay writes, what
     /// could not be used.
     pub tail_log: super::tail_log::TailLogReport,
     /// The device is shorter than the volume: (the volume's bytes, the device's).
@@ -559,7 +559,7 @@ impl Volume {
             v.load_events(dev, &overlay, &mut report)?;
         }
         // Every open plans the replay (a path-only one for the files it loaded): a
-        // writable open writes it, a read-only one serves it (`fs/tail_log.rs`).
+        // writable open writes it, a read-only one serves it (`volume/tail_log.rs`).
         v.load_tail_log(dev, &mut report)?;
         if !opts.writable {
             v.keep_tail_for_reading(&mut report);

@@ -1,76 +1,22 @@
-//! Checking and repairing a file system.
-//!
-//! Checks, in order: the three superblock copies; every metadata block in use, in both
-//! regions (a primary block that fails verification was already read from its backup
-//! at open; a backup block that fails or differs is reported); the structure (data and
-//! metadata bitmaps against what the inodes reference, blocks referenced twice, blocks
-//! past the end of a file, directory entries naming free inodes, link counts, inodes no
-//! directory reaches).
-//!
-//! `--repair` fixes what it can through the normal journaled commit: corrupt copies are
-//! rewritten from the good copy, bitmaps rebuilt from the references, link counts
-//! recomputed, bad entries removed, and unreachable inodes linked into `/lost+found`
-//! (recordings are not thrown away). Blocks referenced by two files cannot be fixed
-//! automatically and stay reported.
+//! The checks fsck makes of a loaded volume (`tools/fsck.rs` drives them): the
+//! findings of the load, the two copies of every metadata block, and the structure
+//! (data and metadata blocks claimed once and marked in the bitmaps, every inode
+//! reachable, link counts); with repair, what can be fixed is marked dirty for the
+//! next commit, checksums lost with their block are computed again, and unreachable
+//! inodes are linked into `/lost+found`.
 
-use super::load::BULK_READ_BYTES;
 use super::*;
 use crate::alloc::Bitmap;
 use crate::device::Device;
 use crate::format::superblock::Area;
 use crate::format::{verify_block, BlockType, META_BLOCK_BYTES};
+use load::BULK_READ_BYTES;
 
-#[derive(Clone, Debug, Default)]
-pub struct FsckReport {
-    pub errors: Vec<String>,
-    pub repaired: usize,
-    /// Errors that are still there after this run.
-    pub remaining: usize,
-    pub replayed_txn: Option<u64>,
-    /// Files with bytes lost to damage (lost runs: reads there fail), as a path and
-    /// its lost byte ranges. Not errors: a repair keeps them marked, and they stay
-    /// listed until the file is rewritten there, truncated or removed.
-    pub damaged: Vec<DamagedFile>,
-    /// After a crash: the files whose last accepted bytes did not survive, from the
-    /// last committed lost-tail record (FORMAT.md section 10b). Not errors.
-    pub lost_tails: Vec<super::LostTail>,
-    /// Files with a lost tail the record had no room for.
-    pub tails_left_out: u32,
-    /// The volume was not closed cleanly (a replay, or a lost-tail record).
-    pub crashed: bool,
-    /// What the tail log held (FORMAT.md section 11a): replayed by `--repair` (a
-    /// writable open), else waiting for the next writable open. A record that could
-    /// not be used is listed in its problems, not as an error: what it held is lost,
-    /// and the lost-tail lines count it.
-    pub tail_log: super::tail_log::TailLogReport,
-    /// The device is shorter than the volume (the volume's bytes, the device's): the
-    /// one error reported, for only extending the image lets the check go on.
-    pub truncated: Option<(u64, u64)>,
-}
-
-/// A file's path and its lost byte ranges `[start, end)`.
-pub type DamagedFile = (String, Vec<(u64, u64)>);
-
-impl FsckReport {
-    pub fn clean(&self) -> bool {
-        self.errors.is_empty()
-    }
-
-    /// fsck(8) exit status: 0 clean, 1 errors corrected, 4 errors left uncorrected.
-    pub fn exit_code(&self) -> i32 {
-        if self.errors.is_empty() {
-            0
-        } else if self.remaining == 0 {
-            1
-        } else {
-            4
-        }
-    }
-}
-
-struct Found {
-    errors: Vec<String>,
-    fixable: Vec<bool>,
+/// What a check found: each error, and whether a repair fixes it.
+#[derive(Default)]
+pub(crate) struct Found {
+    pub(crate) errors: Vec<String>,
+    pub(crate) fixable: Vec<bool>,
 }
 
 impl Found {
@@ -154,186 +100,120 @@ fn block_ranges(blocks: &[u64]) -> String {
     out.join(", ")
 }
 
-/// Checks (and with `repair`, fixes) the file system on `dev`. Returns the device.
-/// A file system whose metadata cannot be read at all is reported, not an `Err`;
-/// `Err` is kept for "not a dvrfs" and I/O failures.
-pub fn fsck<D: Device>(
-    dev: D,
-    repair: bool,
-    progress: &mut dyn FnMut(u64, u64),
-) -> Result<(FsckReport, Option<D>)> {
-    let opts = if repair {
-        OpenOptions {
-            repair: true,
-            ..OpenOptions::writable()
+impl Volume {
+    /// Everything fsck checks once the volume is open: what the load found (each
+    /// finding marks the blocks a repair rewrites), the lost checksums (rebuilt with
+    /// `repair`), the two copies of every metadata block, then the structure.
+    pub(crate) fn check_all<D: Device>(
+        &mut self,
+        dev: &D,
+        f: &mut Found,
+        report: &LoadReport,
+        repair: bool,
+        progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<()> {
+        self.in_fsck = true;
+        let sb_fine = matches!(report.superblock_from, "primary" | "journal");
+        if !sb_fine || report.superblock_note.is_some() {
+            // Rewriting block 0 writes every copy (primary, backup region, end of device)
+            // from the one chosen.
+            f.err(
+                true,
+                format!(
+                    "superblock: the {} was used ({}); every copy rewritten from it",
+                    report.superblock_from,
+                    report
+                        .superblock_note
+                        .as_deref()
+                        .unwrap_or("the primary is invalid")
+                ),
+            );
+            self.dirty.insert(0);
         }
-    } else {
-        OpenOptions::read_only()
-    };
-    let mut fs = match Fs::open(dev, opts) {
-        Ok(fs) => fs,
-        Err(Error::Corrupt(msg)) => {
-            return Ok((
-                FsckReport {
-                    errors: vec![msg],
-                    repaired: 0,
-                    remaining: 1,
-                    replayed_txn: None,
-                    ..Default::default()
+        if let Some(note) = &report.journal_note {
+            // Any repair commit starts a new transaction where this one lies.
+            f.err(true, format!("journal: {note}; the journal is cleared"));
+            self.dirty.insert(0);
+        }
+        for (n, why) in &report.lost_blocks {
+            let sums = self.sb.sum_blocks > 0 && *n >= self.sb.sum_start;
+            f.err(
+                true,
+                match sums {
+                    false => format!("metadata block {n} is lost in both copies ({why}); rebuilt from what remains"),
+                    true => format!("data checksum block {n} is lost in both copies ({why}); its checksums are computed again from the data as it is now"),
                 },
-                None,
-            ));
+            );
+            if *n < self.sb.dynamic_start || sums {
+                // Bitmaps and the inode table are rewritten from memory; a lost block of
+                // the dynamic area is rewritten by its owner (the directory's problem).
+                self.dirty.insert(*n);
+            }
         }
-        Err(e) => return Err(e),
-    };
-    let mut f = Found {
-        errors: vec![],
-        fixable: vec![],
-    };
-    let report = fs.load_report().clone();
-    // A truncated device (only a read-only open gets here; `--repair` is refused with
-    // `Error::Truncated`, for the caller to extend the image first): the backup
-    // region and the end-of-device copy are gone, so the check proper would report
-    // everything past the end as damage. That one finding says what to do.
-    if let Some((volume_bytes, device_bytes)) = report.truncated {
-        let msg = Error::Truncated {
-            volume_bytes,
-            device_bytes,
+        for (n, why) in &report.event_problems {
+            // Rewritten from what was read: the skipped records become empty slots.
+            f.err(true, why.clone());
+            self.dirty.insert(*n);
         }
-        .to_string();
-        return Ok((
-            FsckReport {
-                errors: vec![msg],
-                remaining: 1,
-                truncated: report.truncated,
-                ..Default::default()
-            },
-            None,
-        ));
-    }
-    let (vol, dev) = fs.parts_mut();
-    vol.in_fsck = true;
-    let sb_fine = matches!(report.superblock_from, "primary" | "journal");
-    if !sb_fine || report.superblock_note.is_some() {
-        // Rewriting block 0 writes every copy (primary, backup region, end of device)
-        // from the one chosen.
-        f.err(
-            true,
-            format!(
-                "superblock: the {} was used ({}); every copy rewritten from it",
-                report.superblock_from,
-                report
-                    .superblock_note
-                    .as_deref()
-                    .unwrap_or("the primary is invalid")
-            ),
-        );
-        vol.dirty.insert(0);
-    }
-    if let Some(note) = &report.journal_note {
-        // Any repair commit starts a new transaction where this one lies.
-        f.err(true, format!("journal: {note}; the journal is cleared"));
-        vol.dirty.insert(0);
-    }
-    for (n, why) in &report.lost_blocks {
-        let sums = vol.sb.sum_blocks > 0 && *n >= vol.sb.sum_start;
-        f.err(
-            true,
-            match sums {
-                false => format!("metadata block {n} is lost in both copies ({why}); rebuilt from what remains"),
-                true => format!("data checksum block {n} is lost in both copies ({why}); its checksums are computed again from the data as it is now"),
-            },
-        );
-        if *n < vol.sb.dynamic_start || sums {
-            // Bitmaps and the inode table are rewritten from memory; a lost block of
-            // the dynamic area is rewritten by its owner (the directory's problem).
-            vol.dirty.insert(*n);
+        for (n, why) in &report.from_backup {
+            f.err(
+                true,
+                format!("primary metadata block {n} ({why}); served from the backup copy"),
+            );
+            self.dirty.insert(*n);
         }
-    }
-    for (n, why) in &report.event_problems {
-        // Rewritten from what was read: the skipped records become empty slots.
-        f.err(true, why.clone());
-        vol.dirty.insert(*n);
-    }
-    for (n, why) in &report.from_backup {
-        f.err(
-            true,
-            format!("primary metadata block {n} ({why}); served from the backup copy"),
-        );
-        vol.dirty.insert(*n);
-    }
-    if report.orphans_freed > 0 {
-        f.err(
-            true,
-            format!(
-                "{} files unlinked while open (orphans) were left by the last user; freed",
-                report.orphans_freed
-            ),
-        );
-    }
-    for (ino, p) in &report.problems {
-        f.err(true, p.clone());
-        match ino {
-            Some(ino) => {
-                vol.dirty_inode(*ino);
-                if let Some(inode) = vol.inodes.get(ino) {
-                    if inode.kind() == Some(Kind::Dir) {
-                        let blocks: Vec<u64> = inode
-                            .runs
-                            .iter()
-                            .flat_map(|r| r.start..r.start + r.count as u64)
-                            .collect();
-                        vol.dirty.extend(blocks);
+        if report.orphans_freed > 0 {
+            f.err(
+                true,
+                format!(
+                    "{} files unlinked while open (orphans) were left by the last user; freed",
+                    report.orphans_freed
+                ),
+            );
+        }
+        for (ino, p) in &report.problems {
+            f.err(true, p.clone());
+            match ino {
+                Some(ino) => {
+                    self.dirty_inode(*ino);
+                    if let Some(inode) = self.inodes.get(ino) {
+                        if inode.kind() == Some(Kind::Dir) {
+                            let blocks: Vec<u64> = inode
+                                .runs
+                                .iter()
+                                .flat_map(|r| r.start..r.start + r.count as u64)
+                                .collect();
+                            self.dirty.extend(blocks);
+                        }
+                        // Lost runs take the place of runs that could not be read: the
+                        // extents their new list needs (the unusable ones were dropped).
+                        let runs = inode.runs.len();
+                        self.ensure_run_capacity(*ino, runs)?;
+                        self.dirty_runs_from(*ino, 0)?;
                     }
-                    // Lost runs take the place of runs that could not be read: the
-                    // extents their new list needs (the unusable ones were dropped).
-                    let runs = inode.runs.len();
-                    vol.ensure_run_capacity(*ino, runs)?;
-                    vol.dirty_runs_from(*ino, 0)?;
+                }
+                // Volume-level problems (stray bitmap bits, a stale inode-table mark):
+                // rewriting the bitmaps and the last inode-table block clears them.
+                None => {
+                    let sb = &self.sb;
+                    let blocks: Vec<u64> = (sb.data_bitmap_start..sb.inode_table_start)
+                        .chain(std::iter::once(sb.dynamic_start - 1))
+                        .collect();
+                    self.dirty.extend(blocks);
                 }
             }
-            // Volume-level problems (stray bitmap bits, a stale inode-table mark):
-            // rewriting the bitmaps and the last inode-table block clears them.
-            None => {
-                let sb = &vol.sb;
-                let blocks: Vec<u64> = (sb.data_bitmap_start..sb.inode_table_start)
-                    .chain(std::iter::once(sb.dynamic_start - 1))
-                    .collect();
-                vol.dirty.extend(blocks);
-            }
         }
+        if repair {
+            self.rebuild_lost_sums(dev)?;
+        }
+        self.check_copies(dev, f, report, progress)?;
+        self.check_structure(f)?;
+        Ok(())
     }
-    if repair {
-        vol.rebuild_lost_sums(dev)?;
-    }
-    vol.check_copies(dev, &mut f, &report, progress)?;
-    vol.check_structure(&mut f)?;
-    let fixed = f.fixable.iter().filter(|&&x| x).count();
-    let mut out = FsckReport {
-        remaining: f.errors.len(),
-        errors: f.errors,
-        repaired: 0,
-        replayed_txn: report.replayed_txn,
-        damaged: vol.damaged_files()?,
-        lost_tails: report.lost_tails.clone(),
-        tails_left_out: report.tails_left_out,
-        crashed: report.crashed(),
-        tail_log: report.tail_log.clone(),
-        truncated: None,
-    };
-    if repair {
-        fs.sync()?;
-        out.repaired = fixed;
-        out.remaining -= fixed;
-    }
-    let dev = if repair { fs.close()? } else { fs.crash() };
-    Ok((out, Some(dev)))
-}
 
-impl Volume {
     /// Every file with lost ranges, by path (after the structure check, every inode
     /// is reachable), in path order.
-    fn damaged_files(&self) -> Result<Vec<DamagedFile>> {
+    pub(crate) fn damaged_files(&self) -> Result<Vec<DamagedFile>> {
         let mut out = vec![];
         let mut stack = vec![(self.sb.root_ino, String::new())];
         while let Some((d, path)) = stack.pop() {

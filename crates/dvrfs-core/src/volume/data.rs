@@ -26,6 +26,7 @@
 
 use super::*;
 use crate::device::IO_ALIGN_BYTES;
+pub use crate::format::sums::place_seed;
 
 /// Files are limited by the 32-bit file block numbers of runs.
 pub fn max_file_bytes(block_bytes: u64) -> u64 {
@@ -91,17 +92,6 @@ pub struct Check {
     pub crc: u32,
     pub file_offset: u64,
     pub seed: u32,
-}
-
-/// The CRC32C of a granule's place, `ino` and the file offset of its first byte (16
-/// bytes, little-endian u64s): every checksum starts from it, so bytes that are
-/// intact but at the wrong place (a run pointing at another file's block, or at
-/// another offset of the same file) fail their check too.
-pub fn place_seed(ino: Ino, file_offset: u64) -> u32 {
-    let mut b = [0u8; 16];
-    b[..8].copy_from_slice(&(ino as u64).to_le_bytes());
-    b[8..].copy_from_slice(&file_offset.to_le_bytes());
-    crc32c::crc32c(&b)
 }
 
 /// A checksum a write sets: of bytes `[at, at + len)` of its access, for checksum

@@ -6,7 +6,7 @@
 //! to [`MAX_SYMLINK_BYTES`], takes a symlink block of the dynamic area (one run), as
 //! every target does on an older volume. So the links a recorder makes (`latest ->
 //! cam1/2026-11-27/seg0412.ts`) cost an inode and a directory entry, never a
-//! dynamic block, and cannot crowd out file maps (`fs/room.rs`). In memory both
+//! dynamic block, and cannot crowd out file maps (`volume/room.rs`). In memory both
 //! kinds are the same: `Volume::symlinks` holds every target, and a link with no
 //! runs is an inline one (`commit.rs` writes its target into the record).
 

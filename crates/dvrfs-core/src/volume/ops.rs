@@ -213,7 +213,7 @@ impl Volume {
         let index = match self.dir(parent, name)?.block_with_room(name) {
             Some(i) => i,
             None => {
-                // Names may not take the blocks kept for file maps (`fs/room.rs`).
+                // Names may not take the blocks kept for file maps (`volume/room.rs`).
                 self.check_name_room(self.entry_blocks(parent, name)?)?;
                 let index = self.dir(parent, name)?.blocks.len() as u32;
                 let runs = self.inode(parent)?.runs.len();

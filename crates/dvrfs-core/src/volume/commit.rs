@@ -252,7 +252,7 @@ impl Volume {
 }
 
 /// The stored record of an in-memory inode.
-pub(super) fn inode_record(inode: &Inode) -> InodeRecord {
+pub(crate) fn inode_record(inode: &Inode) -> InodeRecord {
     let mut rec = inode.attr.clone();
     rec.run_count = inode.runs.len() as u32;
     rec.inline = inode.runs.iter().take(INLINE_RUNS).copied().collect();
