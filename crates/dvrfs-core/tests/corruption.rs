@@ -270,93 +270,197 @@ fn stray_bitmap_bits_are_cleared_by_repair() {
     assert_eq!(snapshot(&mut open_rw(fixed)), model);
 }
 
-/// The recovery decision table of `volume/load.rs`, every combination of primary
-/// superblock, end-of-device copy and journal state against exactly one expected row.
+/// The recovery decision table, `RECOVERY_CASES` in `volume/recovery.rs`: every state
+/// the three superblock copies and the journal can be observed in matches exactly one
+/// row, and an image built in each of a row's states opens as the row says (which
+/// superblock, from which copy, and whether the journal's transaction is replayed).
 #[test]
 fn recovery_decision_table_covers_every_combination() {
-    #[derive(Clone, Copy, Debug, PartialEq)]
-    enum Journal {
-        Empty,
-        Torn,
-        Complete,
-    }
-    #[derive(Debug, PartialEq)]
-    enum Outcome {
-        Refused,
-        Opened { from: &'static str, new_file: bool },
-    }
-    // With the primary and the end-of-device copy both gone, the backup region's
-    // copy serves (it used to be refused as "not a dvrfs").
-    // A complete transaction in the journal holds the superblock image: that is used.
-    fn expected(primary_ok: bool, end_ok: bool, j: Journal) -> Outcome {
-        Outcome::Opened {
-            from: match (primary_ok, end_ok) {
-                _ if j == Journal::Complete => "journal",
-                (true, _) => "primary",
-                (false, true) => "end-of-device copy",
-                (false, false) => "backup-region copy",
-            },
-            new_file: j == Journal::Complete,
+    use dvrfs_core::volume::recovery::{Apply, Copies, JournalHead, Use, RECOVERY_CASES};
+
+    // Every combination: each copy (primary, end, backup) is bad (0) or holds the
+    // newest (1), the older (2) or the oldest (3) of up to three superblocks; the
+    // ranks in use are dense (an older one only beside a newest one).
+    let mut hits = vec![0usize; RECOVERY_CASES.len()];
+    for k in 0..64 {
+        let copies = [k % 4, k / 4 % 4, k / 16];
+        let top = *copies.iter().max().unwrap();
+        if (1..=top).any(|rank| !copies.contains(&rank)) {
+            continue;
+        }
+        let holding = |rank| copies.iter().filter(|&&c| c == rank).count() as u8;
+        let c = Copies {
+            newest: holding(1),
+            older: holding(2),
+        };
+        for j in JournalHead::ALL {
+            // The journal is read where a superblock says, so exactly when one decodes.
+            if (j == JournalHead::NotRead) != (c.newest == 0) {
+                continue;
+            }
+            let rows: Vec<usize> = (0..RECOVERY_CASES.len())
+                .filter(|&r| RECOVERY_CASES[r].matches(c, j))
+                .collect();
+            assert_eq!(
+                rows.len(),
+                1,
+                "copies {copies:?} journal {j:?}: rows {rows:?}"
+            );
+            hits[rows[0]] += 1;
         }
     }
+    assert!(
+        hits.iter().all(|&h| h > 0),
+        "every row is some state's: {hits:?}"
+    );
+
+    // The images. Superblocks of three ages: `older` and `newest` are the volume after
+    // two and three more commits (closed); `early` a transaction committed on the
+    // base before them (stale under both), `late` one committed on `newest`, creating
+    // "/new" (whole under both).
     let (base, _) = populated();
     let sb = superblock(&base);
-    // A committed transaction creating "/new", journaled but not checkpointed: the
-    // journal area of a volume that committed it, over the volume as it was before.
-    let mut fs = open_rw(base.clone());
-    let root = fs.root();
-    fs.create(root, b"new", 0o644, 0, 0, 1).unwrap();
-    fs.sync().unwrap();
-    let committed = fs.crash();
     let jbytes = (sb.journal_blocks * MB) as usize;
-    let mut journal = vec![0u8; jbytes];
-    committed.peek(sb.primary_offset(sb.journal_start), &mut journal);
-    let mut rows_hit = std::collections::BTreeSet::new();
-    for primary_ok in [true, false] {
-        for end_ok in [true, false] {
-            for j in [Journal::Empty, Journal::Torn, Journal::Complete] {
-                let mut dev = base.clone();
-                if j != Journal::Empty {
-                    let mut jb = journal.clone();
-                    if j == Journal::Torn {
-                        // The commit record (3rd block: descriptor, images..., commit) torn.
-                        let mut head = vec![0u8; META_BLOCK_BYTES];
-                        head.copy_from_slice(&jb[..META_BLOCK_BYTES]);
-                        let images =
-                            u32::from_le_bytes(head[48 + 8..48 + 12].try_into().unwrap()) as usize;
-                        let commit = (1 + images) * META_BLOCK_BYTES;
-                        jb[commit + 1000] ^= 0xFF;
+    let journal_of = |dev: &MemDevice| {
+        let mut j = vec![0u8; jbytes];
+        dev.peek(sb.primary_offset(sb.journal_start), &mut j);
+        j
+    };
+    let commit = |dev: &MemDevice, name: &[u8]| {
+        let mut fs = open_rw(dev.clone());
+        let root = fs.root();
+        fs.create(root, name, 0o644, 0, 0, 1).unwrap();
+        fs.sync().unwrap();
+        fs
+    };
+    let early = journal_of(&commit(&base, b"early").crash());
+    let mut fs = commit(&base, b"a");
+    let root = fs.root();
+    fs.create(root, b"b", 0o644, 0, 0, 1).unwrap();
+    fs.sync().unwrap();
+    let older = fs.close().unwrap();
+    let newest = commit(&older, b"c").close().unwrap();
+    let late = journal_of(&commit(&newest, b"new").crash());
+    let block0 = |dev: &MemDevice| {
+        let mut b = vec![0u8; META_BLOCK_BYTES];
+        dev.peek(0, &mut b);
+        b
+    };
+    let (older_sb, newest_sb) = (superblock(&older), superblock(&newest));
+    let late_txn = dvrfs_core::format::journal::parse_head(
+        &late[..META_BLOCK_BYTES],
+        &sb.uuid,
+        sb.journal_start,
+    )
+    .expect("a transaction")
+    .txn;
+    let journal_in = |j: JournalHead| -> Vec<u8> {
+        use dvrfs_core::format::journal::reseal_transaction;
+        use dvrfs_core::format::journal::transaction_blocks;
+        use dvrfs_core::format::journal::{decode_transaction, encode_transaction, parse_head};
+        let head = parse_head(&late[..META_BLOCK_BYTES], &sb.uuid, sb.journal_start).unwrap();
+        let whole = &late[..transaction_blocks(head.images) * META_BLOCK_BYTES];
+        let images = decode_transaction(whole, &sb.uuid, sb.journal_start, head).unwrap();
+        let mut out = vec![0u8; jbytes];
+        let txn = match j {
+            JournalHead::NotRead | JournalHead::Absent => return out,
+            JournalHead::Stale => return early.clone(),
+            JournalHead::WholeWithSuperblock => return late.clone(),
+            JournalHead::Torn => {
+                // The commit record (after the descriptor and the images) torn.
+                let mut t = late.clone();
+                t[(1 + images.len()) * META_BLOCK_BYTES + 1000] ^= 0xFF;
+                return t;
+            }
+            JournalHead::Whole => {
+                let refs: Vec<(u64, &[u8])> = images
+                    .iter()
+                    .filter(|(n, _)| *n != 0)
+                    .map(|(n, b)| (*n, &b[..]))
+                    .collect();
+                encode_transaction(&sb.uuid, sb.journal_start, head.txn, &refs)
+            }
+            JournalHead::Mismatched => {
+                // Its superblock image another layout's, resealed: whole.
+                let mut t = whole.to_vec();
+                let k = (0..t.len() / META_BLOCK_BYTES)
+                    .find(|&k| {
+                        parse_header(&t[k * META_BLOCK_BYTES..(k + 1) * META_BLOCK_BYTES])
+                            .is_ok_and(|h| h.block_no == 0)
+                    })
+                    .unwrap();
+                let img = &mut t[k * META_BLOCK_BYTES..(k + 1) * META_BLOCK_BYTES];
+                let seq = parse_header(img).unwrap().seq;
+                let mut s = Superblock::decode(img).unwrap();
+                s.commit_interval_ms += 1;
+                img.copy_from_slice(&s.encode(seq)[..]);
+                reseal_transaction(&mut t);
+                t
+            }
+        };
+        out[..txn.len()].copy_from_slice(&txn);
+        out
+    };
+    // Arrangements of the copies (primary, end, backup), each Some(image) or None for
+    // zeroed, with the copy the row's superblock is expected from.
+    let zero = vec![0u8; META_BLOCK_BYTES];
+    let (n0, o0) = (block0(&newest), block0(&older));
+    type Arrangement<'a> = ([&'a [u8]; 3], &'static str);
+    let arrangements = |c: Use| -> Vec<Arrangement<'_>> {
+        match c {
+            Use::Refuse => vec![([&zero, &zero, &zero], "")],
+            Use::Newest => vec![
+                ([&n0, &n0, &n0], "primary"),
+                ([&zero, &n0, &n0], "end-of-device copy"),
+                ([&zero, &zero, &n0], "backup-region copy"),
+                ([&n0, &o0, &zero], "primary"),
+                ([&o0, &n0, &zero], "end-of-device copy"),
+            ],
+            Use::Older => vec![([&n0, &o0, &o0], "end-of-device copy")],
+        }
+    };
+    for row in RECOVERY_CASES {
+        for &j in row.journal {
+            for (copies, from) in arrangements(row.superblock) {
+                let mut dev = newest.clone();
+                dev.poke(sb.primary_offset(sb.journal_start), &journal_in(j));
+                dev.poke(0, copies[0]);
+                dev.poke(sb.last_copy_offset(), copies[1]);
+                dev.poke(sb.backup_offset(0), copies[2]);
+                let what = format!("row {} journal {j:?} from {from}", row.markdown());
+                let fs = match Fs::open(dev, OpenOptions::read_only()) {
+                    Err(e) => {
+                        assert_eq!(row.superblock, Use::Refuse, "{what}: {e}");
+                        assert!(matches!(e, Error::NotDvrfs(_)), "{what}: {e}");
+                        continue;
                     }
-                    dev.poke(sb.primary_offset(sb.journal_start), &jb);
-                }
-                if !primary_ok {
-                    dev.poke(0, &[0u8; META_BLOCK_BYTES]);
-                }
-                if !end_ok {
-                    dev.poke(sb.last_copy_offset(), &[0u8; META_BLOCK_BYTES]);
-                }
-                let got = match Fs::open(dev, OpenOptions::read_only()) {
-                    Err(_) => Outcome::Refused,
-                    Ok(fs) => Outcome::Opened {
-                        from: fs.load_report().superblock_from,
-                        new_file: fs.lookup(fs.root(), b"new").is_ok(),
-                    },
+                    Ok(fs) => fs,
                 };
-                let want = expected(primary_ok, end_ok, j);
+                assert_ne!(row.superblock, Use::Refuse, "{what}");
+                let report = fs.load_report();
+                let last_txn = fs.engine().volume().superblock().last_txn;
+                let (want_from, want_txn) = match (row.apply, row.superblock) {
+                    (Apply::ImagesAndSuperblock, _) => ("journal", late_txn),
+                    (_, Use::Older) => (from, older_sb.last_txn),
+                    _ => (from, newest_sb.last_txn),
+                };
+                assert_eq!(report.superblock_from, want_from, "{what}");
+                assert_eq!(last_txn, want_txn, "{what}");
+                let replayed = row.apply != Apply::Nothing;
+                assert_eq!(report.replayed_txn.is_some(), replayed, "{what}");
                 assert_eq!(
-                    got, want,
-                    "primary_ok={primary_ok} end_ok={end_ok} journal={j:?}"
+                    fs.lookup(fs.root(), b"new").is_ok(),
+                    replayed,
+                    "{what}: the transaction's file"
                 );
-                rows_hit.insert(format!("{want:?}"));
+                assert_eq!(
+                    report.journal_note.is_some(),
+                    j == JournalHead::Mismatched,
+                    "{what}"
+                );
             }
         }
     }
-    assert_eq!(
-        rows_hit.len(),
-        4,
-        "every row of the table is exercised: {rows_hit:?}"
-    );
-    assert!(!rows_hit.contains(&format!("{:?}", Outcome::Refused)));
 }
 
 /// fsck compares the two copies of the metadata in 1 MiB stretches of consecutive

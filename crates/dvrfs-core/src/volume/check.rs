@@ -10,7 +10,6 @@ use crate::alloc::Bitmap;
 use crate::device::Device;
 use crate::format::superblock::Area;
 use crate::format::{verify_block, BlockType, META_BLOCK_BYTES};
-use load::BULK_READ_BYTES;
 
 /// What a check found: each error, and whether a repair fixes it.
 #[derive(Default)]

@@ -27,9 +27,13 @@ mod events;
 mod load;
 mod ops;
 mod parents;
+mod reader;
+pub mod recovery;
 mod room;
+mod runs;
 mod symlink;
 pub mod tail_log;
+mod tree;
 
 pub(crate) use check::Found;
 pub(crate) use commit::inode_record;
@@ -39,9 +43,17 @@ pub type DamagedFile = (String, Vec<(u64, u64)>);
 
 pub use data::{max_file_bytes, place_seed, Check, Fill, PlannedIo, ReadPlan, Sum, WritePlan};
 pub use events::{LostTail, MAX_NEW_EVENTS};
-pub use load::{LoadReport, Replay, INODE_MARK_MARGIN};
+pub use load::{LoadReport, INODE_MARK_MARGIN};
+pub use recovery::{Replay, BACKUP_SEARCH_BYTES, RECOVERY_CASES};
+// The loader's files meet here: recovery, the block reader, the runs, the tree.
 pub use ops::{validate_name, SetAttr};
+use reader::{claim, Claim, Reader, BULK_READ_BYTES};
+use recovery::{decide, read_journal, read_superblock};
 pub use room::{MetaRoom, MAP_RESERVE_MARGIN_BLOCKS, MIN_NAMES_PER_BLOCK};
+use runs::{
+    contested_extents, keep_needed_extents, load_runs, lose_holes_of_a_damaged_map,
+    valid_file_runs, valid_prefix, MapState,
+};
 
 use crate::alloc::meta::MetaAlloc;
 use crate::alloc::{DataAlloc, BITS_PER_BITMAP_BLOCK};
