@@ -20,13 +20,16 @@
 //!
 //! A crash anywhere leaves either the previous state or, after replay, the new one.
 
+mod apply;
 mod check;
 mod commit;
 mod data;
 mod events;
+mod granules;
 mod load;
 mod ops;
 mod parents;
+mod read;
 mod reader;
 pub mod recovery;
 mod room;
@@ -34,6 +37,8 @@ mod runs;
 mod symlink;
 pub mod tail_log;
 mod tree;
+mod truncate;
+mod write;
 
 pub(crate) use check::Found;
 pub(crate) use commit::inode_record;
@@ -45,6 +50,10 @@ pub use data::{max_file_bytes, place_seed, Check, Fill, PlannedIo, ReadPlan, Sum
 pub use events::{LostTail, MAX_NEW_EVENTS};
 pub use load::{LoadReport, INODE_MARK_MARGIN};
 pub use recovery::{Replay, BACKUP_SEARCH_BYTES, RECOVERY_CASES};
+// The data files meet here: the plans, the granules, the writes.
+use data::{align_down, align_up, aligned, covers, lost_error, Edit};
+use granules::{attach_sums, GranulePlan};
+use write::block_accesses;
 // The loader's files meet here: recovery, the block reader, the runs, the tree.
 pub use ops::{validate_name, SetAttr};
 use reader::{claim, Claim, Reader, BULK_READ_BYTES};
