@@ -25,6 +25,13 @@ impl Found {
     }
 }
 
+/// The names the directory entries give: how many name each inode, and how many
+/// subdirectories each directory has.
+struct Names {
+    refs: HashMap<Ino, u32>,
+    subdirs: HashMap<Ino, u32>,
+}
+
 /// Backup copies found bad while comparing the two regions. An image cut short and
 /// extended again (FORMAT.md section 13) has a backup region of zeros: thousands of
 /// blocks with one cause, so the report names the first [`LISTED_COPIES`] of each
@@ -112,6 +119,20 @@ impl Volume {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<()> {
         self.in_fsck = true;
+        self.check_load_findings(f, report)?;
+        if repair {
+            self.rebuild_lost_sums(dev)?;
+        }
+        self.check_copies(dev, f, report, progress)?;
+        self.check_structure(f)?;
+        Ok(())
+    }
+
+    /// What the load found, each finding reported and the blocks a repair rewrites
+    /// for it marked dirty: the superblock copy used, a journal transaction not
+    /// replayed, lost blocks, event-log damage, primaries served from the backup,
+    /// orphans freed, and the structural problems.
+    fn check_load_findings(&mut self, f: &mut Found, report: &LoadReport) -> Result<()> {
         let sb_fine = matches!(report.superblock_from, "primary" | "journal");
         if !sb_fine || report.superblock_note.is_some() {
             // Rewriting block 0 writes every copy (primary, backup region, end of device)
@@ -202,11 +223,6 @@ impl Volume {
                 }
             }
         }
-        if repair {
-            self.rebuild_lost_sums(dev)?;
-        }
-        self.check_copies(dev, f, report, progress)?;
-        self.check_structure(f)?;
         Ok(())
     }
 
@@ -470,9 +486,22 @@ impl Volume {
         }
     }
 
+    /// The structure, one check after another (each one's repair is marked dirty for
+    /// the next commit): symlinks without a target, directory entries, reachability
+    /// from the root, link counts, the blocks each inode uses, the bitmaps.
     fn check_structure(&mut self, f: &mut Found) -> Result<()> {
-        let sb = self.sb.clone();
-        let bs = sb.data_block_bytes;
+        self.remove_targetless_symlinks(f)?;
+        let mut names = self.check_entries(f)?;
+        let mut reach = BTreeSet::from([self.sb.root_ino]);
+        self.reach_from(&mut reach, self.sb.root_ino);
+        self.adopt_unreachable(f, &mut reach, &mut names)?;
+        self.check_link_counts(f, &names.refs)?;
+        let (data_ref, meta_ref) = self.check_block_use(f)?;
+        self.check_bitmaps(f, data_ref, meta_ref);
+        Ok(())
+    }
+
+    fn remove_targetless_symlinks(&mut self, f: &mut Found) -> Result<()> {
         // A symbolic link whose target block could not be read has nothing to point
         // at: it goes (its entries are dropped below as naming a free inode).
         let targetless: Vec<Ino> = self
@@ -485,7 +514,13 @@ impl Volume {
             f.err(true, format!("symlink inode {ino} has no target; removed"));
             self.free_inode(ino)?;
         }
-        // Entries: each must name a live inode of the right kind.
+        Ok(())
+    }
+
+    /// Entries: each must name a live inode of the right kind, and a directory has one
+    /// name only; the others are removed. Returns the names counted.
+    fn check_entries(&mut self, f: &mut Found) -> Result<Names> {
+        let sb = self.sb.clone();
         let mut refs: HashMap<Ino, u32> = HashMap::new();
         let mut subdirs: HashMap<Ino, u32> = HashMap::new();
         let mut bad_entries = vec![];
@@ -533,9 +568,13 @@ impl Volume {
                 self.dirty_dir_block(d, e.block)?;
             }
         }
-        // Reachability from the root (a directory cycle is unreachable too).
-        let mut reach = BTreeSet::from([sb.root_ino]);
-        let mut stack = vec![sb.root_ino];
+        Ok(Names { refs, subdirs })
+    }
+
+    /// Adds to `reach` everything reachable from directory `top` (a directory cycle
+    /// not linked to it stays unreachable).
+    fn reach_from(&self, reach: &mut BTreeSet<Ino>, top: Ino) {
+        let mut stack = vec![top];
         while let Some(d) = stack.pop() {
             if let Some(dir) = self.dirs.get(&d) {
                 for e in dir.entries.values() {
@@ -545,11 +584,20 @@ impl Volume {
                 }
             }
         }
-        // What is not reachable goes to /lost+found, a subtree at a time: first the
-        // inodes no directory names (the tops of what a lost block or a lost root cut
-        // off), then, for a directory cycle, any one of it. Moving a directory makes
-        // its whole subtree reachable with it, so its children keep their names (and a
-        // directory is never given a second one).
+    }
+
+    /// What is not reachable goes to /lost+found, a subtree at a time: first the
+    /// inodes no directory names (the tops of what a lost block or a lost root cut
+    /// off), then, for a directory cycle, any one of it. Moving a directory makes its
+    /// whole subtree reachable with it, so its children keep their names (and a
+    /// directory is never given a second one). Orphans are freed instead.
+    fn adopt_unreachable(
+        &mut self,
+        f: &mut Found,
+        reach: &mut BTreeSet<Ino>,
+        names: &mut Names,
+    ) -> Result<()> {
+        let Names { refs, subdirs } = names;
         let unreachable: Vec<Ino> = self
             .inodes
             .keys()
@@ -600,19 +648,15 @@ impl Volume {
             );
             self.adopt(ino)?;
             *refs.entry(ino).or_default() += 1;
-            let mut stack = vec![ino];
             reach.insert(ino);
-            while let Some(d) = stack.pop() {
-                if let Some(dir) = self.dirs.get(&d) {
-                    for e in dir.entries.values() {
-                        if reach.insert(e.ino) && e.kind == Kind::Dir {
-                            stack.push(e.ino);
-                        }
-                    }
-                }
-            }
+            self.reach_from(reach, ino);
         }
-        // Link counts.
+        Ok(())
+    }
+
+    /// Link counts: a directory's is 2 and its subdirectories, a file's the names it
+    /// has (at least 1).
+    fn check_link_counts(&mut self, f: &mut Found, refs: &HashMap<Ino, u32>) -> Result<()> {
         let inos: Vec<Ino> = self.inodes.keys().copied().collect();
         for ino in inos {
             let i = &self.inodes[&ino];
@@ -633,7 +677,14 @@ impl Volume {
                 self.dirty_inode(ino);
             }
         }
-        // Blocks: past the end of a file, referenced twice, bitmaps.
+        Ok(())
+    }
+
+    /// Blocks: mapped past the end of a file (cut), used twice (reported). Returns the
+    /// data and metadata blocks in use, as the files and directories say.
+    fn check_block_use(&mut self, f: &mut Found) -> Result<(Bitmap, Bitmap)> {
+        let sb = self.sb.clone();
+        let bs = sb.data_block_bytes;
         let mut data_ref = Bitmap::new(sb.data_blocks);
         let mut meta_ref = Bitmap::new(sb.dynamic_blocks);
         let inos: Vec<Ino> = self.inodes.keys().copied().collect();
@@ -685,6 +736,12 @@ impl Volume {
                 );
             }
         }
+        Ok((data_ref, meta_ref))
+    }
+
+    /// The bitmaps must say what the files and directories use; repair sets them so.
+    fn check_bitmaps(&mut self, f: &mut Found, data_ref: Bitmap, meta_ref: Bitmap) {
+        let sb = self.sb.clone();
         if &data_ref != self.data.used() {
             let diff: Vec<u64> = (0..sb.data_blocks)
                 .filter(|&b| data_ref.get(b) != self.data.used().get(b))
@@ -716,7 +773,6 @@ impl Volume {
             }
             self.meta.set_used_bitmap(meta_ref);
         }
-        Ok(())
     }
 
     /// Links an unreachable inode into `/lost+found` as `#<ino>`.

@@ -1,4 +1,5 @@
-//! File data: planning reads and writes, and applying a write once its data is on disk.
+//! File data: the plans (what a read or a write does on the device) and the planned
+//! view of a file, with the rule every file of the data layer keeps.
 //!
 //! What a reader may see is fixed by one rule: bytes of a file that were never written
 //! read as zeros, never as old disk contents. Four mechanisms keep it:

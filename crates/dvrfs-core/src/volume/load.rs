@@ -100,37 +100,7 @@ impl Volume {
         if let Some(r) = &journal {
             overlay.extend(r.images.iter().cloned());
         }
-        let interval_ms = opts
-            .commit_interval_ms
-            .unwrap_or(sb.commit_interval_ms)
-            .max(1);
-        let fresh = |sb: &Superblock| Volume {
-            data: DataAlloc::new(sb),
-            meta: MetaAlloc::new(sb.dynamic_start, sb.dynamic_blocks),
-            writable: opts.writable,
-            inodes: BTreeMap::new(),
-            dirs: HashMap::new(),
-            symlinks: HashMap::new(),
-            parents: HashMap::new(),
-            owners: HashMap::new(),
-            dirty: BTreeSet::new(),
-            pending: BTreeMap::new(),
-            commit_interval_ms: interval_ms,
-            free_inode_hint: 1,
-            next_generation: 1,
-            open_refs: HashMap::new(),
-            orphans: BTreeSet::new(),
-            report: LoadReport::default(),
-            // A repair open frees orphans before fsck proper starts: tolerantly too.
-            in_fsck: opts.repair,
-            sums: None,
-            events: Default::default(),
-            tail_floors: BTreeMap::new(),
-            tail_replay: Vec::new(),
-            tail_read: BTreeMap::new(),
-            present_bytes: dev.size_bytes().min(sb.device_bytes),
-            sb: sb.clone(),
-        };
+        let fresh = |sb: &Superblock| Volume::empty(sb, opts, dev.size_bytes());
         let partial = match &opts.only_paths {
             Some(paths) => {
                 // An invariant of the options, not of the disk: a partial volume must
@@ -182,43 +152,9 @@ impl Volume {
             v.sb.inode_blocks_used = need;
             v.dirty.insert(0);
         }
-        // Files unlinked while open when the volume was last used (the process ended
-        // before closing them): link count 0 and no directory names them. One that a
-        // directory still names had its link count damaged: it is not freed (that
-        // would lose a recording the directory lists), and fsck sets the count.
-        let named: std::collections::HashSet<Ino> = v
-            .dirs
-            .values()
-            .flat_map(|d| d.entries.values().map(|e| e.ino))
-            .collect();
-        let mut orphans = vec![];
-        for (&ino, i) in &v.inodes {
-            if i.kind() == Some(Kind::File) && i.attr.nlink == 0 {
-                if named.contains(&ino) {
-                    report.problems.push((
-                        Some(ino),
-                        format!("inode {ino}: link count 0, but a directory names it"),
-                    ));
-                } else {
-                    orphans.push(ino);
-                }
-            }
-        }
-        if opts.writable && !opts.repair && !report.lost_blocks.is_empty() {
-            let (n, why) = &report.lost_blocks[0];
-            return Err(Error::Corrupt(format!(
-                "{} metadata block(s) lost in both copies (block {n}: {why}); what is intact can be read (ls, get), but nothing may be written before `fsck --repair`",
-                report.lost_blocks.len()
-            )));
-        }
-        // What was loaded differs from what is stored (runs cut or lost, entries
-        // dropped): writing on top would store half of each. Repair settles it first.
-        if opts.writable && !opts.repair && !report.problems.is_empty() {
-            let (_, why) = &report.problems[0];
-            return Err(Error::Corrupt(format!(
-                "{} problem(s) found while loading ({why}); what is intact can be read (ls, get), but nothing may be written before `fsck --repair`",
-                report.problems.len()
-            )));
+        let orphans = v.find_orphans(&mut report);
+        if opts.writable && !opts.repair {
+            refuse_unrepaired(&report)?;
         }
         v.next_generation = v
             .inodes
@@ -236,6 +172,68 @@ impl Volume {
         v.report = report;
         let replay = if opts.writable { journal } else { None };
         Ok((v, replay))
+    }
+
+    /// A volume with nothing loaded yet, for superblock `sb` on a device of
+    /// `device_bytes`.
+    fn empty(sb: &Superblock, opts: &OpenOptions, device_bytes: u64) -> Volume {
+        let interval_ms = opts
+            .commit_interval_ms
+            .unwrap_or(sb.commit_interval_ms)
+            .max(1);
+        Volume {
+            data: DataAlloc::new(sb),
+            meta: MetaAlloc::new(sb.dynamic_start, sb.dynamic_blocks),
+            writable: opts.writable,
+            inodes: BTreeMap::new(),
+            dirs: HashMap::new(),
+            symlinks: HashMap::new(),
+            parents: HashMap::new(),
+            owners: HashMap::new(),
+            dirty: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            commit_interval_ms: interval_ms,
+            free_inode_hint: 1,
+            next_generation: 1,
+            open_refs: HashMap::new(),
+            orphans: BTreeSet::new(),
+            report: LoadReport::default(),
+            // A repair open frees orphans before fsck proper starts: tolerantly too.
+            in_fsck: opts.repair,
+            sums: None,
+            events: Default::default(),
+            tail_floors: BTreeMap::new(),
+            tail_replay: Vec::new(),
+            tail_read: BTreeMap::new(),
+            present_bytes: device_bytes.min(sb.device_bytes),
+            sb: sb.clone(),
+        }
+    }
+
+    /// Files unlinked while open when the volume was last used (the process ended
+    /// before closing them): link count 0 and no directory names them. One that a
+    /// directory still names had its link count damaged: it is not freed (that would
+    /// lose a recording the directory lists), it is reported, and fsck sets the count.
+    fn find_orphans(&self, report: &mut LoadReport) -> Vec<Ino> {
+        let named: std::collections::HashSet<Ino> = self
+            .dirs
+            .values()
+            .flat_map(|d| d.entries.values().map(|e| e.ino))
+            .collect();
+        let mut orphans = vec![];
+        for (&ino, i) in &self.inodes {
+            if i.kind() == Some(Kind::File) && i.attr.nlink == 0 {
+                if named.contains(&ino) {
+                    report.problems.push((
+                        Some(ino),
+                        format!("inode {ino}: link count 0, but a directory names it"),
+                    ));
+                } else {
+                    orphans.push(ino);
+                }
+            }
+        }
+        orphans
     }
 
     /// Reads the data checksum area (a volume without one has no checksums). A block
@@ -258,4 +256,25 @@ impl Volume {
         self.sums = Some(sums);
         Ok(())
     }
+}
+
+/// A writable open (not fsck's) of a volume with blocks lost or problems found is
+/// refused: what was loaded differs from what is stored (runs cut or lost, entries
+/// dropped), and writing on top would store half of each. Repair settles it first.
+fn refuse_unrepaired(report: &LoadReport) -> Result<()> {
+    if !report.lost_blocks.is_empty() {
+        let (n, why) = &report.lost_blocks[0];
+        return Err(Error::Corrupt(format!(
+            "{} metadata block(s) lost in both copies (block {n}: {why}); what is intact can be read (ls, get), but nothing may be written before `fsck --repair`",
+            report.lost_blocks.len()
+        )));
+    }
+    if !report.problems.is_empty() {
+        let (_, why) = &report.problems[0];
+        return Err(Error::Corrupt(format!(
+            "{} problem(s) found while loading ({why}); what is intact can be read (ls, get), but nothing may be written before `fsck --repair`",
+            report.problems.len()
+        )));
+    }
+    Ok(())
 }

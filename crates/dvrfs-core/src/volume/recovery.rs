@@ -275,6 +275,9 @@ pub(super) struct Chosen {
 /// for when no copy says where it is and no standard layout puts it there.
 pub const BACKUP_SEARCH_BYTES: u64 = 1 << 30;
 
+/// A superblock copy that does not decode: which, and why.
+type Unreadable = (&'static str, crate::format::BlockError);
+
 /// A superblock copy that decodes: where it was, the superblock, its block sequence.
 struct SbCopy {
     name: &'static str,
@@ -314,51 +317,7 @@ pub(super) fn read_superblock<D: Device>(dev: &D) -> Result<Chosen> {
             size / META_BLOCK_BYTES as u64
         )));
     }
-    let end = size - META_BLOCK_BYTES as u64;
-    let mut copies: Vec<SbCopy> = vec![];
-    let mut bad: Vec<(&'static str, crate::format::BlockError)> = vec![];
-    for (name, off, what) in [
-        ("primary", 0, "reading the superblock"),
-        (
-            "end-of-device copy",
-            end,
-            "reading the end-of-device superblock copy",
-        ),
-    ] {
-        match decode_copy(&read_block(dev, off, what)?, name) {
-            Ok(c) => copies.push(c),
-            Err(e) => bad.push((name, e)),
-        }
-    }
-    // The backup region's copy: where the copies say, else where a standard layout
-    // of this size puts it, else searched for.
-    let valid_at = |off: u64| off > 0 && off < end && off.is_multiple_of(META_BLOCK_BYTES as u64);
-    let mut places: Vec<u64> = copies
-        .iter()
-        .map(|c| c.sb.backup_start_bytes)
-        .filter(|&o| valid_at(o))
-        .collect();
-    if places.is_empty() {
-        places = standard_backup_places(size);
-    }
-    places.sort_unstable();
-    places.dedup();
-    let mut found = false;
-    for off in places {
-        let b = read_block(dev, off, "reading the backup-region superblock copy")?;
-        if let Ok(c) = decode_copy(&b, "backup-region copy") {
-            if c.sb.backup_start_bytes == off {
-                copies.push(c);
-                found = true;
-                break;
-            }
-        }
-    }
-    if !found && copies.is_empty() {
-        if let Some(c) = search_backup(dev, end)? {
-            copies.push(c);
-        }
-    }
+    let (copies, bad) = read_copies(dev, size)?;
     let rank = |name: &str| match name {
         "primary" => 2,
         "end-of-device copy" => 1,
@@ -413,6 +372,56 @@ pub(super) fn read_superblock<D: Device>(dev: &D) -> Result<Chosen> {
         note,
         copies: observed,
     })
+}
+
+/// The superblock copies that decode, and why the others do not: the primary, the
+/// end-of-device copy, and the backup region's (where the copies say, else where a
+/// standard layout of this size puts it, else searched for).
+fn read_copies<D: Device>(dev: &D, size: u64) -> Result<(Vec<SbCopy>, Vec<Unreadable>)> {
+    let end = size - META_BLOCK_BYTES as u64;
+    let mut copies: Vec<SbCopy> = vec![];
+    let mut bad: Vec<(&'static str, crate::format::BlockError)> = vec![];
+    for (name, off, what) in [
+        ("primary", 0, "reading the superblock"),
+        (
+            "end-of-device copy",
+            end,
+            "reading the end-of-device superblock copy",
+        ),
+    ] {
+        match decode_copy(&read_block(dev, off, what)?, name) {
+            Ok(c) => copies.push(c),
+            Err(e) => bad.push((name, e)),
+        }
+    }
+    let valid_at = |off: u64| off > 0 && off < end && off.is_multiple_of(META_BLOCK_BYTES as u64);
+    let mut places: Vec<u64> = copies
+        .iter()
+        .map(|c| c.sb.backup_start_bytes)
+        .filter(|&o| valid_at(o))
+        .collect();
+    if places.is_empty() {
+        places = standard_backup_places(size);
+    }
+    places.sort_unstable();
+    places.dedup();
+    let mut found = false;
+    for off in places {
+        let b = read_block(dev, off, "reading the backup-region superblock copy")?;
+        if let Ok(c) = decode_copy(&b, "backup-region copy") {
+            if c.sb.backup_start_bytes == off {
+                copies.push(c);
+                found = true;
+                break;
+            }
+        }
+    }
+    if !found && copies.is_empty() {
+        if let Some(c) = search_backup(dev, end)? {
+            copies.push(c);
+        }
+    }
+    Ok((copies, bad))
 }
 
 /// The error when no copy decodes: not a dvrfs when every copy lacks the magic,

@@ -27,41 +27,21 @@ impl Volume {
     ) -> Result<()> {
         let sb = self.sb.clone();
         let mut r = Reader::new(dev, &sb, overlay, report);
-        let mut used = Bitmap::new(sb.data_blocks);
-        let mut stray = false;
-        r.area(
+        let (used, stray_data) = read_bitmap(
+            &mut r,
             sb.data_bitmap_start,
             sb.data_bitmap_blocks,
             BlockType::DataBitmap,
-            |k, img| {
-                match img {
-                    Some(img) => {
-                        used.decode_block(k, payload(img));
-                        stray |= used.block_has_stray_bits(k, payload(img));
-                    }
-                    // Lost: every block it covers counts as used (nothing is handed
-                    // out twice); fsck rebuilds it from the files.
-                    None => used.decode_block(k, &[0xFF; crate::format::PAYLOAD_BYTES]),
-                }
-                Ok(())
-            },
+            sb.data_blocks,
         )?;
-        let mut mused = Bitmap::new(sb.dynamic_blocks);
-        r.area(
+        let (mused, stray_meta) = read_bitmap(
+            &mut r,
             sb.meta_bitmap_start,
             sb.meta_bitmap_blocks,
             BlockType::MetaBitmap,
-            |k, img| {
-                match img {
-                    Some(img) => {
-                        mused.decode_block(k, payload(img));
-                        stray |= mused.block_has_stray_bits(k, payload(img));
-                    }
-                    None => mused.decode_block(k, &[0xFF; crate::format::PAYLOAD_BYTES]),
-                }
-                Ok(())
-            },
+            sb.dynamic_blocks,
         )?;
+        let stray = stray_data || stray_meta;
         let mut records = Vec::new();
         let mut floors: Vec<(Ino, u64)> = Vec::new();
         let tail_log = sb.has_tail_log();
@@ -433,6 +413,32 @@ impl Volume {
         self.inodes.insert(ino, inode);
         Ok(())
     }
+}
+
+/// A bitmap of `bits` bits read from its `blocks` blocks at `start`, and whether a
+/// block has bits set past the end of its area. A block lost in both copies counts
+/// every block it covers as used (nothing is handed out twice); fsck rebuilds it from
+/// the files.
+fn read_bitmap<D: Device>(
+    r: &mut Reader<'_, D>,
+    start: u64,
+    blocks: u64,
+    ty: BlockType,
+    bits: u64,
+) -> Result<(Bitmap, bool)> {
+    let mut map = Bitmap::new(bits);
+    let mut stray = false;
+    r.area(start, blocks, ty, |k, img| {
+        match img {
+            Some(img) => {
+                map.decode_block(k, payload(img));
+                stray |= map.block_has_stray_bits(k, payload(img));
+            }
+            None => map.decode_block(k, &[0xFF; crate::format::PAYLOAD_BYTES]),
+        }
+        Ok(())
+    })?;
+    Ok((map, stray))
 }
 
 /// A directory's entries. `Some(cut)`: its block `cut` belongs to another structure

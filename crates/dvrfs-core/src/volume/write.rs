@@ -45,74 +45,10 @@ impl Volume {
             }));
         }
         // Everything that can fail for lack of space is checked first.
-        let (first, last) = (offset / bs, (end - 1) / bs);
-        // A lost block is mapped again by a write of all its bytes; a partial write
-        // would leave the rest of it zeros where the data is unknown, so it fails.
-        let mut relost = 0;
-        {
-            let inode = self.file(ino)?;
-            let new_size = old_size.max(end);
-            for fb in first..=last {
-                if !inode.is_lost(fb) || self.planned_lookup(ino, inode, fb).is_some() {
-                    continue;
-                }
-                if offset > fb * bs || end < ((fb + 1) * bs).min(new_size) {
-                    return Err(lost_error(ino, inode, fb, bs));
-                }
-                relost += 1;
-            }
-        }
-        let needed = {
-            let inode = self.file(ino)?;
-            (first..=last)
-                .filter(|&fb| self.planned_lookup(ino, inode, fb).is_none())
-                .count() as u64
-        };
-        let free = self.data.available_for(ino);
-        if free < needed {
-            if self.data.pending_free() > 0 {
-                return Ok(None);
-            }
-            return Err(Error::NoSpace {
-                need_bytes: needed * bs,
-                free_bytes: free * bs,
-            });
-        }
-        if !self.room_in_journal(ino, first, last, needed)? {
+        let Some(needed) = self.room_for_write(ino, offset, end, old_size)? else {
             return Ok(None);
-        }
-        // Each block mapped inside a lost run may split it: one run more (pending ones
-        // too). Only the blocks in question are looked up: scanning the runs for a lost
-        // one made every write cost the file's run count (a 1 TiB ZRR file has 262,144).
-        let inode = self.inode(ino)?;
-        let (pending, pending_in_lost) = self.pending.get(&ino).map_or((0, 0), |p| {
-            let in_lost = p.blocks.keys().filter(|&&fb| inode.is_lost(fb)).count();
-            (p.blocks.len(), in_lost)
-        });
-        let splits = pending_in_lost + relost;
-        let runs = inode.runs.len() + pending + needed as usize + splits;
-        self.ensure_run_capacity(ino, runs)?;
-
-        // The edits, block by block: zeros after the old end of file, then the data.
-        let mut edits: BTreeMap<u64, Vec<Edit>> = BTreeMap::new();
-        if offset > old_size && !old_size.is_multiple_of(bs) {
-            let fb = old_size / bs;
-            let e = offset.min((fb + 1) * bs) - fb * bs;
-            edits.entry(fb).or_default().push(Edit {
-                s: old_size % bs,
-                e,
-                src: None,
-            });
-        }
-        for fb in first..=last {
-            let s = offset.max(fb * bs) - fb * bs;
-            let e = end.min((fb + 1) * bs) - fb * bs;
-            edits.entry(fb).or_default().push(Edit {
-                s,
-                e,
-                src: Some((fb * bs + s - offset) as usize),
-            });
-        }
+        };
+        let edits = write_edits(offset, end, old_size, bs);
         let new_size = old_size.max(end);
         let mut plan = WritePlan {
             ino,
@@ -169,6 +105,68 @@ impl Volume {
         Ok(Some(plan))
     }
 
+    /// The room a write of `[offset, end)` needs, checked before anything is
+    /// reserved: the data blocks it maps (returned), the journal's room for what it
+    /// dirties, the run capacity of the file. `None`: not now (blocks being freed, or
+    /// the transaction full: commit first). A partial write of a lost block fails.
+    fn room_for_write(
+        &mut self,
+        ino: Ino,
+        offset: u64,
+        end: u64,
+        old_size: u64,
+    ) -> Result<Option<u64>> {
+        let bs = self.sb.data_block_bytes;
+        let (first, last) = (offset / bs, (end - 1) / bs);
+        // A lost block is mapped again by a write of all its bytes; a partial write
+        // would leave the rest of it zeros where the data is unknown, so it fails.
+        let mut relost = 0;
+        {
+            let inode = self.file(ino)?;
+            let new_size = old_size.max(end);
+            for fb in first..=last {
+                if !inode.is_lost(fb) || self.planned_lookup(ino, inode, fb).is_some() {
+                    continue;
+                }
+                if offset > fb * bs || end < ((fb + 1) * bs).min(new_size) {
+                    return Err(lost_error(ino, inode, fb, bs));
+                }
+                relost += 1;
+            }
+        }
+        let needed = {
+            let inode = self.file(ino)?;
+            (first..=last)
+                .filter(|&fb| self.planned_lookup(ino, inode, fb).is_none())
+                .count() as u64
+        };
+        let free = self.data.available_for(ino);
+        if free < needed {
+            if self.data.pending_free() > 0 {
+                return Ok(None);
+            }
+            return Err(Error::NoSpace {
+                need_bytes: needed * bs,
+                free_bytes: free * bs,
+            });
+        }
+        if !self.room_in_journal(ino, first, last, needed)? {
+            return Ok(None);
+        }
+        // Each block mapped inside a lost run may split it: one run more (pending ones
+        // too). Only the blocks in question are looked up: scanning the runs for a lost
+        // one made every write cost the file's run count (a 1 TiB ZRR file has 262,144).
+        let inode = self.inode(ino)?;
+        let (pending, pending_in_lost) = self.pending.get(&ino).map_or((0, 0), |p| {
+            let in_lost = p.blocks.keys().filter(|&&fb| inode.is_lost(fb)).count();
+            (p.blocks.len(), in_lost)
+        });
+        let splits = pending_in_lost + relost;
+        let runs = inode.runs.len() + pending + needed as usize + splits;
+        self.ensure_run_capacity(ino, runs)?;
+        Ok(Some(needed))
+    }
+
     /// Gives back the blocks a plan reserved (before it was registered as pending).
     pub(super) fn unreserve_plan(&mut self, plan: &WritePlan) {
         for &(fb, b) in &plan.new_blocks {
@@ -221,6 +219,33 @@ impl Volume {
         }
         Ok(self.dirty.len() as u64 + estimate <= limit)
     }
+}
+
+/// The edits of a write of `[offset, end)`, block by block: zeros from the old end of
+/// file (`old_size`) to the write's start within the block holding the old end, then
+/// the data.
+fn write_edits(offset: u64, end: u64, old_size: u64, bs: u64) -> BTreeMap<u64, Vec<Edit>> {
+    let (first, last) = (offset / bs, (end - 1) / bs);
+    let mut edits: BTreeMap<u64, Vec<Edit>> = BTreeMap::new();
+    if offset > old_size && !old_size.is_multiple_of(bs) {
+        let fb = old_size / bs;
+        let e = offset.min((fb + 1) * bs) - fb * bs;
+        edits.entry(fb).or_default().push(Edit {
+            s: old_size % bs,
+            e,
+            src: None,
+        });
+    }
+    for fb in first..=last {
+        let s = offset.max(fb * bs) - fb * bs;
+        let e = end.min((fb + 1) * bs) - fb * bs;
+        edits.entry(fb).or_default().push(Edit {
+            s,
+            e,
+            src: Some((fb * bs + s - offset) as usize),
+        });
+    }
+    edits
 }
 
 /// The device accesses (offsets relative to the block) for a block's edits, with the
