@@ -23,8 +23,10 @@
 mod apply;
 mod check;
 mod commit;
+mod copies;
 mod data;
 mod events;
+mod found;
 mod granules;
 mod load;
 mod ops;
@@ -40,9 +42,9 @@ mod tree;
 mod truncate;
 mod write;
 
-pub(crate) use check::Found;
 pub(crate) use commit::inode_record;
 pub use commit::{Transaction, BRIDGE_GAP_BLOCKS};
+pub(crate) use found::Found;
 /// A file's path and its lost byte ranges `[start, end)`.
 pub type DamagedFile = (String, Vec<(u64, u64)>);
 
