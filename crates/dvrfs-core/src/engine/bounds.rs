@@ -26,8 +26,11 @@
 //!
 //! Where no bound is reached nothing here changes a decision: the checks only refuse.
 
-use super::*;
-use crate::sched::QueueError;
+use super::device::{Piece, PieceBuf, Then};
+use super::{Body, Engine, IoBuf, Now, Op, OpId, JOURNAL_OWNER};
+use crate::error::{Error, Result};
+use crate::sched::{Class, QueueError, Request, SchedSettings};
+use crate::volume::Volume;
 
 /// Requests the commit pipeline may have queued at once on `vol` (see the module
 /// docs): kept out of the operations' share of the scheduler's queue.

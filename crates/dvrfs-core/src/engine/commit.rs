@@ -551,4 +551,39 @@ impl Engine {
             self.finish(w, Ok(Output::Done), now);
         }
     }
+
+    pub(super) fn start_fsync(&mut self, id: OpId, now: Now) -> bool {
+        if let Some(b) = &self.broken {
+            let msg = b.clone();
+            self.finish(
+                id,
+                Err(Error::io("committing", std::io::Error::other(msg))),
+                now,
+            );
+            return true;
+        }
+        if self.vol.dirty_blocks() == 0 && !self.data_unflushed && !self.commit.busy() {
+            self.finish(id, Ok(Output::Done), now);
+            return true;
+        }
+        let deadline = self.ops[&id].deadline_ns;
+        self.ops.get_mut(&id).expect("op exists").stage = Stage::Running;
+        // Changes already cut into a running commit are covered by it; anything dirty
+        // needs the next one.
+        let next = self.vol.dirty_blocks() > 0 || self.data_unflushed || !self.commit.busy();
+        self.commit.add_waiter(id, deadline, next);
+        true
+    }
+
+    pub(super) fn start_unmount(&mut self, id: OpId, now: Now) -> bool {
+        // Everything else finishes first, streams included: a stream's end may still
+        // free the orphan it held last (`stream/hold.rs`), for the final commit.
+        if self.ops.len() > 1 || !self.streams.is_empty() {
+            return false;
+        }
+        self.ops.get_mut(&id).expect("op exists").stage = Stage::Running;
+        let deadline = Some(now.mono_ns);
+        self.commit.add_final(id, deadline);
+        true
+    }
 }
