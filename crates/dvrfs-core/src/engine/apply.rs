@@ -127,7 +127,7 @@ impl Engine {
             Body::Read { ino, .. } => {
                 let ino = *ino;
                 if let Some(f) = self.files.get_mut(&ino) {
-                    f.data_ops -= 1;
+                    f.data_op_over(ino);
                     f.reads.retain(|(o, _)| *o != id);
                     if f.idle() && f.poisoned_from.is_none() {
                         self.files.remove(&ino);
@@ -151,7 +151,7 @@ impl Engine {
             }
             Body::Write { ino, .. } | Body::Truncate { ino, .. } => {
                 let ino = *ino;
-                st.stage = Stage::DataDone;
+                st.advance(id, Stage::DataDone);
                 self.apply_ready(ino, now);
             }
             Body::Other(_) => {}
@@ -167,7 +167,7 @@ impl Engine {
             let f = self.files.get_mut(&ino).expect("file with writes");
             f.writes.pop_front();
             f.spans.retain(|(o, _, _)| *o != front);
-            f.data_ops -= 1;
+            f.data_op_over(ino);
             let poison = f
                 .poisoned_from
                 .as_ref()
@@ -223,6 +223,7 @@ impl Engine {
         let Some(st) = self.ops.remove(&id) else {
             return;
         };
+        let unmount = matches!(&st.body, Body::Other(Op::Unmount));
         let data_op = matches!(&st.body, Body::Read { .. } | Body::Write { .. })
             || matches!(result, Ok(Output::Read { .. } | Output::Write { .. }));
         let bytes = match &result {
@@ -269,5 +270,9 @@ impl Engine {
             submit_ns: st.submit.mono_ns,
             done_ns: now.mono_ns,
         });
+        if unmount {
+            // In every build: the last moment the engine's state is whole.
+            self.assert_consistent(|| format!("when the unmount (operation {id}) completed"));
+        }
     }
 }

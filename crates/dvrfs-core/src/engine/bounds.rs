@@ -126,7 +126,7 @@ impl Engine {
         };
         if let Err(e) = self.insert_piece(piece, class, deadline, owner, drop_if_late, now) {
             let st = self.ops.get_mut(&id).expect("op exists");
-            st.pieces_left -= 1;
+            st.piece_back(id);
             st.error.get_or_insert(e);
         }
     }

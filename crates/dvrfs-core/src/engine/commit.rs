@@ -54,6 +54,10 @@ pub(super) enum CommitStage {
 }
 
 impl CommitStage {
+    fn bit(self) -> u16 {
+        1 << self as u16
+    }
+
     fn is_flush(self) -> bool {
         matches!(
             self,
@@ -67,6 +71,10 @@ impl CommitStage {
 
 pub(super) struct CommitJob {
     stages: VecDeque<CommitStage>,
+    /// The job's stages as it was made, and those completed (`CommitStage::bit`): a
+    /// stage starts only when every one before it is done (`assert_may_start`).
+    planned: Vec<CommitStage>,
+    done: u16,
     started: bool,
     /// A deadline the whole job must meet (something blocked waits for it).
     urgent_ns: Option<u64>,
@@ -107,6 +115,8 @@ impl CommitJob {
     fn new(stages: &[CommitStage]) -> CommitJob {
         CommitJob {
             stages: stages.iter().copied().collect(),
+            planned: stages.to_vec(),
+            done: 0,
             started: false,
             urgent_ns: None,
             deadline_ns: 0,
@@ -149,6 +159,38 @@ impl CommitJob {
         j.backup = backup;
         j.invalidate = Some(invalidate);
         j
+    }
+
+    /// Asserts that `stage` may start: every stage before it in the job is complete,
+    /// and what the stage writes exists (the barrier order the module docs state).
+    fn assert_may_start(&self, stage: CommitStage) {
+        for &s in self.planned.iter().take_while(|&&s| s != stage) {
+            assert!(
+                self.done & s.bit() != 0,
+                "commit stage {stage:?} started before stage {s:?} completed (job stages {:?})",
+                self.planned
+            );
+        }
+        assert!(
+            self.outstanding == 0 && !self.flush_wanted && !self.flush_in_flight,
+            "commit stage {stage:?} started with {} writes or a flush of the previous stage out",
+            self.outstanding
+        );
+        match stage {
+            CommitStage::Journal => assert!(
+                self.is_txn && self.journal.is_some(),
+                "a journal write without a transaction cut for it"
+            ),
+            CommitStage::Primary if self.is_txn => assert!(
+                self.done & CommitStage::JournalFlush.bit() != 0,
+                "a checkpoint write before the journal's flush (the commit point) completed"
+            ),
+            CommitStage::Invalidate => assert!(
+                self.invalidate.is_some(),
+                "a journal invalidation stage without its write"
+            ),
+            _ => {}
+        }
     }
 
     fn txn(
@@ -264,12 +306,22 @@ impl CommitState {
 
     pub(super) fn flush_issued(&mut self) {
         let j = self.job.as_mut().expect("a flush belongs to a commit job");
+        assert!(
+            j.flush_wanted && !j.flush_in_flight,
+            "a commit flush issued that the job did not want (stage {:?})",
+            j.stages.front()
+        );
         j.flush_wanted = false;
         j.flush_in_flight = true;
     }
 
     pub(super) fn flush_done(&mut self, error: Option<String>) {
         let j = self.job.as_mut().expect("a flush belongs to a commit job");
+        assert!(
+            j.flush_in_flight,
+            "a commit flush completed that was not in flight (stage {:?})",
+            j.stages.front()
+        );
         j.flush_in_flight = false;
         if let Some(e) = error {
             j.error.get_or_insert(e);
@@ -285,6 +337,11 @@ impl CommitState {
 
     pub(super) fn piece_done(&mut self, error: Option<String>) {
         let j = self.job.as_mut().expect("commit writes belong to a job");
+        assert!(
+            j.outstanding > 0,
+            "a commit write completed that stage {:?} did not have out",
+            j.stages.front()
+        );
         j.outstanding -= 1;
         if let Some(e) = error {
             j.error.get_or_insert(e);
@@ -340,6 +397,7 @@ impl Engine {
             }
             match job.stages.front().copied() {
                 Some(stage) if !job.started => {
+                    job.assert_may_start(stage);
                     job.started = true;
                     changed = true;
                     // The job's deadline, capped by any waiter that joined since; never
@@ -395,6 +453,7 @@ impl Engine {
                         job.tail_flushed = true;
                     }
                     job.stages.pop_front();
+                    job.done |= stage.bit();
                     job.started = false;
                     changed = true;
                 }
@@ -516,6 +575,17 @@ impl Engine {
     }
 
     fn finish_commit(&mut self, job: CommitJob, now: Now) {
+        assert!(
+            job.error.is_some() || job.planned.iter().all(|s| job.done & s.bit() != 0),
+            "a commit job finished with stages not done: {:?} of {:?}",
+            job.stages,
+            job.planned
+        );
+        assert!(
+            job.outstanding == 0 && !job.flush_in_flight,
+            "a commit job finished with {} writes or a flush still out",
+            job.outstanding
+        );
         let waiters: Vec<OpId> = job
             .waiters
             .iter()
@@ -567,7 +637,10 @@ impl Engine {
             return true;
         }
         let deadline = self.ops[&id].deadline_ns;
-        self.ops.get_mut(&id).expect("op exists").stage = Stage::Running;
+        self.ops
+            .get_mut(&id)
+            .expect("op exists")
+            .advance(id, Stage::Running);
         // Changes already cut into a running commit are covered by it; anything dirty
         // needs the next one.
         let next = self.vol.dirty_blocks() > 0 || self.data_unflushed || !self.commit.busy();
@@ -581,7 +654,10 @@ impl Engine {
         if self.ops.len() > 1 || !self.streams.is_empty() {
             return false;
         }
-        self.ops.get_mut(&id).expect("op exists").stage = Stage::Running;
+        self.ops
+            .get_mut(&id)
+            .expect("op exists")
+            .advance(id, Stage::Running);
         let deadline = Some(now.mono_ns);
         self.commit.add_final(id, deadline);
         true

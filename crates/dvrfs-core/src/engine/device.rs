@@ -119,7 +119,7 @@ impl Engine {
             if self.sched.cancel(r, now.mono_ns).is_some() {
                 self.pieces.remove(&r);
                 if let Some(st) = self.ops.get_mut(&id) {
-                    st.pieces_left -= 1;
+                    st.piece_back(id);
                 }
             }
         }
@@ -294,6 +294,8 @@ impl Engine {
         let Some(what) = self.cmds.remove(&cmd) else {
             panic!("the driver completed command {cmd}, which is not in flight");
         };
+        // Named before the completion drops what it served.
+        let about = cfg!(debug_assertions).then(|| self.command_about(&what));
         if self.cmds.is_empty() {
             if let Some(since) = self.busy_since_ns.take() {
                 self.qos.busy_ns += now.mono_ns.saturating_sub(since);
@@ -332,6 +334,9 @@ impl Engine {
             }
         }
         self.progress(now);
+        if let Some(about) = about {
+            self.assert_consistent(|| format!("after device command {cmd} ({about}) completed"));
+        }
     }
 
     /// When the driver must call [`Engine::poll`] again without any other event: a
@@ -432,8 +437,7 @@ impl Engine {
             }
         }
         let st = self.ops.get_mut(&id).expect("op of a held request");
-        st.pieces_left -= 1;
-        if st.pieces_left == 0 {
+        if st.piece_back(id) == 0 {
             self.op_data_done(id, now);
         }
     }

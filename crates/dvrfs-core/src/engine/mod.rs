@@ -48,6 +48,7 @@
 mod apply;
 mod bounds;
 mod buf;
+mod check;
 mod checksums;
 mod commit;
 mod device;
@@ -306,21 +307,6 @@ impl Engine {
         self.vol.dirty_blocks() > 0 || self.commit.busy() || self.tail_log_replaying()
     }
 
-    /// The engine's bookkeeping, checked (the simulator calls it after every run).
-    pub fn check(&self) -> std::result::Result<(), String> {
-        self.sched.check()?;
-        self.vol.check_invariants()?;
-        self.check_holds()?;
-        let held = self.pieces.len() as u64;
-        let sched_held = self.sched.queued() + self.sched.in_flight_requests();
-        if held != sched_held {
-            return Err(format!(
-                "engine holds {held} requests, the scheduler {sched_held}"
-            ));
-        }
-        Ok(())
-    }
-
     fn tick(&mut self, now: Now) -> Now {
         let mono = now.mono_ns.max(self.last_mono_ns);
         self.last_mono_ns = mono;
@@ -471,7 +457,7 @@ impl Engine {
                 let f = self.files.get_mut(&ino).expect("running write has a file");
                 f.writes.pop_back();
                 f.spans.retain(|(o, _, _)| *o != id);
-                f.data_ops -= 1;
+                f.data_op_over(ino);
                 self.finish(id, Err(Error::Cancelled), now);
             }
             _ => {
@@ -486,13 +472,7 @@ impl Engine {
     }
 
     fn op_name(&self, id: OpId) -> &'static str {
-        match self.ops.get(&id).map(|s| &s.body) {
-            Some(Body::Read { .. }) => "read",
-            Some(Body::Write { .. }) => "write",
-            Some(Body::Truncate { .. }) => "truncate",
-            Some(Body::Other(op)) => op.name(),
-            None => "done",
-        }
+        self.ops.get(&id).map_or("done", |s| s.body.name())
     }
 
     /// The next finished operation.

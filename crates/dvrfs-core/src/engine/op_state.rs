@@ -8,7 +8,7 @@
 //! is done, and its record dropped, exactly once (`apply.rs`).
 
 use super::Now;
-use super::{IoBuf, Op, StreamId};
+use super::{IoBuf, Op, OpId, StreamId};
 use crate::error::Error;
 use crate::meta::Ino;
 use crate::sched::Class;
@@ -97,6 +97,16 @@ impl Body {
         }
     }
 
+    /// The operation's name, for messages.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Body::Read { .. } => "read",
+            Body::Write { .. } => "write",
+            Body::Truncate { .. } => "truncate",
+            Body::Other(op) => op.name(),
+        }
+    }
+
     pub(super) fn plan(&self) -> Option<&WritePlan> {
         match self {
             Body::Write { plan, .. } | Body::Truncate { plan, .. } => plan.as_ref(),
@@ -105,7 +115,8 @@ impl Body {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Where an operation is; declared in the order it moves through them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Stage {
     Deferred,
     Running,
@@ -134,5 +145,29 @@ impl OpState {
         } else {
             Class::BestEffort
         }
+    }
+
+    /// Moves operation `id` on to stage `to`: stages only move forward (a deferred
+    /// operation started twice would issue its requests twice).
+    pub(super) fn advance(&mut self, id: OpId, to: Stage) {
+        assert!(
+            self.stage < to,
+            "operation {id} ({}) moved from stage {:?} to {to:?}: stages only move forward",
+            self.body.name(),
+            self.stage
+        );
+        self.stage = to;
+    }
+
+    /// One request of operation `id` is back (done, failed or cancelled); returns how
+    /// many are still out.
+    pub(super) fn piece_back(&mut self, id: OpId) -> u32 {
+        assert!(
+            self.pieces_left > 0,
+            "operation {id} ({}) got back a request it did not have out",
+            self.body.name()
+        );
+        self.pieces_left -= 1;
+        self.pieces_left
     }
 }

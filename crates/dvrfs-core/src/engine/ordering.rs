@@ -36,6 +36,15 @@ impl FileIo {
     pub(super) fn idle(&self) -> bool {
         self.data_ops == 0 && self.writes.is_empty()
     }
+
+    /// A read or write of file `ino` that `data_ops` counted is over.
+    pub(super) fn data_op_over(&mut self, ino: Ino) {
+        assert!(
+            self.data_ops > 0,
+            "file {ino}: a read or write ended that was not counted as running"
+        );
+        self.data_ops -= 1;
+    }
 }
 
 /// What deferred operations order on: a file, or the namespace as a whole.

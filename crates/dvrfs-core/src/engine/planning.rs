@@ -80,7 +80,7 @@ impl Engine {
             }
         }
         let proto = buf.sibling(0);
-        st.stage = Stage::Running;
+        st.advance(id, Stage::Running);
         let f = self.file_io(ino);
         f.data_ops += 1;
         f.reads.push((id, range));
@@ -179,7 +179,7 @@ impl Engine {
         f.spans.push((id, plan.span, plan.rewrites));
         f.data_ops += 1;
         let st = self.ops.get_mut(&id).expect("op exists");
-        st.stage = Stage::Running;
+        st.advance(id, Stage::Running);
         let io_list = plan.io.clone();
         let proto = match &st.body {
             Body::Write { data, .. } => data.sibling(0),
@@ -371,6 +371,10 @@ impl Engine {
             if let (PieceBuf::Own(src), Some(b)) = (&piece.buf, acc.bounce.as_mut()) {
                 buf::copy(src, 0, b, at, src.len());
             }
+            assert!(
+                acc.rmw_left > 0,
+                "operation {id}: a read-back for access {access} came in after its last one"
+            );
             acc.rmw_left -= 1;
             (acc.rmw_left == 0).then(|| (acc.io.clone(), acc.bounce.take()))
         };
