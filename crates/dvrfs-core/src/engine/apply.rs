@@ -11,11 +11,11 @@
 //! [`Volume`]: crate::volume::Volume
 
 use super::checksums::access_crcs;
-use super::ordering::FileIo;
 use super::{stream, tail_log, Body, Completion, Engine, IoBuf, Now, Op, OpId, Output, Stage};
 use crate::error::{Error, Result};
 use crate::meta::Ino;
 use crate::qos::RtOutcome;
+use crate::volume::Volume;
 
 impl Engine {
     pub(super) fn start_other(&mut self, id: OpId, now: Now) -> bool {
@@ -32,7 +32,7 @@ impl Engine {
             _ => None,
         };
         if let Some(v) = victim {
-            if !self.files.get(&v).is_none_or(FileIo::idle) {
+            if !self.file_idle(v) {
                 return false;
             }
         }
@@ -54,63 +54,11 @@ impl Engine {
         let st = self.ops.get_mut(&id).expect("op exists");
         let op = std::mem::replace(&mut st.body, Body::Other(Op::Fsync));
         let Body::Other(op) = op else { unreachable!() };
-        let t = now.wall_ns;
-        let v = &mut self.vol;
-        let result = match op {
-            Op::Create {
-                parent,
-                name,
-                perm,
-                uid,
-                gid,
-            } => v.create(parent, &name, perm, uid, gid, t).map(Output::Ino),
-            Op::Mkdir {
-                parent,
-                name,
-                perm,
-                uid,
-                gid,
-            } => v.mkdir(parent, &name, perm, uid, gid, t).map(Output::Ino),
-            Op::Symlink {
-                parent,
-                name,
-                target,
-                uid,
-                gid,
-            } => v
-                .symlink(parent, &name, &target, uid, gid, t)
-                .map(Output::Ino),
-            Op::Link { ino, parent, name } => v.link(ino, parent, &name, t).map(|_| Output::Done),
-            Op::Unlink { parent, name } => v.unlink(parent, &name, t).map(|_| Output::Done),
-            Op::Rmdir { parent, name } => v.rmdir(parent, &name, t).map(|_| Output::Done),
-            Op::Rename {
-                src_parent,
-                src_name,
-                dst_parent,
-                dst_name,
-            } => v
-                .rename(src_parent, &src_name, dst_parent, &dst_name, t)
-                .map(|_| Output::Done),
-            Op::SetAttr { ino, set } => v.set_attr(ino, &set, t).map(|_| Output::Done),
-            Op::OpenFile { ino } => v.open_file(ino).map(|_| Output::Done),
-            Op::CloseFile { ino } => v.close_file(ino).map(|_| Output::Done),
-            Op::Read { .. }
-            | Op::Write { .. }
-            | Op::Truncate { .. }
-            | Op::Fsync
-            | Op::Unmount
-            | Op::StreamOpen { .. }
-            | Op::StreamRead { .. }
-            | Op::StreamWrite { .. }
-            | Op::StreamClose { .. }
-            | Op::StreamSync { .. } => {
-                unreachable!("handled elsewhere")
-            }
-        };
+        let result = apply_namespace(&mut self.vol, op, now.wall_ns);
         if let Some(v) = victim {
             self.last_sectors.forget(v);
             if !self.vol.inode_exists(v) {
-                self.files.remove(&v);
+                self.forget_file(v);
             }
         }
         if self.vol.wants_commit_now() {
@@ -126,13 +74,7 @@ impl Engine {
         match &st.body {
             Body::Read { ino, .. } => {
                 let ino = *ino;
-                if let Some(f) = self.files.get_mut(&ino) {
-                    f.data_op_over(ino);
-                    f.reads.retain(|(o, _)| *o != id);
-                    if f.idle() && f.poisoned_from.is_none() {
-                        self.files.remove(&ino);
-                    }
-                }
+                self.read_ended(id, ino);
                 let st = self.ops.get_mut(&id).expect("op exists");
                 let result = if st.cancelled {
                     Err(Error::Cancelled)
@@ -160,19 +102,7 @@ impl Engine {
 
     /// Applies the file's finished writes at the front of its queue, in order.
     pub(super) fn apply_ready(&mut self, ino: Ino, now: Now) {
-        while let Some(&front) = self.files.get(&ino).and_then(|f| f.writes.front()) {
-            if self.ops[&front].stage != Stage::DataDone {
-                break;
-            }
-            let f = self.files.get_mut(&ino).expect("file with writes");
-            f.writes.pop_front();
-            f.spans.retain(|(o, _, _)| *o != front);
-            f.data_op_over(ino);
-            let poison = f
-                .poisoned_from
-                .as_ref()
-                .filter(|(from, _)| front >= *from)
-                .map(|(_, m)| m.clone());
+        while let Some((front, poison)) = self.take_applicable_write(ino) {
             let st = self.ops.get_mut(&front).expect("op exists");
             let own_error = st.error.take();
             let plan = st.body.plan().cloned().expect("a running write has a plan");
@@ -204,14 +134,7 @@ impl Engine {
             }
             self.finish(front, result, now);
         }
-        if let Some(f) = self.files.get_mut(&ino) {
-            if f.writes.is_empty() {
-                f.poisoned_from = None;
-            }
-            if f.idle() && f.poisoned_from.is_none() {
-                self.files.remove(&ino);
-            }
-        }
+        self.writes_settled(ino);
     }
 
     pub(super) fn finish_read(&mut self, id: OpId, buf: IoBuf, bytes: usize, now: Now) {
@@ -273,6 +196,61 @@ impl Engine {
         if unmount {
             // In every build: the last moment the engine's state is whole.
             self.assert_consistent(|| format!("when the unmount (operation {id}) completed"));
+        }
+    }
+}
+
+/// Applies namespace operation `op` to the volume (`t`: the wall clock, ns).
+fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
+    match op {
+        Op::Create {
+            parent,
+            name,
+            perm,
+            uid,
+            gid,
+        } => v.create(parent, &name, perm, uid, gid, t).map(Output::Ino),
+        Op::Mkdir {
+            parent,
+            name,
+            perm,
+            uid,
+            gid,
+        } => v.mkdir(parent, &name, perm, uid, gid, t).map(Output::Ino),
+        Op::Symlink {
+            parent,
+            name,
+            target,
+            uid,
+            gid,
+        } => v
+            .symlink(parent, &name, &target, uid, gid, t)
+            .map(Output::Ino),
+        Op::Link { ino, parent, name } => v.link(ino, parent, &name, t).map(|_| Output::Done),
+        Op::Unlink { parent, name } => v.unlink(parent, &name, t).map(|_| Output::Done),
+        Op::Rmdir { parent, name } => v.rmdir(parent, &name, t).map(|_| Output::Done),
+        Op::Rename {
+            src_parent,
+            src_name,
+            dst_parent,
+            dst_name,
+        } => v
+            .rename(src_parent, &src_name, dst_parent, &dst_name, t)
+            .map(|_| Output::Done),
+        Op::SetAttr { ino, set } => v.set_attr(ino, &set, t).map(|_| Output::Done),
+        Op::OpenFile { ino } => v.open_file(ino).map(|_| Output::Done),
+        Op::CloseFile { ino } => v.close_file(ino).map(|_| Output::Done),
+        Op::Read { .. }
+        | Op::Write { .. }
+        | Op::Truncate { .. }
+        | Op::Fsync
+        | Op::Unmount
+        | Op::StreamOpen { .. }
+        | Op::StreamRead { .. }
+        | Op::StreamWrite { .. }
+        | Op::StreamClose { .. }
+        | Op::StreamSync { .. } => {
+            unreachable!("handled elsewhere")
         }
     }
 }

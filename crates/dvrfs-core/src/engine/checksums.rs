@@ -9,7 +9,7 @@
 //!
 //! [`Volume::sum_granule_bytes`]: crate::volume::Volume::sum_granule_bytes
 
-use super::op_state::Body;
+use super::Body;
 use super::Engine;
 use crate::error::Error;
 use crate::meta::Ino;

@@ -18,14 +18,15 @@
 //!
 //! The engine enforces this order; no policy can reorder across a stage, because a
 //! stage's requests reach the scheduler only when the previous stage is complete, and a
-//! flush is issued only when no request of its stage is outstanding. Journal and
-//! checkpoint writes are requests of their own class ([`Class::Metadata`]) with a
-//! deadline of their own: the job's start plus the commit interval (the whole job
-//! should be done before the next one is due; the journal write, which is the commit
-//! point, by the start plus the gather lead, so bytes are durable soon after the cut,
-//! `stream::GATHER_LEAD_NS`), or sooner when an `fsync` with a
-//! deadline (or the blocking driver's sync, which wants it now) waits for the job. So a commit is never starved (it has a deadline) and never starves a
-//! stream (the mixer plans it like any deadline-bearing request).
+//! flush is issued only when no request of its stage is outstanding; each stage asserts
+//! it when it starts (`CommitJob::assert_may_start`). Journal and checkpoint writes are
+//! requests of their own class ([`Class::Metadata`]) with a deadline of their own: the
+//! job's start plus the commit interval (the whole job should be done before the next
+//! one is due; the journal write, which is the commit point, by the start plus the
+//! gather lead, so bytes are durable soon after the cut, `stream::GATHER_LEAD_NS`), or
+//! sooner when an `fsync` with a deadline (or the blocking driver's sync, which wants it
+//! now) waits for the job. So a commit is never starved (it has a deadline) and never
+//! starves a stream (the mixer plans it like any deadline-bearing request).
 //!
 //! One job runs at a time. A job starts when the interval has passed since the last
 //! one started and something is dirty, or at once when asked (fsync, unmount, an
@@ -34,10 +35,14 @@
 //! when its job is done. A job whose write or flush fails marks the engine broken: its
 //! waiters and every later commit fail (the device is suspect), nothing it freed is
 //! reused.
+//!
+//! [`Class::Metadata`]: crate::sched::Class::Metadata
 
-use super::*;
+use super::{Engine, Now, OpId, Output, Stage};
 use crate::device::AlignedBuf;
+use crate::error::Error;
 use crate::volume::Transaction;
+use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum CommitStage {

@@ -380,10 +380,7 @@ impl Engine {
                 );
                 if is_write {
                     if let Some(ino) = ino {
-                        let msg = e.to_string();
-                        let f = self.file_io(ino);
-                        if f.poisoned_from.is_none() {
-                            f.poisoned_from = Some((id, msg));
+                        if self.poison_file(id, ino, e.to_string()) {
                             self.last_sectors.forget(ino);
                         }
                     }

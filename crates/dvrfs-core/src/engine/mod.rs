@@ -44,6 +44,20 @@
 //! At most [`EngineConfig::max_ops`] operations in flight ([`Error::QueueFull`]
 //! beyond), and the scheduler's own bound on queued requests, less a reserve that
 //! keeps room for the largest commit ([`Error::Busy`] beyond; `bounds.rs`).
+//!
+//! ## Files
+//! Each concern in a file of its own, every one an `impl Engine` block over the state
+//! declared here; each opens with the invariant it keeps:
+//! - `ordering.rs`: which deferred operations may start, in what order, per file;
+//! - `planning.rs`: a read, write or truncate turned into device requests;
+//! - `device.rs`: device commands handed out and completed;
+//! - `apply.rs`: finished operations applied to the [`Volume`] and completed;
+//! - `checksums.rs`: data checksums computed for writes and verified on reads;
+//! - `commit.rs`: the commit pipeline; `bounds.rs`: the scheduler queue's shares;
+//! - `op_state.rs`: an operation as the engine holds it while it runs;
+//! - `check.rs`: the bookkeeping checked after completions and at unmount;
+//! - `stream.rs` (and `stream/`), `tail_log.rs`, `last_sector.rs`, `events.rs`,
+//!   `status.rs`: streams, the tail log, appends' last sectors, events, status.
 
 mod apply;
 mod bounds;
@@ -430,7 +444,7 @@ impl Engine {
             }
             (Stage::Running, Body::Write { ino, .. }) => {
                 let ino = *ino;
-                let newest = self.files.get(&ino).and_then(|f| f.writes.back()) == Some(&id);
+                let newest = self.is_newest_write(id, ino);
                 let on_device = self
                     .pieces
                     .iter()
@@ -454,10 +468,7 @@ impl Engine {
                     self.vol.abort_write(&plan);
                 }
                 self.last_sectors.forget(ino);
-                let f = self.files.get_mut(&ino).expect("running write has a file");
-                f.writes.pop_back();
-                f.spans.retain(|(o, _, _)| *o != id);
-                f.data_op_over(ino);
+                self.newest_write_dropped(id, ino);
                 self.finish(id, Err(Error::Cancelled), now);
             }
             _ => {

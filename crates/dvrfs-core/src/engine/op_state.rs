@@ -7,8 +7,7 @@
 //! requests of the operation the engine holds (queued or on the device); an operation
 //! is done, and its record dropped, exactly once (`apply.rs`).
 
-use super::Now;
-use super::{IoBuf, Op, OpId, StreamId};
+use super::{IoBuf, Now, Op, OpId, StreamId};
 use crate::error::Error;
 use crate::meta::Ino;
 use crate::sched::Class;

@@ -10,7 +10,7 @@
 //! has no I/O running; an operation starts only when the transaction being built has
 //! room for what it dirties.
 
-use super::{Body, Engine, Now, Op, OpId};
+use super::{Body, Engine, Now, Op, OpId, Stage};
 use crate::meta::Ino;
 use std::collections::{BTreeSet, VecDeque};
 
@@ -54,15 +54,15 @@ pub(super) enum OrderKey {
     Namespace,
 }
 
-pub(super) fn align_down(x: u64) -> u64 {
+fn align_down(x: u64) -> u64 {
     x / 4096 * 4096
 }
 
-pub(super) fn align_up(x: u64) -> u64 {
+fn align_up(x: u64) -> u64 {
     x.div_ceil(4096) * 4096
 }
 
-pub(super) fn overlap(a: (u64, u64), b: (u64, u64)) -> bool {
+fn overlap(a: (u64, u64), b: (u64, u64)) -> bool {
     a.0 < b.1 && b.0 < a.1
 }
 
@@ -153,8 +153,152 @@ impl Engine {
         }
     }
 
-    pub(super) fn file_io(&mut self, ino: Ino) -> &mut FileIo {
+    fn file_io(&mut self, ino: Ino) -> &mut FileIo {
         self.files.entry(ino).or_default()
+    }
+
+    /// Whether file `ino` has no read or write running: an operation that frees its
+    /// data may start.
+    pub(super) fn file_idle(&self, ino: Ino) -> bool {
+        self.files.get(&ino).is_none_or(FileIo::idle)
+    }
+
+    /// Whether a read checking `range` of file `ino` (whole checksum granules) must
+    /// wait: a running rewrite changes bytes in it.
+    pub(super) fn read_must_wait(&self, ino: Ino, range: (u64, u64)) -> bool {
+        self.files
+            .get(&ino)
+            .is_some_and(|f| f.spans.iter().any(|(_, s, rw)| *rw && overlap(*s, range)))
+    }
+
+    /// Whether a new write of file `ino` must wait for an earlier failed one and the
+    /// writes planned on top of it to be gone.
+    pub(super) fn file_poisoned(&self, ino: Ino) -> bool {
+        self.files
+            .get(&ino)
+            .is_some_and(|f| f.poisoned_from.is_some())
+    }
+
+    /// The file range a write of `[offset, offset + len)` occupies while it runs
+    /// (`planned`: the file's size with the writes planned so far), and whether it
+    /// rewrites bytes the file has.
+    pub(super) fn write_span(&self, offset: u64, len: u64, planned: u64) -> ((u64, u64), bool) {
+        let end = offset.saturating_add(len);
+        let rewrites = offset < planned;
+        // A rewrite of checked bytes rewrites their whole granules, and waits for the
+        // reads checking them.
+        let span = if rewrites {
+            let g = self.granule_range(offset, len);
+            (g.0.min(align_down(offset)), g.1.max(align_up(end)))
+        } else {
+            (align_down(offset.min(planned)), align_up(end))
+        };
+        (span, rewrites)
+    }
+
+    /// Whether a write of file `ino` over `span` must wait: it shares a 4 KiB sector
+    /// with a running write, or (a rewrite) changes bytes a running read checks.
+    pub(super) fn write_must_wait(&self, ino: Ino, span: (u64, u64), rewrites: bool) -> bool {
+        self.files.get(&ino).is_some_and(|f| {
+            f.spans.iter().any(|(_, s, _)| overlap(*s, span))
+                || (rewrites && f.reads.iter().any(|(_, r)| overlap(*r, span)))
+        })
+    }
+
+    /// Read `id` of file `ino`, checking `range`, runs.
+    pub(super) fn read_started(&mut self, id: OpId, ino: Ino, range: (u64, u64)) {
+        let f = self.file_io(ino);
+        f.data_ops += 1;
+        f.reads.push((id, range));
+    }
+
+    /// Read `id` of file `ino` has all its requests back.
+    pub(super) fn read_ended(&mut self, id: OpId, ino: Ino) {
+        if let Some(f) = self.files.get_mut(&ino) {
+            f.data_op_over(ino);
+            f.reads.retain(|(o, _)| *o != id);
+            if f.idle() && f.poisoned_from.is_none() {
+                self.files.remove(&ino);
+            }
+        }
+    }
+
+    /// Write (or growing truncate) `id` of file `ino` runs over `span`: it is applied
+    /// after every write of the file that started before it.
+    pub(super) fn write_started(&mut self, id: OpId, ino: Ino, span: (u64, u64), rewrites: bool) {
+        let f = self.file_io(ino);
+        f.writes.push_back(id);
+        f.spans.push((id, span, rewrites));
+        f.data_ops += 1;
+    }
+
+    /// Whether write `id` is the newest running write of file `ino` (the only one a
+    /// cancel may take back: no later write was planned on top of it).
+    pub(super) fn is_newest_write(&self, id: OpId, ino: Ino) -> bool {
+        self.files.get(&ino).and_then(|f| f.writes.back()) == Some(&id)
+    }
+
+    /// The newest running write of file `ino`, `id`, is cancelled.
+    pub(super) fn newest_write_dropped(&mut self, id: OpId, ino: Ino) {
+        let f = self.files.get_mut(&ino).expect("running write has a file");
+        let back = f.writes.pop_back();
+        assert_eq!(
+            back,
+            Some(id),
+            "file {ino}: write {id} dropped while not the newest"
+        );
+        f.spans.retain(|(o, _, _)| *o != id);
+        f.data_op_over(ino);
+    }
+
+    /// A request of write `id` of file `ino` failed: unless an earlier write did, it
+    /// fails every later write of the file still running (they were planned on top of
+    /// it). Returns whether this write poisoned the file.
+    pub(super) fn poison_file(&mut self, id: OpId, ino: Ino, msg: String) -> bool {
+        let f = self.file_io(ino);
+        if f.poisoned_from.is_some() {
+            return false;
+        }
+        f.poisoned_from = Some((id, msg));
+        true
+    }
+
+    /// The oldest running write of file `ino`, taken off the file's queue if its data
+    /// is on the disk (writes apply in the order they started), with the failure of an
+    /// earlier write it inherits.
+    pub(super) fn take_applicable_write(&mut self, ino: Ino) -> Option<(OpId, Option<String>)> {
+        let &front = self.files.get(&ino)?.writes.front()?;
+        if self.ops[&front].stage != Stage::DataDone {
+            return None;
+        }
+        let f = self.files.get_mut(&ino).expect("file with writes");
+        f.writes.pop_front();
+        f.spans.retain(|(o, _, _)| *o != front);
+        f.data_op_over(ino);
+        let poison = f
+            .poisoned_from
+            .as_ref()
+            .filter(|(from, _)| front >= *from)
+            .map(|(_, m)| m.clone());
+        Some((front, poison))
+    }
+
+    /// After file `ino`'s applicable writes were applied: a failure's poison ends with
+    /// the last write planned on top of it, and an idle file's record goes.
+    pub(super) fn writes_settled(&mut self, ino: Ino) {
+        if let Some(f) = self.files.get_mut(&ino) {
+            if f.writes.is_empty() {
+                f.poisoned_from = None;
+            }
+            if f.idle() && f.poisoned_from.is_none() {
+                self.files.remove(&ino);
+            }
+        }
+    }
+
+    /// File `ino` is gone: its record too.
+    pub(super) fn forget_file(&mut self, ino: Ino) {
+        self.files.remove(&ino);
     }
 
     /// Blocks an operation that frees a file's data may dirty at most.

@@ -17,7 +17,6 @@ use super::buf::{self, IoBuf};
 use super::checksums::{failed_check, sum_crcs};
 use super::device::{Piece, PieceBuf, Then};
 use super::op_state::Access;
-use super::ordering::{align_down, align_up, overlap, FileIo};
 use super::{Body, Engine, Now, OpId, Output, Stage};
 use crate::volume::{Fill, PlannedIo, WritePlan};
 
@@ -31,11 +30,7 @@ impl Engine {
         };
         // A read checks whole checksum granules: none may be rewritten meanwhile.
         let range = self.granule_range(offset, len as u64);
-        if self
-            .files
-            .get(&ino)
-            .is_some_and(|f| f.spans.iter().any(|(_, s, rw)| *rw && overlap(*s, range)))
-        {
+        if self.read_must_wait(ino, range) {
             return false;
         }
         let plan = match self.vol.plan_read(ino, offset, len) {
@@ -81,9 +76,7 @@ impl Engine {
         }
         let proto = buf.sibling(0);
         st.advance(id, Stage::Running);
-        let f = self.file_io(ino);
-        f.data_ops += 1;
-        f.reads.push((id, range));
+        self.read_started(id, ino, range);
         if plan.io.is_empty() {
             self.op_data_done(id, now);
             return true;
@@ -120,11 +113,7 @@ impl Engine {
             } => (*ino, *offset, data.len()),
             _ => unreachable!("start_write of a write"),
         };
-        if self
-            .files
-            .get(&ino)
-            .is_some_and(|f| f.poisoned_from.is_some())
-        {
+        if self.file_poisoned(ino) {
             return false;
         }
         // A write sharing a 4 KiB sector with one in flight waits for it.
@@ -135,20 +124,8 @@ impl Engine {
                 return true;
             }
         };
-        let end = offset.saturating_add(len as u64);
-        let rewrites = offset < planned;
-        // A rewrite of checked bytes rewrites their whole granules, and waits for the
-        // reads checking them.
-        let span = if rewrites {
-            let g = self.granule_range(offset, len as u64);
-            (g.0.min(align_down(offset)), g.1.max(align_up(end)))
-        } else {
-            (align_down(offset.min(planned)), align_up(end))
-        };
-        if self.files.get(&ino).is_some_and(|f| {
-            f.spans.iter().any(|(_, s, _)| overlap(*s, span))
-                || (rewrites && f.reads.iter().any(|(_, r)| overlap(*r, span)))
-        }) {
+        let (span, rewrites) = self.write_span(offset, len as u64, planned);
+        if self.write_must_wait(ino, span, rewrites) {
             return false;
         }
         let plan = match self.vol.plan_write(ino, offset, len, now.wall_ns) {
@@ -174,10 +151,7 @@ impl Engine {
     /// Registers a planned write (or growing truncate) and issues its requests.
     pub(super) fn run_write_plan(&mut self, id: OpId, plan: WritePlan, now: Now) {
         let ino = plan.ino;
-        let f = self.file_io(ino);
-        f.writes.push_back(id);
-        f.spans.push((id, plan.span, plan.rewrites));
-        f.data_ops += 1;
+        self.write_started(id, ino, plan.span, plan.rewrites);
         let st = self.ops.get_mut(&id).expect("op exists");
         st.advance(id, Stage::Running);
         let io_list = plan.io.clone();
@@ -339,7 +313,7 @@ impl Engine {
             } => (*ino, *size_bytes),
             _ => unreachable!("start_truncate of a truncate"),
         };
-        if !self.files.get(&ino).is_none_or(FileIo::idle) {
+        if !self.file_idle(ino) {
             return false;
         }
         if !self.room_for(self.destructive_estimate(), now) {
