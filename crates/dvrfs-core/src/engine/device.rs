@@ -295,7 +295,7 @@ impl Engine {
             panic!("the driver completed command {cmd}, which is not in flight");
         };
         // Named before the completion drops what it served.
-        let about = cfg!(debug_assertions).then(|| self.command_about(&what));
+        let served = cfg!(debug_assertions).then(|| self.served(&what));
         if self.cmds.is_empty() {
             if let Some(since) = self.busy_since_ns.take() {
                 self.qos.busy_ns += now.mono_ns.saturating_sub(since);
@@ -334,8 +334,8 @@ impl Engine {
             }
         }
         self.progress(now);
-        if let Some(about) = about {
-            self.assert_consistent(|| format!("after device command {cmd} ({about}) completed"));
+        if let Some(served) = served {
+            self.check_after_completion(cmd, served);
         }
     }
 

@@ -204,6 +204,9 @@ pub struct Engine {
     /// The highest space level (`events::SPACE_LEVELS_PCT`) the used space has
     /// crossed, 0 for none: `space_low` / `space_ok` events mark the crossings.
     space_level_pct: u16,
+    /// Device completions checked in this debug build (`check.rs` spaces the volume's
+    /// scan by it).
+    completions_checked: u64,
     /// The tail log, on a volume with one (`tail_log.rs`).
     tail: Option<tail_log::TailLog>,
 }
@@ -258,6 +261,7 @@ impl Engine {
             admission: cfg.admission,
             stream_memory_bytes: None,
             space_level_pct: 0,
+            completions_checked: 0,
             tail,
         };
         e.space_level_pct = e.space_level_now(e.space_level_pct);
