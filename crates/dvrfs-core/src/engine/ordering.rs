@@ -216,7 +216,13 @@ impl Engine {
     pub(super) fn read_ended(&mut self, id: OpId, ino: Ino) {
         if let Some(f) = self.files.get_mut(&ino) {
             f.data_op_over(ino);
+            let before = f.reads.len();
             f.reads.retain(|(o, _)| *o != id);
+            debug_assert_eq!(
+                before,
+                f.reads.len() + 1,
+                "file {ino}: read {id} ended holding other than one checked range"
+            );
             if f.idle() && f.poisoned_from.is_none() {
                 self.files.remove(&ino);
             }
@@ -247,7 +253,13 @@ impl Engine {
             Some(id),
             "file {ino}: write {id} dropped while not the newest"
         );
+        let before = f.spans.len();
         f.spans.retain(|(o, _, _)| *o != id);
+        debug_assert_eq!(
+            before,
+            f.spans.len() + 1,
+            "file {ino}: write {id} dropped holding other than one span"
+        );
         f.data_op_over(ino);
     }
 
@@ -273,7 +285,13 @@ impl Engine {
         }
         let f = self.files.get_mut(&ino).expect("file with writes");
         f.writes.pop_front();
+        let before = f.spans.len();
         f.spans.retain(|(o, _, _)| *o != front);
+        debug_assert_eq!(
+            before,
+            f.spans.len() + 1,
+            "file {ino}: write {front} applied holding other than one span"
+        );
         f.data_op_over(ino);
         let poison = f
             .poisoned_from
