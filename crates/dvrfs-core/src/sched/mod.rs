@@ -27,26 +27,31 @@
 //!
 //! | name | file | one line |
 //! |---|---|---|
-//! | `mixer` | [`mixer`] | `avfs` made work-conserving near saturation (the default) |
-//! | `avfs` | [`avfs`] | the AVFS traffic mixer exactly as the paper gives it (3.3.3-3.3.5) |
+//! | `mixer` | [`mixer`] (`traffic/mixer/`) | `avfs` made work-conserving near saturation (the default) |
+//! | `avfs` | [`avfs`] (`traffic/avfs.rs`) | the AVFS traffic mixer exactly as the paper gives it (3.3.3-3.3.5) |
 //! | `fifo` | [`fifo`] | arrival order |
 //! | `cscan` | [`cscan`] | ascending LBA from the head, wrapping |
 //! | `edf` | [`edf`] | earliest deadline first, best-effort after in arrival order |
 //! | `scan-edf` | [`scan_edf`] | deadline order, SCAN within a deadline window |
 //! | `deadline` | [`deadline`] | deadline-like: a model of Linux mq-deadline |
 //! | `cfq` | [`cfq`] | cfq-like: a model of Linux CFQ |
+//!
+//! `avfs` and `mixer` are two users of one core, the traffic mixer of AVFS 3.3
+//! ([`traffic`]: the pending set, the hold, the windows, the batch), which asks a
+//! small hook table of its own wherever the two differ.
 
-pub mod avfs;
 pub mod cfq;
 pub mod cscan;
 pub mod deadline;
 pub mod edf;
 pub mod fifo;
 mod framework;
-mod hold_tree;
-pub mod mixer;
 pub mod scan_edf;
 pub mod testing;
+pub mod traffic;
+
+/// The two traffic mixers keep their paths (`sched::avfs`, `sched::mixer`).
+pub use traffic::{avfs, mixer};
 
 pub use framework::{BeStats, Command, Counters, Event, QueueError, Scheduler};
 

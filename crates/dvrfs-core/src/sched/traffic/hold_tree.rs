@@ -626,7 +626,7 @@ mod tests {
             lba,
             sectors,
             write: id.is_multiple_of(3),
-            class: super::super::Class::RealTime,
+            class: crate::sched::Class::RealTime,
             deadline_ns: Some(td),
             owner: 0,
             submit_ns: 0,
