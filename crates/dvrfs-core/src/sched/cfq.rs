@@ -1,6 +1,9 @@
 //! `cfq`: cfq-like, a model of Linux CFQ (block/cfq-iosched.c, removed in 5.0). Not
 //! the kernel code; reports call it "cfq-like". The AVFS paper measured against CFQ.
 //!
+//! **Invariant.** Every queued entry is in exactly one issuer's queue (keyed by owner and
+//! async), and `queued` counts them.
+//!
 //! Rules:
 //! - one queue per issuer and kind, keyed by `(Request::owner, async)`. A best-effort
 //!   write is *async* (page-cache writeback in the kernel); reads and real-time writes

@@ -1,5 +1,8 @@
 //! `cscan`: circular SCAN over every request, real-time or not, by LBA.
 //!
+//! **Invariant.** Every queued entry is in the LBA-ordered queue once; the head is the end LBA
+//! of the last command dispatched.
+//!
 //! Rule: serve the request with the lowest LBA at or above the head position (the end
 //! LBA of the last dispatched request); when none is left above the head, wrap to the
 //! lowest LBA and sweep up again. Deadlines play no part in the order; the framework

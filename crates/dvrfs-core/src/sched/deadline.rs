@@ -1,6 +1,9 @@
 //! `deadline`: deadline-like, a model of Linux mq-deadline (block/mq-deadline.c). Not
 //! the kernel code; reports call it "deadline-like".
 //!
+//! **Invariant.** Every queued entry is in both its direction's LBA-sorted queue and its
+//! expiry FIFO, or in neither.
+//!
 //! Rules, as `dd_dispatch_request` does them (single priority class):
 //! - reads and writes each wait in an LBA-sorted queue and in a FIFO by expiry time,
 //!   the expiry being `submit + READ_EXPIRE_NS` for reads and `submit + WRITE_EXPIRE_NS`

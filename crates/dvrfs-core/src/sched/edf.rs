@@ -1,5 +1,8 @@
 //! `edf`: earliest deadline first.
 //!
+//! **Invariant.** Every queued entry is in exactly one of the two queues, real-time (by
+//! deadline) or best-effort (by arrival).
+//!
 //! Rules: real-time requests are served in increasing deadline order (ties in arrival
 //! order); best-effort requests only when no real-time request is queued, in arrival
 //! order (FIFO). A read whose deadline has passed when it comes up is failed; a late

@@ -1,4 +1,7 @@
 //! `fifo`: requests in arrival order, real-time or not. The baseline of baselines.
+//!
+//! **Invariant.** Every queued entry is in the arrival-ordered queue once, under the arrival
+//! sequence `seq_of` gives for its id.
 
 use super::*;
 use std::collections::BTreeMap;

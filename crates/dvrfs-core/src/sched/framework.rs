@@ -1,5 +1,9 @@
 //! The scheduling framework: what every policy gets, done once.
 //!
+//! **Invariant.** Between any two calls the conservation law holds (`inserted ==
+//! dispatched + failed + cancelled + queued`, `dispatched == completed + in_flight`, in
+//! requests) and the policy holds exactly the framework's entries ([`Scheduler::check`]).
+//!
 //! ## Merging
 //! Linux merges a new bio into a queued request that it continues (back merge) or
 //! precedes (front merge) before any elevator sees it, for every elevator, and merges

@@ -1,5 +1,9 @@
 //! Disk scheduling: one framework, one hook table, one file per policy.
 //!
+//! **Invariant.** A policy sees requests only through [`Policy`], so the framework's rules
+//! (merging, late reads, the best-effort guarantee, the conservation law) hold for
+//! every policy alike.
+//!
 //! The split follows Linux's block layer. The **framework** ([`Scheduler`], in
 //! `framework.rs`) does what the block layer does for every elevator, once:
 //! - it takes [`Request`]s with a [`Class`] (real-time, best-effort, metadata) and

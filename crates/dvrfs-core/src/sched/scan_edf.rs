@@ -1,5 +1,8 @@
 //! `scan-edf`: SCAN-EDF (Reddy and Wyllie, 1993; AVFS section 5).
 //!
+//! **Invariant.** Every queued entry is in exactly one of the two queues, real-time (by
+//! deadline window and LBA) or best-effort (by arrival).
+//!
 //! Rules: real-time requests are served in deadline order, and requests whose
 //! deadlines fall into the same window are served in SCAN (elevator) order: the head
 //! keeps moving in its current direction to the nearest request of the earliest window,

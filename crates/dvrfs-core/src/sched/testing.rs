@@ -1,6 +1,9 @@
 //! A simple service-time estimate for tests and benchmarks, standing in for
 //! `disk::Estimator` (AVFS eq. 1) so the scheduler can be tested on its own.
 //!
+//! **Invariant.** The estimate is eq. 1 exactly: positioning only when not sequential, the
+//! transfer rate linear in the LBA.
+//!
 //! T_S = (seek + half rotation, when not sequential) + size / rate(L), the rate falling
 //! linearly from the outer to the inner edge. Defaults are the avfs-250g figures:
 //! 8.9 ms average seek + 4.17 ms half revolution ~= 13 ms, 70 -> 38 MB/s over

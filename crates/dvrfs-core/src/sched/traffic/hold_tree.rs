@@ -1,6 +1,10 @@
 //! The real-time request set of `avfs` and `mixer`, ordered by LBA, with the AVFS hold
 //! time (eq. 2-3) maintained in logarithmic time.
 //!
+//! **Invariant.** Each node's stored T_S is computed against its key-order predecessor
+//! and each node's aggregates are those of its subtree, after every insert and remove;
+//! a property test checks the answers against the O(n) reference.
+//!
 //! **What it computes.** For pending real-time requests e_0..e_{N-1} in execution order
 //! (ascending LBA from the head position, wrapping once: C-SCAN), with service-time
 //! estimates T_S (AVFS eq. 1) and deadlines T_D,

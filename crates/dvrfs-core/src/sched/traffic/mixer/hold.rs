@@ -1,10 +1,11 @@
 //! How long the mixer holds: fixes 1, 7 and 10, and the best-effort share planned
 //! into H.
 //!
-//! **Invariant.** The hold never ends later than the paper's H except under light
-//! load with no best-effort work (fix 7, and then by at most the margin it leaves),
-//! and the best-effort admission test during a hold uses the same hold end, so best
-//! effort never eats the slack these rules keep.
+//! **Invariant.** The hold never ends later than the paper's H, except under light
+//! load with no best-effort work (fix 7), and then by at most
+//! `100 - LIGHT_HOLD_MARGIN_PERCENT` percent of the margin; the best-effort admission
+//! test during a hold uses the same hold end, so best effort never eats the slack
+//! these rules keep.
 
 use super::*;
 
