@@ -103,7 +103,8 @@ pub(crate) trait Hooks: Send {
     /// Time to set aside from H for the pending work `work_ns` (ns). Paper: none.
     fn hold_reserve_ns<E: ServiceEstimate>(&self, core: &Core<E>, work_ns: i64) -> i64;
     /// When the hold ends, given H and the pending work W (ns). Paper: at H.
-    fn hold_until<E: ServiceEstimate>(&self, core: &Core<E>, h: i64, work: i64, now: u64) -> i64;
+    fn hold_until<E: ServiceEstimate>(&self, core: &Core<E>, h: i64, work: i64, now_ns: u64)
+        -> i64;
     /// Whether the mixer may idle the disk (or run best effort) to hold at all.
     /// Paper: always.
     fn may_hold<E: ServiceEstimate>(&self, core: &Core<E>, now_ns: u64) -> bool;

@@ -134,9 +134,15 @@ impl Hooks for Fixes {
     fn hold_reserve_ns<E: ServiceEstimate>(&self, core: &Core<E>, work_ns: i64) -> i64 {
         self.set_aside_the_best_effort_share(core, work_ns)
     }
-    fn hold_until<E: ServiceEstimate>(&self, core: &Core<E>, h: i64, work: i64, now: u64) -> i64 {
-        self.stop_holding_when_work_approaches_slack(core, h, work, now)
-            .saturating_add(self.hold_longer_under_light_load(core, now))
+    fn hold_until<E: ServiceEstimate>(
+        &self,
+        core: &Core<E>,
+        h: i64,
+        work: i64,
+        now_ns: u64,
+    ) -> i64 {
+        self.stop_holding_when_work_approaches_slack(core, h, work, now_ns)
+            .saturating_add(self.hold_longer_under_light_load(core, now_ns))
     }
     fn may_hold<E: ServiceEstimate>(&self, core: &Core<E>, now_ns: u64) -> bool {
         self.no_idle_disk_at_saturation(core, now_ns)
