@@ -40,6 +40,11 @@ pub(crate) struct Dispatcher {
     pub(crate) notify: HashMap<OpId, Notify>,
     /// [`crate::Options::max_tickets`].
     pub(crate) max_tickets: usize,
+    /// The engine's operation bound (`EngineConfig::max_ops`).
+    pub(crate) max_ops: usize,
+    /// Starts held for room ([`Runtime::start_waiting`]), oldest first; their
+    /// callers wait for the reply. Their count is in `Table::held_starts`.
+    pub(crate) held: VecDeque<Start>,
 }
 
 /// The emulated hard disk's clock: when each command in flight is due, and the
@@ -72,6 +77,9 @@ impl Dispatcher {
         t.running.clear();
         self.shared.cv.notify_all();
         drop(t);
+        // Their callers' `start_waiting` says the runtime stopped.
+        self.held.clear();
+        self.shared.lock().held_starts = 0;
         // Their `check` now says why.
         for (id, n) in self.notify.drain() {
             n(Ticket(id));
@@ -90,6 +98,7 @@ impl Dispatcher {
             let held = self.release_held();
             self.pump()?;
             self.deliver();
+            self.start_held();
             if let Some(unmount) = self.closing {
                 if self.engine.ops_in_flight() == 0 && self.in_flight == 0 {
                     match unmount {
@@ -128,36 +137,21 @@ impl Dispatcher {
     fn handle(&mut self, m: Msg) {
         let now = self.now();
         match m {
-            Msg::Start {
-                op,
-                deadline_ns,
-                owner,
-                reply,
-                notify,
-            } => {
-                let tracked = {
-                    let t = self.shared.lock();
-                    t.running.len() + t.done.len()
-                };
-                let r = if self.closing.is_some() {
-                    Err(dvrfs_core::Error::InvalidArgument(
-                        "the runtime is closing".into(),
-                    ))
-                } else if tracked >= self.max_tickets {
-                    Err(dvrfs_core::Error::Busy(format!(
-                        "the runtime tracks {tracked} operations whose results are not taken yet"
-                    )))
+            Msg::Start(s) if s.wait_room => {
+                // Decided under the table's lock, where `check` reads the count: a
+                // result taken after the decision sends `Msg::Room`.
+                let mut t = self.shared.lock();
+                if self.held.is_empty() && !self.full(&t, &s.op) {
+                    drop(t);
+                    self.start(s, now);
                 } else {
-                    self.engine.submit(op, deadline_ns, owner, now)
-                };
-                if let Ok(id) = &r {
-                    self.shared.lock().running.insert(*id);
-                    if let Some(n) = notify {
-                        self.notify.insert(*id, n);
-                    }
+                    // Behind the starts already held, so they go first.
+                    self.held.push_back(s);
+                    t.held_starts = self.held.len();
                 }
-                let _ = reply.send(r);
             }
+            Msg::Start(s) => self.start(s, now),
+            Msg::Room => {}
             Msg::Cancel { id, reply } => {
                 let _ = reply.send(self.engine.cancel(id, now));
             }
@@ -169,6 +163,69 @@ impl Dispatcher {
             }
             Msg::IoDone(id, r) => self.io_done(id, r),
         }
+    }
+
+    /// Whether starting `op` now would be refused for want of room (`EAGAIN`): the
+    /// ticket bound, the engine's operation bound (counting the stream operations
+    /// waiting for their rate too, so it errs towards waiting), or, for a read,
+    /// write or truncate, the operations' share of the disk queue
+    /// (`dvrfs_core::engine::bounds`).
+    fn full(&self, t: &Table, op: &Op) -> bool {
+        let tracked = t.running.len() + t.done.len();
+        let data = matches!(op, Op::Read { .. } | Op::Write { .. } | Op::Truncate { .. });
+        tracked >= self.max_tickets
+            || self.engine.ops_in_flight() >= self.max_ops
+            || (data && self.engine.scheduler().queued() >= self.engine.op_queue_limit())
+    }
+
+    /// Starts the held starts that now find room, oldest first; a closing runtime
+    /// refuses them all.
+    fn start_held(&mut self) {
+        while let Some(s) = self.held.front() {
+            let mut t = self.shared.lock();
+            if self.closing.is_none() && self.full(&t, &s.op) {
+                t.held_starts = self.held.len();
+                return;
+            }
+            drop(t);
+            let s = self.held.pop_front().expect("just seen");
+            let now = self.now();
+            self.start(s, now);
+        }
+        self.shared.lock().held_starts = 0;
+    }
+
+    fn start(&mut self, s: Start, now: Now) {
+        let Start {
+            op,
+            deadline_ns,
+            owner,
+            reply,
+            notify,
+            wait_room: _,
+        } = s;
+        let tracked = {
+            let t = self.shared.lock();
+            t.running.len() + t.done.len()
+        };
+        let r = if self.closing.is_some() {
+            Err(dvrfs_core::Error::InvalidArgument(
+                "the runtime is closing".into(),
+            ))
+        } else if tracked >= self.max_tickets {
+            Err(dvrfs_core::Error::Busy(format!(
+                "the runtime tracks {tracked} operations whose results are not taken yet"
+            )))
+        } else {
+            self.engine.submit(op, deadline_ns, owner, now)
+        };
+        if let Ok(id) = &r {
+            self.shared.lock().running.insert(*id);
+            if let Some(n) = notify {
+                self.notify.insert(*id, n);
+            }
+        }
+        let _ = reply.send(r);
     }
 
     /// The back end finished command `id`: complete it, or, on an emulated disk, hold

@@ -210,14 +210,22 @@ type Query = Box<dyn FnOnce(&Engine) + Send>;
 /// Told an operation's ticket once its result is ready (see [`Runtime::start_notify`]).
 pub type Notify = Box<dyn FnOnce(Ticket) + Send>;
 
+/// A request to start an operation, as the dispatcher receives it.
+struct Start {
+    op: Op,
+    deadline_ns: Option<u64>,
+    owner: u32,
+    reply: Sender<dvrfs_core::Result<OpId>>,
+    notify: Option<Notify>,
+    /// Hold it while the runtime or the engine is full instead of refusing it
+    /// ([`Runtime::start_waiting`]).
+    wait_room: bool,
+}
+
 enum Msg {
-    Start {
-        op: Op,
-        deadline_ns: Option<u64>,
-        owner: u32,
-        reply: Sender<dvrfs_core::Result<OpId>>,
-        notify: Option<Notify>,
-    },
+    Start(Start),
+    /// A result was taken while starts wait for room: its ticket's place is free.
+    Room,
     Cancel {
         id: OpId,
         reply: Sender<dvrfs_core::Result<()>>,
@@ -237,6 +245,9 @@ struct Table {
     running: std::collections::HashSet<OpId>,
     /// Why the dispatcher stopped, once it has.
     stopped: Option<String>,
+    /// Starts the dispatcher holds for room ([`Runtime::start_waiting`]): while
+    /// some are held, `check` tells it when it takes a result.
+    held_starts: usize,
 }
 
 struct Shared {
@@ -332,6 +343,7 @@ impl Runtime {
                     .map(|m| Admission::from_model(m, be_share))
             })
             .or(cfg.admission);
+        let cfg_max_ops = cfg.max_ops.max(1);
         let origin = Instant::now();
         let mut engine = Engine::new(vol, replay, cfg, now(origin))?;
         engine.qos_mut().counts_only = !opts.keep_samples;
@@ -384,6 +396,8 @@ impl Runtime {
             }),
             notify: HashMap::new(),
             max_tickets: opts.max_tickets,
+            max_ops: cfg_max_ops,
+            held: VecDeque::new(),
         };
         let thread = std::thread::Builder::new()
             .name("dvrfs-dispatch".into())
@@ -460,6 +474,35 @@ impl Runtime {
         self.start_with(op, deadline, owner, Some(notify))
     }
 
+    /// As [`Runtime::start`], but where the runtime or the engine is full (its
+    /// ticket bound [`Options::max_tickets`], the engine's operation bound
+    /// [`dvrfs_core::Error::QueueFull`] or its disk queue [`dvrfs_core::Error::Busy`],
+    /// all `EAGAIN`), the dispatcher holds the request and starts it once room frees,
+    /// and this call returns then: the caller never sees `EAGAIN`. For a driver whose
+    /// callers do not retry (the FUSE mount: `cp` and `ffmpeg` fail on a write's
+    /// `EAGAIN`); the C API refuses with `EAGAIN` instead.
+    ///
+    /// No polling: the held starts are tried, oldest first, each time the dispatcher
+    /// takes a device completion or a message, and `check` sends it one when it takes
+    /// a result while starts are held (a ticket's place is then free). An operation
+    /// that plans more disk requests than the queue has room for when it starts still
+    /// fails with `Busy` (`dvrfs_core::engine::bounds`; far past the default bound).
+    ///
+    /// The caller must take its own finished results before it waits: a place its
+    /// untaken result holds is a place it may be waiting for.
+    pub fn start_waiting(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Ticket> {
+        self.start_msg(op, deadline, owner, None, true)
+    }
+
+    /// As [`Runtime::run`], waiting for room as [`Runtime::start_waiting`] does.
+    pub fn run_waiting(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Output> {
+        let t = self.start_waiting(op, deadline, owner)?;
+        Ok(self
+            .check(t, true)?
+            .expect("a waited result is present")
+            .output)
+    }
+
     fn start_with(
         &self,
         op: Op,
@@ -467,16 +510,28 @@ impl Runtime {
         owner: u32,
         notify: Option<Notify>,
     ) -> Result<Ticket> {
+        self.start_msg(op, deadline, owner, notify, false)
+    }
+
+    fn start_msg(
+        &self,
+        op: Op,
+        deadline: Option<Instant>,
+        owner: u32,
+        notify: Option<Notify>,
+        wait_room: bool,
+    ) -> Result<Ticket> {
         let deadline_ns =
             deadline.map(|d| d.saturating_duration_since(self.origin).as_nanos() as u64);
         let (reply, rx) = mpsc::channel();
-        self.send(Msg::Start {
+        self.send(Msg::Start(Start {
             op,
             deadline_ns,
             owner,
             reply,
             notify,
-        })?;
+            wait_room,
+        }))?;
         let id = rx.recv().map_err(|_| self.stopped())??;
         Ok(Ticket(id))
     }
@@ -487,6 +542,12 @@ impl Runtime {
         let mut table = self.shared.lock();
         loop {
             if let Some(r) = table.done.remove(&t.0) {
+                let held = table.held_starts > 0;
+                drop(table);
+                if held {
+                    // A start waits for room: this place is free now.
+                    let _ = self.send(Msg::Room);
+                }
                 return Ok(Some(r?));
             }
             if !table.running.contains(&t.0) {
