@@ -273,7 +273,6 @@ pub const BLOCK_DEVICE_SAMPLES: u64 = 64;
 
 fn regular_file_contents(path: &Path) -> CliResult<Option<String>> {
     use std::io::{Read, Seek, SeekFrom};
-    use std::os::fd::AsRawFd;
     let mut f = std::fs::File::open(path).map_err(|e| local_io(path, "cannot read", e))?;
     let len = f
         .metadata()
@@ -283,14 +282,10 @@ fn regular_file_contents(path: &Path) -> CliResult<Option<String>> {
     let mut scanned = 0u64;
     let mut at = 0u64;
     while at < len {
-        // SAFETY: lseek on a descriptor this function owns; no memory is passed.
-        let data = unsafe { libc::lseek(f.as_raw_fd(), at as libc::off_t, libc::SEEK_DATA) };
-        if data < 0 {
-            break; // ENXIO: no data past `at` (or no SEEK_DATA here: then read it all)
-        }
-        // SAFETY: as above.
-        let hole = unsafe { libc::lseek(f.as_raw_fd(), data, libc::SEEK_HOLE) };
-        let (start, end) = (data as u64, if hole < 0 { len } else { hole as u64 });
+        // No data past `at` (ENXIO), or no SEEK_DATA here.
+        let Some((start, end)) = dvrfs_io::files::next_data(&f, at, len) else {
+            break;
+        };
         f.seek(SeekFrom::Start(start))
             .map_err(|e| local_io(path, "cannot read", e))?;
         let mut pos = start;

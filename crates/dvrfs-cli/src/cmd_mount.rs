@@ -19,12 +19,14 @@
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
 use dvrfs_fuse::{stamp, DvrfsFs, MountConfig};
+use dvrfs_io::signals::{self, SignalSet};
+use dvrfs_io::{files, process};
 use dvrfs_runtime::Runtime;
 
 use crate::cmd_stream::admission;
@@ -105,6 +107,12 @@ pub struct MountArgs {
     /// accepted and ignored
     #[arg(short = 'o')]
     pub options: Vec<String>,
+    /// Testing only (hidden): operations the runtime tracks at once, 1 to
+    /// 65536 (`dvrfs_runtime::Options::max_tickets`, default 65536). A small bound
+    /// makes the mount's wait for room (docs/mount.md, "When the queue is full")
+    /// happen with a handful of writers.
+    #[arg(long, hide = true, default_value_t = dvrfs_runtime::MAX_TICKETS)]
+    pub max_tickets: usize,
 }
 
 /// How `mount.fuse3` and `mount(8)` call a helper: `dvrfs SOURCE DIR [-o OPTS]`, or
@@ -198,6 +206,11 @@ fn apply_options(a: &mut MountArgs) -> CliResult<()> {
         }
     }
     crate::args::check_range("--threads (-o threads=)", a.threads, 1..=MAX_THREADS)?;
+    crate::args::check_range(
+        "--max-tickets",
+        a.max_tickets,
+        1..=dvrfs_runtime::MAX_TICKETS,
+    )?;
     memory_sizes(a)?;
     crate::mount_quota::quota_config(a)?;
     Ok(())
@@ -260,12 +273,13 @@ pub const MAX_THREADS: usize = 256;
 /// temporary directory when `/var/log` is not writable.
 fn default_log(mountpoint: &Path) -> PathBuf {
     let var = Path::new("/var/log");
-    let dir =
-        if std::fs::metadata(var).is_ok_and(|m| !m.permissions().readonly()) && nix_access_w(var) {
-            var.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        };
+    let dir = if std::fs::metadata(var).is_ok_and(|m| !m.permissions().readonly())
+        && files::writable(var)
+    {
+        var.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
     dir.join(log_name(mountpoint))
 }
 
@@ -310,12 +324,6 @@ fn log_name(mountpoint: &Path) -> String {
         esc += &format!("-{hash:016x}");
     }
     format!("dvrfs-{esc}.log")
-}
-
-fn nix_access_w(p: &Path) -> bool {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).expect("no NUL in a path");
-    // SAFETY: a valid C string; access(2) only reads it.
-    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
 
 pub fn mount(a: &MountArgs) -> CliResult<u8> {
@@ -456,26 +464,13 @@ fn refuse_symlink(what: &str, flag: &str, path: &Path) -> CliResult<()> {
 fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> CliResult<u8> {
     let log_file =
         open_daemon_file(log, false).map_err(|e| daemon_file_error("log", "--log", log, e))?;
-    let mut fds = [0; 2];
-    // SAFETY: pipe(2) writes two descriptors into the array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(CliError::new(format!(
-            "cannot create a pipe: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    // SAFETY: both descriptors were just created and are owned here only.
-    let (rd, wr) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: the process has one thread here (nothing was started yet), so the child
-    // may go on running Rust code.
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(CliError::new(format!(
-            "cannot fork the daemon: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    if pid > 0 {
+    let (rd, wr) =
+        process::pipe().map_err(|e| CliError::new(format!("cannot create a pipe: {e}")))?;
+    // The process has one thread here (nothing was started yet), so the child may go
+    // on running Rust code; `fork` checks it.
+    let forked =
+        process::fork().map_err(|e| CliError::new(format!("cannot fork the daemon: {e}")))?;
+    if let process::Forked::Parent(_) = forked {
         drop(wr);
         let mut said = String::new();
         let _ = std::fs::File::from(rd).read_to_string(&mut said);
@@ -498,18 +493,8 @@ fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> Cli
         return Err(e);
     }
     drop(rd);
-    // SAFETY: in the child: a new session, and standard descriptors on /dev/null and
-    // the log; all of them valid descriptors.
-    unsafe {
-        libc::setsid();
-        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            libc::dup2(null, 0);
-            libc::dup2(null, 1);
-            libc::close(null);
-        }
-        libc::dup2(log_file.as_raw_fd(), 2);
-    }
+    // In the child: a new session, standard descriptors on /dev/null and the log.
+    process::detach_stdio(log_file.as_fd());
     drop(log_file);
     let _ = std::env::set_current_dir("/");
     let code = match serve(a, target, mountpoint, Some(wr)) {
@@ -552,6 +537,7 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
             // The mount runs for months: counters, not a sample per request.
             keep_samples: false,
             stream_memory_bytes: Some(stream_memory_bytes),
+            max_tickets: a.max_tickets,
             ..dvrfs_runtime::Options::default()
         };
         let rt = Arc::new(Runtime::with_device(dev, opts)?);
@@ -734,8 +720,13 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
         );
         return Err(e);
     }
+    // Requests that found the queue full and waited for room (docs/mount.md).
+    let held = match stats.held {
+        0 => String::new(),
+        n => format!(", {n} requests waited for room in the queue"),
+    };
     eprintln!(
-        "{} dvrfs: {} unmounted, journal committed ({} device commands while mounted)",
+        "{} dvrfs: {} unmounted, journal committed ({} device commands while mounted{held})",
         stamp(),
         target.display(),
         stats.commands
@@ -826,24 +817,18 @@ fn log_broken(rt: &Runtime, image: &str, own: &OwnMount) -> bool {
     true
 }
 
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: a zeroed sigset_t is filled by sigemptyset; pthread_sigmask only reads it.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
-    }
+/// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread (and the threads it
+/// starts); the set, for [`wait_signal`].
+fn block_signals() -> SignalSet {
+    let set =
+        SignalSet::of(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP]).expect("valid signal numbers");
+    signals::mask(signals::MaskHow::Block, Some(&set));
+    set
 }
 
-fn wait_signal(set: &libc::sigset_t) -> i32 {
-    let mut sig = 0;
-    // SAFETY: `set` is a valid signal set; sigwait writes the signal number.
-    unsafe { libc::sigwait(set, &mut sig) };
-    sig
+/// The next of the blocked signals (0 if the wait failed).
+fn wait_signal(set: &SignalSet) -> i32 {
+    signals::wait(set).unwrap_or(0)
 }
 
 #[cfg(test)]

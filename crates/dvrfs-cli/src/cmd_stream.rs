@@ -20,7 +20,7 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -451,7 +451,7 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
             // Each read's bytes go to the stream at once (its write-behind buffer
             // gathers them into requests): what was read is what was accepted.
             let wait = SYNC_INTERVAL.saturating_sub(last_sync.elapsed());
-            let ready = interrupt::wait_readable(input.as_raw_fd(), wait)
+            let ready = interrupt::wait_readable(input.as_fd(), wait)
                 .map_err(|e| local_io(&a.input, "error reading", e))?;
             if ready {
                 match input.read(&mut piece[..want as usize]) {

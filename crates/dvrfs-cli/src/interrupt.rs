@@ -16,9 +16,11 @@
 //! the next one, so none is missed or left waiting however it falls.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
+
+use dvrfs_io::signals::{self, MaskHow, Readable, SignalSet};
 
 use crate::error::{CliError, CliResult};
 
@@ -36,18 +38,9 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// From now on SIGINT, SIGTERM and SIGHUP set a flag instead of killing the process;
 /// a second one kills as usual (`SA_RESETHAND`).
 pub fn catch() {
-    for sig in SIGNALS {
-        // SAFETY: a zeroed sigaction with a handler that only stores an atomic; the
-        // signal numbers are valid. No SA_RESTART: a wait the signal interrupts
-        // returns EINTR.
-        unsafe {
-            let mut act: libc::sigaction = std::mem::zeroed();
-            act.sa_sigaction = on_signal as *const () as usize;
-            act.sa_flags = libc::SA_RESETHAND;
-            libc::sigemptyset(&mut act.sa_mask);
-            libc::sigaction(sig, &act, std::ptr::null_mut());
-        }
-    }
+    // The handler only stores an atomic; no SA_RESTART: a wait the signal interrupts
+    // returns EINTR. The signal numbers are valid, so this cannot fail.
+    let _ = signals::catch(&SIGNALS, on_signal);
 }
 
 /// The signal that asked the command to stop, if one did.
@@ -86,48 +79,27 @@ pub fn check(what: &str) -> CliResult<()> {
 }
 
 /// The signals as a set.
-fn signal_set() -> libc::sigset_t {
-    // SAFETY: sigemptyset initializes the set, sigaddset adds valid signal numbers.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in SIGNALS {
-            libc::sigaddset(&mut set, sig);
-        }
-        set
-    }
-}
-
-/// Changes the calling thread's mask (`SIG_BLOCK`, `SIG_UNBLOCK` or `SIG_SETMASK`
-/// with `set`; with no set it stays as it is); returns the mask it had.
-fn mask(how: libc::c_int, set: Option<&libc::sigset_t>) -> libc::sigset_t {
-    let set = set.map_or(std::ptr::null(), |s| s as *const libc::sigset_t);
-    // SAFETY: `set` is null or a valid set, `old` a set to fill, both living across
-    // the call, which only concerns the calling thread.
-    unsafe {
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::pthread_sigmask(how, set, &mut old);
-        old
-    }
+fn signal_set() -> SignalSet {
+    SignalSet::of(&SIGNALS).expect("valid signal numbers")
 }
 
 /// Blocks the signals in the calling thread (and in every thread it starts from now
 /// on): they stay pending until [`wait_readable`] or [`unblock`] takes them.
 pub fn block() {
-    mask(libc::SIG_BLOCK, Some(&signal_set()));
+    signals::mask(MaskHow::Block, Some(&signal_set()));
 }
 
 /// Unblocks the signals in the calling thread: a pending one is taken at once.
 pub fn unblock() {
-    mask(libc::SIG_UNBLOCK, Some(&signal_set()));
+    signals::mask(MaskHow::Unblock, Some(&signal_set()));
 }
 
 /// Runs `f` with the signals blocked in the calling thread, so that the threads it
 /// starts never take them; then the calling thread's mask is as it was.
 pub fn blocked<T>(f: impl FnOnce() -> T) -> T {
-    let old = mask(libc::SIG_BLOCK, Some(&signal_set()));
+    let old = signals::mask(MaskHow::Block, Some(&signal_set()));
     let out = f();
-    mask(libc::SIG_SETMASK, Some(&old));
+    signals::mask(MaskHow::Set, Some(&old));
     out
 }
 
@@ -135,7 +107,7 @@ pub fn blocked<T>(f: impl FnOnce() -> T) -> T {
 /// the signals while it waits (the calling thread blocks them otherwise, see
 /// [`block`]). True when `fd` is ready; false when the time passed or a signal came
 /// (then [`received`] says which, if it was one of ours).
-pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+pub fn wait_readable(fd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
     // A signal that came since the last wait is taken first: `ppoll` gives one only
     // when it has to wait, and a regular file (or a busy pipe) never makes it wait.
     unblock();
@@ -143,31 +115,10 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     if received().is_some() {
         return Ok(false);
     }
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
     // The thread's mask without the signals, for the wait.
-    let mut waiting = mask(libc::SIG_BLOCK, None);
+    let mut waiting = signals::mask(MaskHow::Block, None);
     for sig in SIGNALS {
-        // SAFETY: a valid set and signal number.
-        unsafe { libc::sigdelset(&mut waiting, sig) };
+        waiting.remove(sig)?;
     }
-    // SAFETY: one valid pollfd, a valid timespec and a valid signal set, all living
-    // across the call.
-    let n = unsafe { libc::ppoll(&mut pfd, 1, &ts, &waiting) };
-    match n {
-        -1 => match io::Error::last_os_error() {
-            e if e.kind() == io::ErrorKind::Interrupted => Ok(false),
-            e => Err(e),
-        },
-        0 => Ok(false),
-        // POLLIN, or POLLHUP/POLLERR/POLLNVAL: the read says which.
-        _ => Ok(true),
-    }
+    Ok(signals::poll_readable(fd, timeout, &waiting)? == Readable::Ready)
 }

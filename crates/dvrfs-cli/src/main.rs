@@ -2,6 +2,11 @@
 //! every failure into one `dvrfs: <what was wrong>` line (plus a `hint:` line where
 //! there is something to do) and a non-zero exit status. Never a panic or backtrace.
 
+// Every system call without a safe form in std goes through `dvrfs_io` (its
+// `files`, `process` and `signals` modules), where each `unsafe` block says why
+// it is sound.
+#![forbid(unsafe_code)]
+
 // First: it defines the `outln!` macro the command modules use.
 #[macro_use]
 mod output;

@@ -17,7 +17,7 @@
 //! (or `umount -l`) lets it go; the daemon then exits with status 1 and the cause
 //! in its log.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -102,24 +102,8 @@ impl OwnMount {
         if pin.is_some() {
             return Ok(());
         }
-        let c = std::ffi::CString::new(self.dir.as_os_str().as_encoded_bytes())
-            .map_err(|_| "a NUL in the mount point".to_string())?;
-        // SAFETY: a valid C string; O_PATH opens no file, it names the directory.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(format!(
-                "cannot hold {}: {}",
-                self.dir.display(),
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: just opened, owned here only.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let fd = dvrfs_io::files::open_dir_path(&self.dir)
+            .map_err(|e| format!("cannot hold {}: {e}", self.dir.display()))?;
         let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd()))
             .unwrap_or_default();
         let mnt_id = info

@@ -25,6 +25,16 @@
 //!   sends reads out of order on several threads; a chunk read ahead is kept until it
 //!   is used or evicted, never thrown away because a later one was asked first.
 //! - A file opened with `O_DIRECT` bypasses both (its writes wait for the disk).
+//! - **A full queue is waited out, never reported.** Programs that write regular
+//!   files (`cp`, `ffmpeg`) do not retry `EAGAIN`, so every operation a request
+//!   needs is started with [`Runtime::start_waiting`] / [`Runtime::run_waiting`]:
+//!   when the runtime's ticket bound, the engine's operation bound or its disk queue
+//!   is full, the dispatcher holds the start and makes it once completions free
+//!   room (no polling). Room there frees as the disk works, never by a result
+//!   being taken, so a request waiting with the file's lock cannot wait for one
+//!   stuck behind it. Results the mount leaves untaken are bounded: one write and
+//!   [`READ_AHEAD_CHUNKS`] x 2 reads ahead per open file. Only read-ahead, which
+//!   nobody waits for, is skipped instead.
 //!
 //! Chunks live in huge-page buffers ([`dvrfs_io::HugeBuf`]) that go back to a pool
 //! shared by all files once the engine returns them: the kernel's bytes are copied
@@ -305,7 +315,7 @@ impl FileState {
         self.wait_inflight(rt);
         let offset = self.wstart;
         let n = chunk.len as u64;
-        match rt.start(
+        match rt.start_waiting(
             Op::Write {
                 ino: self.ino,
                 offset,
@@ -473,7 +483,7 @@ impl FileState {
             who.share.check_write(rt, who.uid, self.ino, end)?;
         }
         self.drop_reads(rt);
-        rt.run(
+        rt.run_waiting(
             Op::Write {
                 ino: self.ino,
                 offset,
@@ -691,6 +701,8 @@ impl FileState {
             };
             let mut buf = self.pool.take(self.chunk as usize);
             buf.len = buf.cap();
+            // Never held for room (`start`, not `start_waiting`): a read-ahead the
+            // full queue refuses (`EAGAIN`) is skipped; nobody waits for it.
             let Ok(t) = rt.start(
                 Op::Read {
                     ino: self.ino,
@@ -752,7 +764,7 @@ impl FileState {
             offset,
             buf,
         };
-        match rt.run(op, None, owner) {
+        match rt.run_waiting(op, None, owner) {
             Ok(Output::Read { buf, bytes }) => Ok((buf, bytes)),
             Ok(other) => panic!("a read completed as {other:?}"),
             Err(e) => Err(read_errno(rt, &e)),

@@ -111,7 +111,7 @@ impl DvrfsFs {
             // Unused preallocation goes back to the free pool; a file whose name was
             // removed while open is freed now.
             self.rt
-                .run(Op::CloseFile { ino }, None, owner)
+                .run_waiting(Op::CloseFile { ino }, None, owner)
                 .map_err(|e| errno_of(&e))?;
         }
         Ok(())

@@ -331,7 +331,9 @@ impl DvrfsFs {
         if self.read_only {
             return Err(libc::EROFS);
         }
-        self.rt.run(op, None, owner).map_err(|e| errno_of(&e))
+        self.rt
+            .run_waiting(op, None, owner)
+            .map_err(|e| errno_of(&e))
     }
 
     /// `fsync`: the journal commit it waits for is due now. (Without a deadline the
@@ -343,7 +345,7 @@ impl DvrfsFs {
             return Ok(());
         }
         self.rt
-            .run(Op::Fsync, Some(std::time::Instant::now()), owner)
+            .run_waiting(Op::Fsync, Some(std::time::Instant::now()), owner)
             .map(|_| ())
             .map_err(|e| errno_of(&e))
     }

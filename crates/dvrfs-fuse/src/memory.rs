@@ -115,7 +115,7 @@ impl FileState {
             stream: s.info.id,
             buf: IoBuf::zeroed(0),
         };
-        if let Err(e) = rt.run(op, None, 0) {
+        if let Err(e) = rt.run_waiting(op, None, 0) {
             // Its first read starts it then (or reports the failure to the reader).
             eprintln!(
                 "{} dvrfs: inode {}: stream {}: starting its prefetch at the open failed: {e}",

@@ -561,7 +561,7 @@ fn expire(sh: &Shared, ino: Ino, sid: StreamId, uid: u32) {
     if last && !sh.read_only {
         // As the last close does: unused preallocation goes back, a file whose name
         // was removed is freed.
-        if let Err(e) = sh.rt.run(Op::CloseFile { ino }, None, 0) {
+        if let Err(e) = sh.rt.run_waiting(Op::CloseFile { ino }, None, 0) {
             let e: Errno = errno_of(&e);
             eprintln!(
                 "{} dvrfs: inode {ino}: closing the file after its stream expired failed (errno {e})",

@@ -245,7 +245,7 @@ impl FileState {
         rt: &Runtime,
     ) -> Option<(FileStream, Result<StreamStats, Errno>)> {
         let s = self.stream.take()?;
-        let r = match rt.run(Op::StreamClose { stream: s.info.id }, None, 0) {
+        let r = match rt.run_waiting(Op::StreamClose { stream: s.info.id }, None, 0) {
             Ok(Output::StreamClosed(st)) => Ok(st),
             Ok(other) => panic!("a stream close completed as {other:?}"),
             Err(e) => Err(errno_of(&e)),

@@ -42,7 +42,13 @@ use std::sync::Mutex;
 use dvrfs_core::device::{AlignedBuf, Device, IO_ALIGN_BYTES};
 
 mod blk;
+/// File calls std has no safe form for (`SEEK_DATA`, `access`, `O_PATH`).
+pub mod files;
 mod huge;
+/// The mount daemon's process calls: pipe, fork, detaching its descriptors.
+pub mod process;
+/// Catching, masking and waiting for signals (the CLI's clean stop).
+pub mod signals;
 
 pub use huge::HugeBuf;
 

@@ -43,7 +43,7 @@ pub(crate) struct Dispatcher {
     /// The engine's operation bound (`EngineConfig::max_ops`).
     pub(crate) max_ops: usize,
     /// Starts held for room ([`Runtime::start_waiting`]), oldest first; their
-    /// callers wait for the reply. Their count is in `Table::held_starts`.
+    /// callers wait for the reply.
     pub(crate) held: VecDeque<Start>,
 }
 
@@ -79,7 +79,6 @@ impl Dispatcher {
         drop(t);
         // Their callers' `start_waiting` says the runtime stopped.
         self.held.clear();
-        self.shared.lock().held_starts = 0;
         // Their `check` now says why.
         for (id, n) in self.notify.drain() {
             n(Ticket(id));
@@ -137,21 +136,12 @@ impl Dispatcher {
     fn handle(&mut self, m: Msg) {
         let now = self.now();
         match m {
-            Msg::Start(s) if s.wait_room => {
-                // Decided under the table's lock, where `check` reads the count: a
-                // result taken after the decision sends `Msg::Room`.
-                let mut t = self.shared.lock();
-                if self.held.is_empty() && !self.full(&t, &s.op) {
-                    drop(t);
-                    self.start(s, now);
-                } else {
-                    // Behind the starts already held, so they go first.
-                    self.held.push_back(s);
-                    t.held_starts = self.held.len();
-                }
+            // Behind the starts already held, so they go first.
+            Msg::Start(s) if s.wait_room && (!self.held.is_empty() || self.full(&s.op)) => {
+                self.held.push_back(s);
+                self.shared.held.fetch_add(1, Ordering::Relaxed);
             }
             Msg::Start(s) => self.start(s, now),
-            Msg::Room => {}
             Msg::Cancel { id, reply } => {
                 let _ = reply.send(self.engine.cancel(id, now));
             }
@@ -165,15 +155,16 @@ impl Dispatcher {
         }
     }
 
-    /// Whether starting `op` now would be refused for want of room (`EAGAIN`): the
-    /// ticket bound, the engine's operation bound (counting the stream operations
-    /// waiting for their rate too, so it errs towards waiting), or, for a read,
-    /// write or truncate, the operations' share of the disk queue
-    /// (`dvrfs_core::engine::bounds`).
-    fn full(&self, t: &Table, op: &Op) -> bool {
-        let tracked = t.running.len() + t.done.len();
+    /// Whether a start held for room ([`Runtime::start_waiting`]) must wait on:
+    /// `max_tickets` operations running (results waiting to be taken do not count,
+    /// see `start_waiting`), the engine's operation bound (counting the stream
+    /// operations waiting for their rate too, so it errs towards waiting), or, for a
+    /// read, write or truncate, the operations' share of the disk queue
+    /// (`dvrfs_core::engine::bounds`). Each frees as operations finish.
+    fn full(&self, op: &Op) -> bool {
+        let running = self.shared.lock().running.len();
         let data = matches!(op, Op::Read { .. } | Op::Write { .. } | Op::Truncate { .. });
-        tracked >= self.max_tickets
+        running >= self.max_tickets
             || self.engine.ops_in_flight() >= self.max_ops
             || (data && self.engine.scheduler().queued() >= self.engine.op_queue_limit())
     }
@@ -182,17 +173,13 @@ impl Dispatcher {
     /// refuses them all.
     fn start_held(&mut self) {
         while let Some(s) = self.held.front() {
-            let mut t = self.shared.lock();
-            if self.closing.is_none() && self.full(&t, &s.op) {
-                t.held_starts = self.held.len();
+            if self.closing.is_none() && self.full(&s.op) {
                 return;
             }
-            drop(t);
             let s = self.held.pop_front().expect("just seen");
             let now = self.now();
             self.start(s, now);
         }
-        self.shared.lock().held_starts = 0;
     }
 
     fn start(&mut self, s: Start, now: Now) {
@@ -202,11 +189,12 @@ impl Dispatcher {
             owner,
             reply,
             notify,
-            wait_room: _,
+            wait_room,
         } = s;
         let tracked = {
             let t = self.shared.lock();
-            t.running.len() + t.done.len()
+            // A held start counts only the running operations (`full`).
+            t.running.len() + if wait_room { 0 } else { t.done.len() }
         };
         let r = if self.closing.is_some() {
             Err(dvrfs_core::Error::InvalidArgument(

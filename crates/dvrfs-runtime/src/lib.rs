@@ -224,8 +224,6 @@ struct Start {
 
 enum Msg {
     Start(Start),
-    /// A result was taken while starts wait for room: its ticket's place is free.
-    Room,
     Cancel {
         id: OpId,
         reply: Sender<dvrfs_core::Result<()>>,
@@ -245,9 +243,6 @@ struct Table {
     running: std::collections::HashSet<OpId>,
     /// Why the dispatcher stopped, once it has.
     stopped: Option<String>,
-    /// Starts the dispatcher holds for room ([`Runtime::start_waiting`]): while
-    /// some are held, `check` tells it when it takes a result.
-    held_starts: usize,
 }
 
 struct Shared {
@@ -256,6 +251,8 @@ struct Shared {
     /// Commands handed to the back end, and those that took the bounce path.
     commands: AtomicU64,
     bounced: AtomicU64,
+    /// Starts held for room ([`Runtime::start_waiting`]).
+    held: AtomicU64,
 }
 
 /// What the dispatcher has done so far.
@@ -266,6 +263,9 @@ pub struct Stats {
     /// Commands with a piece `O_DIRECT` could not take as it was, done through the
     /// device's aligned bounce buffer instead.
     pub bounced: u64,
+    /// Starts [`Runtime::start_waiting`] held until room freed (they would have been
+    /// refused with `EAGAIN`).
+    pub held: u64,
 }
 
 impl Shared {
@@ -377,6 +377,7 @@ impl Runtime {
             cv: Condvar::new(),
             commands: AtomicU64::new(0),
             bounced: AtomicU64::new(0),
+            held: AtomicU64::new(0),
         });
         let d = Dispatcher {
             engine,
@@ -421,6 +422,7 @@ impl Runtime {
         Stats {
             commands: self.shared.commands.load(Ordering::Relaxed),
             bounced: self.shared.bounced.load(Ordering::Relaxed),
+            held: self.shared.held.load(Ordering::Relaxed),
         }
     }
 
@@ -474,22 +476,28 @@ impl Runtime {
         self.start_with(op, deadline, owner, Some(notify))
     }
 
-    /// As [`Runtime::start`], but where the runtime or the engine is full (its
-    /// ticket bound [`Options::max_tickets`], the engine's operation bound
-    /// [`dvrfs_core::Error::QueueFull`] or its disk queue [`dvrfs_core::Error::Busy`],
-    /// all `EAGAIN`), the dispatcher holds the request and starts it once room frees,
-    /// and this call returns then: the caller never sees `EAGAIN`. For a driver whose
-    /// callers do not retry (the FUSE mount: `cp` and `ffmpeg` fail on a write's
-    /// `EAGAIN`); the C API refuses with `EAGAIN` instead.
+    /// As [`Runtime::start`], but where the runtime or the engine is full, the
+    /// dispatcher holds the request and starts it once room frees, and this call
+    /// returns then: the caller never sees `EAGAIN`. For a driver whose callers do not
+    /// retry (the FUSE mount: `cp` and `ffmpeg` fail on a write's `EAGAIN`); the C
+    /// API refuses with `EAGAIN` instead. Full means: [`Options::max_tickets`]
+    /// operations *running*, the engine's operation bound
+    /// ([`dvrfs_core::Error::QueueFull`]), or, for a read, write or truncate, the
+    /// operations' share of its disk queue ([`dvrfs_core::Error::Busy`]).
     ///
-    /// No polling: the held starts are tried, oldest first, each time the dispatcher
-    /// takes a device completion or a message, and `check` sends it one when it takes
-    /// a result while starts are held (a ticket's place is then free). An operation
-    /// that plans more disk requests than the queue has room for when it starts still
-    /// fails with `Busy` (`dvrfs_core::engine::bounds`; far past the default bound).
+    /// Every one of these frees as the disk works, whoever takes the results: the
+    /// ticket bound counts only running operations here, not finished ones whose
+    /// results wait to be taken (as it does for [`Runtime::start`]). Otherwise a
+    /// waiting request could wait for a result that only another request, stuck
+    /// behind it (a FUSE session thread, a file's lock), would take. So the caller
+    /// must bound its own untaken results (the mount: one write and a few reads
+    /// ahead per open file), as it bounds its memory.
     ///
-    /// The caller must take its own finished results before it waits: a place its
-    /// untaken result holds is a place it may be waiting for.
+    /// No polling: the held starts are tried, oldest first, each time the
+    /// dispatcher has taken a device completion or a message and filed the finished
+    /// operations. An operation that plans more disk requests than the queue has
+    /// room for when it starts still fails with `Busy`
+    /// (`dvrfs_core::engine::bounds`; far past the default bound).
     pub fn start_waiting(&self, op: Op, deadline: Option<Instant>, owner: u32) -> Result<Ticket> {
         self.start_msg(op, deadline, owner, None, true)
     }
@@ -542,12 +550,6 @@ impl Runtime {
         let mut table = self.shared.lock();
         loop {
             if let Some(r) = table.done.remove(&t.0) {
-                let held = table.held_starts > 0;
-                drop(table);
-                if held {
-                    // A start waits for room: this place is free now.
-                    let _ = self.send(Msg::Room);
-                }
                 return Ok(Some(r?));
             }
             if !table.running.contains(&t.0) {

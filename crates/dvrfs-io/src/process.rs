@@ -1,0 +1,80 @@
+//! The process calls the mount daemon needs: a pipe to its parent, the fork that
+//! makes the daemon, and the daemon's detached standard descriptors.
+//!
+//! Contract: each function makes the system call it is named after and reports its
+//! failure as `io::Error`. [`fork`] is the one with a precondition the compiler
+//! cannot see (a child of a multi-threaded process may only call async-signal-safe
+//! functions, not run Rust code that allocates): it checks it at run time and
+//! refuses, with an error, a process that has more than one thread.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+/// A pipe: (read end, write end), both close-on-exec.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2(2) writes two descriptors into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and are owned here only.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Which side of a [`fork`] this is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forked {
+    /// The parent; the child's process id.
+    Parent(libc::pid_t),
+    Child,
+}
+
+/// Threads of the calling process (from `/proc/self/status`).
+fn threads() -> io::Result<usize> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("/proc/self/status has no thread count"))
+}
+
+/// Forks the process. Only a process with a single thread may: then the child is a
+/// full copy and may go on running Rust code. With more threads (or when the count
+/// cannot be read) it refuses with an error and forks nothing.
+pub fn fork() -> io::Result<Forked> {
+    let n = threads()?;
+    if n != 1 {
+        return Err(io::Error::other(format!(
+            "cannot fork a process with {n} threads (the child could deadlock on a lock another thread held)"
+        )));
+    }
+    // SAFETY: the process has one thread (checked just above; only this thread
+    // could start another), so the child inherits no lock held by a thread that
+    // does not exist in it, and may run any code.
+    match unsafe { libc::fork() } {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid)),
+    }
+}
+
+/// Detaches a daemon: a new session (no controlling terminal), standard input and
+/// output on `/dev/null`, standard error on `log`. Best effort, as daemons do: a
+/// descriptor that cannot be replaced stays as it was.
+pub fn detach_stdio(log: BorrowedFd<'_>) {
+    // SAFETY: setsid takes no arguments; open gets a valid C string; dup2 and
+    // close get descriptors that are open (`null` checked, `log` borrowed for the
+    // call). Replacing 0, 1 and 2 closes whatever they were, which nothing in this
+    // process owns as an `OwnedFd` (the standard streams are not).
+    unsafe {
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+        if null >= 0 {
+            libc::dup2(null, 0);
+            libc::dup2(null, 1);
+            libc::close(null);
+        }
+        libc::dup2(log.as_raw_fd(), 2);
+    }
+}
