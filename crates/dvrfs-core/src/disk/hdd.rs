@@ -73,28 +73,12 @@ use super::model::DiskModel;
 use super::seek::SeekCurve;
 use super::{Access, AccessTiming};
 
+mod read_ahead;
+
+use read_ahead::{Segment, Stream};
+
 /// One ms in ns.
 const NS_PER_MS: f64 = 1.0e6;
-
-/// The segment being filled by read-ahead after the last read.
-#[derive(Clone, Copy, Debug)]
-struct Stream {
-    /// First sector the host has not consumed (where the last read ended).
-    next_lba: u64,
-    /// Sectors `[next_lba, stream_lba)` are in the buffer; the media streams from
-    /// `stream_lba`, whose first sector starts under the head at `stream_start_ns`.
-    stream_lba: u64,
-    stream_start_ns: f64,
-    /// The read-ahead stops here (`next_lba + read_ahead`, within the disk).
-    limit_lba: u64,
-}
-
-/// A stopped read-ahead: sectors `[next_lba, end_lba)` are in the cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Segment {
-    next_lba: u64,
-    end_lba: u64,
-}
 
 /// Where the media part of a command starts and ends.
 struct MediaTiming {
@@ -102,6 +86,61 @@ struct MediaTiming {
     rotation_ns: f64,
     end_ns: f64,
     cylinders: u64,
+}
+
+/// What serving one command came to, before rounding into an [`AccessTiming`]: when
+/// it ended, the media's positioning (zero when no media work was needed) and how the
+/// read-ahead cache took part.
+#[derive(Clone, Copy, Debug, Default)]
+struct Served {
+    end_ns: f64,
+    seek_ns: f64,
+    rotation_ns: f64,
+    cylinders: u64,
+    cache_hit: bool,
+    cache_partial_hit: bool,
+}
+
+impl Served {
+    /// Ends at `end_ns` with no media positioning.
+    fn at(end_ns: f64) -> Served {
+        Served {
+            end_ns,
+            ..Served::default()
+        }
+    }
+
+    /// The media work `m`, ending no earlier than the host link (`host_end`).
+    fn from_media(m: &MediaTiming, host_end: f64) -> Served {
+        Served {
+            end_ns: m.end_ns.max(host_end),
+            seek_ns: m.seek_ns,
+            rotation_ns: m.rotation_ns,
+            cylinders: m.cylinders,
+            ..Served::default()
+        }
+    }
+
+    /// Rounded to whole ns, with the parts (overhead, seek, rotation, transfer) summing
+    /// exactly to the command's time from `issue_ns`.
+    fn timing(&self, issue_ns: u64, overhead: f64) -> AccessTiming {
+        let round = |v: f64| v.max(0.0).round() as u64;
+        let end = round(self.end_ns).max(issue_ns);
+        let overhead_ns = round(overhead).min(end - issue_ns);
+        let seek_ns = round(self.seek_ns).min(end - issue_ns - overhead_ns);
+        let rotation_ns = round(self.rotation_ns).min(end - issue_ns - overhead_ns - seek_ns);
+        AccessTiming {
+            start_ns: issue_ns,
+            end_ns: end,
+            overhead_ns,
+            seek_ns,
+            rotation_ns,
+            transfer_ns: end - issue_ns - overhead_ns - seek_ns - rotation_ns,
+            seek_cylinders: self.cylinders,
+            cache_hit: self.cache_hit,
+            cache_partial_hit: self.cache_partial_hit,
+        }
+    }
 }
 
 /// A simulated hard disk (see the module docs).
@@ -206,169 +245,48 @@ impl Hdd {
         let bytes = sectors * self.geo.sector_bytes();
         let start = issue_ns as f64;
 
-        // Error recovery, drawn for every command so the random stream does not depend
-        // on the workload's mix.
+        let overhead = self.command_overhead_ns();
+        let t_cmd = start + overhead;
+        let host_end = t_cmd + bytes as f64 / self.interface_bytes_per_ns;
+
+        let served = if sectors == 0 {
+            Served::at(t_cmd)
+        } else if a.write {
+            self.serve_write(t_cmd, lba, end_lba, host_end)
+        } else if self.read_ahead_sectors == 0 {
+            let m = self.media(t_cmd, lba, sectors, false);
+            Served::from_media(&m, host_end)
+        } else {
+            let served = self.serve_cached_read(t_cmd, lba, end_lba, host_end);
+            debug_assert!(self.segments_within_bounds(), "{:?}", self.segments);
+            served
+        };
+        served.timing(issue_ns, overhead)
+    }
+
+    /// The command overhead, with the error recovery of a rare slow access added. Drawn
+    /// for every command so the random stream does not depend on the workload's mix.
+    fn command_overhead_ns(&mut self) -> f64 {
         let mut overhead = self.overhead_ns;
         if self.uniform() < self.slow_probability {
             let [lo, hi] = self.slow_extra_ns;
             overhead += lo + (hi - lo) * self.uniform();
         }
-        let t_cmd = start + overhead;
-        let host_end = t_cmd + bytes as f64 / self.interface_bytes_per_ns;
+        overhead
+    }
 
-        let mut seek_ns = 0.0;
-        let mut rotation_ns = 0.0;
-        let mut cylinders = 0;
-        let mut cache_hit = false;
-        let mut cache_partial_hit = false;
-        let end_ns;
-
-        if sectors == 0 {
-            end_ns = t_cmd;
-        } else if a.write {
-            self.stop_read_ahead(t_cmd);
-            self.segments
-                .retain(|s| s.end_lba <= lba || s.next_lba >= end_lba);
-            if self.write_back {
-                end_ns = host_end;
-            } else {
-                let m = self.media(t_cmd, lba, sectors, true);
-                (seek_ns, rotation_ns, cylinders) = (m.seek_ns, m.rotation_ns, m.cylinders);
-                end_ns = m.end_ns.max(host_end);
-            }
-        } else if self.read_ahead_sectors == 0 {
-            let m = self.media(t_cmd, lba, sectors, false);
-            (seek_ns, rotation_ns, cylinders) = (m.seek_ns, m.rotation_ns, m.cylinders);
-            end_ns = m.end_ns.max(host_end);
+    /// A write of `lba..end_lba`: it stops the read-ahead and drops the segments it
+    /// overlaps; write-back ends when the host link has carried it, write-through when
+    /// the media has it too.
+    fn serve_write(&mut self, t_cmd: f64, lba: u64, end_lba: u64, host_end: f64) -> Served {
+        self.stop_read_ahead(t_cmd);
+        self.segments
+            .retain(|s| s.end_lba <= lba || s.next_lba >= end_lba);
+        if self.write_back {
+            Served::at(host_end)
         } else {
-            // The active read-ahead serves the read if the read continues it, or starts
-            // inside what it has buffered by now (a stream that skipped a little).
-            let active = self.stream.and_then(|s| {
-                let frontier = self.frontier(&s, t_cmd);
-                let serves = lba == s.next_lba || (s.next_lba < lba && lba < frontier);
-                serves.then_some((s, frontier))
-            });
-            match active {
-                Some((s, frontier)) => {
-                    if end_lba <= frontier {
-                        // Everything is in the buffer already.
-                        cache_hit = true;
-                        end_ns = host_end;
-                        self.stream = Some(if frontier < s.limit_lba {
-                            // The read-ahead is still running: it goes on. Rebase it on
-                            // the consumed end, so that later look-ups walk only the
-                            // read-ahead window, not everything streamed since.
-                            let limit_lba = (end_lba + self.read_ahead_sectors).min(lbas);
-                            if end_lba > s.stream_lba {
-                                let done_ns = s.stream_start_ns
-                                    + self.media_ns(s.stream_lba, end_lba - s.stream_lba);
-                                Stream {
-                                    next_lba: end_lba,
-                                    stream_lba: end_lba,
-                                    stream_start_ns: done_ns + self.gap_before_ns(end_lba),
-                                    limit_lba,
-                                }
-                            } else {
-                                Stream {
-                                    next_lba: end_lba,
-                                    limit_lba,
-                                    ..s
-                                }
-                            }
-                        } else {
-                            // It had stopped at its limit; consuming data restarts it
-                            // once the sector after the limit comes round again.
-                            let resume = self.next_pass_ns(t_cmd, s.limit_lba);
-                            Stream {
-                                next_lba: end_lba,
-                                stream_lba: s.limit_lba,
-                                stream_start_ns: resume,
-                                limit_lba: (end_lba + self.read_ahead_sectors).min(lbas),
-                            }
-                        });
-                    } else if frontier < s.limit_lba {
-                        // Still streaming: the buffered head comes from the segment and
-                        // the media read continues without a gap.
-                        cache_partial_hit = frontier > lba;
-                        let media_end =
-                            s.stream_start_ns + self.media_ns(s.stream_lba, end_lba - s.stream_lba);
-                        self.set_head(end_lba - 1);
-                        self.start_stream(end_lba, media_end);
-                        end_ns = media_end.max(host_end);
-                    } else {
-                        // The read-ahead stopped at its limit: the rest needs the
-                        // platter to come round to it.
-                        cache_partial_hit = frontier > lba;
-                        self.stream = None;
-                        self.set_head(frontier.min(lbas - 1));
-                        let m = self.media(t_cmd, frontier, end_lba - frontier, false);
-                        (seek_ns, rotation_ns, cylinders) = (m.seek_ns, m.rotation_ns, m.cylinders);
-                        self.start_stream(end_lba, m.end_ns);
-                        end_ns = m.end_ns.max(host_end);
-                    }
-                }
-                None => {
-                    // Look for the segment *before* making room for a new one: the
-                    // read may continue the very segment that room would evict.
-                    self.stop_read_ahead(t_cmd);
-                    let seg = self
-                        .segments
-                        .iter()
-                        .position(|s| s.next_lba <= lba && lba < s.end_lba)
-                        .map(|i| self.segments.remove(i));
-                    match seg {
-                        Some(mut s) if end_lba <= s.end_lba => {
-                            // A whole hit. The head is elsewhere, so the segment does
-                            // not resume reading ahead; it stays, most recently used,
-                            // with what is left of it.
-                            cache_hit = true;
-                            end_ns = host_end;
-                            s.next_lba = end_lba;
-                            if s.next_lba < s.end_lba {
-                                self.segments.insert(0, s);
-                            }
-                        }
-                        Some(s) => {
-                            // A partial hit: the tail comes from the media, and the
-                            // segment becomes the active read-ahead again (it already
-                            // counts against `segments`, so nothing is evicted).
-                            cache_partial_hit = true;
-                            let m = self.media(t_cmd, s.end_lba, end_lba - s.end_lba, false);
-                            (seek_ns, rotation_ns, cylinders) =
-                                (m.seek_ns, m.rotation_ns, m.cylinders);
-                            self.start_stream(end_lba, m.end_ns);
-                            end_ns = m.end_ns.max(host_end);
-                        }
-                        None => {
-                            // A miss: its read-ahead needs a segment of its own.
-                            self.evict_for_new_segment();
-                            let m = self.media(t_cmd, lba, sectors, false);
-                            (seek_ns, rotation_ns, cylinders) =
-                                (m.seek_ns, m.rotation_ns, m.cylinders);
-                            self.start_stream(end_lba, m.end_ns);
-                            end_ns = m.end_ns.max(host_end);
-                        }
-                    }
-                }
-            }
-            debug_assert!(self.segments_within_bounds(), "{:?}", self.segments);
-        }
-
-        let round = |v: f64| v.max(0.0).round() as u64;
-        let end = round(end_ns).max(issue_ns);
-        let overhead_ns = round(overhead).min(end - issue_ns);
-        let seek_ns = round(seek_ns).min(end - issue_ns - overhead_ns);
-        let rotation_ns = round(rotation_ns).min(end - issue_ns - overhead_ns - seek_ns);
-        AccessTiming {
-            start_ns: issue_ns,
-            end_ns: end,
-            overhead_ns,
-            seek_ns,
-            rotation_ns,
-            transfer_ns: end - issue_ns - overhead_ns - seek_ns - rotation_ns,
-            seek_cylinders: cylinders,
-            cache_hit,
-            cache_partial_hit,
+            let m = self.media(t_cmd, lba, end_lba - lba, true);
+            Served::from_media(&m, host_end)
         }
     }
 
@@ -475,92 +393,6 @@ impl Hdd {
             left_ns -= gap_ns;
         }
         done.min(cap)
-    }
-
-    /// How far the read-ahead of `s` has got by `t_ns`: sectors before the result are
-    /// in the buffer.
-    fn frontier(&self, s: &Stream, t_ns: f64) -> u64 {
-        if t_ns <= s.stream_start_ns || s.stream_lba >= s.limit_lba {
-            return s.stream_lba.min(s.limit_lba);
-        }
-        s.stream_lba
-            + self.media_sectors_within(
-                s.stream_lba,
-                t_ns - s.stream_start_ns,
-                s.limit_lba - s.stream_lba,
-            )
-    }
-
-    /// Time between the end of sector `lba - 1` and the start of sector `lba` in a
-    /// streaming transfer: 0 on the same track, the skew across a track boundary.
-    fn gap_before_ns(&self, lba: u64) -> f64 {
-        if lba == 0 || lba >= self.geo.lbas() {
-            return 0.0;
-        }
-        let next = self.geo.locate(lba);
-        if next.sector == 0 {
-            let prev = self.geo.locate(lba - 1);
-            self.geo.skew_after_rev(&prev) * self.geo.rotation_ns()
-        } else {
-            0.0
-        }
-    }
-
-    /// Starts the read-ahead after a media read that ended at `end_lba` at `t_ns`.
-    fn start_stream(&mut self, end_lba: u64, t_ns: f64) {
-        let lbas = self.geo.lbas();
-        if end_lba >= lbas {
-            self.stream = None;
-            return;
-        }
-        self.stream = Some(Stream {
-            next_lba: end_lba,
-            stream_lba: end_lba,
-            stream_start_ns: t_ns + self.gap_before_ns(end_lba),
-            limit_lba: (end_lba + self.read_ahead_sectors).min(lbas),
-        });
-    }
-
-    /// A command the active read-ahead does not serve arrived at `t_ns`: the
-    /// read-ahead stops, the head is where it stopped, and what it buffered stays in
-    /// its segment, now the most recently used stopped one. Nothing is evicted: the
-    /// segment was already counted while it was active.
-    fn stop_read_ahead(&mut self, t_ns: f64) {
-        let Some(s) = self.stream.take() else {
-            return;
-        };
-        let frontier = self.frontier(&s, t_ns);
-        if frontier > s.stream_lba {
-            self.set_head(frontier - 1);
-        }
-        // A segment holding nothing unconsumed can serve no read: it is freed.
-        if frontier > s.next_lba {
-            self.segments.insert(
-                0,
-                Segment {
-                    next_lba: s.next_lba,
-                    end_lba: frontier,
-                },
-            );
-        }
-    }
-
-    /// A read that no segment serves is about to start a read-ahead of its own: evict
-    /// least recently used stopped segments until it fits beside them. Called with no
-    /// active read-ahead, and only after the look-up has taken out the segment the
-    /// command uses, so that one is never the victim.
-    fn evict_for_new_segment(&mut self) {
-        let active = usize::from(self.stream.is_some());
-        let room = self.max_segments.saturating_sub(1 + active);
-        self.segments.truncate(room);
-    }
-
-    /// The segment bookkeeping is consistent: the active read-ahead and the stopped
-    /// segments together use at most `segments`, and each stopped one holds data.
-    fn segments_within_bounds(&self) -> bool {
-        let active = usize::from(self.stream.is_some());
-        self.segments.len() + active <= self.max_segments
-            && self.segments.iter().all(|s| s.next_lba < s.end_lba)
     }
 }
 

@@ -2,8 +2,10 @@
 //! requests on, the service-time estimator of the traffic mixer (AVFS eq. 1) and the
 //! admission (capacity) bounds.
 //!
-//! One concept per file: `model` (the JSON schema of `disks/SCHEMA.md`, loading and
-//! validation), `geometry` (zones, LBA -> cylinder/surface/sector, sustained rates),
+//! One concept per file: `model` (the typed schema of `disks/SCHEMA.md` and its
+//! limits, the lowest file here), `load` (reading a model from JSON: the shape check
+//! and the built-ins), `validate` (a model's meaning against physics and the limits,
+//! above `geometry` and `seek`), `geometry` (zones, LBA -> cylinder/surface/sector, sustained rates),
 //! `seek` (the two-piece Ruemmler-Wilkes curve and its fit), `hdd` (the queue-depth-1
 //! mechanical simulation), `estimator` (AVFS eq. 1), `capacity` (how many streams
 //! like one fit), `admission` (whether one more stream fits beside a mix) and
@@ -18,9 +20,11 @@ pub mod capacity;
 pub mod estimator;
 pub mod geometry;
 pub mod hdd;
+mod load;
 pub mod model;
 pub mod seek;
 pub mod timer;
+mod validate;
 
 pub use admission::{Admission, Durability, StreamAsk, StreamLoad};
 pub use capacity::{capacity, durable_bounds, CapacityReport, DurableBounds, StreamParams};

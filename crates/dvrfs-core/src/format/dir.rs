@@ -29,7 +29,6 @@ pub enum Kind {
 impl Kind {
     /// The kind named by the file-type bits of a POSIX mode.
     pub fn from_mode(mode: u32) -> Option<Kind> {
-        use super::inode::{S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
         match mode & S_IFMT {
             S_IFREG => Some(Kind::File),
             S_IFDIR => Some(Kind::Dir),

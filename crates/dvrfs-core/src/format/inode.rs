@@ -117,10 +117,9 @@ const _: () = assert!(MAX_INLINE_TARGET_BYTES < super::dir::MAX_SYMLINK_BYTES);
 pub const MAX_RUNS: usize = INLINE_RUNS + RUNS_PER_BLOCK * ((1 << INDIRECT_SLOTS) - 1);
 const _: () = assert!(MAX_RUNS >= (1 << 40) / (64 << 10));
 
-pub const S_IFMT: u32 = 0o170000;
-pub const S_IFREG: u32 = 0o100000;
-pub const S_IFDIR: u32 = 0o040000;
-pub const S_IFLNK: u32 = 0o120000;
+// The POSIX file-type bits live in `format/mod.rs` (directory entries read them too);
+// re-exported here, where the mode field is.
+pub use super::{S_IFDIR, S_IFLNK, S_IFMT, S_IFREG};
 
 /// One run of a file's block map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -45,6 +45,13 @@ pub const BITS_PER_BITMAP_BLOCK: u64 = (PAYLOAD_BYTES * 8) as u64;
 const _: () = assert!(HEADER_BYTES == 48);
 const _: () = assert!(META_BLOCK_BYTES.is_multiple_of(512));
 
+/// The file-type bits of a POSIX mode (`st_mode & S_IFMT`), shared by the inode
+/// record's mode field (`inode.rs`) and the kind of a directory entry (`dir.rs`).
+pub const S_IFMT: u32 = 0o170000;
+pub const S_IFREG: u32 = 0o100000;
+pub const S_IFDIR: u32 = 0o040000;
+pub const S_IFLNK: u32 = 0o120000;
+
 /// A file-system identity, random at mkfs.
 pub type Uuid = [u8; 16];
 
