@@ -325,6 +325,26 @@ pub fn margin_cdf(margins_ns: &[i64], points: usize) -> Vec<(f64, f64)> {
     out
 }
 
+impl SimOutcome {
+    /// Whether best-effort got its guaranteed share and met its latency target while
+    /// it had work (true when there was no best-effort work).
+    pub fn be_guarantee_met(&self) -> bool {
+        if self.be_stats.active_ns == 0 || self.be_share <= 0.0 {
+            return true;
+        }
+        let mut lat = self.be_latencies_ns.clone();
+        lat.sort_unstable();
+        let p99 = quantile(&lat, 0.99).unwrap_or(0);
+        self.be_stats.share() >= self.be_share * BE_SHARE_TOLERANCE
+            && p99 <= self.be_latency_target_ns
+    }
+}
+
+/// A run counts the guarantee as met at this fraction of the configured share: the
+/// share is enforced between commands, so the last command before a measurement edge
+/// can shift it by one command's time.
+pub const BE_SHARE_TOLERANCE: f64 = 0.95;
+
 #[cfg(test)]
 mod tests {
     use super::*;
