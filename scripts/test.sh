@@ -31,7 +31,7 @@ for component in rustfmt clippy; do
   fi
 done
 
-# pjdfstest and fsx check the FUSE mount (crates/dvrfs-cli/tests/mount_cli.rs).
+# pjdfstest and fsx check the FUSE mount (crates/dvrfs-cli/tests/mount_tools.rs).
 for tool in pjdfstest fsx; do
   if ! command -v "$tool" >/dev/null 2>&1 && ! [ -x "$HOME/.cargo/bin/$tool" ]; then
     echo "== cargo install $tool"

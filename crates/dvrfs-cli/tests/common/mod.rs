@@ -4,7 +4,7 @@
 mod mount;
 mod users;
 #[allow(unused_imports)]
-pub use mount::{getfattr, Mount};
+pub use mount::{field, getfattr, setfattr, Mount};
 #[allow(unused_imports)]
 pub use users::{as_nobody, dir_for_everyone, no_setpriv, users_mount};
 

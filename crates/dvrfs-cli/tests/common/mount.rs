@@ -83,3 +83,21 @@ pub fn getfattr(path: &Path) -> Option<String> {
         .unwrap();
     o.status.success().then(|| super::stdout(&o))
 }
+
+/// `setfattr -n user.dvrfs.stream -v VALUE PATH` (asks a mounted file or directory
+/// for a stream reservation).
+pub fn setfattr(path: &Path, value: &str) -> std::process::Output {
+    Command::new("setfattr")
+        .args(["-n", "user.dvrfs.stream", "-v", value])
+        .arg(path)
+        .output()
+        .unwrap()
+}
+
+/// `key=value` from a `getfattr` state line.
+pub fn field<'a>(state: &'a str, key: &str) -> &'a str {
+    state
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("no {key} in {state:?}"))
+}
