@@ -129,15 +129,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
     let mb = META_BLOCK_BYTES as u64;
     let device_bytes = p.device_bytes / mb * mb;
     let upper_blocks = device_bytes / bs;
-    let inodes = match p.inodes {
-        Some(n) if !(16..=MAX_INODES).contains(&n) => {
-            return Err(Error::InvalidArgument(format!(
-                "inode count {n}: must be between 16 and {MAX_INODES}"
-            )))
-        }
-        Some(n) => n,
-        None => upper_blocks.clamp(MIN_DEFAULT_INODES, MAX_DEFAULT_INODES),
-    };
+    let inodes = inode_count(p, upper_blocks)?;
     // Sized for the worst case of every data block being its own run (ZRR), with the
     // doubling indirect extents wasting up to half, plus directories and symlinks.
     let inode_table_blocks = div_ceil(inodes, INODES_PER_BLOCK as u64);
@@ -145,16 +137,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         256 + div_ceil(inodes, 8) + div_ceil(2 * upper_blocks, RUNS_PER_BLOCK as u64);
     let data_bitmap_blocks = div_ceil(upper_blocks.max(1), BITS_PER_BITMAP_BLOCK);
     let meta_bitmap_blocks = div_ceil(dynamic_blocks, BITS_PER_BITMAP_BLOCK);
-    let sum_granule_bytes = match p.sum_granule_bytes {
-        None => 0,
-        Some(g) if !g.is_power_of_two() || g < MIN_DATA_BLOCK_BYTES => {
-            return Err(Error::InvalidArgument(format!(
-                "checksum granule {g} bytes: must be a power of two from 64K up"
-            )))
-        }
-        // A granule larger than the block covers the whole block.
-        Some(g) => g.min(bs),
-    };
+    let sum_granule_bytes = sum_granule_bytes(p)?;
     let sum_blocks = match sum_granule_bytes {
         0 => 0,
         g => div_ceil(upper_blocks * (bs / g), SUMS_PER_BLOCK as u64),
@@ -172,31 +155,13 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         dynamic_start + dynamic_blocks
     };
     // The event area: the ring.
-    let events_blocks = match p.event_ring_blocks {
-        None => 0,
-        Some(0) => {
-            return Err(Error::InvalidArgument(
-                "event log of 0 blocks: give at least 1".into(),
-            ))
-        }
-        Some(n) => n,
-    };
+    let events_blocks = event_ring_blocks(p)?;
     let events_start = match events_blocks {
         0 => 0,
         _ => dynamic_start + dynamic_blocks + sum_blocks,
     };
     // The tail log ends the primary region and has no backup copy.
-    let tail_log_blocks = match p.tail_log {
-        TailLogSize::Off => 0,
-        TailLogSize::Auto => default_tail_log_blocks(device_bytes),
-        TailLogSize::Blocks(n) if n < MIN_TAIL_LOG_BLOCKS => {
-            return Err(Error::InvalidArgument(format!(
-                "tail log of {n} blocks: give at least {MIN_TAIL_LOG_BLOCKS} ({} KiB)",
-                MIN_TAIL_LOG_BLOCKS * 4
-            )))
-        }
-        TailLogSize::Blocks(n) => n,
-    };
+    let tail_log_blocks = tail_log_blocks(p, device_bytes)?;
     let tail_log_start = match tail_log_blocks {
         0 => 0,
         _ => dynamic_start + dynamic_blocks + sum_blocks + events_blocks,
@@ -220,15 +185,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
     if data_blocks < MIN_DATA_BLOCKS {
         return Err(too_small());
     }
-    let zone_count = match p.zones {
-        Some(z) if z == 0 || z > MAX_ZONES || z as u64 > data_blocks => {
-            return Err(Error::InvalidArgument(format!(
-                "zone count {z}: must be 1 to {MAX_ZONES} and at most the data block count ({data_blocks})"
-            )))
-        }
-        Some(z) => z,
-        None => default_zone_count(data_blocks, bs),
-    };
+    let zone_count = zone_count(p, data_blocks)?;
     let zone_blocks = div_ceil(data_blocks, zone_count as u64);
     let zrr_cursor = (rand_seeded(p.seed) % zone_count as u64) as u32;
     let sb = Superblock {
@@ -264,16 +221,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         sum_start,
         sum_blocks,
         sum_granule_bytes,
-        features: crate::format::superblock::FEATURE_MAP_SUMS
-            | crate::format::superblock::FEATURE_INLINE_SYMLINKS
-            | match events_blocks {
-                0 => 0,
-                _ => crate::format::superblock::FEATURE_EVENTS,
-            }
-            | match tail_log_blocks {
-                0 => 0,
-                _ => crate::format::superblock::FEATURE_TAIL_LOG,
-            },
+        features: features(events_blocks, tail_log_blocks),
         events_start,
         events_blocks,
         tail_log_start,
@@ -284,6 +232,92 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
     sb.validate()
         .map_err(|e| Error::InvalidArgument(format!("internal layout error: {e}")))?;
     Ok(sb)
+}
+
+/// The inode count asked for (16 to [`MAX_INODES`]), else one per data block of the
+/// whole device, within the default bounds.
+fn inode_count(p: &MkfsParams, upper_blocks: u64) -> Result<u64> {
+    Ok(match p.inodes {
+        Some(n) if !(16..=MAX_INODES).contains(&n) => {
+            return Err(Error::InvalidArgument(format!(
+                "inode count {n}: must be between 16 and {MAX_INODES}"
+            )))
+        }
+        Some(n) => n,
+        None => upper_blocks.clamp(MIN_DEFAULT_INODES, MAX_DEFAULT_INODES),
+    })
+}
+
+/// The checksum granule asked for (0: no checksum area), at most the data block.
+fn sum_granule_bytes(p: &MkfsParams) -> Result<u64> {
+    Ok(match p.sum_granule_bytes {
+        None => 0,
+        Some(g) if !g.is_power_of_two() || g < MIN_DATA_BLOCK_BYTES => {
+            return Err(Error::InvalidArgument(format!(
+                "checksum granule {g} bytes: must be a power of two from 64K up"
+            )))
+        }
+        // A granule larger than the block covers the whole block.
+        Some(g) => g.min(p.data_block_bytes),
+    })
+}
+
+/// The event ring's blocks asked for (0: no event area; an empty ring is refused).
+fn event_ring_blocks(p: &MkfsParams) -> Result<u64> {
+    Ok(match p.event_ring_blocks {
+        None => 0,
+        Some(0) => {
+            return Err(Error::InvalidArgument(
+                "event log of 0 blocks: give at least 1".into(),
+            ))
+        }
+        Some(n) => n,
+    })
+}
+
+/// The tail log's blocks (0: none): off, sized for the device, or as asked (at least
+/// [`MIN_TAIL_LOG_BLOCKS`]).
+fn tail_log_blocks(p: &MkfsParams, device_bytes: u64) -> Result<u64> {
+    Ok(match p.tail_log {
+        TailLogSize::Off => 0,
+        TailLogSize::Auto => default_tail_log_blocks(device_bytes),
+        TailLogSize::Blocks(n) if n < MIN_TAIL_LOG_BLOCKS => {
+            return Err(Error::InvalidArgument(format!(
+                "tail log of {n} blocks: give at least {MIN_TAIL_LOG_BLOCKS} ({} KiB)",
+                MIN_TAIL_LOG_BLOCKS * 4
+            )))
+        }
+        TailLogSize::Blocks(n) => n,
+    })
+}
+
+/// The zone count asked for (1 to [`MAX_ZONES`], at most one zone per data block),
+/// else [`default_zone_count`].
+fn zone_count(p: &MkfsParams, data_blocks: u64) -> Result<u32> {
+    Ok(match p.zones {
+        Some(z) if z == 0 || z > MAX_ZONES || z as u64 > data_blocks => {
+            return Err(Error::InvalidArgument(format!(
+                "zone count {z}: must be 1 to {MAX_ZONES} and at most the data block count ({data_blocks})"
+            )))
+        }
+        Some(z) => z,
+        None => default_zone_count(data_blocks, p.data_block_bytes),
+    })
+}
+
+/// The feature bits of a new volume: map checksums and inline symlinks always, the
+/// event area and the tail log when they have blocks.
+fn features(events_blocks: u64, tail_log_blocks: u64) -> u32 {
+    crate::format::superblock::FEATURE_MAP_SUMS
+        | crate::format::superblock::FEATURE_INLINE_SYMLINKS
+        | match events_blocks {
+            0 => 0,
+            _ => crate::format::superblock::FEATURE_EVENTS,
+        }
+        | match tail_log_blocks {
+            0 => 0,
+            _ => crate::format::superblock::FEATURE_TAIL_LOG,
+        }
 }
 
 fn rand_seeded(seed: u64) -> u64 {

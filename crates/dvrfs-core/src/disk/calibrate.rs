@@ -206,24 +206,7 @@ pub fn fit(m: &Measured, name: &str, capacity_bytes: u64, sector_bytes: u32) -> 
     let inner = m.rates.iter().map(|r| r.1).fold(f64::INFINITY, f64::min);
     let spt_outer = spt_of(outer);
     let spt_inner = spt_of(inner).min(spt_outer);
-    let positioning = |t: f64| t - m.overhead_ms - rev_ms / 2.0 - m.transfer_ms;
-    let mut track = positioning(m.short_ms).max(0.1);
-    let mut average = positioning(m.random_ms).max(track + 0.1);
-    let mut full = positioning(m.full_ms).max(average + 0.1);
-    if positioning(m.random_ms) <= track || positioning(m.full_ms) <= average {
-        notes.push(
-            "seek times put in order (track < average < full) where the measurements were not"
-                .into(),
-        );
-    }
-    // A seek curve needs the average below the full stroke's (0.2..0.9 of it).
-    if average > 0.9 * full {
-        full = average / 0.9;
-    }
-    if track >= average {
-        track = average / 2.0;
-    }
-    average = average.max(track + 0.01);
+    let (track, average, full) = seek_figures(m, rev_ms, &mut notes);
     let rates: Vec<String> = m
         .rates
         .iter()
@@ -246,17 +229,9 @@ pub fn fit(m: &Measured, name: &str, capacity_bytes: u64, sector_bytes: u32) -> 
         description.push_str("; ");
         description.push_str(&n);
     }
-    let mut cut = description.len().min(MAX_DESCRIPTION_BYTES);
-    while !description.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    description.truncate(cut);
+    truncate_to_char_boundary(&mut description, MAX_DESCRIPTION_BYTES);
     let mut name = name.to_string();
-    let mut cut = name.len().min(MAX_NAME_BYTES);
-    while !name.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    name.truncate(cut);
+    truncate_to_char_boundary(&mut name, MAX_NAME_BYTES);
     let model = DiskModel {
         name,
         description: Some(description),
@@ -293,6 +268,40 @@ pub fn fit(m: &Measured, name: &str, capacity_bytes: u64, sector_bytes: u32) -> 
         slow_io: None,
     };
     seek_curve_reachable(model)
+}
+
+/// The data-sheet seek times (track, average, full stroke, ms) from the measured
+/// access times less overhead, half a revolution and the transfer, put in order and
+/// within reach of a seek curve; a note says when the measurements were not in order.
+fn seek_figures(m: &Measured, rev_ms: f64, notes: &mut Vec<String>) -> (f64, f64, f64) {
+    let positioning = |t: f64| t - m.overhead_ms - rev_ms / 2.0 - m.transfer_ms;
+    let mut track = positioning(m.short_ms).max(0.1);
+    let mut average = positioning(m.random_ms).max(track + 0.1);
+    let mut full = positioning(m.full_ms).max(average + 0.1);
+    if positioning(m.random_ms) <= track || positioning(m.full_ms) <= average {
+        notes.push(
+            "seek times put in order (track < average < full) where the measurements were not"
+                .into(),
+        );
+    }
+    // A seek curve needs the average below the full stroke's (0.2..0.9 of it).
+    if average > 0.9 * full {
+        full = average / 0.9;
+    }
+    if track >= average {
+        track = average / 2.0;
+    }
+    average = average.max(track + 0.01);
+    (track, average, full)
+}
+
+/// Cuts `s` to at most `max_bytes`, at a character boundary.
+fn truncate_to_char_boundary(s: &mut String, max_bytes: usize) {
+    let mut cut = s.len().min(max_bytes);
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    s.truncate(cut);
 }
 
 /// The two-piece seek curve cannot pass through every (track, average, full): when it

@@ -436,8 +436,25 @@ impl Superblock {
         Ok(sb)
     }
 
-    /// The relations every superblock must satisfy.
+    /// The relations every superblock must satisfy, checked in this order (the first
+    /// that fails is named).
     pub fn validate(&self) -> Result<(), BlockError> {
+        let m = |what| Err(BlockError::Malformed(what));
+        self.validate_sizes()?;
+        let next = self.fixed_areas_end()?;
+        let next = self.sum_area_end(next)?;
+        let next = self.event_area_end(next)?;
+        let next = self.tail_log_end(next)?;
+        if next != self.meta_blocks || self.meta_blocks >= u32::MAX as u64 {
+            return m("metadata region length");
+        }
+        self.validate_region_bounds()?;
+        self.validate_tables()
+    }
+
+    /// Known feature bits, the data block size, the device size and the alignment of
+    /// the regions given in bytes.
+    fn validate_sizes(&self) -> Result<(), BlockError> {
         let m = |what| Err(BlockError::Malformed(what));
         if self.features & !KNOWN_FEATURES != 0 {
             return m("feature bits");
@@ -461,6 +478,13 @@ impl Superblock {
         {
             return m("region alignment");
         }
+        Ok(())
+    }
+
+    /// Where the fixed metadata areas (journal, bitmaps, inode table, dynamic area)
+    /// end, each following the previous one from block 1.
+    fn fixed_areas_end(&self) -> Result<u64, BlockError> {
+        let m = |what| Err(BlockError::Malformed(what));
         // The metadata areas follow each other in this order, starting after block 0.
         let areas = [
             (self.journal_start, self.journal_blocks),
@@ -479,6 +503,13 @@ impl Superblock {
                 None => return m("metadata region layout"),
             };
         }
+        Ok(next)
+    }
+
+    /// Where the checksum area ends (`next` when there is none).
+    fn sum_area_end(&self, mut next: u64) -> Result<u64, BlockError> {
+        let m = |what| Err(BlockError::Malformed(what));
+        let bs = self.data_block_bytes;
         // The checksum area, when there is one, follows the dynamic area.
         if self.sum_blocks == 0 {
             if self.sum_start != 0 || self.sum_granule_bytes != 0 {
@@ -500,6 +531,12 @@ impl Superblock {
                 None => return m("checksum area"),
             };
         }
+        Ok(next)
+    }
+
+    /// Where the event area ends (`next` when there is none).
+    fn event_area_end(&self, mut next: u64) -> Result<u64, BlockError> {
+        let m = |what| Err(BlockError::Malformed(what));
         // The event area, with its feature bit, follows them and ends the region.
         if !self.has_events() {
             if self.events_start != 0 || self.events_blocks != 0 {
@@ -514,6 +551,12 @@ impl Superblock {
                 None => return m("event area"),
             };
         }
+        Ok(next)
+    }
+
+    /// Where the tail log ends (`next` when there is none).
+    fn tail_log_end(&self, mut next: u64) -> Result<u64, BlockError> {
+        let m = |what| Err(BlockError::Malformed(what));
         // The tail log, with its feature bit, comes last; its live part is never
         // longer than the ring.
         if !self.has_tail_log() {
@@ -537,9 +580,14 @@ impl Superblock {
                 None => return m("tail log"),
             };
         }
-        if next != self.meta_blocks || self.meta_blocks >= u32::MAX as u64 {
-            return m("metadata region length");
-        }
+        Ok(next)
+    }
+
+    /// The primary metadata, the data region and the backup region follow each other
+    /// within the device, before its last superblock copy.
+    fn validate_region_bounds(&self) -> Result<(), BlockError> {
+        let m = |what| Err(BlockError::Malformed(what));
+        let bs = self.data_block_bytes;
         let primary_end = self.meta_blocks * META_BLOCK_BYTES as u64;
         let data_end = self
             .data_blocks
@@ -556,6 +604,13 @@ impl Superblock {
                     && b <= self.last_copy_offset() => {}
             _ => return m("region bounds"),
         }
+        Ok(())
+    }
+
+    /// The bitmaps cover what they map, the inode table holds the inodes and the root,
+    /// and the zones divide the data region.
+    fn validate_tables(&self) -> Result<(), BlockError> {
+        let m = |what| Err(BlockError::Malformed(what));
         // Products saturate: every field is read from disk and may be anything.
         let bits = super::BITS_PER_BITMAP_BLOCK;
         if self.data_bitmap_blocks.saturating_mul(bits) < self.data_blocks

@@ -5,6 +5,9 @@ use super::{SimConfig, SimOutcome};
 use crate::error::Result;
 use std::collections::BTreeMap;
 
+/// The largest count tried.
+const LIMIT: u32 = 1 << 14;
+
 /// `--find-max`: the largest count of the workload's first term whose run fails no
 /// check (`ok`), and that run.
 ///
@@ -22,7 +25,6 @@ pub fn find_max(
     mut run_with: impl FnMut(&SimConfig) -> Result<SimOutcome>,
     ok: impl Fn(&SimOutcome) -> bool,
 ) -> Result<FindMax> {
-    const LIMIT: u32 = 1 << 14;
     let mut cache: BTreeMap<u32, (bool, Option<SimOutcome>)> = BTreeMap::new();
     let mut with = |n: u32, keep: bool| -> Result<bool> {
         if let Some((pass, o)) = cache.get(&n) {
@@ -48,52 +50,8 @@ pub fn find_max(
         lo = n;
         n *= 2;
     }
-    // Up: while a count just above the answer passes, search on from there.
-    loop {
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if with(mid, false)? {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-        let mut up = None;
-        for c in [lo + 1, lo + 2] {
-            if c <= LIMIT && with(c, false)? {
-                up = Some(c);
-                break;
-            }
-        }
-        let Some(c) = up else { break };
-        lo = c;
-        hi = (c.saturating_mul(2)).min(LIMIT + 1);
-        while hi <= LIMIT && with(hi, false)? {
-            lo = hi;
-            hi = hi.saturating_mul(2).min(LIMIT + 1);
-        }
-    }
-    // Down: a failing count just below the answer moves it below that count (never
-    // up again, so the search ends).
-    while lo > 0 {
-        let mut down = None;
-        for c in [lo - 1, lo.saturating_sub(2)] {
-            if c >= 1 && c < lo && !with(c, false)? {
-                down = Some(c);
-                break;
-            }
-        }
-        match down {
-            Some(c) => {
-                // The count just below a failure is the new answer only if it passes.
-                lo = c - 1;
-                while lo > 0 && !with(lo, false)? {
-                    lo -= 1;
-                }
-            }
-            None => break,
-        }
-    }
+    lo = search_up(lo, hi, &mut with)?;
+    lo = search_down(lo, &mut with)?;
     let neighbours: Vec<(u32, bool)> = [lo.saturating_sub(2), lo.saturating_sub(1), lo + 1, lo + 2]
         .into_iter()
         .filter(|&c| c >= 1 && c != lo)
@@ -118,6 +76,66 @@ pub fn find_max(
         run,
         neighbours,
     })
+}
+
+/// Up: bisects `lo..hi` (`lo` passes, `hi` fails), and while a count just above the
+/// answer passes, searches on from there. `with(n, keep)` runs count `n` (once) and
+/// says whether it passed.
+fn search_up(
+    mut lo: u32,
+    mut hi: u32,
+    with: &mut impl FnMut(u32, bool) -> Result<bool>,
+) -> Result<u32> {
+    loop {
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            if with(mid, false)? {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let mut up = None;
+        for c in [lo + 1, lo + 2] {
+            if c <= LIMIT && with(c, false)? {
+                up = Some(c);
+                break;
+            }
+        }
+        let Some(c) = up else { break };
+        lo = c;
+        hi = (c.saturating_mul(2)).min(LIMIT + 1);
+        while hi <= LIMIT && with(hi, false)? {
+            lo = hi;
+            hi = hi.saturating_mul(2).min(LIMIT + 1);
+        }
+    }
+    Ok(lo)
+}
+
+/// Down: a failing count just below the answer `lo` moves it below that count (never
+/// up again, so the search ends).
+fn search_down(mut lo: u32, with: &mut impl FnMut(u32, bool) -> Result<bool>) -> Result<u32> {
+    while lo > 0 {
+        let mut down = None;
+        for c in [lo - 1, lo.saturating_sub(2)] {
+            if c >= 1 && c < lo && !with(c, false)? {
+                down = Some(c);
+                break;
+            }
+        }
+        match down {
+            Some(c) => {
+                // The count just below a failure is the new answer only if it passes.
+                lo = c - 1;
+                while lo > 0 && !with(lo, false)? {
+                    lo -= 1;
+                }
+            }
+            None => break,
+        }
+    }
+    Ok(lo)
 }
 
 /// The answer of [`find_max`].
