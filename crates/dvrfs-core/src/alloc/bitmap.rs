@@ -1,5 +1,6 @@
 //! A plain bit set over block numbers, with the searches the allocators need.
 
+use crate::format;
 pub use crate::format::BITS_PER_BITMAP_BLOCK;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,21 +95,19 @@ impl Bitmap {
         best
     }
 
-    /// Serialises bits `k * BITS_PER_BITMAP_BLOCK ..` into a bitmap block payload
-    /// (bit i of the payload is byte i / 8, bit i % 8, least significant first: a
-    /// word's little-endian bytes, since a block starts on a word).
+    /// Serialises bits `k * BITS_PER_BITMAP_BLOCK ..` into a bitmap block payload (the
+    /// byte order is `format/bitmap.rs`'s).
     pub fn encode_block(&self, k: u64, payload: &mut [u8]) {
-        payload.fill(0);
-        for (w, bytes) in self.block_words(k).zip(payload.chunks_exact_mut(8)) {
-            bytes.copy_from_slice(&self.words[w].to_le_bytes());
-        }
+        format::bitmap::encode_words(&self.words[self.block_words(k)], payload);
     }
 
     pub fn decode_block(&mut self, k: u64, payload: &[u8]) {
         let tail = self.len % 64;
         let last = self.words.len().wrapping_sub(1);
-        for (w, bytes) in self.block_words(k).zip(payload.chunks_exact(8)) {
-            let mut v = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+        for (w, mut v) in self
+            .block_words(k)
+            .zip(format::bitmap::decode_words(payload))
+        {
             if w == last && tail != 0 {
                 v &= (1 << tail) - 1;
             }
@@ -118,7 +117,7 @@ impl Bitmap {
 
     /// The indices of the words that bitmap block `k` holds (fewer in the last).
     fn block_words(&self, k: u64) -> std::ops::Range<usize> {
-        const WORDS: u64 = BITS_PER_BITMAP_BLOCK / 64;
+        const WORDS: u64 = format::bitmap::WORDS_PER_BITMAP_BLOCK as u64;
         let first = (k * WORDS).min(self.words.len() as u64);
         first as usize..(first + WORDS).min(self.words.len() as u64) as usize
     }

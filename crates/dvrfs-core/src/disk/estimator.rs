@@ -160,16 +160,6 @@ impl Estimator {
     }
 }
 
-/// The estimator is what the mixer plans with.
-impl crate::sched::ServiceEstimate for Estimator {
-    fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
-        Estimator::service_ns(self, lba, sectors, write, sequential)
-    }
-    fn service_after_ns(&self, lba: u64, sectors: u32, write: bool, prev: Option<u64>) -> u64 {
-        Estimator::service_after_ns(self, lba, sectors, write, prev)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

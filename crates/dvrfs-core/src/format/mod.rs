@@ -10,6 +10,7 @@
 //! a block from another file system (UUID) or a misdirected write (block number) is
 //! detected instead of trusted.
 
+pub mod bitmap;
 pub mod dir;
 pub mod events;
 pub mod inode;
@@ -38,9 +39,7 @@ const H_SEQ: usize = H_BLOCK_NO + 8; // u64, transaction that wrote it
 pub const HEADER_BYTES: usize = H_SEQ + 8;
 /// Bytes after the header.
 pub const PAYLOAD_BYTES: usize = META_BLOCK_BYTES - HEADER_BYTES;
-/// Bits per bitmap block (data and metadata bitmaps): the whole payload of a
-/// metadata block.
-pub const BITS_PER_BITMAP_BLOCK: u64 = (PAYLOAD_BYTES * 8) as u64;
+pub use bitmap::BITS_PER_BITMAP_BLOCK;
 
 const _: () = assert!(HEADER_BYTES == 48);
 const _: () = assert!(META_BLOCK_BYTES.is_multiple_of(512));

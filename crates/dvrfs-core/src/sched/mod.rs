@@ -216,6 +216,18 @@ pub trait ServiceEstimate: Send {
     }
 }
 
+/// The disk model's estimator (AVFS eq. 1 with its corrections, `disk/estimator.rs`)
+/// is what the mixer plans with. The impl lives here, above the disk models, so that
+/// `disk` knows nothing of the schedulers.
+impl ServiceEstimate for crate::disk::Estimator {
+    fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
+        crate::disk::Estimator::service_ns(self, lba, sectors, write, sequential)
+    }
+    fn service_after_ns(&self, lba: u64, sectors: u32, write: bool, prev: Option<u64>) -> u64 {
+        crate::disk::Estimator::service_after_ns(self, lba, sectors, write, prev)
+    }
+}
+
 impl<T: ServiceEstimate + ?Sized> ServiceEstimate for Box<T> {
     fn service_ns(&self, lba: u64, sectors: u32, write: bool, sequential: bool) -> u64 {
         (**self).service_ns(lba, sectors, write, sequential)
