@@ -32,6 +32,34 @@ pub fn mkfs<D: Device>(
         },
         runs: vec![],
     };
+    invalidate(dev, &sb)?;
+    write_areas(dev, &sb, &root, progress)?;
+    write_superblocks(dev, &sb)?;
+    Ok(sb)
+}
+
+/// First make the device not a file system at all (superblocks and journal head
+/// gone), so a crash during mkfs leaves nothing that looks valid.
+fn invalidate<D: Device>(dev: &mut D, sb: &Superblock) -> Result<()> {
+    let zero = AlignedBuf::zeroed(META_BLOCK_BYTES);
+    for offset in [
+        0,
+        sb.primary_offset(sb.journal_start),
+        sb.last_copy_offset(),
+    ] {
+        write(dev, offset, &zero)?;
+    }
+    dev.flush().map_err(|e| Error::io("flushing", e))
+}
+
+/// Every fixed metadata area, in both regions: empty bitmaps, the inode table with
+/// the root's record, every data checksum unset, an empty event ring.
+fn write_areas<D: Device>(
+    dev: &mut D,
+    sb: &Superblock,
+    root: &Inode,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<()> {
     let areas = [
         (
             sb.data_bitmap_start,
@@ -54,20 +82,9 @@ pub fn mkfs<D: Device>(
         // sequence 0. The superblock's lost-tail record is empty too (zeros).
         (sb.events_start, sb.events_blocks, BlockType::EventLog),
     ];
+    let root_block = sb.inode_table_start + sb.root_ino as u64 / INODES_PER_BLOCK as u64;
     let total: u64 = 2 * areas.iter().map(|a| a.1).sum::<u64>();
     let mut done = 0;
-    let sb_image = sb.encode(0);
-    // First make the device not a file system at all (superblocks and journal head
-    // gone), so a crash during mkfs leaves nothing that looks valid.
-    let zero = AlignedBuf::zeroed(META_BLOCK_BYTES);
-    for offset in [
-        0,
-        sb.primary_offset(sb.journal_start),
-        sb.last_copy_offset(),
-    ] {
-        write(dev, offset, &zero)?;
-    }
-    dev.flush().map_err(|e| Error::io("flushing", e))?;
     for backup in [false, true] {
         for &(start, count, ty) in &areas {
             let mut k = 0;
@@ -78,12 +95,9 @@ pub fn mkfs<D: Device>(
                     let block_no = start + k + j;
                     let b = &mut buf
                         [j as usize * META_BLOCK_BYTES..(j as usize + 1) * META_BLOCK_BYTES];
-                    if ty == BlockType::InodeTable
-                        && block_no
-                            == sb.inode_table_start + sb.root_ino as u64 / INODES_PER_BLOCK as u64
-                    {
+                    if ty == BlockType::InodeTable && block_no == root_block {
                         let at = (sb.root_ino as usize % INODES_PER_BLOCK) * INODE_BYTES;
-                        inode_record(&root).encode(&mut payload_mut(b)[at..at + INODE_BYTES]);
+                        inode_record(root).encode(&mut payload_mut(b)[at..at + INODE_BYTES]);
                     }
                     seal_block(
                         b,
@@ -107,12 +121,15 @@ pub fn mkfs<D: Device>(
             }
         }
     }
+    dev.flush().map_err(|e| Error::io("flushing", e))
+}
+
+/// The superblocks last: until they are there, the device is not a dvrfs. When the
+/// file system is smaller than the device, the end of the device gets a copy too,
+/// because that is where open looks when the primary is lost.
+fn write_superblocks<D: Device>(dev: &mut D, sb: &Superblock) -> Result<()> {
     let mut img = AlignedBuf::zeroed(META_BLOCK_BYTES);
-    img.copy_from_slice(&sb_image[..]);
-    dev.flush().map_err(|e| Error::io("flushing", e))?;
-    // The superblocks last: until they are there, the device is not a dvrfs. When the
-    // file system is smaller than the device, the end of the device gets a copy too,
-    // because that is where open looks when the primary is lost.
+    img.copy_from_slice(&sb.encode(0)[..]);
     let device_end = dev.size_bytes() / META_BLOCK_BYTES as u64 * META_BLOCK_BYTES as u64;
     let mut copies = vec![0, sb.backup_offset(0), sb.last_copy_offset()];
     if device_end - (META_BLOCK_BYTES as u64) > sb.last_copy_offset() {
@@ -121,8 +138,7 @@ pub fn mkfs<D: Device>(
     for offset in copies {
         write(dev, offset, &img)?;
     }
-    dev.flush().map_err(|e| Error::io("flushing", e))?;
-    Ok(sb)
+    dev.flush().map_err(|e| Error::io("flushing", e))
 }
 
 fn write<D: Device>(dev: &mut D, offset: u64, buf: &[u8]) -> Result<()> {
