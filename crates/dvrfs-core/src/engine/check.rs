@@ -106,7 +106,7 @@ impl Engine {
         self.completions_checked += 1;
         let blocks = self.vol.superblock().data_blocks;
         let stride = (blocks / SCAN_BLOCKS_PER_COMPLETION).max(1);
-        let result = if self.completions_checked % stride == 0 {
+        let result = if self.completions_checked.is_multiple_of(stride) {
             self.check()
         } else {
             self.check_bookkeeping()
