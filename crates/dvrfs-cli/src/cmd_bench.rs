@@ -34,7 +34,7 @@ use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 
 use crate::args::parse_size;
 use crate::cmd_sim::{load_disk, print_text, setup_run, RunArgs, Setup};
-use crate::error::{set_target, CliError, CliResult};
+use crate::error::{CliError, CliResult};
 use crate::target::{open_device, Access};
 
 /// What `dvrfs demo` runs: a DVR's four playbacks and two recordings of ATSC streams
@@ -140,7 +140,6 @@ impl Host for BenchHost<'_> {
 /// Opens (creating if missing) and checks TARGET; the device to format.
 fn target_device(a: &BenchArgs, model_bytes: Option<u64>) -> CliResult<FileDevice> {
     let target = a.target.as_path();
-    set_target(target);
     let size = a
         .size
         .as_deref()

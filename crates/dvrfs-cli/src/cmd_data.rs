@@ -562,11 +562,12 @@ fn read_failed(e: RuntimeError, offset: u64, len: u64) -> CliError {
     if !device {
         return err;
     }
-    CliError::new(format!(
-        "{FILE_PLACEHOLDER}: bytes {offset} to {} could not be read: {}",
-        offset + len,
-        err.message
-    ))
+    err.reword(|m| {
+        format!(
+            "{FILE_PLACEHOLDER}: bytes {offset} to {} could not be read: {m}",
+            offset + len
+        )
+    })
     .hint(
         "`dvrfs get --salvage` copies every byte that can be read and lists the rest; check the device and the kernel log (dmesg)",
     )

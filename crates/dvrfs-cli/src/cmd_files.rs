@@ -230,7 +230,7 @@ fn stat_on(fs: &impl Meta, a: &StatArgs) -> CliResult<u8> {
         let st = match fs.resolve_os(path).and_then(|ino| fs.stat(ino)) {
             Ok(st) => st,
             Err(e) => {
-                e.print();
+                e.in_target(&a.target).print();
                 failed += 1;
                 continue;
             }

@@ -13,7 +13,7 @@ use dvrfs_io::FileDevice;
 use serde_json::json;
 
 use crate::args::{parse_duration_ms, parse_size, FsckArgs, InfoArgs, MkfsArgs};
-use crate::error::{local_io, set_target, CliError, CliResult};
+use crate::error::{local_io, CliError, CliResult};
 use crate::output::{human_bytes, print_json, progress, uuid_string};
 use crate::target::{now_ns, open_device, open_fs, Access};
 
@@ -146,7 +146,6 @@ pub fn mkfs(a: &MkfsArgs) -> CliResult<u8> {
         .map(|s| parse_size("--size", s))
         .transpose()?;
     let target = a.target.as_path();
-    set_target(target);
     if let (Some(size), false) = (size_bytes, target.exists()) {
         // Too small for these settings: say the minimum before anything is created.
         let params = mkfs_params(a, &plan, MkfsParams::new(size, [0; 16], 0));

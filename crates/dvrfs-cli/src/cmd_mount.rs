@@ -500,6 +500,7 @@ fn daemonize(a: &MountArgs, target: &Path, mountpoint: &Path, log: &Path) -> Cli
     let code = match serve(a, target, mountpoint, Some(wr)) {
         Ok(c) => c,
         Err(e) => {
+            let e = e.in_target(target);
             e.print();
             e.exit_code
         }
@@ -580,6 +581,8 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
     let (session, rt, own, quota) = match result {
         Ok(v) => v,
         Err(e) => {
+            // The parent prints what it reads from `ready`: the target goes in here.
+            let e = e.in_target(target);
             if let Some(r) = ready.as_mut() {
                 let hint = e.hint.as_deref().unwrap_or("").replace('\n', " ");
                 let _ = write!(r, "{}\n{hint}\n", e.message.replace('\n', " "));
@@ -710,7 +713,7 @@ fn serve(a: &MountArgs, target: &Path, mountpoint: &Path, ready: Option<OwnedFd>
     if let Err(e) = rt.close() {
         // Never "journal committed" after a failure: the cause, and an exit status
         // that says so (the `umount` helper reports it, see `umount_helper`).
-        let e = CliError::from(e);
+        let e = CliError::from(e).in_target(target);
         eprintln!(
             "{} dvrfs: {} unmounted, but the journal could not be committed: {}; what was written since the last successful commit is lost; check the device (dmesg), then run `dvrfs fsck {}`",
             stamp(),

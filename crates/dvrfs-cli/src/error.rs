@@ -5,7 +5,6 @@
 //! there is one, `hint: <hint>` on stderr, and exits with the status.
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use dvrfs_core::Error as CoreError;
 use dvrfs_io::OpenError;
@@ -19,14 +18,40 @@ pub const EXIT_USAGE: u8 = 2;
 
 pub type CliResult<T> = Result<T, CliError>;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct CliError {
     pub message: String,
     pub hint: Option<String>,
     pub exit_code: u8,
     /// Print nothing (the reader of our stdout went away: not a failure to report).
     pub silent: bool,
+    /// What the message still needs from the command's TARGET (see [`CliError::in_target`]).
+    unplaced: Option<Unplaced>,
 }
+
+/// A message made from a library error where the TARGET is not known (the `?` after a
+/// core or runtime call) holds [`TARGET_MARK`] where the target's path goes, and
+/// some messages need more than its name: they are finished when the command that
+/// owns the error names its target.
+#[derive(Debug, Clone)]
+enum Unplaced {
+    /// Only the name.
+    Name,
+    /// "not a dvrfs file system": an image file's size is said too (the core sees
+    /// whole 4 KiB blocks only).
+    NotDvrfs,
+    /// A truncated device: the hint depends on whether it is an image or a device.
+    Truncated {
+        volume_bytes: u64,
+        device_bytes: u64,
+    },
+}
+
+/// Stands for the TARGET's path in a message until [`CliError::in_target`] puts it in
+/// (control characters: never part of a message, whose lines `print` joins).
+const TARGET_MARK: &str = "\u{1}TARGET\u{1}";
+/// Stands for ", N bytes," after an image's name in a "not a dvrfs file system" message.
+const SIZE_MARK: &str = "\u{2}";
 
 impl CliError {
     pub fn new(message: impl Into<String>) -> CliError {
@@ -35,6 +60,7 @@ impl CliError {
             hint: None,
             exit_code: EXIT_FAILURE,
             silent: false,
+            unplaced: None,
         }
     }
 
@@ -45,6 +71,7 @@ impl CliError {
             hint: None,
             exit_code,
             silent: true,
+            unplaced: None,
         }
     }
 
@@ -54,6 +81,7 @@ impl CliError {
             hint: Some(hint.into()),
             exit_code: EXIT_USAGE,
             silent: false,
+            unplaced: None,
         }
     }
 
@@ -71,6 +99,55 @@ impl CliError {
         self
     }
 
+    /// Puts the command's TARGET into a message made from a library error (which
+    /// knows no path). Each command's error passes through here once, in `main`;
+    /// a command that prints an error and goes on calls it before printing. An
+    /// error with no place for the target is returned unchanged.
+    pub fn in_target(mut self, target: &Path) -> CliError {
+        let t = target.display().to_string();
+        match self.unplaced.take() {
+            None => self,
+            Some(Unplaced::Truncated {
+                volume_bytes,
+                device_bytes,
+            }) => truncated(&t, volume_bytes, device_bytes).exit_code(self.exit_code),
+            Some(kind) => {
+                if matches!(kind, Unplaced::NotDvrfs) {
+                    let size = std::fs::metadata(target)
+                        .ok()
+                        .filter(|m| m.is_file())
+                        .map_or(String::new(), |m| format!(", {} bytes,", m.len()));
+                    self.message = self.message.replace(SIZE_MARK, &size);
+                }
+                self.place(&t)
+            }
+        }
+    }
+
+    /// Replaces the marks with `t` (the path, or the word TARGET when no command
+    /// named one).
+    fn place(mut self, t: &str) -> CliError {
+        self.message = self.message.replace(TARGET_MARK, t).replace(SIZE_MARK, "");
+        self.hint = self.hint.map(|h| h.replace(TARGET_MARK, t));
+        self.unplaced = None;
+        self
+    }
+
+    /// A new message around this error's own (`f` gets it), still waiting for the
+    /// TARGET as this one was.
+    pub fn reword(mut self, f: impl FnOnce(&str) -> String) -> CliError {
+        self.message = f(&self.message);
+        if self.unplaced.is_some() {
+            self.unplaced = Some(Unplaced::Name);
+        }
+        self
+    }
+
+    fn unplaced(mut self, kind: Unplaced) -> CliError {
+        self.unplaced = Some(kind);
+        self
+    }
+
     pub fn exit_code(mut self, code: u8) -> CliError {
         self.exit_code = code;
         self
@@ -80,9 +157,18 @@ impl CliError {
         if self.silent {
             return;
         }
+        // An error no command placed (a bug to fix where it arose) still reads well.
+        let e = match self.unplaced {
+            Some(Unplaced::Truncated {
+                volume_bytes,
+                device_bytes,
+            }) => truncated("TARGET", volume_bytes, device_bytes),
+            Some(_) => self.clone().place("TARGET"),
+            None => self.clone(),
+        };
         // Messages come from many places; keep each to one line whatever they contain.
-        eprintln!("dvrfs: {}", one_line(&self.message));
-        if let Some(h) = &self.hint {
+        eprintln!("dvrfs: {}", one_line(&e.message));
+        if let Some(h) = &e.hint {
             eprintln!("hint: {}", one_line(h));
         }
     }
@@ -96,32 +182,17 @@ fn one_line(s: &str) -> String {
 /// [`CliError::named`] puts the path in.
 pub const FILE_PLACEHOLDER: &str = "a file";
 
-/// The TARGET of the running command, for hints that name it.
-static TARGET: OnceLock<String> = OnceLock::new();
-
-pub fn set_target(path: &Path) {
-    let _ = TARGET.set(path.display().to_string());
-}
-
-fn target() -> &'static str {
-    TARGET.get().map(String::as_str).unwrap_or("TARGET")
-}
-
 impl From<CoreError> for CliError {
     fn from(e: CoreError) -> CliError {
-        let t = target();
-        match e {
+        let t = TARGET_MARK;
+        let err = match e {
             CoreError::Io { what, source } => CliError::new(format!("I/O error on {t} while {what}: {source}"))
                 .hint(format!("check the device and the kernel log (dmesg), then run `dvrfs fsck {t}`")),
             CoreError::NotDvrfs(why) => {
-                // An image file's own size (the core sees whole 4 KiB blocks only).
-                let size = std::fs::metadata(t)
-                    .ok()
-                    .filter(|m| m.is_file())
-                    .map_or(String::new(), |m| format!(", {} bytes,", m.len()));
-                CliError::new(format!("{t}{size} is not a dvrfs file system ({why})")).hint(format!(
+                return CliError::new(format!("{t}{SIZE_MARK} is not a dvrfs file system ({why})")).hint(format!(
                     "give the image or device that holds the volume; `dvrfs mkfs {t}` makes one there (this erases what is there; an image file also needs --size, e.g. 64G)"
                 ))
+                .unplaced(Unplaced::NotDvrfs);
             }
             CoreError::Corrupt(why) => CliError::new(format!("{t} has corrupt metadata: {why}"))
                 .hint(format!("run `dvrfs fsck --repair {t}`")),
@@ -177,7 +248,13 @@ impl From<CoreError> for CliError {
             CoreError::Truncated {
                 volume_bytes,
                 device_bytes,
-            } => truncated(t, volume_bytes, device_bytes),
+            } => {
+                return CliError::new(format!("{t} is shorter than the volume on it"))
+                    .unplaced(Unplaced::Truncated {
+                        volume_bytes,
+                        device_bytes,
+                    })
+            }
             CoreError::PastEnd {
                 ino,
                 offset,
@@ -195,7 +272,8 @@ impl From<CoreError> for CliError {
             // all there is to say. A catch-all rather than a list, so that a variant the
             // core adds still gets its own message here until it earns a hint.
             e => CliError::new(e.to_string()),
-        }
+        };
+        err.unplaced(Unplaced::Name)
     }
 }
 
@@ -223,10 +301,10 @@ pub fn truncated(t: &str, volume_bytes: u64, device_bytes: u64) -> CliError {
 impl From<dvrfs_runtime::RuntimeError> for CliError {
     fn from(e: dvrfs_runtime::RuntimeError) -> CliError {
         use dvrfs_runtime::RuntimeError as R;
-        let t = target();
-        match e {
-            R::Engine(e) => e.into(),
-            R::Open(e) => e.into(),
+        let t = TARGET_MARK;
+        let err = match e {
+            R::Engine(e) => return e.into(),
+            R::Open(e) => return e.into(),
             R::Io(e) => CliError::new(format!("I/O error on {t}: {e}")).hint(format!(
                 "check the device and the kernel log (dmesg), then run `dvrfs fsck {t}`"
             )),
@@ -235,7 +313,8 @@ impl From<dvrfs_runtime::RuntimeError> for CliError {
             R::UnknownTicket(id) => CliError::new(format!(
                 "operation {id} is unknown to the runtime (a dvrfs bug)"
             )),
-        }
+        };
+        err.unplaced(Unplaced::Name)
     }
 }
 
@@ -312,5 +391,108 @@ pub fn local_io(path: &Path, what: &str, e: std::io::Error) -> CliError {
         std::io::ErrorKind::NotFound => err.hint("check the local path"),
         std::io::ErrorKind::PermissionDenied => err.hint("check the permissions of the local file"),
         _ => err,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn no_marks(e: &CliError) {
+        let all = format!("{} {}", e.message, e.hint.as_deref().unwrap_or(""));
+        assert!(
+            !all.contains(TARGET_MARK) && !all.contains(SIZE_MARK),
+            "a mark is left in {all:?}"
+        );
+    }
+
+    #[test]
+    fn a_core_error_names_the_command_target() {
+        let e = CliError::from(CoreError::Corrupt("bad inode".into()))
+            .in_target(Path::new("/x/rec.img"));
+        assert_eq!(e.message, "/x/rec.img has corrupt metadata: bad inode");
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("run `dvrfs fsck --repair /x/rec.img`")
+        );
+        no_marks(&e);
+        // Placing twice changes nothing: the first target stays.
+        let again = e.clone().in_target(Path::new("/other"));
+        assert_eq!(again.message, e.message);
+    }
+
+    #[test]
+    fn not_dvrfs_says_the_size_of_an_image_file() {
+        let dir = std::env::temp_dir().join(format!("dvrfs-error-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let img = dir.join("junk.img");
+        std::fs::write(&img, vec![7u8; 5000]).unwrap();
+        let e = CliError::from(CoreError::NotDvrfs("no magic".into())).in_target(&img);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            e.message,
+            format!(
+                "{}, 5000 bytes, is not a dvrfs file system (no magic)",
+                img.display()
+            )
+        );
+        no_marks(&e);
+        // A path that is no file gets no size.
+        let e = CliError::from(CoreError::NotDvrfs("no magic".into()))
+            .in_target(Path::new("/nonexistent/x"));
+        assert_eq!(
+            e.message,
+            "/nonexistent/x is not a dvrfs file system (no magic)"
+        );
+    }
+
+    #[test]
+    fn a_truncated_image_gets_the_full_message_at_placement() {
+        let e = CliError::from(CoreError::Truncated {
+            volume_bytes: 8192,
+            device_bytes: 4096,
+        })
+        .exit_code(4)
+        .in_target(Path::new("/nonexistent/rec.img"));
+        assert!(
+            e.message.starts_with("/nonexistent/rec.img is 4 KiB"),
+            "{}",
+            e.message
+        );
+        assert!(e
+            .hint
+            .as_deref()
+            .unwrap()
+            .contains("truncate -s 8192 /nonexistent/rec.img"));
+        assert_eq!(e.exit_code, 4);
+        no_marks(&e);
+    }
+
+    #[test]
+    fn a_reworded_error_still_takes_the_target() {
+        let io = CoreError::Io {
+            what: "reading".into(),
+            source: std::io::Error::other("boom"),
+        };
+        let e = CliError::from(io)
+            .reword(|m| format!("{FILE_PLACEHOLDER}: could not be read: {m}"))
+            .named("/a/b")
+            .in_target(Path::new("d.img"));
+        assert_eq!(
+            e.message,
+            "/a/b: could not be read: I/O error on d.img while reading: boom"
+        );
+        no_marks(&e);
+    }
+
+    #[test]
+    fn errors_made_by_the_cli_are_unchanged_by_placement() {
+        let e = CliError::new("plain")
+            .hint("do this")
+            .in_target(Path::new("t.img"));
+        assert_eq!(
+            (e.message.as_str(), e.hint.as_deref()),
+            ("plain", Some("do this"))
+        );
     }
 }

@@ -64,6 +64,42 @@ fn main() -> ExitCode {
 }
 
 fn run(command: &Command) -> CliResult<u8> {
+    let target = target_of(command);
+    run_command(command).map_err(|e| match target {
+        Some(t) => e.in_target(t),
+        None => e,
+    })
+}
+
+/// The volume a command works on, named in its errors (see `CliError::in_target`).
+fn target_of(command: &Command) -> Option<&std::path::Path> {
+    let t = match command {
+        Command::Mkfs(a) => &a.target,
+        Command::Fsck(a) => &a.target,
+        Command::Info(a) => &a.target,
+        Command::Ls(a) => &a.target,
+        Command::Stat(a) => &a.target,
+        Command::Mkdir(a) => &a.target,
+        Command::Rm(a) => &a.target,
+        Command::Mv(a) => &a.target,
+        Command::Put(a) => &a.target,
+        Command::Get(a) => &a.target,
+        Command::Record(a) => &a.target,
+        Command::Bench(a) => &a.target,
+        Command::Demo(a) => &a.image,
+        Command::Calibrate(a) => &a.device,
+        Command::Play(a) => &a.target,
+        Command::Mount(a) => &a.target,
+        Command::Scrub(a) => &a.target,
+        Command::Status(a) => &a.target,
+        Command::Events(a) => &a.target,
+        // The simulator has no device.
+        Command::Sim(_) | Command::Capacity(_) => return None,
+    };
+    Some(t)
+}
+
+fn run_command(command: &Command) -> CliResult<u8> {
     match command {
         Command::Mkfs(a) => cmd_fs::mkfs(a),
         Command::Fsck(a) => cmd_fs::fsck(a),

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use dvrfs_core::{Fs, OpenOptions};
 use dvrfs_io::{FileDevice, LockMode, OpenError, SystemClock};
 
-use crate::error::{set_target, CliError, CliResult};
+use crate::error::{CliError, CliResult};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Access {
@@ -55,7 +55,6 @@ const UNMOUNT_WAIT_NOTE_AFTER: Duration = Duration::from_millis(500);
 const UNMOUNT_WAIT_RETRY: Duration = Duration::from_millis(5);
 
 pub fn open_device(path: &Path, access: Access) -> CliResult<FileDevice> {
-    set_target(path);
     after_unmount(path, || match access {
         Access::Read => FileDevice::open(path, false, LockMode::Shared),
         Access::Write => FileDevice::open(path, true, LockMode::Exclusive),
@@ -301,7 +300,6 @@ pub fn open_runtime(path: &Path, access: Access) -> CliResult<dvrfs_runtime::Run
 /// protocol version) is an error saying why.
 pub fn daemon(path: &Path) -> CliResult<Option<dvrfs_remote::Client>> {
     use dvrfs_remote::Reach;
-    set_target(path);
     // The mount point names the volume as well as the image does.
     let image = std::fs::canonicalize(path)
         .ok()
