@@ -10,13 +10,15 @@
 //! mechanical simulation), `estimator` (AVFS eq. 1), `capacity` (how many streams
 //! like one fit), `admission` (whether one more stream fits beside a mix) and
 //! `calibrate` (measuring a device into a model), `timer` (the disk the simulator and
-//! the runtime's emulation serve commands on). All of it is sans-I/O and deterministic: time comes in as arguments and the
+//! the runtime's emulation serve commands on), `drive` (a whole drive with its command
+//! queue, as `dvrfs emulate` serves it). All of it is sans-I/O and deterministic: time comes in as arguments and the
 //! only randomness (rare slow accesses) is a seeded `ChaCha8Rng`. `docs/disk-models.md`
 //! gives the figures the tests measure.
 
 pub mod admission;
 pub mod calibrate;
 pub mod capacity;
+pub mod drive;
 pub mod estimator;
 pub mod geometry;
 pub mod hdd;
@@ -28,6 +30,7 @@ mod validate;
 
 pub use admission::{Admission, Durability, StreamAsk, StreamLoad};
 pub use capacity::{capacity, durable_bounds, CapacityReport, DurableBounds, StreamParams};
+pub use drive::{Command, CommandKind, Drive, DriveError, DriveStats, TraceRow};
 pub use estimator::Estimator;
 pub use hdd::Hdd;
 pub use model::{DiskModel, ModelError};
