@@ -16,6 +16,11 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)   # the mount's tests
 command -v setfattr >/dev/null 2>&1 || missing+=(attr)
 command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
+# The emulated disk's tests: fio checks it, kernel file systems run on it.
+command -v fio >/dev/null 2>&1 || missing+=(fio)
+command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+command -v mkfs.xfs >/dev/null 2>&1 || missing+=(xfsprogs)
+command -v mkfs.btrfs >/dev/null 2>&1 || missing+=(btrfs-progs)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "== installing ${missing[*]}"
