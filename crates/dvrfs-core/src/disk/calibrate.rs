@@ -266,6 +266,7 @@ pub fn fit(m: &Measured, name: &str, capacity_bytes: u64, sector_bytes: u32) -> 
             write_back: false,
         },
         slow_io: None,
+        power: None,
     };
     seek_curve_reachable(model)
 }

@@ -153,6 +153,18 @@ const TOP: &[Spec] = &[
             req("extra_ms", Kind::NumPair),
         ]),
     ),
+    opt(
+        "power",
+        Kind::Obj(&[
+            req("idle_w", Kind::Num),
+            req("seek_w", Kind::Num),
+            req("transfer_w", Kind::Num),
+            req("standby_w", Kind::Num),
+            req("spin_up_w", Kind::Num),
+            req("spin_up_s", Kind::Num),
+            req("spin_down_s", Kind::Num),
+        ]),
+    ),
 ];
 
 fn check_shape(value: &Value, specs: &[Spec], prefix: &str) -> Result<(), ModelError> {
@@ -352,6 +364,77 @@ mod tests {
             let msg = load(&v).unwrap_err().to_string();
             assert!(msg.starts_with(want), "{field}: got {msg:?}, want {want:?}");
         }
+    }
+
+    #[test]
+    fn power_is_optional_and_checked_field_by_field() {
+        // Without the section the model loads, and has no power figures.
+        let mut v = avfs_value();
+        v.as_object_mut().unwrap().remove("power");
+        assert_eq!(load(&v).unwrap().power, None);
+        let builtin = DiskModel::builtin("avfs-250g").unwrap();
+        assert_eq!(builtin.power.unwrap().idle_w, 7.5);
+        let cases: Vec<(&str, Value, &str)> = vec![
+            (
+                "idle_w",
+                "7".into(),
+                "field `power.idle_w`: must be a number",
+            ),
+            (
+                "idle_w",
+                (-1.0).into(),
+                "field `power.idle_w`: must be a non-negative",
+            ),
+            (
+                "seek_w",
+                150.into(),
+                "field `power.seek_w`: must be a non-negative number of watts (at most 100)",
+            ),
+            (
+                "seek_w",
+                5.into(),
+                "field `power.seek_w`: must be at least power.idle_w",
+            ),
+            (
+                "transfer_w",
+                1.into(),
+                "field `power.transfer_w`: must be at least power.idle_w",
+            ),
+            (
+                "spin_up_w",
+                2.into(),
+                "field `power.spin_up_w`: must be at least power.idle_w",
+            ),
+            (
+                "standby_w",
+                8.into(),
+                "field `power.standby_w`: must not exceed power.idle_w",
+            ),
+            (
+                "spin_up_s",
+                (-2).into(),
+                "field `power.spin_up_s`: must be a non-negative number of seconds",
+            ),
+            ("spin_down_s", 1000.into(), "field `power.spin_down_s`"),
+        ];
+        for (field, value, want) in cases {
+            let mut v = avfs_value();
+            v["power"][field] = value;
+            let msg = load(&v).unwrap_err().to_string();
+            assert!(msg.starts_with(want), "{field}: got {msg:?}, want {want:?}");
+        }
+        let mut v = avfs_value();
+        v["power"]["idle_ww"] = 7.into();
+        assert_eq!(
+            load(&v).unwrap_err().to_string(),
+            "unknown field `power.idle_ww` (did you mean `power.idle_w`?)"
+        );
+        let mut v = avfs_value();
+        v["power"].as_object_mut().unwrap().remove("standby_w");
+        assert_eq!(
+            load(&v).unwrap_err().to_string(),
+            "missing field `power.standby_w`"
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! like one fit), `admission` (whether one more stream fits beside a mix) and
 //! `calibrate` (measuring a device into a model), `timer` (the disk the simulator and
 //! the runtime's emulation serve commands on), `drive` (a whole drive with its command
-//! queue, as `dvrfs emulate` serves it). All of it is sans-I/O and deterministic: time comes in as arguments and the
+//! queue, as `dvrfs emulate` serves it), `power` (the optional power model and the
+//! energy meter a run's commands are accounted on). All of it is sans-I/O and deterministic: time comes in as arguments and the
 //! only randomness (rare slow accesses) is a seeded `ChaCha8Rng`. `docs/disk-models.md`
 //! gives the figures the tests measure.
 
@@ -24,6 +25,7 @@ pub mod geometry;
 pub mod hdd;
 mod load;
 pub mod model;
+pub mod power;
 pub mod seek;
 pub mod timer;
 mod validate;
@@ -34,6 +36,7 @@ pub use drive::{Command, CommandKind, Drive, DriveError, DriveStats, TraceRow};
 pub use estimator::Estimator;
 pub use hdd::Hdd;
 pub use model::{DiskModel, ModelError};
+pub use power::{Energy, EnergyMeter, PowerModel};
 pub use timer::{DiskTimer, HddDisk};
 
 /// One disk command: `sectors` logical sectors from `lba`.

@@ -10,6 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::power::PowerModel;
+
 /// Names accepted by [`DiskModel::builtin`].
 pub const BUILTIN_NAMES: &[&str] = &["avfs-250g", "nvr-8t", "laptop-5400"];
 
@@ -43,6 +45,11 @@ pub const MAX_CACHE_SEGMENTS: u32 = 1024;
 pub const SEEK_CURVE_TOLERANCE: f64 = 0.10;
 /// Longest accepted slow-I/O extra time, in ms (a minute of error recovery).
 pub const MAX_SLOW_IO_MS: f64 = 60_000.0;
+/// Largest accepted power figure, in watts (a 3.5-inch disk's spin-up peak is about
+/// 35 W; 100 W is no hard disk).
+pub const MAX_POWER_W: f64 = 100.0;
+/// Longest accepted spin-up or spin-down, in seconds (data sheets give 3 to 30 s).
+pub const MAX_SPIN_S: f64 = 120.0;
 
 /// A loading error. Every message names the field (dotted path) and what is wrong.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -99,6 +106,9 @@ pub struct DiskModel {
     pub cache: Cache,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_io: Option<SlowIo>,
+    /// What the disk draws (`disk/power.rs`); without it a run's energy is unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power: Option<PowerModel>,
 }
 
 /// Zoned recording: `count` zones of equal cylinder count, sectors per track falling

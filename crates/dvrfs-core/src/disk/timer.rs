@@ -1,8 +1,8 @@
 //! A disk that times commands: the interface both the simulator and the runtime's
 //! emulated device (`--device-model`) serve commands through, and the HDD model
-//! behind it.
+//! behind it (with its power model, which a run's energy meter is built from).
 
-use super::{Access, AccessTiming};
+use super::{Access, AccessTiming, PowerModel};
 
 /// Times one command on a disk (the HDD model, or a simple one in tests).
 pub trait DiskTimer {
@@ -19,6 +19,10 @@ pub trait DiskTimer {
     fn capacity_bytes(&self) -> u64;
     fn sector_bytes(&self) -> u32;
     fn name(&self) -> String;
+    /// What the disk draws (`None`: unknown, the run reports no energy).
+    fn power(&self) -> Option<PowerModel> {
+        None
+    }
 }
 
 /// The HDD model as a disk the simulator and the runtime's emulation time commands on.
@@ -59,5 +63,8 @@ impl DiskTimer for HddDisk {
     }
     fn name(&self) -> String {
         self.model.name.clone()
+    }
+    fn power(&self) -> Option<PowerModel> {
+        self.model.power
     }
 }

@@ -1,7 +1,8 @@
 //! The meaning check of a disk model: every field against physics and the limits of
 //! `model.rs` (positive spindle speed, 512- or 4096-byte sectors, `track <= average <=
 //! full` seek times reachable by the two-piece seek curve, skews in [0, 1),
-//! probabilities in [0, 1], ...), each error saying what is wrong and what would be
+//! probabilities in [0, 1], power figures in watts with standby <= idle <= seek,
+//! transfer, spin-up, ...), each error saying what is wrong and what would be
 //! accepted.
 //!
 //! It sits above `model` (the types), `geometry` and `seek` (what derives from them):
@@ -24,6 +25,7 @@ impl DiskModel {
         self.validate_timings()?;
         self.validate_cache()?;
         self.validate_slow_io()?;
+        self.validate_power()?;
         self.validate_derived()?;
         Ok(())
     }
@@ -281,6 +283,64 @@ impl DiskModel {
                 MAX_SLOW_IO_MS,
                 "[min, max] with 0 <= min <= max (ms)",
             )?;
+        }
+        Ok(())
+    }
+
+    /// The power figures: finite, non-negative, bounded, and ordered as physics has
+    /// them: standby (spindle stopped) draws no more than idle, and seeking,
+    /// transferring and spinning up are idle plus work, so none draws less than idle.
+    /// A figure out of that order is a typo (or the columns of a data sheet mixed up).
+    fn validate_power(&self) -> Result<(), ModelError> {
+        let Some(p) = &self.power else {
+            return Ok(());
+        };
+        for (field, v) in [
+            ("power.idle_w", p.idle_w),
+            ("power.seek_w", p.seek_w),
+            ("power.transfer_w", p.transfer_w),
+            ("power.standby_w", p.standby_w),
+            ("power.spin_up_w", p.spin_up_w),
+        ] {
+            number_in(field, v, 0.0, MAX_POWER_W, "a non-negative number of watts")?;
+        }
+        for (field, v) in [
+            ("power.spin_up_s", p.spin_up_s),
+            ("power.spin_down_s", p.spin_down_s),
+        ] {
+            number_in(
+                field,
+                v,
+                0.0,
+                MAX_SPIN_S,
+                "a non-negative number of seconds",
+            )?;
+        }
+        if p.standby_w > p.idle_w {
+            return Err(ModelError::invalid(
+                "power.standby_w",
+                format!(
+                    "must not exceed power.idle_w ({} W): standby is the idle disk with its \
+                     spindle stopped, not {} W",
+                    p.idle_w, p.standby_w
+                ),
+            ));
+        }
+        for (field, v) in [
+            ("power.seek_w", p.seek_w),
+            ("power.transfer_w", p.transfer_w),
+            ("power.spin_up_w", p.spin_up_w),
+        ] {
+            if v < p.idle_w {
+                return Err(ModelError::invalid(
+                    field,
+                    format!(
+                        "must be at least power.idle_w ({} W): the disk does this work \
+                         while spinning, not {v} W",
+                        p.idle_w
+                    ),
+                ));
+            }
         }
         Ok(())
     }
