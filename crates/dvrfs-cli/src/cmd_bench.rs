@@ -316,6 +316,8 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     // Large requests get huge-page buffers (dvrfs_io::HugeBuf: fewer, larger device
     // segments for O_DIRECT).
     let mut client = Client::new(&cfg, rng, true).with_allocator(dvrfs_io::HugeBuf::io_buf);
+    // The emulated disk's energy over the run: a report before and one after.
+    let energy_before = rt.disk_energy()?;
     let start = Instant::now();
     let mut host = BenchHost {
         rt: &rt,
@@ -329,6 +331,7 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     };
     let result = drive(&mut client, &mut host, &recordings, cfg.duration_ns);
     let elapsed_ns = host.now_ns().min(cfg.duration_ns.max(1));
+    let energy_after = rt.disk_energy();
     let not_issued = std::mem::take(&mut host.not_issued);
     let pending = client.outstanding();
     result?;
@@ -358,6 +361,10 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     })?;
     sim::client_outcome(&mut out, &client);
     out.elapsed_ns = elapsed_ns;
+    out.disk_energy = match (energy_before, energy_after?) {
+        (Some(a), Some(b)) => Some(b.since(&a)),
+        _ => None,
+    };
     out.used_bytes_at_start = used;
     out.disk = match &model {
         Some(m) => format!("{} (emulated)", m.name),

@@ -585,6 +585,8 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
                 deadline_misses: r.deadline_misses,
                 margin_min_ms: r.margin_ms.min,
                 utilization: r.utilization,
+                disk_energy_j: r.disk_energy_j,
+                disk_power_w: r.disk_power_w,
                 be_throughput_mbps: r.be_throughput_mbps,
             })
             .collect();
@@ -639,6 +641,18 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
         return Ok(STREAMS_STOPPED_EXIT);
     }
     Ok(0)
+}
+
+/// The energy line of the text report: joules, mean watts and watt-hours per hour,
+/// or why the energy is unknown.
+fn energy_text(r: &Report, what: &str) -> String {
+    match (r.disk_energy_j, r.disk_power_w) {
+        (Some(j), Some(w)) => format!("{j:.1} J over the run, mean {w:.2} W ({w:.2} Wh per hour)"),
+        _ if what == "bench" && !r.disk.ends_with("(emulated)") => {
+            "unknown (a real device is not metered; --device-model emulates one)".to_string()
+        }
+        _ => "unknown (the disk model has no power section)".to_string(),
+    }
 }
 
 /// Exit status of `dvrfs sim` when a stream could not go on to the end of the run.
@@ -723,6 +737,7 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
         None => outln!("  glitches          none"),
     }
     outln!("  disk utilization  {:.1}%", r.utilization * 100.0);
+    outln!("  disk energy       {}", energy_text(r, what));
     outln!(
         "  throughput        real-time {:.1} Mbit/s, best-effort {:.1} Mbit/s",
         r.rt_throughput_mbps,

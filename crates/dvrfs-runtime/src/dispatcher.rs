@@ -52,6 +52,9 @@ pub(crate) struct Dispatcher {
 pub(crate) struct Emulated {
     pub(crate) sector_bytes: u64,
     pub(crate) disk: HddDisk,
+    /// The disk's energy, fed every command as it is timed (one at a time: the
+    /// emulated disk has queue depth 1, so they never overlap).
+    pub(crate) meter: Option<EnergyMeter>,
     pub(crate) due: HashMap<u64, u64>,
     pub(crate) held: std::collections::BTreeMap<(u64, u64), io::Result<()>>,
 }
@@ -146,6 +149,11 @@ impl Dispatcher {
                 let _ = reply.send(self.engine.cancel(id, now));
             }
             Msg::Query(f) => f(&self.engine),
+            Msg::Energy(reply) => {
+                let at = now.mono_ns;
+                let e = self.emulated.as_ref().and_then(|e| e.meter.as_ref());
+                let _ = reply.send(e.map(|m| m.report(at)));
+            }
             Msg::Close => {
                 if self.closing.is_none() {
                     self.closing = Some(None);
@@ -262,6 +270,9 @@ impl Dispatcher {
                 },
             ),
         };
+        if let Some(m) = &mut e.meter {
+            m.command(&t);
+        }
         e.due.insert(cmd.id, t.end_ns);
     }
 

@@ -56,7 +56,7 @@
 //! ```
 
 use dvrfs_core::device::Device;
-use dvrfs_core::disk::{Access, Admission, DiskModel};
+use dvrfs_core::disk::{Access, Admission, DiskModel, Energy, EnergyMeter};
 use dvrfs_core::engine::{DevCommand, DevKind, Now, StreamId, StreamInfo, StreamSpec, StreamStats};
 use dvrfs_core::sim::{DiskTimer, HddDisk};
 use dvrfs_core::volume::OpenOptions;
@@ -229,6 +229,8 @@ enum Msg {
         reply: Sender<dvrfs_core::Result<()>>,
     },
     Query(Query),
+    /// The emulated disk's energy so far (`None`: no model, or one without power).
+    Energy(Sender<Option<Energy>>),
     /// Commit, mark the journal clean and stop.
     Close,
     /// A thread-pool command finished.
@@ -392,6 +394,11 @@ impl Runtime {
             emulated: opts.device_model.map(|m| Emulated {
                 sector_bytes: m.sector_bytes as u64,
                 disk: HddDisk::new(&m, opts.device_seed),
+                // From now, never spinning down (a runtime under load does not idle
+                // that long; `dvrfs emulate` models standby).
+                meter: m
+                    .power
+                    .map(|p| EnergyMeter::new(&p, now(origin).mono_ns, None)),
                 due: HashMap::new(),
                 held: std::collections::BTreeMap::new(),
             }),
@@ -684,6 +691,15 @@ impl Runtime {
         self.send(Msg::Query(Box::new(move |e: &Engine| {
             let _ = reply.send(e.admission().cloned());
         })))?;
+        rx.recv().map_err(|_| self.stopped())
+    }
+
+    /// The emulated disk's energy from the runtime's start to now, by the model's
+    /// `power` figures (`None`: no `device_model`, or a model without power figures).
+    /// Two reports subtract ([`Energy::since`]) to the energy of the time between.
+    pub fn disk_energy(&self) -> Result<Option<Energy>> {
+        let (reply, rx) = mpsc::channel();
+        self.send(Msg::Energy(reply))?;
         rx.recv().map_err(|_| self.stopped())
     }
 

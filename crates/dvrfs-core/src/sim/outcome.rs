@@ -5,6 +5,7 @@
 
 use super::{Client, StreamRecordings};
 use crate::device::MemDevice;
+use crate::disk::Energy;
 use crate::engine::DevKind;
 use crate::qos::MissCauses;
 use crate::sched::{BeStats, Class, Counters};
@@ -66,6 +67,9 @@ pub struct SimOutcome {
     /// Completion margin of every real-time request (deadline - completion), ns.
     pub margins_ns: Vec<i64>,
     pub busy_ns: u64,
+    /// The disk's energy over the run (`disk/power.rs`; `None`: the model has no
+    /// power figures, or the device is not emulated).
+    pub disk_energy: Option<Energy>,
     /// Device commands, and where their time went (ns summed over all commands).
     pub commands: u64,
     pub seek_ns: u64,

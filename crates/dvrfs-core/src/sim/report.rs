@@ -1,6 +1,6 @@
 //! A run's report (AVFS 2.2): the completion-margin distribution and its CDF, the miss
-//! probability P0, the mean time between glitches per stream, disk utilization,
-//! throughput, best-effort latency and the seek-distance distribution, from what the
+//! probability P0, the mean time between glitches per stream, disk utilization and
+//! energy, throughput, best-effort latency and the seek-distance distribution, from what the
 //! engine's [`crate::qos::Recorder`] noted. The report's field names are the JSON keys
 //! of `dvrfs sim --json` and `dvrfs bench --json`.
 
@@ -80,6 +80,11 @@ pub struct Report {
     /// Stream-hours per glitch, in seconds (`null` without glitches).
     pub mean_time_between_glitches_s: Option<f64>,
     pub utilization: f64,
+    /// The disk's energy over the run, in joules, and its mean power, in watts, from
+    /// the model's `power` figures (`disk/power.rs`); `null` when the model has none
+    /// (or `bench` runs on a real device).
+    pub disk_energy_j: Option<f64>,
+    pub disk_power_w: Option<f64>,
     pub rt_throughput_mbps: f64,
     /// Best-effort bytes over the whole run, and over the time the generator was active
     /// (first submission to last completion: the copy's own speed).
@@ -165,6 +170,8 @@ pub struct SeedRun {
     pub deadline_misses: u64,
     pub margin_min_ms: f64,
     pub utilization: f64,
+    pub disk_energy_j: Option<f64>,
+    pub disk_power_w: Option<f64>,
     pub be_throughput_mbps: f64,
 }
 
@@ -233,6 +240,8 @@ impl Report {
             mean_time_between_glitches_s: (o.deadline_misses > 0)
                 .then(|| o.streams as f64 * duration_s / o.deadline_misses as f64),
             utilization: o.busy_ns as f64 / o.elapsed_ns.max(1) as f64,
+            disk_energy_j: o.disk_energy.map(|e| e.joules),
+            disk_power_w: o.disk_energy.map(|e| e.mean_w()),
             rt_throughput_mbps: o.rt_bytes as f64 * 8.0 / elapsed_s / 1e6,
             be_throughput_mbps: o.be_bytes as f64 * 8.0 / elapsed_s / 1e6,
             be_active_s: o

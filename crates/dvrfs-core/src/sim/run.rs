@@ -9,7 +9,7 @@ use super::{
     ClientEv, CrashOutcome, DiskTimer, Host, SimConfig, SimOutcome, TraceRow,
 };
 use crate::device::{CrashDevice, CrashMode, Device};
-use crate::disk::Access;
+use crate::disk::{Access, EnergyMeter};
 use crate::engine::{DevKind, Engine, EngineConfig, Now, Op, OpId, Output};
 use crate::error::{Error, Result};
 use crate::volume::Volume;
@@ -85,6 +85,9 @@ pub(super) struct Sim<'a, T: DiskTimer, D: Device> {
     disk: &'a mut T,
     /// The command on the disk.
     busy: Option<(u64, DevKind)>,
+    /// The disk's energy from time 0, when its model has power figures (no standby
+    /// timer: a recorder under load never idles long enough to spin down).
+    meter: Option<EnergyMeter>,
     next_wake: Option<u64>,
     out: SimOutcome,
     stopped: bool,
@@ -159,6 +162,7 @@ pub fn run_until_crash<T: DiskTimer>(
 impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
     fn new(cfg: &'a SimConfig, engine: Engine, dev: D, disk: &'a mut T, rng: ChaCha8Rng) -> Self {
         let settings = *engine.scheduler().settings();
+        let meter = disk.power().map(|p| EnergyMeter::new(&p, 0, None));
         Sim {
             cfg,
             out: SimOutcome {
@@ -176,6 +180,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             dev,
             disk,
             busy: None,
+            meter,
             next_wake: None,
             stopped: false,
             crashed: false,
@@ -223,6 +228,9 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
                         self.disk.service(now, &a)
                     }
                 };
+                if let Some(m) = &mut self.meter {
+                    m.command(&t);
+                }
                 self.out.seek_ns += t.seek_ns;
                 self.out.rotation_ns += t.rotation_ns;
                 self.out.transfer_ns += t.transfer_ns;
@@ -324,6 +332,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             ))
         })?;
         self.out.disk = self.disk.name();
+        self.out.disk_energy = self.meter.as_ref().map(|m| m.report(self.out.elapsed_ns));
         // Requests still outstanding when the run was cut count as late.
         let pending = self.client.outstanding();
         if pending > 0 {
