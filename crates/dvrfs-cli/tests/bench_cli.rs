@@ -56,6 +56,8 @@ fn bench_on_the_emulated_disk_agrees_with_sim() {
         "p_miss",
         "margin_ms",
         "utilization",
+        "disk_energy_j",
+        "disk_power_w",
         "rt_throughput_mbps",
         "be_throughput_mbps",
         "be_latency_ms",
@@ -82,6 +84,18 @@ fn bench_on_the_emulated_disk_agrees_with_sim() {
     assert!(
         (ub - us).abs() <= 0.03,
         "utilization: bench {ub:.4}, sim {us:.4} (more than 3 points apart); load average {}",
+        load_note()
+    );
+    // The emulated disk's energy is metered as the simulator's: the mean power
+    // differs by at most what 3 points of utilization spent seeking would cost
+    // (avfs-250g: 3% of seek_w - idle_w = 0.15 W) and a little idle drain time.
+    let (pb, ps) = (
+        bench["disk_power_w"].as_f64().unwrap(),
+        sim["disk_power_w"].as_f64().unwrap(),
+    );
+    assert!(
+        (pb - ps).abs() <= 0.25,
+        "disk power: bench {pb:.3} W, sim {ps:.3} W; load average {}",
         load_note()
     );
     assert!(

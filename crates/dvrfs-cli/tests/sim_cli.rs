@@ -61,6 +61,8 @@ fn sim_json_has_every_contract_key_and_is_deterministic() {
         "p_miss",
         "margin_ms",
         "utilization",
+        "disk_energy_j",
+        "disk_power_w",
         "rt_throughput_mbps",
         "be_throughput_mbps",
         "be_latency_ms",
@@ -97,7 +99,10 @@ fn sim_text_report_and_plots() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("margin (ms)") && text.contains("disk utilization"),
+        text.contains("margin (ms)")
+            && text.contains("disk utilization")
+            && text.contains("disk energy       ")
+            && text.contains(" W ("),
         "{text}"
     );
     for f in ["margin_cdf.svg", "buffer_level.svg", "seek_distance.svg"] {

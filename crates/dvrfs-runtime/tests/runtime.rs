@@ -370,6 +370,10 @@ fn an_emulated_disk_keeps_the_data_and_takes_the_models_time() {
     let ino = create(&rt, "emu.ts");
     let data = IoBuf::from_slice(&pattern(5, 0, 4 * MIB));
     write(&rt, ino, 0, data);
+    let energy_before = rt
+        .disk_energy()
+        .unwrap()
+        .expect("avfs-250g has power figures");
     let t = rt
         .start(
             Op::Read {
@@ -395,6 +399,20 @@ fn an_emulated_disk_keeps_the_data_and_takes_the_models_time() {
         "4 MiB read in {} ns, the model needs at least {floor_ns} ns",
         done.done_ns - done.submit_ns
     );
+    // The disk's energy over the read: its transfer is metered, and the mean power
+    // lies between the model's idle and busiest figures.
+    let e = rt.disk_energy().unwrap().unwrap().since(&energy_before);
+    let p = dvrfs_core::disk::DiskModel::builtin("avfs-250g")
+        .unwrap()
+        .power
+        .unwrap();
+    assert!(e.transfer_ns >= floor_ns, "{e:?}");
+    assert!(e.mean_w() >= p.idle_w && e.mean_w() <= p.seek_w, "{e:?}");
+    assert_eq!(e.standby_ns + e.spin_ups, 0);
+    rt.close().unwrap();
+    // Without a model nothing is metered.
+    let rt = Runtime::open(&path, Options::default()).unwrap();
+    assert_eq!(rt.disk_energy().unwrap(), None);
     rt.close().unwrap();
 }
 
