@@ -50,21 +50,41 @@ const DEFAULT_BENCH_IMAGE_BYTES: u64 = 64 << 30;
 pub struct BenchArgs {
     /// Image file or block device. It is formatted: a new image is created (sparse);
     /// one that holds a file system or data needs --force
-    pub target: PathBuf,
+    #[arg(required_unless_present = "dir")]
+    pub target: Option<PathBuf>,
+    /// Run the workload on files in this directory of any file system instead (POSIX
+    /// calls, a thread per stream; nothing is formatted): see docs/bench.md
+    #[arg(long, value_name = "PATH", conflicts_with_all = [
+        "target", "scheduler", "alloc", "block_size", "margin", "urgent", "merge",
+        "be_share", "be_latency", "journal_class", "checksums",
+    ])]
+    pub dir: Option<PathBuf>,
+    /// With --dir: open the streams' files with O_DIRECT (default: buffered I/O)
+    #[arg(long, requires = "dir")]
+    pub direct: bool,
+    /// With --dir: each recording calls fdatasync at this interval (e.g. 1s)
+    #[arg(long, requires = "dir")]
+    pub fsync_every: Option<String>,
+    /// With --dir: the I/O priority class of the stream threads: rt, be or idle
+    #[arg(long, requires = "dir")]
+    pub ioprio: Option<String>,
+    /// With --dir: keep PATH/dvrfs-bench (the fill and the recordings) after the run
+    #[arg(long, requires = "dir")]
+    pub keep: bool,
     /// Emulate this hard disk on the image (a built-in model name or a JSON file): real
     /// data, each command completed when the model's disk would finish it; the mixer
     /// plans with the model. Without it the device runs at its own speed
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dir")]
     pub device_model: Option<String>,
     /// Size of a new image (default: the model's capacity with --device-model, else 64G)
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "dir")]
     pub size: Option<String>,
     /// Format TARGET even if it holds a file system or other data
-    #[arg(long)]
+    #[arg(long, conflicts_with = "dir")]
     pub force: bool,
     /// Device commands in flight at once: 1 for a hard disk (and an emulated one), more
     /// for an SSD or an image file
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "dir")]
     pub queue_depth: u32,
     #[command(flatten)]
     pub run: RunArgs,
@@ -138,8 +158,11 @@ impl Host for BenchHost<'_> {
 }
 
 /// Opens (creating if missing) and checks TARGET; the device to format.
-fn target_device(a: &BenchArgs, model_bytes: Option<u64>) -> CliResult<FileDevice> {
-    let target = a.target.as_path();
+fn target_device(
+    a: &BenchArgs,
+    target: &std::path::Path,
+    model_bytes: Option<u64>,
+) -> CliResult<FileDevice> {
     let size = a
         .size
         .as_deref()
@@ -263,6 +286,11 @@ pub fn demo(a: &DemoArgs) -> CliResult<u8> {
 }
 
 pub fn bench(a: &BenchArgs) -> CliResult<u8> {
+    let target = match (&a.target, &a.dir) {
+        (_, Some(dir)) => return crate::bench_dir::bench_dir(a, dir),
+        (Some(t), None) => t.as_path(),
+        (None, None) => unreachable!("clap requires TARGET or --dir"),
+    };
     let model = a.device_model.as_deref().map(load_disk).transpose()?;
     crate::args::check_range(
         "--queue-depth",
@@ -288,7 +316,7 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     };
     let s: Setup = setup_run(plan_model.clone(), &a.run, "60s")?;
     let cfg = s.cfg.clone();
-    let dev = target_device(a, model.as_ref().map(|m| m.capacity_bytes()))?;
+    let dev = target_device(a, target, model.as_ref().map(|m| m.capacity_bytes()))?;
     let progress = crate::output::progress(0, false, "bench: preparing the volume");
     let mut rng = sim::run_rng(&cfg);
     let (dev, recordings, used) = sim::prepare_device(dev, &cfg, &mut rng)
@@ -368,7 +396,7 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     out.used_bytes_at_start = used;
     out.disk = match &model {
         Some(m) => format!("{} (emulated)", m.name),
-        None => a.target.display().to_string(),
+        None => target.display().to_string(),
     };
     (out.buffer_level, out.buffer_stream) = sim::buffer_level(&cfg, &client, elapsed_ns);
     rt.close()?;

@@ -11,6 +11,7 @@
 #[macro_use]
 mod output;
 mod args;
+mod bench_dir;
 mod cmd_bench;
 mod cmd_calibrate;
 mod cmd_data;
@@ -85,7 +86,8 @@ fn target_of(command: &Command) -> Option<&std::path::Path> {
         Command::Put(a) => &a.target,
         Command::Get(a) => &a.target,
         Command::Record(a) => &a.target,
-        Command::Bench(a) => &a.target,
+        // bench --dir names its directory in its own errors.
+        Command::Bench(a) => a.target.as_ref()?,
         Command::Demo(a) => &a.image,
         Command::Calibrate(a) => &a.device,
         Command::Play(a) => &a.target,

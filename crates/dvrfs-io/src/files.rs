@@ -1,6 +1,8 @@
 //! File calls std has no safe form for: where a sparse file's data lies
 //! (`SEEK_DATA`/`SEEK_HOLE`), whether a path is writable (`access(2)`), and a
-//! descriptor that names a directory without opening it (`O_PATH`).
+//! descriptor that names a directory without opening it (`O_PATH`), the size and
+//! free space of the file system that holds a path (`statvfs(3)`), and writing back
+//! everything dirty (`sync(2)`).
 //!
 //! Contract: each function makes the system call it names and reports its failure
 //! as `io::Error` (or, where the answer is a yes or no, as no); none changes a file.
@@ -31,6 +33,46 @@ pub fn next_data(file: &File, at: u64, len: u64) -> Option<(u64, u64)> {
     // SAFETY: as above.
     let hole = unsafe { libc::lseek(file.as_raw_fd(), data, libc::SEEK_HOLE) };
     Some((data as u64, if hole < 0 { len } else { hole as u64 }))
+}
+
+/// The size and space of a file system, from `statvfs(3)`, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FsSpace {
+    /// Its size (`f_blocks`).
+    pub total_bytes: u64,
+    /// Free blocks (`f_bfree`, root's reserve included).
+    pub free_bytes: u64,
+    /// Free blocks an unprivileged process may use (`f_bavail`).
+    pub avail_bytes: u64,
+    /// Mounted read-only (`ST_RDONLY`).
+    pub read_only: bool,
+}
+
+/// The size and space of the file system that holds `path`.
+pub fn fs_space(path: &Path) -> io::Result<FsSpace> {
+    let c = c_path(path)?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::zeroed();
+    // SAFETY: a valid C string and a pointer to a statvfs the call fills; both live
+    // across the call.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so it filled the struct (zeroed before, anyway).
+    let st = unsafe { st.assume_init() };
+    let unit = st.f_frsize as u64;
+    Ok(FsSpace {
+        total_bytes: st.f_blocks as u64 * unit,
+        free_bytes: st.f_bfree as u64 * unit,
+        avail_bytes: st.f_bavail as u64 * unit,
+        read_only: st.f_flag & libc::ST_RDONLY != 0,
+    })
+}
+
+/// Writes every dirty page and inode of every file system back (`sync(2)`; it
+/// cannot fail).
+pub fn sync_everything() {
+    // SAFETY: sync takes no arguments and touches no memory of ours.
+    unsafe { libc::sync() }
 }
 
 /// Whether the calling process may write `path` (`access(W_OK)`, with the real user

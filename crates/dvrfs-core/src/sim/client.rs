@@ -40,11 +40,49 @@ pub trait Host {
     fn schedule(&mut self, at_ns: u64, ev: ClientEv);
     /// Requests a stream could not issue: misses (see `qos::Recorder::not_issued`).
     fn not_issued(&mut self, count: u64, no_space: bool);
-    /// A question to the metadata in memory.
+    /// A question to the metadata in memory. A host without a dvrfs volume (`bench
+    /// --dir`: files of another file system) answers the questions below itself and
+    /// gives an error here.
     fn query<R: Send + 'static>(
         &mut self,
         f: impl FnOnce(&Volume) -> R + Send + 'static,
     ) -> Result<R>;
+
+    // The client's questions to the namespace; by default, answered by `query`.
+
+    /// The root directory.
+    fn root(&mut self) -> Result<Ino> {
+        self.query(|v| v.root())
+    }
+    /// The entry `name` of directory `parent`, if there is one.
+    fn lookup(&mut self, parent: Ino, name: &'static [u8]) -> Result<Option<Ino>> {
+        self.query(move |v| v.lookup(parent, name).ok())
+    }
+    /// The file at `path`: its inode and size.
+    fn file(&mut self, path: &str) -> Result<(Ino, u64)> {
+        let path = path.to_string();
+        self.query(move |v| -> Result<_> {
+            let ino = v.resolve(&path)?;
+            Ok((ino, v.stat(ino)?.size_bytes))
+        })?
+    }
+    /// The file at `path` as an unlink names it: its directory, its name, its size.
+    fn unlink_target(&mut self, path: &str) -> Result<(Ino, Vec<u8>, u64)> {
+        let path = path.to_string();
+        self.query(move |v| -> Result<_> {
+            let (p, n) = v.resolve_parent(&path)?;
+            let size = v.stat(v.lookup(p, n)?)?.size_bytes;
+            Ok((p, n.to_vec(), size))
+        })?
+    }
+    /// The sizes of files (0 for `None` and for a file that cannot be stat'ed).
+    fn sizes(&mut self, inos: Vec<Option<Ino>>) -> Result<Vec<u64>> {
+        self.query(move |v| {
+            inos.iter()
+                .map(|i| i.map_or(0, |ino| v.stat(ino).map_or(0, |s| s.size_bytes)))
+                .collect::<Vec<u64>>()
+        })
+    }
 }
 
 /// The client's timer events.
@@ -264,10 +302,8 @@ impl Client {
             readable.pop();
         }
         // The directory of the recordings: created before the run.
-        let (root, live) = host.query(|v| {
-            let root = v.root();
-            (root, v.lookup(root, b"live").ok())
-        })?;
+        let root = host.root()?;
+        let live = host.lookup(root, b"live")?;
         let dir = match live {
             Some(d) => d,
             None => host.namespace(Op::Mkdir {
@@ -321,10 +357,7 @@ impl Client {
                     } else {
                         readable[0].clone()
                     };
-                    let (ino, size) = host.query(move |v| -> Result<_> {
-                        let ino = v.resolve(&path)?;
-                        Ok((ino, v.stat(ino)?.size_bytes))
-                    })??;
+                    let (ino, size) = host.file(&path)?;
                     st.ino = ino;
                     st.file_bytes = size;
                     let requests_in_file = (st.file_bytes / self.cfg.request_bytes).max(1);
@@ -493,15 +526,12 @@ impl Client {
                         "greedy-read needs a recording to read: use --fill above 0%".into(),
                     )
                 })?;
-                let (ino, size) = host.query(move |v| -> Result<_> {
-                    let ino = v.resolve(&path)?;
-                    Ok((ino, v.stat(ino)?.size_bytes))
-                })??;
+                let (ino, size) = host.file(&path)?;
                 self.be.read_ino = ino;
                 self.be.read_bytes = size;
             }
             BestEffort::GreedyWrite => {
-                let root = host.query(|v| v.root())?;
+                let root = host.root()?;
                 self.be.ino = host.namespace(Op::Create {
                     parent: root,
                     name: b"greedy.bin".to_vec(),
@@ -569,7 +599,7 @@ impl Client {
                     self.be.offset = 0;
                     self.be.creating = true;
                     Op::Create {
-                        parent: host.query(|v| v.root())?,
+                        parent: host.root()?,
                         name: format!("photo{n:03}.jpg").into_bytes(),
                         perm: 0o644,
                         uid: 0,
@@ -592,11 +622,7 @@ impl Client {
                     self.be.done = true;
                     return Ok(());
                 };
-                let (parent, name, bytes) = host.query(move |v| -> Result<_> {
-                    let (p, n) = v.resolve_parent(&path)?;
-                    let size = v.stat(v.lookup(p, n)?)?.size_bytes;
-                    Ok((p, n.to_vec(), size))
-                })??;
+                let (parent, name, bytes) = host.unlink_target(&path)?;
                 self.delete_started = Some((bytes, now));
                 Op::Unlink { parent, name }
             }
@@ -692,11 +718,7 @@ impl Client {
             .iter()
             .map(|st| st.write.then_some(st.ino))
             .collect();
-        let sizes = host.query(move |v| {
-            inos.iter()
-                .map(|i| i.map_or(0, |ino| v.stat(ino).map_or(0, |s| s.size_bytes)))
-                .collect::<Vec<u64>>()
-        })?;
+        let sizes = host.sizes(inos)?;
         self.sync_snapshot = Some(sizes);
         self.sync_submit_ns = now;
         let owner = self.streams() + SYNC_OWNER_OFFSET;

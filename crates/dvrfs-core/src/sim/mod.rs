@@ -56,7 +56,7 @@ pub use outcome::{
 };
 pub use report::BE_SHARE_TOLERANCE;
 pub use run::{run, run_until_crash};
-pub use setup::{prepare_device, run_rng};
+pub use setup::{fill_recording_bytes, prepare_device, run_rng};
 pub use workload::{StreamGroup, Workload, WorkloadError};
 
 use config::validate;

@@ -107,10 +107,7 @@ fn setup<D: Device>(fs: &mut Fs<D>, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> Re
         fs.close_file(ino)?;
         Ok(Some((format!("/rec/{name}"), off)))
     };
-    let rec_bytes = |rng: &mut ChaCha8Rng| -> u64 {
-        let secs = FILL_RECORDING_MIN_S + (FILL_RECORDING_MAX_S - FILL_RECORDING_MIN_S) * unit(rng);
-        ((secs * cfg.bitrate_bps / 8.0) as u64).max(1)
-    };
+    let rec_bytes = |rng: &mut ChaCha8Rng| fill_recording_bytes(cfg, rng);
     let mut victim = None;
     if cfg.best_effort == Some(BestEffort::Delete) {
         let bytes = cfg.delete_bytes.min(target.max(cfg.block_bytes));
@@ -151,6 +148,14 @@ fn setup<D: Device>(fs: &mut Fs<D>, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> Re
         paths.push(v);
     }
     Ok(paths)
+}
+
+/// The size of the next recording a fill writes: a recording of a length uniform in
+/// [`FILL_RECORDING_MIN_S`, `FILL_RECORDING_MAX_S`] at the workload's bitrate (one
+/// draw from `rng`). `bench --dir` fills another file system with the same sizes.
+pub fn fill_recording_bytes(cfg: &SimConfig, rng: &mut ChaCha8Rng) -> u64 {
+    let secs = FILL_RECORDING_MIN_S + (FILL_RECORDING_MAX_S - FILL_RECORDING_MIN_S) * unit(rng);
+    ((secs * cfg.bitrate_bps / 8.0) as u64).max(1)
 }
 
 fn unit(rng: &mut ChaCha8Rng) -> f64 {

@@ -1,0 +1,276 @@
+//! `dvrfs bench --dir PATH`: the `sim`/`bench` workload on files in a directory of
+//! any file system, through POSIX calls, a thread per stream.
+//!
+//! The same workload client as `sim` and `bench` (`sim::Client`), so the same SPEC
+//! and seed issue the same requests with the same deadlines, driven in wall-clock
+//! time with the POSIX host (`host.rs`) in place of the runtime. The run's files
+//! live in `PATH/dvrfs-bench/`, which is removed at the end, after an error too
+//! (unless `--keep`). When PATH sits on a loop device over a `dvrfs emulate` disk
+//! (`place.rs`), the preparation runs with the emulator's timing off and the
+//! measurement with it on, and utilization and energy come from the emulator.
+
+mod host;
+mod place;
+mod prepare;
+mod report;
+
+use std::cmp::Reverse;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::{Duration, Instant};
+
+use dvrfs_core::sim::report::Report;
+use dvrfs_core::sim::{self, Client, SimOutcome};
+use dvrfs_core::Error as CoreError;
+
+use crate::args::parse_duration_in;
+use crate::cmd_bench::BenchArgs;
+use crate::cmd_sim::{load_disk, setup_run};
+use crate::error::{CliError, CliResult};
+use host::{HostOptions, PosixHost};
+
+/// The longest `--fsync-every`: an hour.
+const MAX_FSYNC_EVERY_MS: u64 = 3_600_000;
+
+/// What has to be undone whatever happens: the bench directory, the emulator's
+/// timing.
+struct Cleanup {
+    dir: PathBuf,
+    keep: bool,
+    emulator: Option<PathBuf>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        // Removing the fill is no part of the measurement: at host speed.
+        if let Some(e) = &self.emulator {
+            let _ = place::set_timing(e, false);
+        }
+        if !self.keep {
+            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+                eprintln!("dvrfs: warning: cannot remove {}: {e}", self.dir.display());
+            }
+        }
+        if let Some(e) = &self.emulator {
+            if let Err(err) = place::set_timing(e, true) {
+                eprintln!(
+                    "dvrfs: warning: cannot turn the emulator's timing back on in {}: {err}",
+                    e.display()
+                );
+            }
+        }
+    }
+}
+
+pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
+    // Settings the workload needs (the disk model only validates: nothing plans with it).
+    let mut s = setup_run(load_disk("nvr-8t")?, &a.run, "60s")?;
+    let fsync_every_ms = a
+        .fsync_every
+        .as_deref()
+        .map(|t| parse_duration_in("--fsync-every", t, 1..=MAX_FSYNC_EVERY_MS))
+        .transpose()?;
+    s.cfg.fsync_every_ns = fsync_every_ms.unwrap_or(0) * 1_000_000;
+    let cfg = s.cfg.clone();
+    let ioprio = a.ioprio.as_deref().map(prepare::ioprio).transpose()?;
+    let prep_start = Instant::now();
+    let dir = prepare::bench_dir(path)?;
+    let place = place::find(path);
+    let cleanup = Cleanup {
+        dir: dir.clone(),
+        keep: a.keep,
+        emulator: place.emulator.clone(),
+    };
+    if let Some(e) = &place.emulator {
+        place::set_timing(e, false).map_err(|err| {
+            crate::error::local_io(e, "cannot turn off the timing of the emulator in", err)
+        })?;
+    }
+    if a.direct {
+        prepare::check_direct(&dir)?;
+    }
+    let progress = crate::output::progress(0, false, "bench --dir: filling");
+    let mut rng = sim::run_rng(&cfg);
+    let (recordings, used) = prepare::fill(&dir, &cfg, &mut rng)?;
+    progress.finish_and_clear();
+    let dropped = prepare::drop_caches();
+    let before = match &place.emulator {
+        Some(e) => {
+            place::set_timing(e, true).map_err(|err| {
+                crate::error::local_io(e, "cannot turn on the timing of the emulator in", err)
+            })?;
+            Some(place::read_stats(e).map_err(CliError::new)?)
+        }
+        None => None,
+    };
+    let prepare_s = prep_start.elapsed().as_secs_f64();
+    let streams: u32 = cfg.workload.groups.iter().map(|g| g.count).sum();
+    let mut client = Client::new(&cfg, rng, true);
+    let start = Instant::now();
+    let mut host = PosixHost::new(
+        &dir,
+        streams,
+        HostOptions {
+            direct: a.direct,
+            ioprio,
+        },
+        start,
+    );
+    let result = drive(&mut client, &mut host, &recordings, cfg.duration_ns);
+    let elapsed_ns = host.now_ns().min(cfg.duration_ns.max(1));
+    host.close();
+    result?;
+    let after = match &place.emulator {
+        Some(e) => Some(place::read_stats(e).map_err(CliError::new)?),
+        None => None,
+    };
+    let usage = before
+        .as_ref()
+        .zip(after.as_ref())
+        .map(|(b, a)| place::usage(b, a, elapsed_ns));
+    let mut out = outcome(&host, &client, &cfg, elapsed_ns, used);
+    out.scheduler = format!("kernel:{}", place.scheduler.as_deref().unwrap_or("unknown"));
+    out.disk = match (&after, &place.device) {
+        (Some(st), _) => format!("{} (emulated)", st.model),
+        (None, Some(d)) => d.clone(),
+        (None, None) => "unknown".into(),
+    };
+    let fs = place.fs_type.clone().unwrap_or_else(|| "unknown".into());
+    let report = Report::new(
+        &out,
+        &cfg.workload.to_string(),
+        &fs,
+        cfg.duration_ns,
+        cfg.seed,
+    );
+    let syncs = *host.syncs.lock().expect("sync counts");
+    let extra = report::Extra {
+        dir: path.display().to_string(),
+        direct: a.direct,
+        ioprio: a.ioprio.clone(),
+        page_cache_dropped: dropped,
+        utilization: usage.map(|u| u.0),
+        energy_j: usage.and_then(|u| u.1),
+        no_emulator: place.emulator.is_none().then(|| place.no_emulator.clone()),
+        fsync_every_s: fsync_every_ms.map(|ms| ms as f64 / 1e3),
+        syncs,
+        elapsed_s: elapsed_ns as f64 / 1e9,
+        prepare_s,
+    };
+    drop(host);
+    drop(cleanup);
+    if let Some(plots) = &a.run.plot {
+        let title = format!(
+            "bench --dir {} {} {} on {}",
+            report.workload, report.scheduler, report.alloc, report.disk
+        );
+        crate::plot::write_all(plots, &out, &title)?;
+    }
+    if a.run.json {
+        crate::output::print_json(&report::json(&report, &extra)?);
+    } else {
+        report::print_text(&report, &extra);
+    }
+    if report.recordings_stopped > 0 {
+        eprintln!(
+            "dvrfs: {} recording(s) stopped before the end of the run: the disk was full",
+            report.recordings_stopped
+        );
+        eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
+        return Ok(crate::cmd_sim::STREAMS_STOPPED_EXIT);
+    }
+    Ok(0)
+}
+
+/// What the run measured, as `sim::fill_outcome` makes it from the engine's
+/// recorder (the scheduler's own figures stay empty: there is none of dvrfs's).
+fn outcome(
+    host: &PosixHost,
+    client: &Client,
+    cfg: &sim::SimConfig,
+    elapsed_ns: u64,
+    used: u64,
+) -> SimOutcome {
+    let q = host.recorder.clone();
+    let mut out = SimOutcome {
+        rt_requests: q.rt_ops,
+        deadline_misses: q.deadline_misses(),
+        misses: q.misses,
+        margins_ns: q.margins_ns,
+        rt_bytes: q.rt_bytes,
+        be_bytes: q.be_bytes,
+        be_requests: q.be_ops,
+        be_latencies_ns: q.be_latencies_ns,
+        be_first_submit_ns: q.be_first_submit_ns,
+        be_last_done_ns: q.be_last_done_ns,
+        elapsed_ns,
+        used_bytes_at_start: used,
+        ..SimOutcome::default()
+    };
+    sim::client_outcome(&mut out, client);
+    (out.buffer_level, out.buffer_stream) = sim::buffer_level(cfg, client, elapsed_ns);
+    out
+}
+
+/// Runs the client until the run's end and everything it started has finished.
+fn drive(
+    client: &mut Client,
+    host: &mut PosixHost,
+    recordings: &[String],
+    duration_ns: u64,
+) -> CliResult<()> {
+    let sim_err = |e: CoreError| CliError::new(format!("the workload failed: {e}"));
+    client.start(host, recordings).map_err(sim_err)?;
+    let pb = crate::output::progress(duration_ns / 1_000_000_000, false, "bench --dir");
+    let mut stopped = false;
+    let mut last_status = Instant::now();
+    loop {
+        let now = host.now_ns();
+        if now >= duration_ns && !stopped {
+            stopped = true;
+            client.stop();
+        }
+        while let Some(Reverse((t, _, ev))) = host.events.peek().copied() {
+            if t > now {
+                break;
+            }
+            host.events.pop();
+            client.event(host, ev, t).map_err(sim_err)?;
+        }
+        if stopped && client.idle() && host.in_flight() == 0 {
+            break;
+        }
+        let next = host.events.peek().map(|Reverse((t, _, _))| *t);
+        let mut wait_ns = next
+            .map_or(100_000_000, |t| t.saturating_sub(host.now_ns()))
+            .min(100_000_000);
+        if !stopped {
+            wait_ns = wait_ns.min(duration_ns.saturating_sub(host.now_ns()));
+        }
+        let first = match host.done_rx.recv_timeout(Duration::from_nanos(wait_ns)) {
+            Ok(d) => Some(d),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                unreachable!("the host holds a sender")
+            }
+        };
+        let mut done: Vec<host::Done> = first.into_iter().collect();
+        done.extend(host.done_rx.try_iter());
+        for d in done {
+            let d = host.finish(d);
+            client
+                .completed(host, d.id, d.result, d.done_ns)
+                .map_err(sim_err)?;
+        }
+        if last_status.elapsed() >= Duration::from_millis(500) {
+            last_status = Instant::now();
+            pb.set_position((host.now_ns() / 1_000_000_000).min(duration_ns / 1_000_000_000));
+            pb.set_message(format!(
+                "bench --dir: {} missed so far",
+                host.recorder.deadline_misses()
+            ));
+        }
+    }
+    pb.finish_and_clear();
+    Ok(())
+}
