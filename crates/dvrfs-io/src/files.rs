@@ -59,11 +59,11 @@ pub fn fs_space(path: &Path) -> io::Result<FsSpace> {
     }
     // SAFETY: statvfs returned 0, so it filled the struct (zeroed before, anyway).
     let st = unsafe { st.assume_init() };
-    let unit = st.f_frsize as u64;
+    let unit = st.f_frsize;
     Ok(FsSpace {
-        total_bytes: st.f_blocks as u64 * unit,
-        free_bytes: st.f_bfree as u64 * unit,
-        avail_bytes: st.f_bavail as u64 * unit,
+        total_bytes: st.f_blocks * unit,
+        free_bytes: st.f_bfree * unit,
+        avail_bytes: st.f_bavail * unit,
         read_only: st.f_flag & libc::ST_RDONLY != 0,
     })
 }

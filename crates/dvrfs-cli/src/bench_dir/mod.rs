@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use dvrfs_core::sim::report::Report;
 use dvrfs_core::sim::{self, Client, SimOutcome};
 use dvrfs_core::Error as CoreError;
+use rand_chacha::ChaCha8Rng;
 
 use crate::args::parse_duration_in;
 use crate::cmd_bench::BenchArgs;
@@ -73,37 +74,17 @@ pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
     s.cfg.fsync_every_ns = fsync_every_ms.unwrap_or(0) * 1_000_000;
     let cfg = s.cfg.clone();
     let ioprio = a.ioprio.as_deref().map(prepare::ioprio).transpose()?;
-    let prep_start = Instant::now();
-    let dir = prepare::bench_dir(path)?;
-    let place = place::find(path);
-    let cleanup = Cleanup {
-        dir: dir.clone(),
-        keep: a.keep,
-        emulator: place.emulator.clone(),
-    };
-    if let Some(e) = &place.emulator {
-        place::set_timing(e, false).map_err(|err| {
-            crate::error::local_io(e, "cannot turn off the timing of the emulator in", err)
-        })?;
-    }
-    if a.direct {
-        prepare::check_direct(&dir)?;
-    }
-    let progress = crate::output::progress(0, false, "bench --dir: filling");
-    let mut rng = sim::run_rng(&cfg);
-    let (recordings, used) = prepare::fill(&dir, &cfg, &mut rng)?;
-    progress.finish_and_clear();
-    let dropped = prepare::drop_caches();
-    let before = match &place.emulator {
-        Some(e) => {
-            place::set_timing(e, true).map_err(|err| {
-                crate::error::local_io(e, "cannot turn on the timing of the emulator in", err)
-            })?;
-            Some(place::read_stats(e).map_err(CliError::new)?)
-        }
-        None => None,
-    };
-    let prepare_s = prep_start.elapsed().as_secs_f64();
+    let Prepared {
+        dir,
+        place,
+        cleanup,
+        rng,
+        recordings,
+        used,
+        dropped,
+        before,
+        prepare_s,
+    } = prepare_all(a, path, &cfg)?;
     let streams: u32 = cfg.workload.groups.iter().map(|g| g.count).sum();
     let mut client = Client::new(&cfg, rng, true);
     let start = Instant::now();
@@ -180,6 +161,68 @@ pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
         return Ok(crate::cmd_sim::STREAMS_STOPPED_EXIT);
     }
     Ok(0)
+}
+
+/// The run's directory, filled and aged, and what the measurement needs of it.
+struct Prepared {
+    dir: PathBuf,
+    place: place::Place,
+    /// Undoes the preparation when dropped.
+    cleanup: Cleanup,
+    rng: ChaCha8Rng,
+    recordings: Vec<String>,
+    used: u64,
+    dropped: bool,
+    /// The emulator's stats as the measurement starts.
+    before: Option<place::EmuStats>,
+    prepare_s: f64,
+}
+
+/// Makes the bench directory, fills and ages it, drops the page cache and turns the
+/// emulator's timing on (see the module docs of `prepare`).
+fn prepare_all(a: &BenchArgs, path: &Path, cfg: &sim::SimConfig) -> CliResult<Prepared> {
+    let prep_start = Instant::now();
+    let dir = prepare::bench_dir(path)?;
+    let place = place::find(path);
+    let cleanup = Cleanup {
+        dir: dir.clone(),
+        keep: a.keep,
+        emulator: place.emulator.clone(),
+    };
+    if let Some(e) = &place.emulator {
+        place::set_timing(e, false).map_err(|err| {
+            crate::error::local_io(e, "cannot turn off the timing of the emulator in", err)
+        })?;
+    }
+    if a.direct {
+        prepare::check_direct(&dir)?;
+    }
+    let progress = crate::output::progress(0, false, "bench --dir: filling");
+    let mut rng = sim::run_rng(cfg);
+    let (recordings, used) = prepare::fill(&dir, cfg, &mut rng)?;
+    progress.finish_and_clear();
+    let dropped = prepare::drop_caches();
+    let before = match &place.emulator {
+        Some(e) => {
+            place::set_timing(e, true).map_err(|err| {
+                crate::error::local_io(e, "cannot turn on the timing of the emulator in", err)
+            })?;
+            Some(place::read_stats(e).map_err(CliError::new)?)
+        }
+        None => None,
+    };
+    let prepare_s = prep_start.elapsed().as_secs_f64();
+    Ok(Prepared {
+        dir,
+        place,
+        cleanup,
+        rng,
+        recordings,
+        used,
+        dropped,
+        before,
+        prepare_s,
+    })
 }
 
 /// What the run measured, as `sim::fill_outcome` makes it from the engine's
