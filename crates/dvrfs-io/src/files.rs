@@ -1,11 +1,13 @@
 //! File calls std has no safe form for: where a sparse file's data lies
-//! (`SEEK_DATA`/`SEEK_HOLE`), whether a path is writable (`access(2)`), and a
+//! (`SEEK_DATA`/`SEEK_HOLE`), whether a path is writable (`access(2)`), a
 //! descriptor that names a directory without opening it (`O_PATH`), the size and
-//! free space of the file system that holds a path (`statvfs(3)`), and writing back
-//! everything dirty (`sync(2)`).
+//! free space of the file system that holds a path (`statvfs(3)`), writing back
+//! everything dirty (`sync(2)`), and punching a hole in a sparse file
+//! (`fallocate(PUNCH_HOLE)`).
 //!
 //! Contract: each function makes the system call it names and reports its failure
-//! as `io::Error` (or, where the answer is a yes or no, as no); none changes a file.
+//! as `io::Error` (or, where the answer is a yes or no, as no); only
+//! [`punch_hole`] changes a file, and only as writing zeros would.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -73,6 +75,33 @@ pub fn fs_space(path: &Path) -> io::Result<FsSpace> {
 pub fn sync_everything() {
     // SAFETY: sync takes no arguments and touches no memory of ours.
     unsafe { libc::sync() }
+}
+
+/// Makes `len` bytes at `offset` of `file` read as zeros by freeing their storage
+/// (`fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)`): the file keeps its
+/// size; partial blocks at either end are zeroed in place. Fails (`EOPNOTSUPP`) on a
+/// file system without holes: the caller then writes the zeros.
+pub fn punch_hole(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a range past what off_t holds",
+        ));
+    };
+    // SAFETY: fallocate on a descriptor `file` keeps open across the call; no memory
+    // is passed.
+    let r = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            off,
+            n,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Whether the calling process may write `path` (`access(W_OK)`, with the real user

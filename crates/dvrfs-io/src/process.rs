@@ -1,6 +1,7 @@
 //! The process calls the mount daemon needs: a pipe to its parent, the fork that
-//! makes the daemon, and the daemon's detached standard descriptors; and the I/O
-//! priority of the calling thread (`ioprio_set(2)`, for `bench --dir --ioprio`).
+//! makes the daemon, and the daemon's detached standard descriptors; the I/O
+//! priority of the calling thread (`ioprio_set(2)`, for `bench --dir --ioprio`); and
+//! the signal `dvrfs emulate --stop` sends its daemon.
 //!
 //! Contract: each function makes the system call it is named after and reports its
 //! failure as `io::Error`. [`fork`] is the one with a precondition the compiler
@@ -124,4 +125,25 @@ pub fn set_io_priority(class: IoClass, level: u8) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Sends `sig` to the process `pid` (`kill(2)`); `Ok(false)` when no such process
+/// exists (`ESRCH`).
+pub fn signal(pid: libc::pid_t, sig: libc::c_int) -> io::Result<bool> {
+    if pid <= 0 {
+        // 0 and negative ids name process groups: never what a caller means here.
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a process id must be positive",
+        ));
+    }
+    // SAFETY: kill takes two integers and touches no memory of ours.
+    if unsafe { libc::kill(pid, sig) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::ESRCH) {
+        return Ok(false);
+    }
+    Err(e)
 }

@@ -1,0 +1,186 @@
+//! The drive thread: the one owner of the [`Drive`], which completes each command in
+//! wall-clock time when the model says the disk would finish it, and only then
+//! answers the kernel.
+//!
+//! Contract: the FUSE threads move a command's bytes (at arrival, in arrival
+//! order) and send it here with its arrival time on the emulator's monotonic clock
+//! and its reply. This thread hands every arrival to the drive before it asks the
+//! drive what has completed (the drive's contract), sleeps in the channel's receive
+//! until the next completion time or the next arrival (no busy-waiting), and replies
+//! to each completed command. A flush's reply waits for the image's `fdatasync`
+//! too. A reply later than [`LATE_NS`] after the model's end time (the host was
+//! slow: a late wake-up, a slow `fdatasync`) is counted, never hidden. Every
+//! command the kernel sent is answered: when the channel closes (the session
+//! ended) the queued commands still complete in their modelled time.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use dvrfs_core::disk::{Command, CommandKind, Drive, TraceRow};
+use fuser::{Errno, ReplyData, ReplyEmpty, ReplyWrite};
+
+use crate::image::Image;
+use crate::stats::{Shared, LATE_NS};
+
+/// The reply a command waits to send, with what it carries.
+pub enum Pending {
+    /// The bytes read at arrival (or the error the read got).
+    Read(ReplyData, Result<Vec<u8>, Errno>),
+    /// The bytes written at arrival (or the error the write got).
+    Write(ReplyWrite, Result<u32, Errno>),
+    Flush(ReplyEmpty),
+}
+
+/// A command for the drive.
+pub struct Arrival {
+    pub at_ns: u64,
+    pub kind: CommandKind,
+    pub pending: Pending,
+}
+
+/// The running drive thread.
+pub struct DriveThread {
+    tx: mpsc::Sender<Arrival>,
+    join: JoinHandle<()>,
+}
+
+impl DriveThread {
+    /// Starts the thread; `trace` gets every completed command's row.
+    pub fn start(
+        drive: Drive,
+        image: Arc<Image>,
+        shared: Arc<Shared>,
+        trace: Option<mpsc::Sender<Vec<TraceRow>>>,
+    ) -> std::io::Result<DriveThread> {
+        let (tx, rx) = mpsc::channel::<Arrival>();
+        let join = std::thread::Builder::new()
+            .name("emulate-drive".into())
+            .spawn(move || {
+                Runner {
+                    drive,
+                    image,
+                    shared,
+                    trace,
+                    waiting: BTreeMap::new(),
+                    next_id: 0,
+                }
+                .run(rx)
+            })?;
+        Ok(DriveThread { tx, join })
+    }
+
+    /// A sender for a FUSE thread.
+    pub fn sender(&self) -> mpsc::Sender<Arrival> {
+        self.tx.clone()
+    }
+
+    /// Waits until every command sent has completed and been answered (every other
+    /// sender must be gone first).
+    pub fn finish(self) {
+        drop(self.tx);
+        let _ = self.join.join();
+    }
+}
+
+struct Runner {
+    drive: Drive,
+    image: Arc<Image>,
+    shared: Arc<Shared>,
+    trace: Option<mpsc::Sender<Vec<TraceRow>>>,
+    /// Replies of the commands in the drive, by command id.
+    waiting: BTreeMap<u64, Pending>,
+    next_id: u64,
+}
+
+impl Runner {
+    fn run(mut self, rx: mpsc::Receiver<Arrival>) {
+        let mut open = true;
+        while open || self.drive.depth() > 0 {
+            // Wait for an arrival, or for the next completion.
+            let got = match (open, self.drive.next_completion_ns()) {
+                (true, None) => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                (true, Some(end_ns)) => {
+                    let wait = self.shared.instant_at(end_ns);
+                    rx.recv_timeout(wait.saturating_duration_since(std::time::Instant::now()))
+                }
+                (false, Some(end_ns)) => {
+                    std::thread::sleep(
+                        self.shared
+                            .instant_at(end_ns)
+                            .saturating_duration_since(std::time::Instant::now()),
+                    );
+                    Err(RecvTimeoutError::Timeout)
+                }
+                (false, None) => unreachable!("the loop ends when the drive is empty"),
+            };
+            match got {
+                Ok(a) => self.arrive(a),
+                Err(RecvTimeoutError::Disconnected) => open = false,
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            // Every arrival already sent goes in before the drive is asked.
+            while open {
+                match rx.try_recv() {
+                    Ok(a) => self.arrive(a),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => open = false,
+                }
+            }
+            let done = self.drive.complete(self.shared.now_ns());
+            if !done.is_empty() {
+                self.answer(done);
+            }
+        }
+        assert!(
+            self.waiting.is_empty(),
+            "every command handed to the drive was answered"
+        );
+    }
+
+    fn arrive(&mut self, a: Arrival) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.waiting.insert(id, a.pending);
+        self.drive.arrive(a.at_ns, Command { id, kind: a.kind });
+    }
+
+    fn answer(&mut self, done: Vec<TraceRow>) {
+        let mut late = (0u64, 0u64);
+        for row in &done {
+            let pending = self
+                .waiting
+                .remove(&row.id)
+                .expect("a completed command was waiting for its reply");
+            match pending {
+                Pending::Read(reply, Ok(data)) => reply.data(&data),
+                Pending::Read(reply, Err(e)) => reply.error(e),
+                Pending::Write(reply, Ok(n)) => reply.written(n),
+                Pending::Write(reply, Err(e)) => reply.error(e),
+                Pending::Flush(reply) => match self.image.sync() {
+                    Ok(()) => reply.ok(),
+                    Err(_) => reply.error(Errno::EIO),
+                },
+            }
+            // POWER: the lead feeds the power helper's EnergyMeter here with
+            // `row.timing` (and the idle time before `row.start_ns`), and stores its
+            // joules in `Counters::energy_j` below.
+            let late_ns = self.shared.now_ns().saturating_sub(row.end_ns);
+            if late_ns > LATE_NS {
+                late.0 += 1;
+                late.1 = late.1.max(late_ns);
+            }
+        }
+        let drive = self.drive.stats();
+        self.shared.update(|c| {
+            c.drive = drive;
+            c.late_commands += late.0;
+            c.max_late_ns = c.max_late_ns.max(late.1);
+        });
+        if let Some(t) = &self.trace {
+            // A trace writer that failed reports it at the stop; serving goes on.
+            let _ = t.send(done);
+        }
+    }
+}
