@@ -68,6 +68,8 @@ pub enum Command {
     Status(crate::cmd_status::StatusArgs),
     /// Print the volume's event log: recoveries, streams admitted, refused and ended, space
     Events(crate::cmd_events::EventsArgs),
+    /// Serve an image as an emulated hard disk (DIR/disk over FUSE, a loop device with --attach); --stop DIR ends it
+    Emulate(crate::cmd_emulate::EmulateArgs),
 }
 
 #[derive(Args, Debug)]

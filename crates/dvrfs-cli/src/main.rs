@@ -15,6 +15,7 @@ mod bench_dir;
 mod cmd_bench;
 mod cmd_calibrate;
 mod cmd_data;
+mod cmd_emulate;
 mod cmd_events;
 mod cmd_files;
 mod cmd_fs;
@@ -95,6 +96,8 @@ fn target_of(command: &Command) -> Option<&std::path::Path> {
         Command::Scrub(a) => &a.target,
         Command::Status(a) => &a.target,
         Command::Events(a) => &a.target,
+        // `--stop DIR` has no image.
+        Command::Emulate(a) => return a.image.as_deref(),
         // The simulator has no device.
         Command::Sim(_) | Command::Capacity(_) => return None,
     };
@@ -124,6 +127,7 @@ fn run_command(command: &Command) -> CliResult<u8> {
         Command::Scrub(a) => cmd_scrub::scrub(a),
         Command::Status(a) => cmd_status::status(a),
         Command::Events(a) => cmd_events::events(a),
+        Command::Emulate(a) => cmd_emulate::emulate(a),
     }
 }
 
