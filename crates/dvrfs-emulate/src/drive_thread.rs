@@ -12,8 +12,16 @@
 //! slow: a late wake-up, a slow `fdatasync`) is counted, never hidden. Every
 //! command the kernel sent is answered: when the channel closes (the session
 //! ended) the queued commands still complete in their modelled time.
+//!
+//! The host's tags: a SATA host keeps at most `ncq` commands in the drive and the
+//! rest in its own queue (Linux: the block layer, the disk's `queue_depth`). The
+//! kernel sends the emulator up to 128 at once (the loop device's queue), so this
+//! thread keeps the same host queue: at most `ncq` commands are in the drive, the
+//! others wait here in arrival order and go in when a command completes (at the
+//! time it is answered, when a host would learn of the free tag). The drive, and
+//! the trace, see a command from the time it went in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -64,6 +72,7 @@ impl DriveThread {
                     shared,
                     trace,
                     waiting: BTreeMap::new(),
+                    held: VecDeque::new(),
                     next_id: 0,
                 }
                 .run(rx)
@@ -91,13 +100,15 @@ struct Runner {
     trace: Option<mpsc::Sender<Vec<TraceRow>>>,
     /// Replies of the commands in the drive, by command id.
     waiting: BTreeMap<u64, Pending>,
+    /// Commands beyond the drive's `ncq`, in arrival order (the host's queue).
+    held: VecDeque<Arrival>,
     next_id: u64,
 }
 
 impl Runner {
     fn run(mut self, rx: mpsc::Receiver<Arrival>) {
         let mut open = true;
-        while open || self.drive.depth() > 0 {
+        while open || self.drive.depth() > 0 || !self.held.is_empty() {
             // Wait for an arrival, or for the next completion.
             let got = match (open, self.drive.next_completion_ns()) {
                 (true, None) => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -113,7 +124,7 @@ impl Runner {
                     );
                     Err(RecvTimeoutError::Timeout)
                 }
-                (false, None) => unreachable!("the loop ends when the drive is empty"),
+                (false, None) => unreachable!("a held command waits only for a busy drive"),
             };
             match got {
                 Ok(a) => self.arrive(a),
@@ -131,15 +142,37 @@ impl Runner {
             let done = self.drive.complete(self.shared.now_ns());
             if !done.is_empty() {
                 self.answer(done);
+                // Tags freed: held commands go in, as the host learns of it.
+                while self.drive.depth() < self.drive.ncq() {
+                    let Some(mut a) = self.held.pop_front() else {
+                        break;
+                    };
+                    a.at_ns = self.shared.now_ns();
+                    self.hand_in(a);
+                }
             }
         }
         assert!(
-            self.waiting.is_empty(),
+            self.waiting.is_empty() && self.held.is_empty(),
             "every command handed to the drive was answered"
         );
     }
 
+    /// A command from the FUSE threads: into the drive if a tag is free and no
+    /// earlier command waits for one, else into the host's queue.
     fn arrive(&mut self, a: Arrival) {
+        if self.held.is_empty() && self.drive.depth() < self.drive.ncq() {
+            self.hand_in(a);
+        } else {
+            self.held.push_back(a);
+        }
+    }
+
+    fn hand_in(&mut self, a: Arrival) {
+        assert!(
+            self.drive.depth() < self.drive.ncq(),
+            "at most ncq commands in the drive"
+        );
         let id = self.next_id;
         self.next_id += 1;
         self.waiting.insert(id, a.pending);
