@@ -261,9 +261,11 @@ fn data_round_trips_flushes_reach_the_image_and_times_follow_the_model() {
         "{line} vs {busy} ns"
     );
 
-    // Each timed read: wall time >= the model's (arrival to end) and within the
-    // host's wake-up and the FUSE and loop round trips (HOST_SLACK_NS).
-    const HOST_SLACK_NS: u64 = 5_000_000;
+    // Each timed read: wall time >= the model's (arrival to end: never before the
+    // model's end), and the median within HOST_SLACK_NS more (the host's wake-up and
+    // the FUSE and loop round trips; a median, because this machine is shared and a
+    // single read may wait for a CPU: the emulator counts those as late commands).
+    const HOST_SLACK_NS: u64 = 2_000_000;
     let mut excess = Vec::new();
     for (off, wall) in &waited_ns {
         let r = rows
@@ -280,6 +282,11 @@ fn data_round_trips_flushes_reach_the_image_and_times_follow_the_model() {
     }
     excess.sort_unstable();
     let median = excess[excess.len() / 2];
+    println!(
+        "reply after the model's end: median {median} ns, max {} ns over {} reads",
+        excess[excess.len() - 1],
+        excess.len()
+    );
     assert!(
         median <= HOST_SLACK_NS,
         "median excess {median} ns over the model (all: {excess:?})"

@@ -147,3 +147,16 @@ pub fn signal(pid: libc::pid_t, sig: libc::c_int) -> io::Result<bool> {
     }
     Err(e)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_zero_finds_a_live_process_and_refuses_groups() {
+        // Signal 0 checks that the process exists without sending anything.
+        assert!(signal(std::process::id() as libc::pid_t, 0).unwrap());
+        assert!(signal(0, 0).is_err(), "0 names a process group");
+        assert!(signal(-1, 0).is_err(), "-1 names every process");
+    }
+}
