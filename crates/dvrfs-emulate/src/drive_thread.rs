@@ -2,14 +2,14 @@
 //! wall-clock time when the model says the disk would finish it, and only then
 //! answers the kernel.
 //!
-//! Contract: the FUSE threads move a command's bytes (at arrival, in arrival
-//! order) and send it here with its arrival time on the emulator's monotonic clock
-//! and its reply. This thread hands every arrival to the drive before it asks the
+//! Contract: the FUSE threads send each command here with its arrival time on the
+//! emulator's monotonic clock and its reply, then move its bytes in the image (in
+//! arrival order) and say so ([`Moved`]), while the drive serves it. This thread hands every arrival to the drive before it asks the
 //! drive what has completed (the drive's contract), sleeps in the channel's receive
 //! until the next completion time or the next arrival (no busy-waiting), and replies
-//! to each completed command. A flush's reply waits for the image's `fdatasync`
+//! to each completed command once its bytes have moved. A flush's reply waits for the image's `fdatasync`
 //! too. A reply later than [`LATE_NS`] after the model's end time (the host was
-//! slow: a late wake-up, a slow `fdatasync`) is counted, never hidden. Every
+//! slow: a late wake-up, a slow `pread` or `fdatasync`) is counted, never hidden. Every
 //! command the kernel sent is answered: when the channel closes (the session
 //! ended) the queued commands still complete in their modelled time.
 //!
@@ -32,13 +32,42 @@ use fuser::{Errno, ReplyData, ReplyEmpty, ReplyWrite};
 use crate::image::Image;
 use crate::stats::{Shared, LATE_NS};
 
+/// A command's bytes as they moved in the image (or the error that got), sent by
+/// the FUSE thread once they did: the command goes to the drive first, so the
+/// host's `pread`/`pwrite` runs while the drive serves it, not before.
+pub type Moved<T> = mpsc::Receiver<Result<T, Errno>>;
+
 /// The reply a command waits to send, with what it carries.
 pub enum Pending {
-    /// The bytes read at arrival (or the error the read got).
-    Read(ReplyData, Result<Vec<u8>, Errno>),
-    /// The bytes written at arrival (or the error the write got).
-    Write(ReplyWrite, Result<u32, Errno>),
+    /// The bytes read.
+    Read(ReplyData, Moved<Vec<u8>>),
+    /// The count of bytes written.
+    Write(ReplyWrite, Moved<u32>),
     Flush(ReplyEmpty),
+}
+
+impl Pending {
+    /// Answers the kernel: waits for the bytes to have moved (they usually have),
+    /// and for a flush makes the image durable first. A FUSE thread that never
+    /// said (it panicked) is an `EIO`.
+    pub fn answer(self, image: &Image) {
+        match self {
+            Pending::Read(reply, moved) => match moved.recv() {
+                Ok(Ok(data)) => reply.data(&data),
+                Ok(Err(e)) => reply.error(e),
+                Err(_) => reply.error(Errno::EIO),
+            },
+            Pending::Write(reply, moved) => match moved.recv() {
+                Ok(Ok(n)) => reply.written(n),
+                Ok(Err(e)) => reply.error(e),
+                Err(_) => reply.error(Errno::EIO),
+            },
+            Pending::Flush(reply) => match image.sync() {
+                Ok(()) => reply.ok(),
+                Err(_) => reply.error(Errno::EIO),
+            },
+        }
+    }
 }
 
 /// A command for the drive.
@@ -186,16 +215,7 @@ impl Runner {
                 .waiting
                 .remove(&row.id)
                 .expect("a completed command was waiting for its reply");
-            match pending {
-                Pending::Read(reply, Ok(data)) => reply.data(&data),
-                Pending::Read(reply, Err(e)) => reply.error(e),
-                Pending::Write(reply, Ok(n)) => reply.written(n),
-                Pending::Write(reply, Err(e)) => reply.error(e),
-                Pending::Flush(reply) => match self.image.sync() {
-                    Ok(()) => reply.ok(),
-                    Err(_) => reply.error(Errno::EIO),
-                },
-            }
+            pending.answer(&self.image);
             // POWER: the lead feeds the power helper's EnergyMeter here with
             // `row.timing` (and the idle time before `row.start_ns`), and stores its
             // joules in `Counters::energy_j` below.

@@ -2,9 +2,9 @@
 //!
 //! - `disk`: the emulated disk. Opened with `FOPEN_DIRECT_IO` (no page cache: every
 //!   read and write reaches the drive) and parallel direct writes. A read or write
-//!   moves its bytes in the image at once, then goes to the drive thread, which
-//!   replies when the model says the command completed; `fsync` is a Flush command.
-//!   Any offset and size is served (a file may be read by anyone); the loop device
+//!   goes to the drive thread, then moves its bytes in the image while the drive
+//!   serves it; the drive thread replies when the model says the command
+//!   completed (and the bytes moved). `fsync` is a Flush command. Any offset and size is served (a file may be read by anyone); the loop device
 //!   sends whole sectors. With timing off, a command replies as soon as its bytes
 //!   moved and is counted apart (`untimed_commands`).
 //! - `stats`: JSON ([`Shared::stats_json`]), a snapshot taken at each open.
@@ -27,7 +27,7 @@ use fuser::{
     ReplyEntry, ReplyOpen, ReplyWrite, Request, WriteFlags,
 };
 
-use crate::drive_thread::{Arrival, Pending};
+use crate::drive_thread::{Arrival, Moved, Pending};
 use crate::image::Image;
 use crate::stats::Shared;
 
@@ -136,35 +136,40 @@ impl EmuFs {
         (first, (end - first) as u32)
     }
 
-    /// Hands a command to the drive thread, or (timing off, or the drive gone)
-    /// answers it at once.
-    fn submit(&self, at_ns: u64, kind: CommandKind, pending: Pending) {
-        let pending = if self.shared.timing() {
-            let tx = self.drive.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            match tx {
-                Some(tx) => match tx.send(Arrival {
-                    at_ns,
-                    kind,
-                    pending,
-                }) {
-                    Ok(()) => return,
-                    Err(mpsc::SendError(a)) => a.pending,
-                },
-                None => pending,
-            }
+    /// Hands a command to the drive thread, then moves its bytes (`move_data`)
+    /// while the drive serves it; with timing off (or the drive gone) moves them
+    /// and answers at once.
+    fn submit<T>(
+        &self,
+        at_ns: u64,
+        kind: CommandKind,
+        pending: impl FnOnce(Moved<T>) -> Pending,
+        move_data: impl FnOnce() -> Result<T, Errno>,
+    ) {
+        let (moved, said) = mpsc::sync_channel(1);
+        let pending = pending(said);
+        let tx = if self.shared.timing() {
+            self.drive.lock().unwrap_or_else(|e| e.into_inner()).clone()
         } else {
             self.shared.count_untimed();
-            pending
+            None
         };
-        match pending {
-            Pending::Read(r, Ok(d)) => r.data(&d),
-            Pending::Read(r, Err(e)) => r.error(e),
-            Pending::Write(r, Ok(n)) => r.written(n),
-            Pending::Write(r, Err(e)) => r.error(e),
-            Pending::Flush(r) => match self.image.sync() {
-                Ok(()) => r.ok(),
-                Err(_) => r.error(Errno::EIO),
+        let unsent = match tx {
+            Some(tx) => match tx.send(Arrival {
+                at_ns,
+                kind,
+                pending,
+            }) {
+                Ok(()) => None,
+                Err(mpsc::SendError(a)) => Some(a.pending),
             },
+            // Timing off, or the session is ending.
+            None => Some(pending),
+        };
+        // The drive thread waits for this before it replies.
+        let _ = moved.send(move_data());
+        if let Some(p) = unsent {
+            p.answer(&self.image);
         }
     }
 }
@@ -294,17 +299,18 @@ impl Filesystem for EmuFs {
         if len == 0 {
             return reply.data(&[]);
         }
-        let mut buf = vec![0u8; len as usize];
-        let data = self
-            .image
-            .read_at(&mut buf, offset)
-            .map(|()| buf)
-            .map_err(|e| errno(&e));
         let (lba, sectors) = self.sectors(offset, len);
         self.submit(
             at_ns,
             CommandKind::Read { lba, sectors },
-            Pending::Read(reply, data),
+            |moved| Pending::Read(reply, moved),
+            || {
+                let mut buf = vec![0u8; len as usize];
+                self.image
+                    .read_at(&mut buf, offset)
+                    .map(|()| buf)
+                    .map_err(|e| errno(&e))
+            },
         );
     }
 
@@ -346,16 +352,17 @@ impl Filesystem for EmuFs {
         if offset + data.len() as u64 > self.image.size_bytes() {
             return reply.error(Errno::ENOSPC);
         }
-        let n = self
-            .image
-            .write_at(data, offset)
-            .map(|_| data.len() as u32)
-            .map_err(|e| errno(&e));
         let (lba, sectors) = self.sectors(offset, data.len() as u64);
         self.submit(
             at_ns,
             CommandKind::Write { lba, sectors },
-            Pending::Write(reply, n),
+            |moved| Pending::Write(reply, moved),
+            || {
+                self.image
+                    .write_at(data, offset)
+                    .map(|_| data.len() as u32)
+                    .map_err(|e| errno(&e))
+            },
         );
     }
 
@@ -383,7 +390,12 @@ impl Filesystem for EmuFs {
         if ino.0 != DISK {
             return reply.ok();
         }
-        self.submit(at_ns, CommandKind::Flush, Pending::Flush(reply));
+        self.submit(
+            at_ns,
+            CommandKind::Flush,
+            |_: Moved<()>| Pending::Flush(reply),
+            || Ok(()),
+        );
     }
 
     fn setattr(
