@@ -523,6 +523,8 @@ fn bad_input_is_refused_with_nothing_left_behind() {
             "avfs-250g",
             "--mount",
             other.to_str().unwrap(),
+            "--log",
+            d.join("second.log").to_str().unwrap(),
         ]),
         "in use",
     );
