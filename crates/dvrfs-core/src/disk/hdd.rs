@@ -264,6 +264,32 @@ impl Hdd {
         served.timing(issue_ns, overhead)
     }
 
+    /// How long a command issued at `issue_ns` would spend before its first sector
+    /// passes under the head, the nominal command overhead excluded: the seek or head
+    /// switch, the write settle and the rotational wait that [`Hdd::service`] would
+    /// charge (timed from `issue_ns` plus the nominal overhead, as `service` times them;
+    /// a rare slow access is not drawn), and 0 for a read whose first sector the
+    /// read-ahead cache holds or is streaming (the active read-ahead continues it or
+    /// has buffered its start, or a stopped segment holds it) and for a write into a
+    /// write-back cache. Computed from the model's state without changing it (no clone,
+    /// no draw), so a command queue can rank its commands by it: a few `locate`s and
+    /// one seek-curve evaluation per call.
+    pub fn positioning_ns(&self, issue_ns: u64, a: &Access) -> f64 {
+        let lbas = self.geo.lbas();
+        let lba = a.lba.min(lbas - 1);
+        if a.sectors == 0 || (a.write && self.write_back) {
+            return 0.0;
+        }
+        let t_cmd = issue_ns as f64 + self.overhead_ns;
+        if !a.write && self.read_ahead_sectors > 0 && self.cache_holds(t_cmd, lba) {
+            return 0.0;
+        }
+        let (cylinder, surface) = self.head_at(t_cmd);
+        let loc = self.geo.locate(lba);
+        let (position_ns, _) = self.move_ns(cylinder, surface, &loc, a.write);
+        position_ns + self.wait_for_ns(t_cmd + position_ns, &loc)
+    }
+
     /// The command overhead, with the error recovery of a rare slow access added. Drawn
     /// for every command so the random stream does not depend on the workload's mix.
     fn command_overhead_ns(&mut self) -> f64 {
@@ -305,18 +331,8 @@ impl Hdd {
     /// transfers `sectors` sectors. Moves the head to the last sector transferred.
     fn media(&mut self, t_ns: f64, lba: u64, sectors: u64, write: bool) -> MediaTiming {
         let loc = self.geo.locate(lba);
-        let distance = loc.cylinder.abs_diff(self.head_cylinder);
-        let moved = distance > 0 || loc.surface != self.head_surface;
-        let mut position_ns = if distance > 0 {
-            self.seek.seek_ns(distance, self.geo.cylinders())
-        } else if moved {
-            self.head_switch_ns
-        } else {
-            0.0
-        };
-        if write && moved {
-            position_ns += self.write_settle_ns;
-        }
+        let (position_ns, distance) =
+            self.move_ns(self.head_cylinder, self.head_surface, &loc, write);
         let t_pos = t_ns + position_ns;
         let wait_ns = self.wait_for_ns(t_pos, &loc);
         let end_ns = t_pos + wait_ns + self.media_ns(lba, sectors);
@@ -327,6 +343,25 @@ impl Hdd {
             end_ns,
             cylinders: distance,
         }
+    }
+
+    /// Moving the head from (`cylinder`, `surface`) onto `loc`: a seek, or a head
+    /// switch on the same cylinder, plus the write settle for a write whose head moved.
+    /// Returns the time and the cylinders crossed.
+    fn move_ns(&self, cylinder: u64, surface: u32, loc: &Location, write: bool) -> (f64, u64) {
+        let distance = loc.cylinder.abs_diff(cylinder);
+        let moved = distance > 0 || loc.surface != surface;
+        let mut position_ns = if distance > 0 {
+            self.seek.seek_ns(distance, self.geo.cylinders())
+        } else if moved {
+            self.head_switch_ns
+        } else {
+            0.0
+        };
+        if write && moved {
+            position_ns += self.write_settle_ns;
+        }
+        (position_ns, distance)
     }
 
     /// Rotational wait at `t_ns` until the sector at `loc` starts under the head.

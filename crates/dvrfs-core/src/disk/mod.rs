@@ -12,7 +12,8 @@
 //! `calibrate` (measuring a device into a model), `timer` (the disk the simulator and
 //! the runtime's emulation serve commands on), `drive` (a whole drive with its command
 //! queue, as `dvrfs emulate` serves it), `power` (the optional power model and the
-//! energy meter a run's commands are accounted on). All of it is sans-I/O and deterministic: time comes in as arguments and the
+//! energy meter a run's commands are accounted on), `predict` (what the model predicts
+//! for fio on the emulated disk: the drive run in virtual time). All of it is sans-I/O and deterministic: time comes in as arguments and the
 //! only randomness (rare slow accesses) is a seeded `ChaCha8Rng`. `docs/disk-models.md`
 //! gives the figures the tests measure.
 
@@ -26,6 +27,7 @@ pub mod hdd;
 mod load;
 pub mod model;
 pub mod power;
+pub mod predict;
 pub mod seek;
 pub mod timer;
 mod validate;

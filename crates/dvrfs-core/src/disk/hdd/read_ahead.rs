@@ -192,6 +192,37 @@ impl Hdd {
         }
     }
 
+    /// Whether a read of `lba` decoded at `t_cmd` would start from the cache: the
+    /// active read-ahead serves it (as [`Hdd::serve_cached_read`] decides) or a stopped
+    /// segment holds its first sector. Does not change the cache.
+    pub(super) fn cache_holds(&self, t_cmd: f64, lba: u64) -> bool {
+        let by_stream = self.stream.is_some_and(|s| {
+            lba == s.next_lba || (s.next_lba < lba && lba < self.frontier(&s, t_cmd))
+        });
+        by_stream
+            || self
+                .segments
+                .iter()
+                .any(|s| s.next_lba <= lba && lba < s.end_lba)
+    }
+
+    /// Where the head is at `t_ns` for a command the cache does not serve: where the
+    /// active read-ahead has got to (where [`Hdd::stop_read_ahead`] would leave it),
+    /// else where the last media transfer left it.
+    pub(super) fn head_at(&self, t_ns: f64) -> (u64, u32) {
+        match self.stream {
+            Some(s) => {
+                let frontier = self.frontier(&s, t_ns);
+                if frontier > s.stream_lba {
+                    let loc = self.geo.locate(frontier - 1);
+                    return (loc.cylinder, loc.surface);
+                }
+                (self.head_cylinder, self.head_surface)
+            }
+            None => (self.head_cylinder, self.head_surface),
+        }
+    }
+
     /// How far the read-ahead of `s` has got by `t_ns`: sectors before the result are
     /// in the buffer.
     pub(super) fn frontier(&self, s: &Stream, t_ns: f64) -> u64 {
