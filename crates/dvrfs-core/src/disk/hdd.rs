@@ -795,6 +795,44 @@ mod tests {
     }
 
     #[test]
+    fn positioning_ns_is_what_service_then_charges() {
+        // The command queue ranks commands by `positioning_ns`; it must be the seek
+        // and rotation `service` charges when it serves the command at that time, and
+        // zero for a read the cache serves whole. Reads, writes, stream continuations
+        // and random accesses, idle gaps so that read-ahead runs.
+        for name in BUILTIN_NAMES {
+            let m = DiskModel::builtin(name).unwrap();
+            let mut hdd = Hdd::new(&m, 1);
+            let mut rng = ChaCha8Rng::seed_from_u64(4);
+            let (mut t, mut next, mut hits, mut media) = (0, 0, 0, 0);
+            for _ in 0..3_000 {
+                let lba = rng.next_u64() % (m.lbas - 1024);
+                let a = match rng.next_u64() % 4 {
+                    0 => write(lba, 4096),
+                    1 => read(next, 64 * 1024),
+                    _ => read(lba, 4096),
+                };
+                let p = hdd.positioning_ns(t, &a);
+                let r = hdd.service(t, &a);
+                if r.cache_hit {
+                    assert_eq!(p, 0.0, "{name}: {r:?}");
+                    hits += 1;
+                } else if !r.cache_partial_hit {
+                    let charged = (r.seek_ns + r.rotation_ns) as f64;
+                    assert!((p - charged).abs() <= 2.0, "{name}: {p} vs {r:?}");
+                    media += 1;
+                }
+                next = a.lba + a.sectors as u64;
+                t = r.end_ns + rng.next_u64() % 3_000_000;
+            }
+            assert!(
+                hits > 100 && media > 1_000,
+                "{name}: {hits} hits, {media} media"
+            );
+        }
+    }
+
+    #[test]
     fn head_follows_the_accesses_and_out_of_range_is_clamped() {
         let m = DiskModel::builtin("avfs-250g").unwrap();
         let mut hdd = Hdd::new(&m, 1);
