@@ -58,11 +58,27 @@ pub struct EmulateArgs {
     /// The daemon's log (default: dvrfs-emulate.log in the temporary directory)
     #[arg(long, value_name = "FILE")]
     pub log: Option<PathBuf>,
+    /// Spin the disk down after this long without a command (as `hdparm -S` sets a
+    /// real disk's standby timer); the next command waits for the spin-up. Needs a
+    /// model with power figures. Default: never
+    #[arg(long, value_name = "DURATION")]
+    pub standby: Option<String>,
     /// Stop the emulator serving DIR (refused while a file system on its loop
     /// device is mounted) and print its report
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["image", "model", "mount", "attach", "trace", "foreground"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["image", "model", "mount", "attach", "trace", "foreground", "standby", "predict"])]
     pub stop: Option<PathBuf>,
+    /// Print what the model predicts for the fio checks (random 4 KiB reads at queue
+    /// depth 1 and 32, sequential 1 MiB reads at both edges) and exit; needs only
+    /// --model (and --ncq)
+    #[arg(long, conflicts_with_all = ["image", "mount", "attach", "trace", "foreground", "standby"])]
+    pub predict: bool,
+    /// With --predict: one JSON object on stdout
+    #[arg(long, requires = "predict")]
+    pub json: bool,
 }
+
+/// The longest `--standby`: a day (hdparm's longest timer is 21 minutes).
+const MAX_STANDBY_MS: u64 = 24 * 3_600_000;
 
 /// How long `--stop` (and the daemon's own stop) waits for the emulator to let go.
 const STOP_WAIT: Duration = Duration::from_secs(60);
@@ -74,6 +90,9 @@ const STOP_POLL: Duration = Duration::from_millis(20);
 pub fn emulate(a: &EmulateArgs) -> CliResult<u8> {
     if let Some(dir) = &a.stop {
         return stop(dir);
+    }
+    if a.predict {
+        return crate::emulate_predict::predict(a.model.as_deref(), a.ncq, a.json);
     }
     let cfg = check(a)?;
     if a.foreground {
@@ -110,6 +129,18 @@ fn check(a: &EmulateArgs) -> CliResult<Config> {
     })?;
     let model = crate::cmd_sim::load_disk(&model_name)?;
     crate::args::check_range("--ncq", a.ncq, 1..=dvrfs_core::disk::drive::MAX_NCQ)?;
+    let standby_ns = match &a.standby {
+        Some(t) => {
+            if model.power.is_none() {
+                return Err(CliError::usage(
+                    format!("--standby: the {model_name} model has no power section"),
+                    "the standby timer needs the model's spin-down and spin-up times: add a power section (disks/SCHEMA.md) or leave --standby out",
+                ));
+            }
+            Some(crate::args::parse_duration_in("--standby", t, 1000..=MAX_STANDBY_MS)? * 1_000_000)
+        }
+        None => None,
+    };
     let cap = model.capacity_bytes();
     let meta = match std::fs::metadata(&image) {
         Ok(m) => m,
@@ -171,6 +202,7 @@ fn check(a: &EmulateArgs) -> CliResult<Config> {
         mountpoint: dir,
         sector_bytes: a.sector_size,
         trace: a.trace.as_deref().map(abs),
+        standby_ns,
     })
 }
 
@@ -447,9 +479,9 @@ pub fn report_lines(s: &serde_json::Value) -> Vec<String> {
         0.0
     };
     let energy = match s["energy_j"].as_f64() {
+        Some(j) if up > 0 => format!("energy: {j:.1} J ({:.2} W mean)", j / secs(up)),
         Some(j) => format!("energy: {j:.1} J"),
-        // POWER: the lead replaces this once the power model is wired.
-        None => "energy: unknown until the power model lands".to_string(),
+        None => "energy: unknown (the disk model has no power section)".to_string(),
     };
     vec![
         format!("elapsed: {:.3} s", secs(up)),

@@ -24,6 +24,7 @@ mod cmd_scrub;
 mod cmd_sim;
 mod cmd_status;
 mod cmd_stream;
+mod emulate_predict;
 mod error;
 mod interrupt;
 mod limits;

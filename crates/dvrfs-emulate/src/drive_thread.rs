@@ -13,15 +13,16 @@
 //! command the kernel sent is answered: when the channel closes (the session
 //! ended) the queued commands still complete in their modelled time.
 //!
-//! The host's tags: a SATA host keeps at most `ncq` commands in the drive and the
-//! rest in its own queue (Linux: the block layer, the disk's `queue_depth`). The
-//! kernel sends the emulator up to 128 at once (the loop device's queue), so this
-//! thread keeps the same host queue: at most `ncq` commands are in the drive, the
-//! others wait here in arrival order and go in when a command completes (at the
-//! time it is answered, when a host would learn of the free tag). The drive, and
-//! the trace, see a command from the time it went in.
+//! The host's queue is the drive's own ([`Drive`] keeps at most `ncq` commands in
+//! its queue and the rest in arrival order, as Linux's block layer holds what a SATA
+//! disk's tags cannot take): every command goes to the drive when it arrives, so the
+//! trace's queue depth is what the kernel had outstanding (up to the loop device's
+//! 128).
+//!
+//! Energy: after each batch the drive's energy meter is copied into the shared
+//! counters, from which `DIR/stats` reports the joules up to the moment it is read.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -101,7 +102,6 @@ impl DriveThread {
                     shared,
                     trace,
                     waiting: BTreeMap::new(),
-                    held: VecDeque::new(),
                     next_id: 0,
                 }
                 .run(rx)
@@ -129,15 +129,13 @@ struct Runner {
     trace: Option<mpsc::Sender<Vec<TraceRow>>>,
     /// Replies of the commands in the drive, by command id.
     waiting: BTreeMap<u64, Pending>,
-    /// Commands beyond the drive's `ncq`, in arrival order (the host's queue).
-    held: VecDeque<Arrival>,
     next_id: u64,
 }
 
 impl Runner {
     fn run(mut self, rx: mpsc::Receiver<Arrival>) {
         let mut open = true;
-        while open || self.drive.depth() > 0 || !self.held.is_empty() {
+        while open || self.drive.depth() > 0 {
             // Wait for an arrival, or for the next completion.
             let got = match (open, self.drive.next_completion_ns()) {
                 (true, None) => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
@@ -153,7 +151,7 @@ impl Runner {
                     );
                     Err(RecvTimeoutError::Timeout)
                 }
-                (false, None) => unreachable!("a held command waits only for a busy drive"),
+                (false, None) => unreachable!("a drive with commands has one in service"),
             };
             match got {
                 Ok(a) => self.arrive(a),
@@ -171,37 +169,17 @@ impl Runner {
             let done = self.drive.complete(self.shared.now_ns());
             if !done.is_empty() {
                 self.answer(done);
-                // Tags freed: held commands go in, as the host learns of it.
-                while self.drive.depth() < self.drive.ncq() {
-                    let Some(mut a) = self.held.pop_front() else {
-                        break;
-                    };
-                    a.at_ns = self.shared.now_ns();
-                    self.hand_in(a);
-                }
             }
         }
         assert!(
-            self.waiting.is_empty() && self.held.is_empty(),
+            self.waiting.is_empty(),
             "every command handed to the drive was answered"
         );
     }
 
-    /// A command from the FUSE threads: into the drive if a tag is free and no
-    /// earlier command waits for one, else into the host's queue.
+    /// A command from the FUSE threads, into the drive (whose host queue holds what
+    /// its tags cannot).
     fn arrive(&mut self, a: Arrival) {
-        if self.held.is_empty() && self.drive.depth() < self.drive.ncq() {
-            self.hand_in(a);
-        } else {
-            self.held.push_back(a);
-        }
-    }
-
-    fn hand_in(&mut self, a: Arrival) {
-        assert!(
-            self.drive.depth() < self.drive.ncq(),
-            "at most ncq commands in the drive"
-        );
         let id = self.next_id;
         self.next_id += 1;
         self.waiting.insert(id, a.pending);
@@ -216,9 +194,6 @@ impl Runner {
                 .remove(&row.id)
                 .expect("a completed command was waiting for its reply");
             pending.answer(&self.image);
-            // POWER: the lead feeds the power helper's EnergyMeter here with
-            // `row.timing` (and the idle time before `row.start_ns`), and stores its
-            // joules in `Counters::energy_j` below.
             let late_ns = self.shared.now_ns().saturating_sub(row.end_ns);
             if late_ns > LATE_NS {
                 late.0 += 1;
@@ -226,8 +201,10 @@ impl Runner {
             }
         }
         let drive = self.drive.stats();
+        let meter = self.drive.energy_meter().cloned();
         self.shared.update(|c| {
             c.drive = drive;
+            c.meter = meter;
             c.late_commands += late.0;
             c.max_late_ns = c.max_late_ns.max(late.1);
         });

@@ -53,6 +53,8 @@ pub struct Config {
     /// The emulated disk's logical sector: 512 or 4096.
     pub sector_bytes: u32,
     pub trace: Option<PathBuf>,
+    /// The standby timer (`hdparm -S`): `None`, the disk never spins down.
+    pub standby_ns: Option<u64>,
 }
 
 /// Why an emulator cannot start.
@@ -126,7 +128,10 @@ impl Emulator {
                 sector_bytes: sector,
             });
         }
-        let drive = Drive::new(&cfg.model, cfg.ncq, SEED)?;
+        let mut drive = Drive::new(&cfg.model, cfg.ncq, SEED)?;
+        if let Some(t) = cfg.standby_ns {
+            drive = drive.with_standby(t)?;
+        }
         let model_sector_bytes = drive.sector_bytes();
         let shared = Arc::new(Shared::new(Info {
             model: cfg.model_name.clone(),

@@ -4,7 +4,8 @@
 //! Contract: the keys of [`Shared::stats_json`] are a published interface
 //! (docs/emulate.md): renaming or dropping one breaks its readers. The drive's
 //! figures (`commands` .. `max_queue_depth`) are the [`DriveStats`] of the one
-//! `Drive`, copied after every batch of completions, so they count the commands the
+//! `Drive`, copied after every batch of completions (with its energy meter, which
+//! reports up to the moment the file is read), so they count the commands the
 //! drive has completed (not those still queued); commands served with timing off
 //! are counted apart (`untimed_commands`), never in the drive's figures.
 
@@ -12,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
+use dvrfs_core::disk::power::EnergyMeter;
 use dvrfs_core::disk::DriveStats;
 
 /// A reply later than this after the model's end time counts as late.
@@ -29,13 +31,14 @@ pub struct Info {
 }
 
 /// The counters the drive thread keeps.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Counters {
     pub drive: DriveStats,
     pub late_commands: u64,
     pub max_late_ns: u64,
-    /// Joules the disk used, once a power model feeds it (`None` until then).
-    pub energy_j: Option<f64>,
+    /// A copy of the drive's energy meter after the last batch of completions
+    /// (`None`: the model has no power figures).
+    pub meter: Option<EnergyMeter>,
 }
 
 /// State every thread of the emulator sees.
@@ -90,7 +93,7 @@ impl Shared {
     }
 
     pub fn counters(&self) -> Counters {
-        *lock(&self.counters)
+        lock(&self.counters).clone()
     }
 
     pub fn update(&self, f: impl FnOnce(&mut Counters)) {
@@ -109,6 +112,7 @@ impl Shared {
     pub fn stats_json(&self) -> serde_json::Value {
         let c = self.counters();
         let d = c.drive;
+        let now_ns = self.now_ns();
         serde_json::json!({
             "model": self.info.model,
             "image": self.info.image,
@@ -118,7 +122,7 @@ impl Shared {
             "capacity_bytes": self.info.capacity_bytes,
             "loop": self.loop_dev(),
             "timing": self.timing(),
-            "uptime_ns": self.now_ns(),
+            "uptime_ns": now_ns,
             "commands": d.commands,
             "reads": d.reads,
             "writes": d.writes,
@@ -130,9 +134,8 @@ impl Shared {
             "late_commands": c.late_commands,
             "max_late_ns": c.max_late_ns,
             "untimed_commands": self.untimed_commands.load(Ordering::Relaxed),
-            // POWER: the lead wires the power helper's EnergyMeter here (see
-            // drive_thread.rs, "POWER"); null until then.
-            "energy_j": c.energy_j,
+            // Up to now: the copy accounts the idle time since the last batch too.
+            "energy_j": c.meter.as_ref().map(|m| m.report(now_ns).joules),
         })
     }
 }

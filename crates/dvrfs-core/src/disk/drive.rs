@@ -38,6 +38,14 @@
 //! every command that arrived before it has completed, and the commands behind it in
 //! the host's queue wait until it has completed.
 //!
+//! # Energy
+//!
+//! A model with power figures gets an [`EnergyMeter`] fed with every command as it
+//! starts ([`Drive::energy`] reports it). With a standby timer
+//! ([`Drive::with_standby`], `hdparm -S` on a real disk) the meter decides when the
+//! disk spins down, and a command that finds it in standby starts only once it has
+//! spun up again: the wait is part of the command's start, as a host sees it.
+//!
 //! Invariants, asserted as the drive runs: one command in service at a time; a command
 //! starts no earlier than it arrived and no earlier than the previous one ended; the
 //! drive's queue never holds more than `ncq` commands; every command that arrived is
@@ -48,6 +56,7 @@ use std::collections::VecDeque;
 
 use super::hdd::Hdd;
 use super::model::DiskModel;
+use super::power::{Energy, EnergyMeter, PowerModel};
 use super::{Access, AccessTiming};
 
 /// The deepest command queue a drive may model (SATA NCQ has 32 tags).
@@ -143,6 +152,8 @@ pub struct DriveStats {
 pub enum DriveError {
     #[error("a command queue of {0} is out of range: a drive queues 1 to {MAX_NCQ} commands")]
     QueueDepth(u32),
+    #[error("a standby timer needs the model's power figures (its spin-down and spin-up times): the model has no power section")]
+    NoPowerFigures,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -186,6 +197,9 @@ pub struct Drive {
     arrived: u64,
     aged: u64,
     stats: DriveStats,
+    /// The disk's energy, when the model has power figures (`disk/power.rs`).
+    meter: Option<EnergyMeter>,
+    model_power: Option<PowerModel>,
 }
 
 impl Drive {
@@ -210,7 +224,37 @@ impl Drive {
             arrived: 0,
             aged: 0,
             stats: DriveStats::default(),
+            meter: model.power.map(|p| EnergyMeter::new(&p, 0, None)),
+            model_power: model.power,
         })
+    }
+
+    /// The same drive with a standby timer (`hdparm -S`): after `after_ns` without a
+    /// command the disk spins down, and the next command waits for the spin-up. Only
+    /// a model with power figures knows its spin times; for one without, the timer
+    /// is refused.
+    pub fn with_standby(mut self, after_ns: u64) -> Result<Drive, DriveError> {
+        assert!(
+            self.arrived == 0,
+            "the standby timer is set before the first command"
+        );
+        let power = self.model_power.ok_or(DriveError::NoPowerFigures)?;
+        self.meter = Some(EnergyMeter::new(&power, 0, Some(after_ns)));
+        Ok(self)
+    }
+
+    /// The drive's energy meter (a copy can report at any later time: `dvrfs emulate`
+    /// publishes one for its stats file).
+    pub fn energy_meter(&self) -> Option<&EnergyMeter> {
+        self.meter.as_ref()
+    }
+
+    /// The energy the disk used from time 0 to `now_ns` (at least the last time handed
+    /// in), if the model has power figures.
+    pub fn energy(&self, now_ns: u64) -> Option<Energy> {
+        self.meter
+            .as_ref()
+            .map(|m| m.report(now_ns.max(self.now_ns)))
     }
 
     pub fn ncq(&self) -> u32 {
@@ -437,12 +481,13 @@ impl Drive {
         best.map(|(i, _)| i)
     }
 
-    /// Starts `q` at `t_ns`.
+    /// Starts `q` at `t_ns`, or once the disk has spun up if it was in standby.
     fn serve(&mut self, t_ns: u64, q: Queued) {
         assert!(
             t_ns >= q.arrival_ns && t_ns >= self.last_end_ns,
             "a command starts after it arrived and after the previous one ended"
         );
+        let t_ns = t_ns + self.meter.as_mut().map_or(0, |m| m.wake(t_ns));
         let first_flush = self.pending_flushes.front().copied();
         let timing = match access_of(&q.cmd.kind) {
             Some(a) => {
@@ -466,6 +511,9 @@ impl Drive {
             timing.start_ns == t_ns && timing.end_ns >= timing.start_ns,
             "a command starts when served and ends after it starts"
         );
+        if let Some(m) = self.meter.as_mut() {
+            m.command(&timing);
+        }
         self.last_end_ns = timing.end_ns;
         self.in_service = Some(InService { q, timing });
     }
@@ -545,6 +593,50 @@ mod tests {
         (0..n)
             .map(|id| read(id, rng.next_u64() % (lbas - 8)))
             .collect()
+    }
+
+    #[test]
+    fn energy_is_metered_and_standby_delays_the_next_command() {
+        let m = DiskModel::builtin("avfs-250g").unwrap();
+        let p = m.power.expect("the built-in models carry power figures");
+        let read = |id, lba| Command {
+            id,
+            kind: CommandKind::Read { lba, sectors: 8 },
+        };
+        // Without a timer: idle power between commands, no spin-up.
+        let mut d = Drive::new(&m, 1, 1).unwrap();
+        d.arrive(0, read(0, 0));
+        let end = d.next_completion_ns().unwrap();
+        d.complete(end);
+        let e = d.energy(10_000_000_000).unwrap();
+        assert_eq!(e.spin_ups, 0);
+        assert_eq!(e.span_ns, 10_000_000_000);
+        assert!(e.joules > p.idle_w * 10.0 * 0.999, "{} J", e.joules);
+        // With a 1 s timer: a command 10 s later waits for the spin-up.
+        let mut d = Drive::new(&m, 1, 1)
+            .unwrap()
+            .with_standby(1_000_000_000)
+            .unwrap();
+        d.arrive(0, read(0, 0));
+        let end = d.next_completion_ns().unwrap();
+        d.complete(end);
+        d.arrive(30_000_000_000, read(1, 1_000_000));
+        let rows = d.complete(u64::MAX);
+        assert_eq!(rows.len(), 1);
+        // Spun down 1 s after the first command (done long before 30 s): the second
+        // starts after a whole spin-up.
+        let spin_up_ns = (p.spin_up_s * 1e9).round() as u64;
+        assert!(end + 1_000_000_000 + (p.spin_down_s * 1e9) as u64 <= 30_000_000_000);
+        assert_eq!(rows[0].start_ns, 30_000_000_000 + spin_up_ns);
+        assert_eq!(d.energy(rows[0].end_ns).unwrap().spin_ups, 1);
+        // A model without power figures has no meter and refuses a timer.
+        let mut bare = m.clone();
+        bare.power = None;
+        assert!(Drive::new(&bare, 1, 1).unwrap().energy(0).is_none());
+        assert!(matches!(
+            Drive::new(&bare, 1, 1).unwrap().with_standby(1),
+            Err(DriveError::NoPowerFigures)
+        ));
     }
 
     #[test]
