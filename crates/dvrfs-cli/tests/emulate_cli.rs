@@ -540,3 +540,96 @@ fn bad_input_is_refused_with_nothing_left_behind() {
     assert!(err.contains("hint: "), "{err}");
     assert!(!mounted_on(&mnt) && !loop_on(d));
 }
+
+/// `--predict` prints what the core's `disk::predict` computes for the fio checks
+/// (virtual time: exact), and `--standby` is refused where it cannot work.
+#[test]
+fn predictions_and_the_standby_timer() {
+    use dvrfs_core::disk::predict::{self, Edge};
+    let out = dvrfs([
+        "emulate",
+        "--model",
+        "nvr-8t",
+        "--ncq",
+        "32",
+        "--predict",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let m = DiskModel::builtin("nvr-8t").unwrap();
+    let cap = m.capacity_bytes();
+    let qd1 = predict::random_read(&m, 32, 1, 4096, 0..cap, 20_000, 1).unwrap();
+    let qd32 = predict::random_read(&m, 32, 32, 4096, 0..cap, 20_000, 1).unwrap();
+    let inner = predict::sequential_read(&m, 32, 4, 1 << 20, Edge::Inner, 2 << 30, 1).unwrap();
+    // The same figures (up to JSON's float parsing: serde_json's default parser may
+    // round the last bit).
+    let same = |a: &serde_json::Value, b: f64| {
+        let a = a.as_f64().unwrap();
+        assert!((a - b).abs() <= 1e-12 * b.abs(), "{a} != {b}");
+    };
+    assert_eq!(v["capacity_bytes"], cap);
+    same(&v["random_4k_qd1"]["iops"], qd1.iops);
+    same(&v["random_4k_qd32"]["iops"], qd32.iops);
+    same(&v["sequential_inner"]["mb_per_s"], inner.mb_per_s);
+    assert_eq!(v["inner_offset_bytes"], (m.lbas - m.lbas / 100) * 512);
+    // NCQ off: a deeper queue gains nothing.
+    let out = dvrfs([
+        "emulate",
+        "--model",
+        "nvr-8t",
+        "--ncq",
+        "1",
+        "--predict",
+        "--json",
+    ]);
+    let v1: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v1["random_4k_qd32"]["iops"], v1["random_4k_qd1"]["iops"]);
+    fails(dvrfs(["emulate", "--predict"]), "--predict needs --model");
+
+    // The standby timer needs the model's spin times, and a sane duration.
+    let dir = tempdir();
+    let img = dir.path().join("d.img");
+    File::create(&img).unwrap().set_len(64 << 20).unwrap();
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let mut bare: serde_json::Value = serde_json::from_str(
+        &serde_json::to_string(&DiskModel::builtin("avfs-250g").unwrap()).unwrap(),
+    )
+    .unwrap();
+    bare.as_object_mut().unwrap().remove("power");
+    let model = dir.path().join("bare.json");
+    fs::write(&model, bare.to_string()).unwrap();
+    let (i, mt) = (img.to_str().unwrap(), mnt.to_str().unwrap());
+    fails(
+        dvrfs([
+            "emulate",
+            i,
+            "--model",
+            model.to_str().unwrap(),
+            "--mount",
+            mt,
+            "--standby",
+            "10m",
+        ]),
+        "has no power section",
+    );
+    fails(
+        dvrfs([
+            "emulate",
+            i,
+            "--model",
+            "avfs-250g",
+            "--mount",
+            mt,
+            "--standby",
+            "10ms",
+        ]),
+        "out of range",
+    );
+    assert!(!mounted_on(&mnt));
+}
