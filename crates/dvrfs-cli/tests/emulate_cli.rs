@@ -173,6 +173,13 @@ fn data_round_trips_flushes_reach_the_image_and_times_follow_the_model() {
             .trim(),
         "1"
     );
+    // No discard: a hard disk has no TRIM.
+    assert_eq!(
+        fs::read_to_string(format!("/sys/block/{name}/queue/discard_max_bytes"))
+            .unwrap()
+            .trim(),
+        "0"
+    );
     assert_eq!(emu.stats()["loop"], emu.dev());
 
     // Round trip: 64 KiB pieces at scattered offsets, O_DIRECT both ways.

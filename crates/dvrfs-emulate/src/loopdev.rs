@@ -5,8 +5,9 @@
 //! Contract: [`attach`] returns the device (`/dev/loopN`) configured with direct I/O
 //! (`--direct-io=on`: the loop device bypasses the page cache of the file under it,
 //! so with the FUSE file opened direct nothing caches the emulated disk) and the
-//! given logical sector, and `rotational` = 1 (the kernel's schedulers and file
-//! systems then treat it as the hard disk it emulates). [`in_use`] says what holds
+//! given logical sector, `rotational` = 1 (the kernel's schedulers and file
+//! systems then treat it as the hard disk it emulates) and no discard
+//! (`discard_max_bytes` = 0: a hard disk has no TRIM). [`in_use`] says what holds
 //! a device (a mounted file system, a holder such as device-mapper), so that a stop
 //! never pulls a disk from under a file system.
 
@@ -22,6 +23,8 @@ pub enum LoopError {
     Losetup(String),
     #[error("{dev}: cannot set rotational: {source}")]
     Rotational { dev: String, source: std::io::Error },
+    #[error("{dev}: cannot turn discard off (a hard disk has none): {source}")]
+    Discard { dev: String, source: std::io::Error },
 }
 
 fn losetup(args: &[&std::ffi::OsStr]) -> Result<String, LoopError> {
@@ -62,6 +65,14 @@ pub fn attach(file: &Path, sector_bytes: u32) -> Result<String, LoopError> {
     if let Err(source) = std::fs::write(&rot, "1") {
         let _ = detach(&dev);
         return Err(LoopError::Rotational { dev, source });
+    }
+    // A hard disk takes no discard (TRIM): without this a loop device offers it, and a
+    // file system that discards when it can (btrfs's `discard=async`) would send the
+    // emulated disk commands no real one gets.
+    let discard = format!("/sys/block/{}/queue/discard_max_bytes", name(&dev));
+    if let Err(source) = std::fs::write(&discard, "0") {
+        let _ = detach(&dev);
+        return Err(LoopError::Discard { dev, source });
     }
     // `--direct-io=on` is a request: losetup falls back to buffered when the file
     // refuses it. Buffered would put the page cache in front of the emulated disk.
