@@ -10,7 +10,11 @@
 //! (`sim::fill_outcome`), so the JSON keys and plots are the same. With
 //! `--device-model` the runtime emulates that disk on the image (every command
 //! completes when the model's disk would have finished it), which is how `bench` and
-//! `sim` are compared; without it, the device runs at its own speed.
+//! `sim` are compared; without it, the device runs at its own speed (the mixer plans
+//! with `--disk`'s model, or nvr-8t's). On a `dvrfs emulate` loop device the
+//! emulator is the disk (`crate::emulated`): the mixer plans with its model, the
+//! preparation runs with its timing off, and utilization and energy come from its
+//! stats over the measured run, as for `bench --dir`.
 //!
 //! What cannot be known in wall-clock time is left out rather than guessed: the
 //! per-command split into seek, rotation and transfer, and the drive's cache hits.
@@ -23,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use dvrfs_core::device::Device;
-use dvrfs_core::disk::Estimator;
+use dvrfs_core::disk::{DiskModel, Estimator};
 use dvrfs_core::engine::EngineConfig;
 use dvrfs_core::sim::report::Report;
 use dvrfs_core::sim::{self, Client, ClientEv, Host, SimOutcome};
@@ -34,6 +38,7 @@ use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 
 use crate::args::parse_size;
 use crate::cmd_sim::{load_disk, print_text, setup_run, RunArgs, Setup};
+use crate::emulated::{self, EmuStats, Emulated, UntimedWhile};
 use crate::error::{CliError, CliResult};
 use crate::target::{open_device, Access};
 
@@ -76,6 +81,11 @@ pub struct BenchArgs {
     /// plans with the model. Without it the device runs at its own speed
     #[arg(long, conflicts_with = "dir")]
     pub device_model: Option<String>,
+    /// The model of TARGET, a real disk whose model is known (a built-in name or a
+    /// JSON file): the mixer plans with it, the device runs at its own speed. Not
+    /// needed on a `dvrfs emulate` loop device (its model is read from the emulator)
+    #[arg(long, value_name = "NAME|FILE", conflicts_with_all = ["dir", "device_model"])]
+    pub disk: Option<String>,
     /// Size of a new image (default: the model's capacity with --device-model, else 64G)
     #[arg(long, allow_hyphen_values = true, conflicts_with = "dir")]
     pub size: Option<String>,
@@ -291,31 +301,29 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
         (Some(t), None) => t.as_path(),
         (None, None) => unreachable!("clap requires TARGET or --dir"),
     };
-    let model = a.device_model.as_deref().map(load_disk).transpose()?;
-    crate::args::check_range(
-        "--queue-depth",
-        a.queue_depth,
-        1..=dvrfs_core::sched::MAX_QUEUE_DEPTH,
-    )?;
-    if model.is_some() && a.queue_depth != 1 {
-        return Err(CliError::usage(
-            format!("--queue-depth {}", a.queue_depth),
-            "an emulated hard disk (--device-model) takes one command at a time: give 1",
-        ));
-    }
+    let DiskPlan {
+        plan: plan_model,
+        emulate: model,
+        emulated,
+    } = disk_plan(a, target)?;
     if a.run.checksums {
         return Err(CliError::usage(
             "--checksums is for sim: bench fills its volume with metadata only (no bytes to checksum)",
             "run `dvrfs sim --checksums` to see what checksums cost in disk time; `dvrfs scrub` and docs/checksums.md measure the rest",
         ));
     }
-    // Without a model the settings and the mixer's estimate are the default disk's.
-    let plan_model = match &model {
-        Some(m) => m.clone(),
-        None => load_disk("nvr-8t")?,
-    };
     let s: Setup = setup_run(plan_model.clone(), &a.run, "60s")?;
     let cfg = s.cfg.clone();
+    // An emulated disk's preparation (the checks, mkfs, the metadata-only fill) runs
+    // at host speed; the measured run is timed.
+    let untimed = emulated
+        .as_ref()
+        .map(|e| {
+            UntimedWhile::start(&e.dir).map_err(|err| {
+                crate::error::local_io(&e.dir, "cannot turn off the timing of the emulator in", err)
+            })
+        })
+        .transpose()?;
     let dev = target_device(a, target, model.as_ref().map(|m| m.capacity_bytes()))?;
     let progress = crate::output::progress(0, false, "bench: preparing the volume");
     let mut rng = sim::run_rng(&cfg);
@@ -344,6 +352,8 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     // Large requests get huge-page buffers (dvrfs_io::HugeBuf: fewer, larger device
     // segments for O_DIRECT).
     let mut client = Client::new(&cfg, rng, true).with_allocator(dvrfs_io::HugeBuf::io_buf);
+    drop(untimed);
+    let emu_before = emulator_stats(emulated.as_ref())?;
     // The emulated disk's energy over the run: a report before and one after.
     let energy_before = rt.disk_energy()?;
     let start = Instant::now();
@@ -363,6 +373,7 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     let not_issued = std::mem::take(&mut host.not_issued);
     let pending = client.outstanding();
     result?;
+    let emu_after = emulator_stats(emulated.as_ref())?;
     // The report, from the engine's own figures, as the simulator makes it.
     let checked = rt.inspect(|e| e.check())?;
     if let Err(e) = checked {
@@ -394,19 +405,28 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
         _ => None,
     };
     out.used_bytes_at_start = used;
-    out.disk = match &model {
-        Some(m) => format!("{} (emulated)", m.name),
-        None => target.display().to_string(),
+    out.disk = match (&emulated, &model, &a.disk) {
+        (Some(e), _, _) => format!("{} (emulated, /dev/{})", e.stats.model, e.device),
+        (None, Some(m), _) => format!("{} (emulated)", m.name),
+        (None, None, Some(_)) => format!("{} ({})", target.display(), plan_model.name),
+        (None, None, None) => target.display().to_string(),
     };
     (out.buffer_level, out.buffer_stream) = sim::buffer_level(&cfg, &client, elapsed_ns);
     rt.close()?;
-    let report = Report::new(
+    let mut report = Report::new(
         &out,
         &cfg.workload.to_string(),
         s.alloc,
         cfg.duration_ns,
         cfg.seed,
     );
+    if let (Some(b), Some(af)) = (&emu_before, &emu_after) {
+        // The emulator's meter, as for `bench --dir`: the same for every stack.
+        let (util, energy) = emulated::usage(b, af, elapsed_ns);
+        report.utilization = util;
+        report.disk_energy_j = energy;
+        report.disk_power_w = energy.map(|j| j / (elapsed_ns as f64 / 1e9).max(1e-9));
+    }
     if let Some(dir) = &a.run.plot {
         let title = format!(
             "bench {} {} {} on {}",
@@ -430,6 +450,86 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
         return Ok(crate::cmd_sim::STREAMS_STOPPED_EXIT);
     }
     Ok(0)
+}
+
+/// The disk `bench TARGET` plans with, and who times it.
+struct DiskPlan {
+    /// The model the mixer plans with (and the settings come from).
+    plan: DiskModel,
+    /// `--device-model`: the runtime emulates this disk on the image.
+    emulate: Option<DiskModel>,
+    /// TARGET is a `dvrfs emulate` loop device: the emulator times it and measures.
+    emulated: Option<Emulated>,
+}
+
+/// Which model plans and times the run: the emulator's on a `dvrfs emulate` loop
+/// device, else `--device-model`, else `--disk`, else nvr-8t's (the default disk).
+fn disk_plan(a: &BenchArgs, target: &std::path::Path) -> CliResult<DiskPlan> {
+    crate::args::check_range(
+        "--queue-depth",
+        a.queue_depth,
+        1..=dvrfs_core::sched::MAX_QUEUE_DEPTH,
+    )?;
+    let emulated = emulated::of_block_device(target);
+    if let Some(e) = &emulated {
+        let what = format!(
+            "{} is an emulated {} disk (dvrfs emulate in {})",
+            target.display(),
+            e.stats.model,
+            e.dir.display()
+        );
+        if a.device_model.is_some() || a.disk.is_some() {
+            let flag = if a.device_model.is_some() {
+                "--device-model"
+            } else {
+                "--disk"
+            };
+            return Err(CliError::usage(
+                format!("{what}: {flag} does not apply"),
+                format!("leave out {flag}: the disk is already emulated, and the mixer plans with the emulator's model"),
+            ));
+        }
+        if a.queue_depth != 1 {
+            return Err(CliError::usage(
+                format!("--queue-depth {} on {what}", a.queue_depth),
+                "dvrfs gives an emulated hard disk one command at a time: give 1 (the default)",
+            ));
+        }
+        return Ok(DiskPlan {
+            plan: load_disk(&e.stats.model_spec())?,
+            emulate: None,
+            emulated,
+        });
+    }
+    let emulate = a.device_model.as_deref().map(load_disk).transpose()?;
+    if emulate.is_some() && a.queue_depth != 1 {
+        return Err(CliError::usage(
+            format!("--queue-depth {}", a.queue_depth),
+            "an emulated hard disk (--device-model) takes one command at a time: give 1",
+        ));
+    }
+    let plan = match (&emulate, &a.disk) {
+        (Some(m), _) => m.clone(),
+        (None, Some(d)) => load_disk(d)?,
+        // Without a model the settings and the mixer's estimate are the default disk's.
+        (None, None) => load_disk("nvr-8t")?,
+    };
+    Ok(DiskPlan {
+        plan,
+        emulate,
+        emulated,
+    })
+}
+
+/// A snapshot of the emulator's stats, when TARGET is an emulated disk.
+fn emulator_stats(e: Option<&Emulated>) -> CliResult<Option<EmuStats>> {
+    e.map(|e| {
+        emulated::read_stats(&e.dir).map_err(|why| {
+            CliError::new(format!("cannot read the emulator's stats: {why}"))
+                .hint("is `dvrfs emulate` still serving the disk?")
+        })
+    })
+    .transpose()
 }
 
 /// Runs the client until the run's end and everything it started has completed.

@@ -196,6 +196,12 @@ fn check(a: &EmulateArgs) -> CliResult<Config> {
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
     Ok(Config {
         image: std::fs::canonicalize(&image).unwrap_or_else(|_| abs(&image)),
+        // A model file is published by its absolute path, for readers elsewhere.
+        model_file: dvrfs_core::disk::DiskModel::builtin(&model_name)
+            .is_none()
+            .then(|| {
+                std::fs::canonicalize(&model_name).unwrap_or_else(|_| abs(Path::new(&model_name)))
+            }),
         model,
         model_name,
         ncq: a.ncq,

@@ -25,6 +25,7 @@ mod cmd_sim;
 mod cmd_status;
 mod cmd_stream;
 mod emulate_predict;
+mod emulated;
 mod error;
 mod interrupt;
 mod limits;

@@ -48,6 +48,9 @@ pub struct Config {
     pub model: DiskModel,
     /// The model as the user named it (a built-in name or a file).
     pub model_name: String,
+    /// The model file's absolute path when the model came from a file (`None` for a
+    /// built-in model): published in `DIR/stats` so that a reader can load the model.
+    pub model_file: Option<PathBuf>,
     pub ncq: u32,
     pub mountpoint: PathBuf,
     /// The emulated disk's logical sector: 512 or 4096.
@@ -135,6 +138,7 @@ impl Emulator {
         let model_sector_bytes = drive.sector_bytes();
         let shared = Arc::new(Shared::new(Info {
             model: cfg.model_name.clone(),
+            model_file: cfg.model_file.as_ref().map(|p| p.display().to_string()),
             image: cfg.image.display().to_string(),
             ncq: cfg.ncq,
             sector_bytes: cfg.sector_bytes,

@@ -23,6 +23,8 @@ pub const LATE_NS: u64 = 1_000_000;
 #[derive(Clone, Debug)]
 pub struct Info {
     pub model: String,
+    /// The model file's absolute path, `None` for a built-in model.
+    pub model_file: Option<String>,
     pub image: String,
     pub ncq: u32,
     /// The emulated disk's logical sector (the loop device's).
@@ -115,6 +117,7 @@ impl Shared {
         let now_ns = self.now_ns();
         serde_json::json!({
             "model": self.info.model,
+            "model_file": self.info.model_file,
             "image": self.info.image,
             "pid": std::process::id(),
             "ncq": self.info.ncq,
@@ -148,6 +151,7 @@ mod tests {
     fn stats_carry_every_published_key() {
         let s = Shared::new(Info {
             model: "avfs-250g".into(),
+            model_file: None,
             image: "/tmp/x.img".into(),
             ncq: 32,
             sector_bytes: 512,
@@ -157,6 +161,7 @@ mod tests {
         let v = s.stats_json();
         let keys = [
             "model",
+            "model_file",
             "image",
             "pid",
             "ncq",
@@ -184,7 +189,7 @@ mod tests {
         }
         assert_eq!(obj.len(), keys.len(), "no key beyond the published ones");
         assert_eq!(v["busy_ns"], 7);
-        assert!(v["loop"].is_null() && v["energy_j"].is_null());
+        assert!(v["loop"].is_null() && v["energy_j"].is_null() && v["model_file"].is_null());
         s.set_timing(false);
         s.set_loop_dev(Some("/dev/loop3".into()));
         let v = s.stats_json();

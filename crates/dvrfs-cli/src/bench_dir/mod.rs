@@ -27,6 +27,7 @@ use rand_chacha::ChaCha8Rng;
 use crate::args::parse_duration_in;
 use crate::cmd_bench::BenchArgs;
 use crate::cmd_sim::{load_disk, setup_run};
+use crate::emulated;
 use crate::error::{CliError, CliResult};
 use host::{HostOptions, PosixHost};
 
@@ -45,7 +46,7 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         // Removing the fill is no part of the measurement: at host speed.
         if let Some(e) = &self.emulator {
-            let _ = place::set_timing(e, false);
+            let _ = emulated::set_timing(e, false);
         }
         if !self.keep {
             if let Err(e) = std::fs::remove_dir_all(&self.dir) {
@@ -53,7 +54,7 @@ impl Drop for Cleanup {
             }
         }
         if let Some(e) = &self.emulator {
-            if let Err(err) = place::set_timing(e, true) {
+            if let Err(err) = emulated::set_timing(e, true) {
                 eprintln!(
                     "dvrfs: warning: cannot turn the emulator's timing back on in {}: {err}",
                     e.display()
@@ -102,13 +103,13 @@ pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
     host.close();
     result?;
     let after = match &place.emulator {
-        Some(e) => Some(place::read_stats(e).map_err(CliError::new)?),
+        Some(e) => Some(emulated::read_stats(e).map_err(CliError::new)?),
         None => None,
     };
     let usage = before
         .as_ref()
         .zip(after.as_ref())
-        .map(|(b, a)| place::usage(b, a, elapsed_ns));
+        .map(|(b, a)| emulated::usage(b, a, elapsed_ns));
     let mut out = outcome(&host, &client, &cfg, elapsed_ns, used);
     out.scheduler = format!("kernel:{}", place.scheduler.as_deref().unwrap_or("unknown"));
     out.disk = match (&after, &place.device) {
@@ -174,7 +175,7 @@ struct Prepared {
     used: u64,
     dropped: bool,
     /// The emulator's stats as the measurement starts.
-    before: Option<place::EmuStats>,
+    before: Option<emulated::EmuStats>,
     prepare_s: f64,
 }
 
@@ -190,7 +191,7 @@ fn prepare_all(a: &BenchArgs, path: &Path, cfg: &sim::SimConfig) -> CliResult<Pr
         emulator: place.emulator.clone(),
     };
     if let Some(e) = &place.emulator {
-        place::set_timing(e, false).map_err(|err| {
+        emulated::set_timing(e, false).map_err(|err| {
             crate::error::local_io(e, "cannot turn off the timing of the emulator in", err)
         })?;
     }
@@ -204,10 +205,10 @@ fn prepare_all(a: &BenchArgs, path: &Path, cfg: &sim::SimConfig) -> CliResult<Pr
     let dropped = prepare::drop_caches();
     let before = match &place.emulator {
         Some(e) => {
-            place::set_timing(e, true).map_err(|err| {
+            emulated::set_timing(e, true).map_err(|err| {
                 crate::error::local_io(e, "cannot turn on the timing of the emulator in", err)
             })?;
-            Some(place::read_stats(e).map_err(CliError::new)?)
+            Some(emulated::read_stats(e).map_err(CliError::new)?)
         }
         None => None,
     };

@@ -3,14 +3,14 @@
 //! loop device over a `dvrfs emulate` disk, whose `stats` and `timing` files the
 //! run reads and writes.
 //!
-//! The emulator's contract (docs/emulate.md): next to the served `disk` file, `stats`
-//! is one JSON object with (among others) `model`, `busy_ns` and `energy_j` (a number
-//! or null), and writing `off` or `on` to `timing` turns the disk model's timing off
-//! (commands complete at host speed and are not counted as busy) or on. Nothing here
-//! guesses: what cannot be found out is `None`, with the reason.
+//! The emulator behind a loop device is found, and its files read, by the reader
+//! `bench TARGET` shares (`crate::emulated`). Nothing here guesses: what cannot be
+//! found out is `None`, with the reason.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use crate::emulated;
 
 /// The file system and device under a directory.
 #[derive(Clone, Debug, Default)]
@@ -26,61 +26,6 @@ pub struct Place {
     pub emulator: Option<PathBuf>,
     /// Why there is no emulator, for the report.
     pub no_emulator: String,
-}
-
-/// One snapshot of the emulator's `stats`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EmuStats {
-    pub model: String,
-    pub busy_ns: u64,
-    pub energy_j: Option<f64>,
-}
-
-/// Parses the emulator's `stats` JSON.
-pub fn parse_stats(text: &str) -> Result<EmuStats, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let busy_ns = v
-        .get("busy_ns")
-        .and_then(|b| b.as_u64())
-        .ok_or("no busy_ns")?;
-    let model = v
-        .get("model")
-        .and_then(|m| m.as_str())
-        .unwrap_or("unknown")
-        .to_string();
-    let energy_j = v.get("energy_j").and_then(|e| e.as_f64());
-    Ok(EmuStats {
-        model,
-        busy_ns,
-        energy_j,
-    })
-}
-
-/// Reads the emulator's `stats` in `dir`.
-pub fn read_stats(dir: &Path) -> Result<EmuStats, String> {
-    let p = dir.join("stats");
-    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    parse_stats(&text).map_err(|e| format!("{}: {e}", p.display()))
-}
-
-/// Turns the emulator's timing on or off.
-pub fn set_timing(dir: &Path, on: bool) -> std::io::Result<()> {
-    std::fs::write(dir.join("timing"), if on { "on" } else { "off" })
-}
-
-/// What a measured run used of the disk, from two snapshots `elapsed_ns` apart:
-/// (utilization, energy in J, mean power in W).
-pub fn usage(before: &EmuStats, after: &EmuStats, elapsed_ns: u64) -> (f64, Option<f64>) {
-    assert!(
-        after.busy_ns >= before.busy_ns,
-        "the emulator's busy time only grows"
-    );
-    let util = (after.busy_ns - before.busy_ns) as f64 / elapsed_ns.max(1) as f64;
-    let energy = match (before.energy_j, after.energy_j) {
-        (Some(b), Some(a)) => Some(a - b),
-        _ => None,
-    };
-    (util, energy)
 }
 
 /// The active scheduler in a `queue/scheduler` line: the bracketed name.
@@ -115,12 +60,7 @@ fn block_device(maj: u64, min: u64, source: Option<&str>) -> Option<String> {
         let name = Path::new(source?.strip_prefix("/dev/")?).file_name()?;
         std::fs::canonicalize(Path::new("/sys/class/block").join(name)).ok()
     })?;
-    let whole = if dir.join("partition").exists() {
-        dir.parent()?.to_path_buf()
-    } else {
-        dir
-    };
-    Some(whole.file_name()?.to_string_lossy().into_owned())
+    emulated::whole_device(&dir)
 }
 
 /// Finds out where `path` lives (see [`Place`]).
@@ -143,29 +83,13 @@ pub fn find(path: &Path) -> Place {
         place.no_emulator = "the file system is on no block device".into();
         return place;
     };
-    let block = Path::new("/sys/block").join(&dev);
-    place.scheduler = std::fs::read_to_string(block.join("queue/scheduler"))
-        .ok()
-        .and_then(|l| active_scheduler(&l));
-    let backing = match std::fs::read_to_string(block.join("loop/backing_file")) {
-        Ok(b) => PathBuf::from(b.trim()),
-        Err(_) => {
-            place.no_emulator = format!("{dev} is not a loop device");
-            return place;
-        }
-    };
-    let Some(dir) = backing.parent().map(Path::to_path_buf) else {
-        place.no_emulator = format!("{dev}'s backing file has no directory");
-        return place;
-    };
-    match read_stats(&dir) {
-        Ok(_) => place.emulator = Some(dir),
-        Err(e) => {
-            place.no_emulator = format!(
-                "{dev} is backed by {}, not an emulated disk ({e})",
-                backing.display()
-            )
-        }
+    place.scheduler =
+        std::fs::read_to_string(Path::new("/sys/block").join(&dev).join("queue/scheduler"))
+            .ok()
+            .and_then(|l| active_scheduler(&l));
+    match emulated::behind_device(&dev) {
+        Ok(dir) => place.emulator = Some(dir),
+        Err(why) => place.no_emulator = why,
     }
     place
 }
@@ -173,42 +97,6 @@ pub fn find(path: &Path) -> Place {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const STATS: &str = r#"{"model":"avfs-250g","image":"/tmp/a.img","pid":7,"ncq":32,
-        "sector_bytes":512,"capacity_bytes":250000000000,"loop":"/dev/loop3","timing":true,
-        "uptime_ns":5,"commands":10,"reads":6,"writes":4,"flushes":1,"bytes_read":1,
-        "bytes_written":2,"busy_ns":BUSY,"max_queue_depth":3,"late_commands":0,
-        "max_late_ns":0,"untimed_commands":0,"energy_j":ENERGY}"#;
-
-    fn stats(busy: u64, energy: &str) -> String {
-        STATS
-            .replace("BUSY", &busy.to_string())
-            .replace("ENERGY", energy)
-    }
-
-    #[test]
-    fn the_stats_reader_parses_the_contract_and_takes_utilization_from_two_snapshots() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("stats"), stats(1_000_000_000, "12.5")).unwrap();
-        let a = read_stats(dir.path()).unwrap();
-        assert_eq!(a.model, "avfs-250g");
-        assert_eq!(a.busy_ns, 1_000_000_000);
-        assert_eq!(a.energy_j, Some(12.5));
-        std::fs::write(dir.path().join("stats"), stats(4_000_000_000, "42.5")).unwrap();
-        let b = read_stats(dir.path()).unwrap();
-        let (util, energy) = usage(&a, &b, 10_000_000_000);
-        assert_eq!(util, 0.3);
-        assert_eq!(energy, Some(30.0));
-        let c = parse_stats(&stats(5_000_000_000, "null")).unwrap();
-        assert_eq!(c.energy_j, None);
-        assert_eq!(usage(&b, &c, 1_000_000_000).1, None);
-    }
-
-    #[test]
-    fn a_stats_file_without_busy_time_is_refused() {
-        assert!(parse_stats(r#"{"model":"x"}"#).is_err());
-        assert!(parse_stats("not json").is_err());
-    }
 
     #[test]
     fn the_active_scheduler_is_the_bracketed_one() {
