@@ -406,7 +406,8 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     };
     out.used_bytes_at_start = used;
     out.disk = match (&emulated, &model, &a.disk) {
-        (Some(e), _, _) => format!("{} (emulated, /dev/{})", e.stats.model, e.device),
+        // The loaded model's name: a model file's own name, not its path.
+        (Some(e), _, _) => format!("{} (emulated, /dev/{})", plan_model.name, e.device),
         (None, Some(m), _) => format!("{} (emulated)", m.name),
         (None, None, Some(_)) => format!("{} ({})", target.display(), plan_model.name),
         (None, None, None) => target.display().to_string(),
