@@ -224,3 +224,46 @@ fn calibrate_measures_an_image_into_a_model_the_other_commands_load() {
         "at least 256 MiB",
     );
 }
+
+#[test]
+fn disk_names_the_model_of_a_real_target_and_is_refused_with_device_model() {
+    let dir = tempdir();
+    let img = dir.path().join("real.img");
+    let img_s = img.to_str().unwrap();
+    let o = dvrfs([
+        "bench",
+        img_s,
+        "--workload",
+        "1w",
+        "--disk",
+        "avfs-250g",
+        "--device-model",
+        "avfs-250g",
+    ]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+    fails(
+        dvrfs(["bench", img_s, "--workload", "1w", "--disk", "no-such-disk"]),
+        "unknown disk",
+    );
+    assert!(!img.exists(), "nothing was created for refused input");
+    // The mixer plans with the named model; the image runs at its own speed and is
+    // not metered.
+    let _alone = alone();
+    let r = json(&ok(dvrfs([
+        "bench",
+        img_s,
+        "--size",
+        "2G",
+        "--disk",
+        "avfs-250g",
+        "--workload",
+        "1r1w",
+        "--duration",
+        "2s",
+        "--json",
+    ])));
+    assert_eq!(r["disk"], format!("{img_s} (avfs-250g)"));
+    assert!(r["disk_energy_j"].is_null(), "a real device is not metered");
+    assert!(r["rt_requests"].as_u64().unwrap() > 0);
+}
