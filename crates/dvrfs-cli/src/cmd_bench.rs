@@ -374,30 +374,7 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     let pending = client.outstanding();
     result?;
     let emu_after = emulator_stats(emulated.as_ref())?;
-    // The report, from the engine's own figures, as the simulator makes it.
-    let checked = rt.inspect(|e| e.check())?;
-    if let Err(e) = checked {
-        return Err(CliError::new(format!(
-            "the engine broke an internal invariant during the run: {e}"
-        ))
-        .hint("this is a dvrfs bug; please report it with the command that was run"));
-    }
-    let mut out = rt.inspect(move |e| {
-        let mut out = SimOutcome {
-            data_block_bytes: e.volume().superblock().data_block_bytes,
-            ..SimOutcome::default()
-        };
-        let mut q = e.qos().clone();
-        for (n, no_space) in not_issued {
-            q.not_issued(n, no_space);
-        }
-        // Requests still outstanding when the run was cut count as late.
-        if pending > 0 {
-            q.not_issued(pending, false);
-        }
-        sim::fill_outcome(&mut out, e.scheduler(), q);
-        out
-    })?;
+    let mut out = engine_outcome(&rt, not_issued, pending)?;
     sim::client_outcome(&mut out, &client);
     out.elapsed_ns = elapsed_ns;
     out.disk_energy = match (energy_before, energy_after?) {
@@ -428,19 +405,58 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
         report.disk_energy_j = energy;
         report.disk_power_w = energy.map(|j| j / (elapsed_ns as f64 / 1e9).max(1e-9));
     }
+    emit(a, &report, &out)
+}
+
+/// The report's figures from the engine (its QoS recorder and scheduler), as the
+/// simulator makes them, after checking the engine's invariants.
+fn engine_outcome(
+    rt: &Runtime,
+    not_issued: Vec<(u64, bool)>,
+    pending: u64,
+) -> CliResult<SimOutcome> {
+    // The report, from the engine's own figures, as the simulator makes it.
+    let checked = rt.inspect(|e| e.check())?;
+    if let Err(e) = checked {
+        return Err(CliError::new(format!(
+            "the engine broke an internal invariant during the run: {e}"
+        ))
+        .hint("this is a dvrfs bug; please report it with the command that was run"));
+    }
+    let out = rt.inspect(move |e| {
+        let mut out = SimOutcome {
+            data_block_bytes: e.volume().superblock().data_block_bytes,
+            ..SimOutcome::default()
+        };
+        let mut q = e.qos().clone();
+        for (n, no_space) in not_issued {
+            q.not_issued(n, no_space);
+        }
+        // Requests still outstanding when the run was cut count as late.
+        if pending > 0 {
+            q.not_issued(pending, false);
+        }
+        sim::fill_outcome(&mut out, e.scheduler(), q);
+        out
+    })?;
+    Ok(out)
+}
+
+/// Writes the plots and prints the report; the exit status.
+fn emit(a: &BenchArgs, report: &Report, out: &SimOutcome) -> CliResult<u8> {
     if let Some(dir) = &a.run.plot {
         let title = format!(
             "bench {} {} {} on {}",
             report.workload, report.scheduler, report.alloc, report.disk
         );
-        crate::plot::write_all(dir, &out, &title)?;
+        crate::plot::write_all(dir, out, &title)?;
     }
     if a.run.json {
-        let v = serde_json::to_value(&report)
+        let v = serde_json::to_value(report)
             .map_err(|e| CliError::new(format!("cannot encode the report: {e}")))?;
         crate::output::print_json(&v);
     } else {
-        print_text(&report, "bench", "of wall-clock time");
+        print_text(report, "bench", "of wall-clock time");
     }
     if report.recordings_stopped > 0 {
         eprintln!(
