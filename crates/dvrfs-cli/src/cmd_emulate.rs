@@ -586,6 +586,9 @@ mod tests {
             l[4],
             "late commands: 2 (worst 3.500 ms after the model's end)"
         );
-        assert_eq!(l[5], "energy: unknown (the disk model has no power section)");
+        assert_eq!(
+            l[5],
+            "energy: unknown (the disk model has no power section)"
+        );
     }
 }
