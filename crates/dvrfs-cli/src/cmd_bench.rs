@@ -41,6 +41,7 @@ use crate::cmd_sim::{load_disk, print_text, setup_run, RunArgs, Setup};
 use crate::emulated::{self, EmuStats, Emulated, UntimedWhile};
 use crate::error::{CliError, CliResult};
 use crate::target::{open_device, Access};
+use crate::wall_clock::{self, Completion, Timers, WallHost};
 
 /// What `dvrfs demo` runs: a DVR's four playbacks and two recordings of ATSC streams
 /// beside a copy of photos, on the emulated `avfs-250g` (the AVFS paper's disk).
@@ -120,12 +121,6 @@ fn core_err(e: RuntimeError) -> CoreError {
             "running the workload",
             std::io::Error::other(other.to_string()),
         ),
-    }
-}
-
-impl BenchHost<'_> {
-    fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
     }
 }
 
@@ -367,7 +362,13 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
         not_issued: Vec::new(),
         late: 0,
     };
-    let result = drive(&mut client, &mut host, &recordings, cfg.duration_ns);
+    let result = wall_clock::drive(
+        &mut client,
+        &mut host,
+        &recordings,
+        cfg.duration_ns,
+        "bench",
+    );
     let elapsed_ns = host.now_ns().min(cfg.duration_ns.max(1));
     let energy_after = rt.disk_energy();
     let not_issued = std::mem::take(&mut host.not_issued);
@@ -549,76 +550,60 @@ fn emulator_stats(e: Option<&Emulated>) -> CliResult<Option<EmuStats>> {
     .transpose()
 }
 
-/// Runs the client until the run's end and everything it started has completed.
-fn drive(
-    client: &mut Client,
-    host: &mut BenchHost<'_>,
-    recordings: &[String],
-    duration_ns: u64,
-) -> CliResult<()> {
-    let sim_err = |e: CoreError| CliError::new(format!("the workload failed: {e}"));
-    client.start(host, recordings).map_err(sim_err)?;
-    let pb = crate::output::progress(duration_ns / 1_000_000_000, false, "bench");
-    let mut stopped = false;
-    let mut last_status = Instant::now();
-    loop {
-        let now = host.now_ns();
-        if now >= duration_ns && !stopped {
-            stopped = true;
-            client.stop();
-        }
-        while let Some(Reverse((t, _, ev))) = host.events.peek().copied() {
-            if t > now {
-                break;
-            }
-            host.events.pop();
-            client.event(host, ev, t).map_err(sim_err)?;
-        }
-        if stopped && client.idle() {
-            break;
-        }
-        let next = host.events.peek().map(|Reverse((t, _, _))| *t);
-        let wait_ns = next
-            .map_or(100_000_000, |t| t.saturating_sub(host.now_ns()))
-            .min(100_000_000);
-        let tickets = host.tickets.clone();
+impl WallHost for BenchHost<'_> {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.events
+    }
+
+    fn wait(&mut self, wait_ns: u64) -> CliResult<Vec<Completion>> {
+        let tickets = self.tickets.clone();
         let ready = if tickets.is_empty() {
             std::thread::sleep(Duration::from_nanos(wait_ns));
             vec![]
         } else {
-            host.rt
+            self.rt
                 .poll(&tickets, Some(Duration::from_nanos(wait_ns)))?
         };
         let mut done = vec![];
         for &i in ready.iter().rev() {
-            done.push(host.tickets.swap_remove(i));
+            done.push(self.tickets.swap_remove(i));
         }
+        let mut out = vec![];
         for t in done {
-            let (result, done_ns) = match host.rt.check(t, false) {
+            let (result, done_ns) = match self.rt.check(t, false) {
                 Ok(Some(d)) => {
                     if d.late {
-                        host.late += 1;
+                        self.late += 1;
                     }
                     (Ok(d.output), d.done_ns)
                 }
                 Ok(None) => continue,
                 Err(RuntimeError::Engine(e)) => {
                     if matches!(e, CoreError::DeadlineMissed { .. }) {
-                        host.late += 1;
+                        self.late += 1;
                     }
-                    (Err(e), host.rt.now_ns())
+                    (Err(e), self.rt.now_ns())
                 }
                 Err(e) => return Err(e.into()),
             };
-            let at = done_ns.saturating_sub(host.t0_ns);
-            client.completed(host, t.0, result, at).map_err(sim_err)?;
+            out.push(Completion {
+                id: t.0,
+                result,
+                at_ns: done_ns.saturating_sub(self.t0_ns),
+            });
         }
-        if last_status.elapsed() >= Duration::from_millis(500) {
-            last_status = Instant::now();
-            pb.set_position((host.now_ns() / 1_000_000_000).min(duration_ns / 1_000_000_000));
-            pb.set_message(format!("bench: {} late so far", host.late));
-        }
+        Ok(out)
     }
-    pb.finish_and_clear();
-    Ok(())
+
+    fn in_flight(&self) -> usize {
+        self.tickets.len()
+    }
+
+    fn status(&self) -> String {
+        format!("{} late so far", self.late)
+    }
 }

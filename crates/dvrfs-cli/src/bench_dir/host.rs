@@ -22,10 +22,10 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dvrfs_core::meta::Ino;
 use dvrfs_core::qos::{Recorder, RtOutcome};
@@ -33,6 +33,9 @@ use dvrfs_core::sim::{ClientEv, Host};
 use dvrfs_core::volume::Volume;
 use dvrfs_core::{Error as CoreError, Op, OpId, Output, Result as CoreResult};
 use dvrfs_io::process::IoClass;
+
+use crate::error::CliResult;
+use crate::wall_clock::{Completion, Timers, WallHost};
 
 /// The root of the client's namespace: the bench directory.
 const ROOT_INO: Ino = 1;
@@ -115,7 +118,7 @@ pub struct PosixHost {
     /// The file each recording stream writes (stream -> inode).
     recordings: BTreeMap<u32, Ino>,
     /// Client timers: (time, order, event).
-    pub events: std::collections::BinaryHeap<std::cmp::Reverse<(u64, u64, ClientEv)>>,
+    pub events: Timers,
     seq: u64,
     pub recorder: Recorder,
     pub syncs: Arc<Mutex<SyncCounts>>,
@@ -153,15 +156,6 @@ impl PosixHost {
             recorder: Recorder::default(),
             syncs: Arc::new(Mutex::new(SyncCounts::default())),
         }
-    }
-
-    pub fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
-    }
-
-    /// Operations submitted and not yet finished.
-    pub fn in_flight(&self) -> usize {
-        self.in_flight.len()
     }
 
     fn path(&self, ino: Ino) -> CoreResult<PathBuf> {
@@ -558,5 +552,44 @@ impl WorkerState {
                 done_ns,
             });
         }
+    }
+}
+
+impl WallHost for PosixHost {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.events
+    }
+
+    fn wait(&mut self, wait_ns: u64) -> CliResult<Vec<Completion>> {
+        let first = match self.done_rx.recv_timeout(Duration::from_nanos(wait_ns)) {
+            Ok(d) => Some(d),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => unreachable!("the host holds a sender"),
+        };
+        let done: Vec<Done> = first.into_iter().chain(self.done_rx.try_iter()).collect();
+        Ok(done
+            .into_iter()
+            .map(|d| {
+                let d = self.finish(d);
+                Completion {
+                    id: d.id,
+                    result: d.result,
+                    at_ns: d.done_ns,
+                }
+            })
+            .collect())
+    }
+
+    /// Operations submitted and not yet finished.
+    fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    fn status(&self) -> String {
+        format!("{} missed so far", self.recorder.deadline_misses())
     }
 }

@@ -14,14 +14,11 @@ mod place;
 mod prepare;
 mod report;
 
-use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::RecvTimeoutError;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dvrfs_core::sim::report::Report;
 use dvrfs_core::sim::{self, Client, SimOutcome};
-use dvrfs_core::Error as CoreError;
 use rand_chacha::ChaCha8Rng;
 
 use crate::args::parse_duration_in;
@@ -29,6 +26,7 @@ use crate::cmd_bench::BenchArgs;
 use crate::cmd_sim::{load_disk, setup_run};
 use crate::emulated;
 use crate::error::{CliError, CliResult};
+use crate::wall_clock::{self, WallHost};
 use host::{HostOptions, PosixHost};
 
 /// The longest `--fsync-every`: an hour.
@@ -98,7 +96,13 @@ pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
         },
         start,
     );
-    let result = drive(&mut client, &mut host, &recordings, cfg.duration_ns);
+    let result = wall_clock::drive(
+        &mut client,
+        &mut host,
+        &recordings,
+        cfg.duration_ns,
+        "bench --dir",
+    );
     let elapsed_ns = host.now_ns().min(cfg.duration_ns.max(1));
     host.close();
     result?;
@@ -254,67 +258,4 @@ fn outcome(
     sim::client_outcome(&mut out, client);
     (out.buffer_level, out.buffer_stream) = sim::buffer_level(cfg, client, elapsed_ns);
     out
-}
-
-/// Runs the client until the run's end and everything it started has finished.
-fn drive(
-    client: &mut Client,
-    host: &mut PosixHost,
-    recordings: &[String],
-    duration_ns: u64,
-) -> CliResult<()> {
-    let sim_err = |e: CoreError| CliError::new(format!("the workload failed: {e}"));
-    client.start(host, recordings).map_err(sim_err)?;
-    let pb = crate::output::progress(duration_ns / 1_000_000_000, false, "bench --dir");
-    let mut stopped = false;
-    let mut last_status = Instant::now();
-    loop {
-        let now = host.now_ns();
-        if now >= duration_ns && !stopped {
-            stopped = true;
-            client.stop();
-        }
-        while let Some(Reverse((t, _, ev))) = host.events.peek().copied() {
-            if t > now {
-                break;
-            }
-            host.events.pop();
-            client.event(host, ev, t).map_err(sim_err)?;
-        }
-        if stopped && client.idle() && host.in_flight() == 0 {
-            break;
-        }
-        let next = host.events.peek().map(|Reverse((t, _, _))| *t);
-        let mut wait_ns = next
-            .map_or(100_000_000, |t| t.saturating_sub(host.now_ns()))
-            .min(100_000_000);
-        if !stopped {
-            wait_ns = wait_ns.min(duration_ns.saturating_sub(host.now_ns()));
-        }
-        let first = match host.done_rx.recv_timeout(Duration::from_nanos(wait_ns)) {
-            Ok(d) => Some(d),
-            Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => {
-                unreachable!("the host holds a sender")
-            }
-        };
-        let mut done: Vec<host::Done> = first.into_iter().collect();
-        done.extend(host.done_rx.try_iter());
-        for d in done {
-            let d = host.finish(d);
-            client
-                .completed(host, d.id, d.result, d.done_ns)
-                .map_err(sim_err)?;
-        }
-        if last_status.elapsed() >= Duration::from_millis(500) {
-            last_status = Instant::now();
-            pb.set_position((host.now_ns() / 1_000_000_000).min(duration_ns / 1_000_000_000));
-            pb.set_message(format!(
-                "bench --dir: {} missed so far",
-                host.recorder.deadline_misses()
-            ));
-        }
-    }
-    pb.finish_and_clear();
-    Ok(())
 }
