@@ -460,12 +460,9 @@ fn emit(a: &BenchArgs, report: &Report, out: &SimOutcome) -> CliResult<u8> {
         print_text(report, "bench", "of wall-clock time");
     }
     if report.recordings_stopped > 0 {
-        eprintln!(
-            "dvrfs: {} recording(s) stopped before the end of the run: the disk was full",
-            report.recordings_stopped
-        );
-        eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
-        return Ok(crate::cmd_sim::STREAMS_STOPPED_EXIT);
+        return Ok(crate::cmd_sim::stopped_for_space(
+            report.recordings_stopped.into(),
+        ));
     }
     Ok(0)
 }

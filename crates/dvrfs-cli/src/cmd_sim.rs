@@ -633,10 +633,7 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
             eprintln!("hint: record fewer streams, or give them a longer --durable (dvrfs capacity --disk {} --bitrate {} --durable D counts what fits); every request they could not issue counts as missed", a.disk, a.run.stream.bitrate);
         }
         if full > 0 {
-            eprintln!(
-                "dvrfs: {full} recording(s) stopped before the end of the run: the disk was full"
-            );
-            eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
+            return Ok(stopped_for_space(full.into()));
         }
         return Ok(STREAMS_STOPPED_EXIT);
     }
@@ -657,6 +654,14 @@ fn energy_text(r: &Report, what: &str) -> String {
 
 /// Exit status of `dvrfs sim` when a stream could not go on to the end of the run.
 pub const STREAMS_STOPPED_EXIT: u8 = 3;
+
+/// Says that `stopped` recordings stopped because the disk was full (sim, bench,
+/// bench --dir) and gives the exit status that says so.
+pub fn stopped_for_space(stopped: u64) -> u8 {
+    eprintln!("dvrfs: {stopped} recording(s) stopped before the end of the run: the disk was full");
+    eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
+    STREAMS_STOPPED_EXIT
+}
 
 /// The report as text; `what` names the command, `time` the kind of time it ran.
 pub fn print_text(r: &Report, what: &str, time: &str) {

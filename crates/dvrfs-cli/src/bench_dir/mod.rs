@@ -158,12 +158,9 @@ pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
         report::print_text(&report, &extra);
     }
     if report.recordings_stopped > 0 {
-        eprintln!(
-            "dvrfs: {} recording(s) stopped before the end of the run: the disk was full",
-            report.recordings_stopped
-        );
-        eprintln!("hint: lower --fill, shorten --duration, or record fewer streams; every request they could not issue counts as missed");
-        return Ok(crate::cmd_sim::STREAMS_STOPPED_EXIT);
+        return Ok(crate::cmd_sim::stopped_for_space(
+            report.recordings_stopped.into(),
+        ));
     }
     Ok(0)
 }
