@@ -1,0 +1,649 @@
+#!/usr/bin/env python3
+"""The kernel comparison (issue 24): the AVFS section-5 experiments, and the ones past the
+paper, run against ext4, XFS, btrfs and ext3 under the kernel's I/O schedulers and against
+dvrfs, all on the same emulated hard disk (`dvrfs emulate`, docs/emulate.md).
+
+    python3 scripts/kernel_compare.py run [--quick] [--disk avfs-250g|nvr-8t] [--stacks a,b]
+                                          [--experiments e1,e2] [--data DIR]
+    python3 scripts/kernel_compare.py render [--data DIR]
+    python3 scripts/kernel_compare.py clean      (what a killed run left: mounts, loop device, image)
+
+`run` needs root and one `dvrfs` binary (DVRFS_BIN, else target/release/dvrfs). Every run
+gets a fresh sparse image of the model's capacity, the emulator with its loop device, a
+fresh file system made and mounted with the stack's tuning, the loop device's scheduler and
+read-ahead set in sysfs, then one `dvrfs bench --dir` (or `dvrfs bench /dev/loopN` for
+dvrfs). Its JSON, its `--plot` output and the exact commands go to
+DATA/<disk>/<stack>/<experiment>/<run>/. The invariant that makes it resumable: a run
+directory holds `report.json` only if the run completed (written to a temporary name and
+renamed), and a run whose `report.json` exists is never run again; a killed run leaves no
+`report.json` and is rerun from the start next time.
+
+`render` writes docs/kernel-compare.md and docs/kernel-compare/*.svg from DATA alone: a
+figure that is not in DATA is "not run yet", never invented. The method section is the
+METHOD text below; everything else in the document is generated.
+"""
+import datetime, json, os, re, shutil, signal, subprocess, sys, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from svgcharts import combined_cdf, line_chart, MANY_COLORS  # noqa: E402
+
+BIN = os.environ.get("DVRFS_BIN") or os.path.join(ROOT, "target", "release", "dvrfs")
+DOC = os.path.join(ROOT, "docs", "kernel-compare.md")
+PLOTS = os.path.join(ROOT, "docs", "kernel-compare")
+DATA = os.path.join(PLOTS, "data")
+WORK = "/var/tmp/dvrfs-kcompare"          # image, emulator mount, file system mount
+IMG, EMU, MNT = (os.path.join(WORK, n) for n in ("disk.img", "emu", "fs"))
+MIN_FREE = 5 << 30                         # bytes free in /var/tmp needed to start a run
+RA_SECTORS = 8192                          # the tuned read-ahead: 4 MiB (blockdev --setra)
+
+# The stacks. fs: the file system (None: dvrfs itself on the loop device); mkfs, mount:
+# the commands' extra arguments; sched and knobs: the loop device's elevator and its
+# queue/iosched files; ra: read-ahead in 512-byte sectors (None: the kernel's default);
+# rt: stream threads in the real-time I/O class (`--ioprio rt`); why: one line of rationale.
+EXT4_MKFS = ["-T", "largefile4", "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"]
+STACKS = {
+    "ext4-deadline": dict(fs="ext4", mkfs=EXT4_MKFS, mount="noatime", sched="mq-deadline", knobs={}, ra=RA_SECTORS, rt=True,
+                          why="the default elevator of a SATA disk, with the tuning of an expert"),
+    "ext4-deadline-untuned": dict(fs="ext4", mkfs=["-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"], mount="defaults",
+                                  sched="mq-deadline", knobs={}, ra=None, rt=False,
+                                  why="what a recorder gets out of the box: relatime, 128 KiB read-ahead, best-effort I/O class"),
+    "ext4-bfq": dict(fs="ext4", mkfs=EXT4_MKFS, mount="noatime", sched="bfq", knobs={}, ra=RA_SECTORS, rt=True,
+                     why="BFQ (CFQ's successor) with its defaults (low_latency on); it serves the real-time class first"),
+    "ext4-bfq-nolowlat": dict(fs="ext4", mkfs=EXT4_MKFS, mount="noatime", sched="bfq", knobs={"low_latency": "0"}, ra=RA_SECTORS, rt=True,
+                              why="BFQ without the interactive heuristics, which favour a freshly started reader over long streams"),
+    "ext4-kyber": dict(fs="ext4", mkfs=EXT4_MKFS, mount="noatime", sched="kyber", knobs={}, ra=RA_SECTORS, rt=True,
+                       why="the latency-target elevator meant for fast devices, for completeness"),
+    "ext4-none": dict(fs="ext4", mkfs=EXT4_MKFS, mount="noatime", sched="none", knobs={}, ra=RA_SECTORS, rt=True,
+                      why="no elevator: the drive's NCQ (SPTF, 32 commands) is the only scheduler"),
+    "xfs-deadline": dict(fs="xfs", mkfs=["-K"], mount="noatime", sched="mq-deadline", knobs={}, ra=RA_SECTORS, rt=True, extsize="64m",
+                         why="XFS with a 64 MiB extent-size hint on the bench directory, so every recording grows in large extents"),
+    "xfs-bfq": dict(fs="xfs", mkfs=["-K"], mount="noatime", sched="bfq", knobs={}, ra=RA_SECTORS, rt=True, extsize="64m",
+                    why="the same XFS under BFQ"),
+    "btrfs-deadline": dict(fs="btrfs", mkfs=["-K"], mount="noatime", sched="mq-deadline", knobs={}, ra=RA_SECTORS, rt=True,
+                           why="copy-on-write with checksums: every write goes to new space"),
+    "btrfs-bfq": dict(fs="btrfs", mkfs=["-K"], mount="noatime", sched="bfq", knobs={}, ra=RA_SECTORS, rt=True,
+                      why="the same btrfs under BFQ"),
+    "ext3-bfq": dict(fs="ext3", mkfs=["-T", "largefile4", "-E", "nodiscard"], mount="noatime", sched="bfq", knobs={}, ra=RA_SECTORS, rt=True,
+                     why="the paper's baseline layout (ext3, block-mapped files) under CFQ's successor"),
+    "ext3-deadline": dict(fs="ext3", mkfs=["-T", "largefile4", "-E", "nodiscard"], mount="noatime", sched="mq-deadline", knobs={}, ra=RA_SECTORS, rt=True,
+                          why="the paper's layout under the default elevator"),
+    "dvrfs": dict(fs=None, mkfs=[], mount=None, sched="none", knobs={}, ra=None, rt=False,
+                  why="dvrfs with the mixer on the same loop device, one command at a time (queue depth 1 to the emulator)"),
+}
+QUICK_STACKS = ["ext4-deadline", "dvrfs"]
+
+PAPER = ["2r0w", "4r0w", "6r0w", "8r0w", "0r2w", "2r2w", "4r2w", "6r2w"]
+
+def streams(wl):
+    """Stream count of an NrMw or comma-list workload (for the duration rule)."""
+    n = 0
+    for term in wl.split(","):
+        t = term.split("@")[0]
+        m = re.fullmatch(r"(\d+)r(\d+)w", t) or re.fullmatch(r"(\d+)[rw]()", t)
+        if not m:
+            raise ValueError(f"workload term {term!r}")
+        n += sum(int(g or 0) for g in m.groups())
+    return n
+
+def duration_s(wl):
+    """The duration rule: 20 stream-minutes and at least 3 minutes, so that a stream that
+    glitched once every ten minutes would show about two glitches."""
+    return max(180, -(-1200 // max(1, streams(wl))))
+
+# The experiments: name -> (disks it runs on, a function giving [(run, bench args)]).
+# Runs of the searches (maxstreams*) are decided as the search goes (see search()).
+def exp_cdf(q):
+    if q:   # the smoke version: 30 s, the file system 10% full (the 80% fill alone takes minutes)
+        return [(wl, ["--workload", wl, "--duration", "30s", "--fill", "10%"]) for wl in ("2r0w", "2r2w")]
+    return [(wl, ["--workload", wl, "--duration", f"{duration_s(wl)}s"]) for wl in PAPER]
+
+def exp_fileset(q):
+    return [(f"seed{s}", ["--workload", "4r2w", "--seed", str(s), "--duration", "60s"]) for s in range(1, 11)]
+
+def exp_age(q):
+    return [(f"age{a}", ["--workload", "4r2w", "--age", str(a), "--duration", "120s"]) for a in (0, 5, 10, 20)]
+
+def exp_delete(q):
+    return [("2r0w", ["--workload", "2r0w", "--best-effort", "delete", "--duration", "180s"])]
+
+def exp_photos(q):
+    return [("2r2w", ["--workload", "2r2w", "--best-effort", "photos", "--duration", "180s"])]
+
+EXPERIMENTS = {
+    "cdf": (("avfs-250g", "nvr-8t"), exp_cdf),
+    "fileset": (("avfs-250g",), exp_fileset),
+    "age": (("avfs-250g",), exp_age),
+    "delete": (("avfs-250g",), exp_delete),
+    "photos": (("avfs-250g",), exp_photos),
+    "maxstreams": (("avfs-250g", "nvr-8t"), None),
+    "maxstreams-greedy": (("avfs-250g", "nvr-8t"), None),
+    "nvr-rec": (("nvr-8t",), None),
+}
+QUICK_EXPERIMENTS = ["cdf"]
+SEARCH_S = 180   # each probe of a search: 3 minutes
+
+def search_workload(exp, n):
+    """The mix a search probes at n streams: half reads, half writes (the odd one a read);
+    nvr-rec: n recordings at 4 Mbit/s beside two playbacks at the default rate."""
+    if exp == "nvr-rec":
+        return f"2r,{n}w@4M"
+    return f"{n - n // 2}r{n // 2}w"
+
+def search_args(exp, n):
+    a = ["--workload", search_workload(exp, n), "--duration", f"{SEARCH_S}s"]
+    return a + (["--best-effort", "greedy-read"] if exp == "maxstreams-greedy" else [])
+
+
+# ---------------------------------------------------------------- running
+
+class Stop(Exception):
+    pass
+
+def on_signal(sig, _frame):
+    raise Stop(f"signal {sig}")
+
+def sh(cmd, log, check=True, **kw):
+    """Run a command, log it (the exact command lines go into the run's commands.txt)."""
+    log.append(" ".join("dvrfs" if c == BIN else c for c in cmd))
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip() or r.stdout.strip()}")
+    return r
+
+def is_mount(path):
+    return os.path.isdir(path) and os.path.ismount(path)
+
+def leftovers():
+    """What a previous run left behind, as (what, how to clean it) pairs."""
+    out = []
+    if is_mount(MNT):
+        out.append((f"{MNT} is mounted", f"umount {MNT}"))
+    if is_mount(EMU):
+        out.append((f"the emulator serves {EMU}", f"{BIN} emulate --stop {EMU}"))
+    if os.path.exists(IMG):
+        out.append((f"{IMG} exists", f"rm {IMG}"))
+    return out
+
+def clean(quiet=False):
+    """Unmount, stop the emulator (which detaches its loop device), remove the image."""
+    for _ in range(5):
+        if not is_mount(MNT):
+            break
+        subprocess.run(["umount", MNT], capture_output=True)
+        if is_mount(MNT):
+            time.sleep(1)
+    if is_mount(EMU):
+        try:
+            with open(os.path.join(EMU, "timing"), "w") as f:
+                f.write("off")
+        except OSError:
+            pass
+        r = subprocess.run([BIN, "emulate", "--stop", EMU], capture_output=True, text=True)
+        if r.returncode != 0 and not quiet:
+            print(f"emulate --stop: {r.stderr.strip()}", file=sys.stderr)
+    if not is_mount(EMU) and not is_mount(MNT) and os.path.exists(IMG):
+        os.remove(IMG)
+
+def capacity(model):
+    """The model's capacity: the missing-image error names it (`truncate -s BYTES`)."""
+    os.makedirs(EMU, exist_ok=True)
+    r = subprocess.run([BIN, "emulate", os.path.join(WORK, "none.img"), "--model", model, "--mount", EMU],
+                       capture_output=True, text=True)
+    for tok in (r.stderr + r.stdout).replace("`", " ").split():
+        if tok.isdigit() and int(tok) > 1 << 30:
+            return int(tok)
+    raise RuntimeError(f"cannot learn the capacity of {model}: {r.stderr.strip()}")
+
+def set_timing(on):
+    with open(os.path.join(EMU, "timing"), "w") as f:
+        f.write("on" if on else "off")
+
+def setup(disk, st, log):
+    """A fresh emulated disk and, for a kernel stack, its tuned file system. Returns /dev/loopN."""
+    os.makedirs(EMU, exist_ok=True)
+    os.makedirs(MNT, exist_ok=True)
+    sh(["truncate", "-s", str(capacity(disk)), IMG], log)
+    dev = sh([BIN, "emulate", IMG, "--model", disk, "--mount", EMU, "--attach",
+              "--log", os.path.join(WORK, "emulate.log")], log).stdout.strip()
+    name = os.path.basename(dev)
+    q = f"/sys/block/{name}/queue"
+    log.append(f"echo {st['sched']} > {q}/scheduler")
+    with open(f"{q}/scheduler", "w") as f:
+        f.write(st["sched"])
+    for k, v in st["knobs"].items():
+        log.append(f"echo {v} > {q}/iosched/{k}")
+        with open(f"{q}/iosched/{k}", "w") as f:
+            f.write(v)
+    if st["ra"] is not None:
+        sh(["blockdev", "--setra", str(st["ra"]), dev], log)
+    if st["fs"] is None:
+        return dev
+    log.append(f"echo off > {EMU}/timing")
+    set_timing(False)                       # format at host speed
+    sh([f"mkfs.{st['fs']}", *(["-q"] if st["fs"].startswith("ext") else ["-f", "-q"] if st["fs"] == "xfs" else ["-f", "-q"]),
+        *st["mkfs"], dev], log)
+    sh(["mount", "-t", st["fs"], "-o", st["mount"], dev, MNT], log)
+    if st.get("extsize"):
+        sh(["xfs_io", "-c", f"extsize {st['extsize']}", MNT], log)
+    log.append(f"echo on > {EMU}/timing")
+    set_timing(True)
+    return dev
+
+def bench_cmd(st, dev, args, plot):
+    if st["fs"] is None:
+        return [BIN, "bench", dev, "--force", *args, "--json", "--plot", plot]
+    return [BIN, "bench", "--dir", MNT, *args, *(["--ioprio", "rt"] if st["rt"] else []), "--json", "--plot", plot]
+
+def run_one(disk, stack, exp, run, args):
+    """One run, unless its report.json exists. Returns the report (None if the run failed)."""
+    d = os.path.join(DATA, disk, stack, exp, run)
+    rep = os.path.join(d, "report.json")
+    if os.path.exists(rep):
+        with open(rep) as f:
+            return json.load(f)
+    free = shutil.disk_usage(os.path.dirname(WORK)).free
+    if free < MIN_FREE:
+        raise SystemExit(f"only {free >> 20} MiB free in {os.path.dirname(WORK)}; the emulated disk's image needs "
+                         f"at least {MIN_FREE >> 30} GiB of room for what it really stores. Free some space and rerun "
+                         "(finished runs are kept).")
+    st = STACKS[stack]
+    os.makedirs(d, exist_ok=True)
+    plot = os.path.join(d, "plot")
+    log, t0 = [], time.time()
+    print(f"[{time.strftime('%H:%M:%S')}] {disk} {stack} {exp}/{run}: {' '.join(args)}", flush=True)
+    try:
+        dev = setup(disk, st, log)
+        cmd = bench_cmd(st, dev, args, plot)
+        r = sh(cmd, log, check=False)
+        ok = r.returncode in (0, 3) and r.stdout.strip().startswith("{")
+        if ok:
+            report = json.loads(r.stdout)
+            with open(os.path.join(EMU, "stats")) as f:
+                report["kcompare_emulator"] = json.load(f)
+        log.append(f"umount {MNT}; dvrfs emulate --stop {EMU}")
+    finally:
+        clean(quiet=True)
+    with open(os.path.join(d, "commands.txt"), "w") as f:
+        f.write("\n".join(log) + "\n")
+    if not ok:
+        with open(os.path.join(d, "error.txt"), "w") as f:
+            f.write(f"exit status {r.returncode}\n{r.stderr}\n")
+        print(f"    failed ({r.returncode}): {r.stderr.strip()[-300:]}", flush=True)
+        return None
+    report["kcompare"] = dict(disk=disk, stack=stack, experiment=exp, run=run, wall_s=round(time.time() - t0, 1),
+                              bench_args=args, command=" ".join(cmd).replace(BIN, "dvrfs"))
+    with open(rep + ".tmp", "w") as f:
+        json.dump(report, f, indent=1)
+    os.replace(rep + ".tmp", rep)
+    if os.path.exists(os.path.join(d, "error.txt")):
+        os.remove(os.path.join(d, "error.txt"))
+    print(f"    {report.get('deadline_misses')} misses, min margin {report.get('margin_ms', {}).get('min')} ms, "
+          f"utilization {report.get('utilization')}, prepare {report.get('prepare_s')} s, {report['kcompare']['wall_s']} s in all",
+          flush=True)
+    return report
+
+def carried(rep):
+    return rep is not None and rep.get("deadline_misses") == 0 and not rep.get("recordings_stopped")
+
+def search(disk, stack, exp, start):
+    """The most streams with zero misses: double from `start` until a probe misses, then
+    bisect between the last clean count and the first that missed. Every probe is a run
+    (so a resumed search replays the finished probes from their reports)."""
+    lo, hi, n = 0, None, start
+    while hi is None:
+        if carried(run_one(disk, stack, exp, f"N{n}", search_args(exp, n))):
+            lo, n = n, n * 2
+            if n > 256:
+                return lo
+        else:
+            hi = n
+    while hi - lo > 1:
+        m = (lo + hi) // 2
+        if carried(run_one(disk, stack, exp, f"N{m}", search_args(exp, m))):
+            lo = m
+        else:
+            hi = m
+    return lo
+
+def cmd_run(opts):
+    if os.geteuid() != 0:
+        raise SystemExit("kernel_compare.py run needs root (loop devices, mounts, sysfs)")
+    if not os.access(BIN, os.X_OK):
+        raise SystemExit(f"no dvrfs binary at {BIN}: cargo build --release -p dvrfs-cli, or set DVRFS_BIN")
+    left = leftovers()
+    if left:
+        raise SystemExit("a previous run left " + "; ".join(w for w, _ in left) + ".\nClean up with: "
+                         + " && ".join(c for _, c in left) + "\n(or: python3 scripts/kernel_compare.py clean)")
+    quick = opts["quick"]
+    disks = [opts["disk"]] if opts["disk"] else (["avfs-250g"] if quick else ["avfs-250g", "nvr-8t"])
+    stacks = opts["stacks"] or (QUICK_STACKS if quick else list(STACKS))
+    exps = opts["experiments"] or (QUICK_EXPERIMENTS if quick else list(EXPERIMENTS))
+    for s in stacks:
+        if s not in STACKS:
+            raise SystemExit(f"unknown stack {s!r}; the stacks are: {', '.join(STACKS)}")
+    for e in exps:
+        if e not in EXPERIMENTS:
+            raise SystemExit(f"unknown experiment {e!r}; the experiments are: {', '.join(EXPERIMENTS)}")
+    os.makedirs(WORK, exist_ok=True)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    try:
+        for disk in disks:
+            for exp in exps:
+                on, runs = EXPERIMENTS[exp]
+                if disk not in on:
+                    continue
+                for stack in stacks:
+                    if runs is None:
+                        search(disk, stack, exp, 4)
+                    else:
+                        for run, args in runs(quick):
+                            run_one(disk, stack, exp, ("quick-" if quick else "") + run, args)
+    except (KeyboardInterrupt, Stop) as e:
+        print(f"interrupted ({e or 'SIGINT'}): cleaning up; finished runs are kept", file=sys.stderr)
+        clean()
+        raise SystemExit(130)
+    finally:
+        clean(quiet=True)
+
+
+# ---------------------------------------------------------------- rendering
+
+def load(disk, stack, exp, run):
+    p = os.path.join(DATA, disk, stack, exp, run, "report.json")
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        return json.load(f)
+
+def runs_of(disk, stack, exp):
+    d = os.path.join(DATA, disk, stack, exp)
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+def fmt(v, spec="{:.0f}"):
+    return "n/a" if v is None else spec.format(v)
+
+def energy_per_hour(r):
+    e, t = r.get("disk_energy_j"), r.get("duration_s")
+    return None if e is None or not t else e / t * 3600 / 1000   # kJ per hour
+
+def row(stack, r):
+    if r is None:
+        return f"| {stack} | not run yet | | | | | | |"
+    m = r.get("margin_ms") or {}
+    u = r.get("utilization")
+    return (f"| {stack} | {r.get('deadline_misses')} | {fmt(m.get('min'))} | {fmt(m.get('p0001'))} | {fmt(m.get('p001'))} | "
+            f"{fmt(None if u is None else 100 * u, '{:.1f}%')} | {fmt(energy_per_hour(r), '{:.1f}')} | "
+            f"{r['kcompare_emulator'].get('late_commands', 'n/a') if 'kcompare_emulator' in r else 'n/a'} |")
+
+HEAD = ("| stack | misses | min margin (ms) | 0.01% margin (ms) | 0.1% margin (ms) | utilization | disk energy (kJ/h) | late commands |\n"
+        "|---|---|---|---|---|---|---|---|")
+
+def cdf_curve(disk, stack, exp, run):
+    p = os.path.join(DATA, disk, stack, exp, run, "plot", "margin_cdf.csv")
+    if not os.path.exists(p):
+        return None
+    with open(p) as f:
+        rows = [l.split(",") for l in f.read().splitlines()[1:] if l.strip()]
+    return [(float(x), float(y)) for x, y in rows]
+
+METHOD = """\
+## Method
+
+**The disk.** Every stack runs on the same emulated hard disk: `dvrfs emulate`
+([emulate.md](emulate.md)) serves a sparse image of the model's full capacity as one FUSE
+file with direct I/O, puts a loop device on it (`--direct-io=on`, `rotational` 1) and
+completes every command when the disk model (`disk/hdd.rs`, the code `dvrfs sim
+--device-model` uses) says the disk would finish it, behind a 32-command NCQ (SPTF with a
+500 ms age limit) as a SATA disk has. Nothing caches the disk below the loop device.
+`avfs-250g` is the AVFS paper's 2007 250 GB disk, `nvr-8t` an 8 TB NVR disk
+([disk-models.md](disk-models.md)).
+
+**Who measures what.** The workload is the one `dvrfs sim` and `dvrfs bench` run (the
+same stream clients, deadlines, seeds and best-effort generators): `dvrfs bench --dir`
+runs it through POSIX calls, a thread per stream, on a kernel file system; `dvrfs bench
+/dev/loopN` runs dvrfs itself (the mixer, one command at a time) on the same loop
+device. Misses and margins are each client's own (a request's completion is the moment
+its call returned). Utilization (busy time over the run) and disk energy come from the
+emulator's meter for every stack alike, so they are measured the same way for the kernel
+and for dvrfs. The `late commands` column counts the emulator's replies that the host
+made more than 1 ms late: a run with many of them measured the host as well as the disk.
+
+**Every run from scratch.** Each run gets a fresh image, a fresh emulator and loop
+device, `mkfs` with the emulator's timing off (at host speed), the mount and the sysfs
+settings, then the bench's own preparation: the file system filled to 80% with
+recordings of zeros (the emulator keeps zeros sparse) with timing off, the page cache
+dropped, timing on, the measurement. So no run inherits another's layout or the drive's
+state.
+
+**The tuning: what each stack's best users would do.**
+
+- Mount with `noatime` (a playback then writes nothing), read-ahead 4 MiB
+  (`blockdev --setra 8192`), stream threads in the real-time I/O class (`--ioprio rt`,
+  which BFQ serves first and mq-deadline honours). `ext4-deadline-untuned` has none of
+  this: it is what a recorder gets from the distribution's defaults.
+- ext4 and ext3: `mkfs -T largefile4` (one inode per 4 MiB: a video store holds few
+  large files) and the inode tables written at mkfs (`lazy_itable_init=0`), so that the
+  kernel's lazy initialisation does not write during a measurement. Delayed allocation
+  (ext4's default) keeps buffered recordings contiguous.
+- XFS: an extent-size hint of 64 MiB on the bench directory (`xfs_io -c 'extsize 64m'`,
+  inherited by the files and the directory the bench creates in it), so each recording
+  grows in 64 MiB extents however the writes of concurrent recordings interleave.
+  `filestreams` was considered and not used: it places each *directory's* files in an
+  allocation group of their own, and the bench writes every stream into one directory,
+  so it would put the concurrent recordings together rather than apart.
+- btrfs: `noatime`; its defaults otherwise (data checksums, copy-on-write).
+- BFQ with its defaults (`low_latency` 1) and with `low_latency` 0; mq-deadline, Kyber
+  and `none` with theirs.
+- dvrfs: `dvrfs bench /dev/loopN` with its defaults (mixer, ZRR allocation), the loop
+  device's elevator `none` (dvrfs schedules itself) and one command at a time.
+
+**Durations.** A margin-CDF run lasts 20 stream-minutes and at least 3 minutes
+(`max(180 s, 1200 s / streams)`: 2r0w 10 min, 4r0w 5 min, 8r0w 3 min), so a stream that
+glitched once every ten minutes would show about two glitches. The searches (most
+streams with zero misses) probe each count for 3 minutes: doubling from 4 until a probe
+misses, then bisecting; the mix at N streams is N/2 playbacks and N/2 recordings (the odd
+one a playback), with and without a greedy reader beside them; on `nvr-8t`, N recordings
+at 4 Mbit/s beside two playbacks (`2r,Nw@4M`). Ten file sets (Fig. 14): 4r2w with seeds
+1-10, 60 s each; age (Fig. 16): 4r2w after 0, 5, 10 and 20 record-and-delete cycles,
+120 s each; the delete (Fig. 17) and the photos (Fig. 18): 180 s.
+
+**Energy per hour** is the emulator's `energy_j` over the measured run, scaled to an
+hour (kJ per hour), from the 4r2w and 8r0w margin-CDF runs.
+"""
+
+def cmd_render():
+    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    os.makedirs(PLOTS, exist_ok=True)
+    L = []
+    w = L.append
+    w("# dvrfs against the kernel: the AVFS experiments on an emulated disk")
+    w("")
+    w(f"<!-- Generated by `python3 scripts/kernel_compare.py render` at commit `{rev}` on {datetime.date.today()}. -->")
+    w(f"<!-- Do not edit by hand: the method text is METHOD in scripts/kernel_compare.py; the rest comes from {os.path.relpath(DATA, ROOT) if DATA.startswith(ROOT) else DATA}/. -->")
+    w("")
+    w("The runs: `scripts/kernel-compare.sh` (which is `sudo python3 scripts/kernel_compare.py run` then "
+      "`python3 scripts/kernel_compare.py render`). A figure in a table was measured; a row that says "
+      "\"not run yet\" has no run in the data directory. Every run's exact commands (image, emulator, mkfs, "
+      "mount, sysfs, bench) are in `docs/kernel-compare/data/<disk>/<stack>/<experiment>/<run>/commands.txt` "
+      "beside its JSON report and margin CDF.")
+    w("")
+    w(METHOD)
+    w("## The stacks")
+    w("")
+    w("| stack | file system | mkfs | mount | elevator (knobs) | read-ahead | I/O class | why |")
+    w("|---|---|---|---|---|---|---|---|")
+    for k, s in STACKS.items():
+        w(f"| {k} | {s['fs'] or 'dvrfs'} | `{' '.join(s['mkfs'])}` | {s['mount'] or ''}"
+          f"{' + extsize ' + s['extsize'] if s.get('extsize') else ''} | {s['sched']} "
+          f"{' '.join(f'{a}={b}' for a, b in s['knobs'].items())} | {'4 MiB' if s['ra'] else 'default'} | "
+          f"{'rt' if s['rt'] else 'default'} | {s['why']} |")
+    w("")
+    for disk in ("avfs-250g", "nvr-8t"):
+        render_disk(disk, w)
+    render_quick(w)
+    with open(DOC, "w") as f:
+        f.write("\n".join(L) + "\n")
+    print(f"wrote {DOC}")
+
+def render_disk(disk, w):
+    stacks = list(STACKS)
+    w(f"## {disk}")
+    w("")
+    w("### Margin CDFs (AVFS Fig. 12-13)")
+    w("")
+    for wl in PAPER:
+        curves = [(s, c) for s in stacks for c in [cdf_curve(disk, s, "cdf", wl)] if c]
+        w(f"**{wl}**, {duration_s(wl)} s per run: `dvrfs bench --dir MNT --workload {wl} --duration {duration_s(wl)}s "
+          f"--ioprio rt --json --plot DIR` (dvrfs: `dvrfs bench /dev/loopN --force --workload {wl} ...`)")
+        w("")
+        if curves:
+            name = f"margin_cdf_{disk}_{wl}.svg"
+            combined_cdf(wl, curves, os.path.join(PLOTS, name), disk=disk, colors=MANY_COLORS)
+            w(f"![{wl} margin CDFs](kernel-compare/{name})")
+            w("")
+        w(HEAD)
+        for s in stacks:
+            w(row(s, load(disk, s, "cdf", wl)))
+        w("")
+    if disk == "avfs-250g":
+        series_chart(disk, stacks, w, "fileset", [f"seed{s}" for s in range(1, 11)], list(range(1, 11)),
+                     "Utilization over ten random file sets (Fig. 14): 4r2w, seeds 1-10, 60 s each",
+                     "seed", "--workload 4r2w --seed S --duration 60s")
+        series_chart(disk, stacks, w, "age", [f"age{a}" for a in (0, 5, 10, 20)], [0, 5, 10, 20],
+                     "Utilization over age (Fig. 16): 4r2w, 120 s each", "record-and-delete cycles",
+                     "--workload 4r2w --age A --duration 120s")
+        single(disk, stacks, w, "delete", "2r0w", "A 20 GB delete during 2r0w (Fig. 17)",
+               "--workload 2r0w --best-effort delete --duration 180s")
+        single(disk, stacks, w, "photos", "2r2w", "100 photos copied during 2r2w (Fig. 18)",
+               "--workload 2r2w --best-effort photos --duration 180s")
+    w("### The most streams with zero misses")
+    w("")
+    exps = ["maxstreams", "maxstreams-greedy"] + (["nvr-rec"] if disk == "nvr-8t" else [])
+    w("| stack | " + " | ".join({"maxstreams": "N/2 r + N/2 w", "maxstreams-greedy": "the same beside a greedy reader",
+                                  "nvr-rec": "recordings at 4 Mbit/s beside 2 playbacks"}[e] for e in exps) + " |")
+    w("|---|" + "---|" * len(exps))
+    for s in stacks:
+        w(f"| {s} | " + " | ".join(search_result(disk, s, e) for e in exps) + " |")
+    w("")
+    w(f"Each probe: `dvrfs bench --dir MNT --workload <mix> --duration {SEARCH_S}s [--best-effort greedy-read] --ioprio rt --json`; "
+      "a count is carried when its probe had zero misses and no stopped recording. "
+      "\"at least N\" means the search is not finished.")
+    w("")
+    w("### Disk energy per hour")
+    w("")
+    w("| stack | 4r2w (kJ/h) | 8r0w (kJ/h) |")
+    w("|---|---|---|")
+    for s in stacks:
+        cells = []
+        for wl in ("4r2w", "8r0w"):
+            r = load(disk, s, "cdf", wl)
+            cells.append("not run yet" if r is None else fmt(energy_per_hour(r), "{:.1f}"))
+        w(f"| {s} | " + " | ".join(cells) + " |")
+    w("")
+
+def render_quick(w):
+    """The smoke runs (`run --quick`), apart: 30 s runs are not for conclusions."""
+    rows = [(disk, s, run, load(disk, s, "cdf", run)) for disk in ("avfs-250g", "nvr-8t") for s in STACKS
+            for run in runs_of(disk, s, "cdf") if run.startswith("quick-")]
+    w("## Quick runs")
+    w("")
+    w("`kernel_compare.py run --quick`: 30-second runs that check the machinery works; too short "
+      "to compare stacks (a glitch every ten minutes would not show).")
+    w("")
+    if not rows:
+        w("None in the data directory.")
+        w("")
+        return
+    w(HEAD.replace("| stack |", "| disk | workload | stack |", 1).replace("|---|", "|---|---|---|", 1))
+    for disk, s, run, r in rows:
+        w(f"| {disk} | {run[len('quick-'):]} " + row(s, r))
+    w("")
+
+def series_chart(disk, stacks, w, exp, runs, xs, title, xlabel, args):
+    w(f"### {title}")
+    w("")
+    w(f"`dvrfs bench --dir MNT {args} --ioprio rt --json`")
+    w("")
+    series = []
+    w("| stack | " + " | ".join(str(x) for x in xs) + " |")
+    w("|---|" + "---|" * len(xs))
+    for s in stacks:
+        us = [(load(disk, s, exp, r) or {}).get("utilization") for r in runs]
+        w(f"| {s} | " + " | ".join("not run yet" if u is None else f"{100 * u:.1f}%" for u in us) + " |")
+        if all(u is not None for u in us):
+            series.append((s, us))
+    w("")
+    if series:
+        name = f"{exp}_{disk}.svg"
+        line_chart(title.split(":")[0], xlabel, "utilization", xs, series, os.path.join(PLOTS, name), ylo=0, colors=MANY_COLORS)
+        w(f"![{title}](kernel-compare/{name})")
+        w("")
+
+def single(disk, stacks, w, exp, run, title, args):
+    w(f"### {title}")
+    w("")
+    w(f"`dvrfs bench --dir MNT {args} --ioprio rt --json --plot DIR`")
+    w("")
+    curves = [(s, c) for s in stacks for c in [cdf_curve(disk, s, exp, run)] if c]
+    if curves:
+        name = f"margin_cdf_{disk}_{exp}.svg"
+        combined_cdf(run, curves, os.path.join(PLOTS, name), label=title, disk=disk, colors=MANY_COLORS)
+        w(f"![{title}](kernel-compare/{name})")
+        w("")
+    w(HEAD[:-1] + " best-effort Mbit/s |\n" + HEAD.split("\n")[1] + "---|")
+    for s in stacks:
+        r = load(disk, s, exp, run)
+        w(row(s, r) + ("" if r is None else f" {fmt(r.get('be_throughput_mbps'), '{:.1f}')} |"))
+    w("")
+
+def search_result(disk, stack, exp):
+    runs = runs_of(disk, stack, exp)
+    if not runs:
+        return "not run yet"
+    res = {int(r[1:]): carried(load(disk, stack, exp, r)) for r in runs if r.startswith("N") and load(disk, stack, exp, r)}
+    ok = [n for n, c in res.items() if c]
+    best = max(ok, default=0)
+    done = (best + 1) in res and not res[best + 1]
+    return f"{best}" if done else f"at least {best}"
+
+def parse(argv):
+    opts = dict(quick=False, disk=None, stacks=None, experiments=None)
+    it = iter(argv)
+    for a in it:
+        if a == "--quick":
+            opts["quick"] = True
+        elif a in ("--disk", "--stacks", "--experiments", "--data"):
+            v = next(it, None)
+            if v is None:
+                raise SystemExit(f"{a} needs a value")
+            if a == "--disk":
+                if v not in ("avfs-250g", "nvr-8t"):
+                    raise SystemExit(f"--disk {v}: the disks are avfs-250g and nvr-8t")
+                opts["disk"] = v
+            elif a == "--data":
+                global DATA
+                DATA = os.path.abspath(v)
+            else:
+                opts[a[2:]] = [x for x in v.split(",") if x]
+        else:
+            raise SystemExit(f"unknown argument {a!r}\n{__doc__.split(chr(10) + chr(10))[1]}")
+    return opts
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("run", "render", "clean"):
+        raise SystemExit(__doc__)
+    opts = parse(sys.argv[2:])
+    if sys.argv[1] == "run":
+        cmd_run(opts)
+    elif sys.argv[1] == "clean":
+        clean()
+        left = leftovers()
+        if left:
+            raise SystemExit("still there: " + "; ".join(w for w, _ in left))
+    else:
+        cmd_render()
+
+if __name__ == "__main__":
+    main()
