@@ -158,11 +158,11 @@ def leftovers():
     """What a previous run left behind, as (what, how to clean it) pairs."""
     out = []
     if is_mount(MNT):
-        out.append((f"{MNT} is mounted", f"umount {MNT}"))
+        out.append((f"a file system mounted on {MNT}", f"umount {MNT}"))
     if is_mount(EMU):
-        out.append((f"the emulator serves {EMU}", f"{BIN} emulate --stop {EMU}"))
+        out.append((f"an emulator serving {EMU}", f"{BIN} emulate --stop {EMU}"))
     if os.path.exists(IMG):
-        out.append((f"{IMG} exists", f"rm {IMG}"))
+        out.append((f"the image {IMG}", f"rm {IMG}"))
     return out
 
 def clean(quiet=False):
@@ -252,24 +252,32 @@ def run_one(disk, stack, exp, run, args):
     plot = os.path.join(d, "plot")
     log, t0 = [], time.time()
     print(f"[{time.strftime('%H:%M:%S')}] {disk} {stack} {exp}/{run}: {' '.join(args)}", flush=True)
+    ok, err = False, None
     try:
         dev = setup(disk, st, log)
         cmd = bench_cmd(st, dev, args, plot)
         r = sh(cmd, log, check=False)
         ok = r.returncode in (0, 3) and r.stdout.strip().startswith("{")
+        err = None if ok else f"exit status {r.returncode}: {r.stderr.strip()}"
         if ok:
             report = json.loads(r.stdout)
             with open(os.path.join(EMU, "stats")) as f:
                 report["kcompare_emulator"] = json.load(f)
         log.append(f"umount {MNT}; dvrfs emulate --stop {EMU}")
+    except (RuntimeError, OSError) as e:   # a setup step failed: this run fails, the others go on
+        err = str(e)
     finally:
         clean(quiet=True)
+        left = leftovers()
+        if left:   # never start the next run on top of this one's remains
+            raise SystemExit("could not clean up after the run: " + "; ".join(w for w, _ in left)
+                             + ".\nClean up with: " + " && ".join(c for _, c in left))
     with open(os.path.join(d, "commands.txt"), "w") as f:
         f.write("\n".join(log) + "\n")
     if not ok:
         with open(os.path.join(d, "error.txt"), "w") as f:
-            f.write(f"exit status {r.returncode}\n{r.stderr}\n")
-        print(f"    failed ({r.returncode}): {r.stderr.strip()[-300:]}", flush=True)
+            f.write(err + "\n")
+        print(f"    failed: {err[-400:]}", flush=True)
         return None
     report["kcompare"] = dict(disk=disk, stack=stack, experiment=exp, run=run, wall_s=round(time.time() - t0, 1),
                               bench_args=args, command=" ".join(cmd).replace(BIN, "dvrfs"))
@@ -326,6 +334,7 @@ def cmd_run(opts):
         if e not in EXPERIMENTS:
             raise SystemExit(f"unknown experiment {e!r}; the experiments are: {', '.join(EXPERIMENTS)}")
     os.makedirs(WORK, exist_ok=True)
+    signal.signal(signal.SIGINT, on_signal)    # also when started in the background, where SIGINT is ignored
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
     try:
@@ -448,6 +457,31 @@ one a playback), with and without a greedy reader beside them; on `nvr-8t`, N re
 at 4 Mbit/s beside two playbacks (`2r,Nw@4M`). Ten file sets (Fig. 14): 4r2w with seeds
 1-10, 60 s each; age (Fig. 16): 4r2w after 0, 5, 10 and 20 record-and-delete cycles,
 120 s each; the delete (Fig. 17) and the photos (Fig. 18): 180 s.
+
+**Running it.**
+
+    cargo build --release -p dvrfs-cli
+    sudo scripts/kernel-compare.sh                       # everything: days (below)
+    sudo scripts/kernel-compare.sh --disk avfs-250g --stacks ext4-bfq,dvrfs --experiments cdf
+    sudo scripts/kernel-compare.sh --quick               # smoke: ext4-deadline and dvrfs, 2 x 30 s each
+    python3 scripts/kernel_compare.py render             # the document again, from the data
+    sudo python3 scripts/kernel_compare.py clean         # what a killed run left behind
+
+`run` is resumable: each finished run's `report.json` is kept and never redone, so the
+comparison can be stopped at any time (Ctrl-C, SIGTERM: it unmounts, stops the emulator,
+which detaches the loop device, and removes the image) and continued in another session.
+It refuses to start over the remains of a run it could not clean up (a power cut), and
+says which commands remove them. It needs 5 GiB free in `/var/tmp` (the image is
+sparse: it stores the file system's metadata, not the zeros of the fill). A run that
+fails (a setup step, or the bench exiting with an error) leaves `error.txt` beside its
+`commands.txt` and is tried again next time; the others go on.
+
+What it costs: on `avfs-250g` the 80% fill is about 190 GB of zeros written at the
+emulator's host speed, 110 to 155 s per run on this 2-CPU VM, so a margin-CDF run of
+3 minutes takes about 6. One stack's share of the whole list is about 3 to 4 hours on
+`avfs-250g`; on `nvr-8t` an 80% fill is 6.4 TB of zeros, about an hour per run at that
+speed, which is why the `nvr-8t` rows need a fill that is reused between runs (not
+there yet).
 
 **Energy per hour** is the emulator's `energy_j` over the measured run, scaled to an
 hour (kJ per hour), from the 4r2w and 8r0w margin-CDF runs.
