@@ -25,6 +25,7 @@ METHOD text below; everything else in the document is generated.
 import datetime, json, os, re, shutil, signal, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.dont_write_bytecode = True   # no scripts/__pycache__ in the work tree
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from svgcharts import combined_cdf, line_chart, MANY_COLORS  # noqa: E402
 
@@ -167,6 +168,11 @@ def leftovers():
 
 def clean(quiet=False):
     """Unmount, stop the emulator (which detaches its loop device), remove the image."""
+    if is_mount(EMU):   # untimed, the write-back of an interrupted run's dirty pages takes seconds, not hours
+        try:
+            set_timing(False)
+        except OSError:
+            pass
     for _ in range(5):
         if not is_mount(MNT):
             break
@@ -224,6 +230,14 @@ def setup(disk, st, log):
     sh([f"mkfs.{st['fs']}", *(["-q"] if st["fs"].startswith("ext") else ["-f", "-q"] if st["fs"] == "xfs" else ["-f", "-q"]),
         *st["mkfs"], dev], log)
     sh(["mount", "-t", st["fs"], "-o", st["mount"], dev, MNT], log)
+    if os.stat(MNT).st_dev != os.stat(dev).st_rdev:
+        # `bench --dir` finds the emulator through the file system's device number; btrfs
+        # reports an anonymous one (0:N), so the bench would fill at the disk's speed and
+        # report no utilization: fail the run now rather than after hours.
+        d = os.stat(MNT).st_dev
+        raise RuntimeError(f"{st['fs']} on {dev} reports device {os.major(d)}:{os.minor(d)}, not the loop device's: "
+                           "dvrfs bench --dir cannot find the emulator under it (it would fill at the disk's speed "
+                           "and report no utilization); bench --dir needs to find the device from the mount table")
     if st.get("extsize"):
         sh(["xfs_io", "-c", f"extsize {st['extsize']}", MNT], log)
     log.append(f"echo on > {EMU}/timing")
@@ -261,6 +275,9 @@ def run_one(disk, stack, exp, run, args):
         err = None if ok else f"exit status {r.returncode}: {r.stderr.strip()}"
         if ok:
             report = json.loads(r.stdout)
+            if report.get("utilization") is None:   # every stack is metered by the emulator, or the run is void
+                ok, err = False, f"the bench did not read the emulator's meter: {report.get('utilization_unknown_because')}"
+        if ok:
             with open(os.path.join(EMU, "stats")) as f:
                 report["kcompare_emulator"] = json.load(f)
         log.append(f"umount {MNT}; dvrfs emulate --stop {EMU}")
@@ -284,6 +301,9 @@ def run_one(disk, stack, exp, run, args):
     with open(rep + ".tmp", "w") as f:
         json.dump(report, f, indent=1)
     os.replace(rep + ".tmp", rep)
+    for f in ("margin_cdf.svg", "buffer_level.svg", "seek_distance.svg"):   # the CSV is what render draws from;
+        if os.path.exists(os.path.join(plot, f)):                          # the SVGs would make the data 20x larger
+            os.remove(os.path.join(plot, f))
     if os.path.exists(os.path.join(d, "error.txt")):
         os.remove(os.path.join(d, "error.txt"))
     print(f"    {report.get('deadline_misses')} misses, min margin {report.get('margin_ms', {}).get('min')} ms, "
@@ -501,7 +521,7 @@ def cmd_render():
       "`python3 scripts/kernel_compare.py render`). A figure in a table was measured; a row that says "
       "\"not run yet\" has no run in the data directory. Every run's exact commands (image, emulator, mkfs, "
       "mount, sysfs, bench) are in `docs/kernel-compare/data/<disk>/<stack>/<experiment>/<run>/commands.txt` "
-      "beside its JSON report and margin CDF.")
+      "beside its JSON report and `plot/margin_cdf.csv` (the `--plot` margin CDF; the per-run SVGs are not kept).")
     w("")
     w(METHOD)
     w("## The stacks")
