@@ -397,13 +397,29 @@ def energy_per_hour(r):
     e, t = r.get("disk_energy_j"), r.get("duration_s")
     return None if e is None or not t else e / t * 3600 / 1000   # kJ per hour
 
-def row(stack, r):
+def missing(disk, stack, exp, run):
+    """What a table says for a run without a report: it failed (error.txt) or never ran."""
+    p = os.path.join(DATA, disk, stack, exp, run, "error.txt")
+    if not os.path.exists(p):
+        return "not run yet"
+    with open(p) as f:
+        return "failed: " + f.read().strip().splitlines()[0][:160].replace("|", "/")
+
+OWN = " (bench's own)"
+
+def metered_by_bench(r):
+    """A report whose utilization is not the emulator's: `dvrfs bench /dev/loopN` from before it
+    read the emulator's meter (its `disk` then names the device, not the emulated model)."""
+    return "emulated" not in str(r.get("disk"))
+
+def row(stack, r, why="not run yet"):
     if r is None:
-        return f"| {stack} | not run yet | | | | | | |"
+        return f"| {stack} | {why} | | | | | | |"
     m = r.get("margin_ms") or {}
     u = r.get("utilization")
     return (f"| {stack} | {r.get('deadline_misses')} | {fmt(m.get('min'))} | {fmt(m.get('p0001'))} | {fmt(m.get('p001'))} | "
-            f"{fmt(None if u is None else 100 * u, '{:.1f}%')} | {fmt(energy_per_hour(r), '{:.1f}')} | "
+            f"{fmt(None if u is None else 100 * u, '{:.1f}%')}{OWN if metered_by_bench(r) else ''} | "
+            f"{fmt(energy_per_hour(r), '{:.1f}')} | "
             f"{r['kcompare_emulator'].get('late_commands', 'n/a') if 'kcompare_emulator' in r else 'n/a'} |")
 
 HEAD = ("| stack | misses | min margin (ms) | 0.01% margin (ms) | 0.1% margin (ms) | utilization | disk energy (kJ/h) | late commands |\n"
@@ -436,7 +452,9 @@ runs it through POSIX calls, a thread per stream, on a kernel file system; `dvrf
 device. Misses and margins are each client's own (a request's completion is the moment
 its call returned). Utilization (busy time over the run) and disk energy come from the
 emulator's meter for every stack alike, so they are measured the same way for the kernel
-and for dvrfs. The `late commands` column counts the emulator's replies that the host
+and for dvrfs (a utilization marked "(bench's own)" is `dvrfs bench`'s own estimate from a
+build that did not yet read the emulator's meter on a loop device; its energy is then
+"n/a"). The `late commands` column counts the emulator's replies that the host
 made more than 1 ms late: a run with many of them measured the host as well as the disk.
 
 **Every run from scratch.** Each run gets a fresh image, a fresh emulator and loop
@@ -462,7 +480,11 @@ state.
   `filestreams` was considered and not used: it places each *directory's* files in an
   allocation group of their own, and the bench writes every stream into one directory,
   so it would put the concurrent recordings together rather than apart.
-- btrfs: `noatime`; its defaults otherwise (data checksums, copy-on-write).
+- btrfs: `noatime`; its defaults otherwise (data checksums, copy-on-write). Its runs
+  fail for now, on purpose: btrfs reports an anonymous device number (0:N) for its
+  files, so `dvrfs bench --dir` cannot find the emulator under it (it would fill 200 GB
+  at the modelled disk's speed and report no utilization); the runner checks this
+  before the bench and records the reason in the run's `error.txt`.
 - BFQ with its defaults (`low_latency` 1) and with `low_latency` 0; mq-deadline, Kyber
   and `none` with theirs.
 - dvrfs: `dvrfs bench /dev/loopN` with its defaults (mixer, ZRR allocation), the loop
@@ -529,7 +551,8 @@ def cmd_render():
     w("| stack | file system | mkfs | mount | elevator (knobs) | read-ahead | I/O class | why |")
     w("|---|---|---|---|---|---|---|---|")
     for k, s in STACKS.items():
-        w(f"| {k} | {s['fs'] or 'dvrfs'} | `{' '.join(s['mkfs'])}` | {s['mount'] or ''}"
+        w(f"| {k} | {s['fs'] or 'dvrfs'} | {'`' + ' '.join(s['mkfs']) + '`' if s['mkfs'] else '(bench formats)'} | "
+          f"{s['mount'] or 'n/a'}{' (relatime)' if s['mount'] == 'defaults' else ''}"
           f"{' + extsize ' + s['extsize'] if s.get('extsize') else ''} | {s['sched']} "
           f"{' '.join(f'{a}={b}' for a, b in s['knobs'].items())} | {'4 MiB' if s['ra'] else 'default'} | "
           f"{'rt' if s['rt'] else 'default'} | {s['why']} |")
@@ -559,7 +582,7 @@ def render_disk(disk, w):
             w("")
         w(HEAD)
         for s in stacks:
-            w(row(s, load(disk, s, "cdf", wl)))
+            w(row(s, load(disk, s, "cdf", wl), missing(disk, s, "cdf", wl)))
         w("")
     if disk == "avfs-250g":
         series_chart(disk, stacks, w, "fileset", [f"seed{s}" for s in range(1, 11)], list(range(1, 11)),
@@ -593,7 +616,7 @@ def render_disk(disk, w):
         cells = []
         for wl in ("4r2w", "8r0w"):
             r = load(disk, s, "cdf", wl)
-            cells.append("not run yet" if r is None else fmt(energy_per_hour(r), "{:.1f}"))
+            cells.append(missing(disk, s, "cdf", wl) if r is None else fmt(energy_per_hour(r), "{:.1f}"))
         w(f"| {s} | " + " | ".join(cells) + " |")
     w("")
 
@@ -612,7 +635,7 @@ def render_quick(w):
         return
     w(HEAD.replace("| stack |", "| disk | workload | stack |", 1).replace("|---|", "|---|---|---|", 1))
     for disk, s, run, r in rows:
-        w(f"| {disk} | {run[len('quick-'):]} " + row(s, r))
+        w(f"| {disk} | {run[len('quick-'):]} " + row(s, r, missing(disk, s, "cdf", run)))
     w("")
 
 def series_chart(disk, stacks, w, exp, runs, xs, title, xlabel, args):
@@ -649,7 +672,7 @@ def single(disk, stacks, w, exp, run, title, args):
     w(HEAD[:-1] + " best-effort Mbit/s |\n" + HEAD.split("\n")[1] + "---|")
     for s in stacks:
         r = load(disk, s, exp, run)
-        w(row(s, r) + ("" if r is None else f" {fmt(r.get('be_throughput_mbps'), '{:.1f}')} |"))
+        w(row(s, r, missing(disk, s, exp, run)) + ("" if r is None else f" {fmt(r.get('be_throughput_mbps'), '{:.1f}')} |"))
     w("")
 
 def search_result(disk, stack, exp):
