@@ -22,7 +22,7 @@ renamed), and a run whose `report.json` exists is never run again; a killed run 
 figure that is not in DATA is "not run yet", never invented. The method section is the
 METHOD text below; everything else in the document is generated.
 """
-import datetime, json, os, re, shutil, signal, subprocess, sys, time
+import datetime, fcntl, json, os, re, shutil, signal, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True   # no scripts/__pycache__ in the work tree
@@ -334,11 +334,29 @@ def search(disk, stack, exp, start):
             hi = m
     return lo
 
+LOCK = []
+
+def take_lock():
+    """One runner (or clean) at a time: a flock on WORK/lock, held until the process exits."""
+    os.makedirs(WORK, exist_ok=True)
+    lock = open(os.path.join(WORK, "lock"), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        raise SystemExit(f"another kernel_compare.py run is in progress (pid {lock.read().strip() or '?'}); "
+                         "wait for it, or stop it with kill -INT PID (it cleans up)")
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
+    LOCK.append(lock)
+
 def cmd_run(opts):
     if os.geteuid() != 0:
         raise SystemExit("kernel_compare.py run needs root (loop devices, mounts, sysfs)")
     if not os.access(BIN, os.X_OK):
         raise SystemExit(f"no dvrfs binary at {BIN}: cargo build --release -p dvrfs-cli, or set DVRFS_BIN")
+    take_lock()
     left = leftovers()
     if left:
         raise SystemExit("a previous run left " + "; ".join(w for w, _ in left) + ".\nClean up with: "
@@ -715,6 +733,7 @@ def main():
     if sys.argv[1] == "run":
         cmd_run(opts)
     elif sys.argv[1] == "clean":
+        take_lock()
         clean()
         left = leftovers()
         if left:
