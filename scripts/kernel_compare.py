@@ -544,7 +544,9 @@ speed, which is why the `nvr-8t` rows need a fill that is reused between runs (n
 there yet).
 
 **Energy per hour** is the emulator's `energy_j` over the measured run, scaled to an
-hour (kJ per hour), from the 4r2w and 8r0w margin-CDF runs.
+hour (kJ per hour), from the 4r2w and 8r0w margin-CDF runs. "n/a" in an energy column: the
+report has no `disk_energy_j` (a `dvrfs` build from before the emulator metered energy, or
+the dvrfs stack before `bench /dev/loopN` read the emulator's meter).
 """
 
 def cmd_render():
