@@ -230,14 +230,6 @@ def setup(disk, st, log):
     sh([f"mkfs.{st['fs']}", *(["-q"] if st["fs"].startswith("ext") else ["-f", "-q"] if st["fs"] == "xfs" else ["-f", "-q"]),
         *st["mkfs"], dev], log)
     sh(["mount", "-t", st["fs"], "-o", st["mount"], dev, MNT], log)
-    if os.stat(MNT).st_dev != os.stat(dev).st_rdev:
-        # `bench --dir` finds the emulator through the file system's device number; btrfs
-        # reports an anonymous one (0:N), so the bench would fill at the disk's speed and
-        # report no utilization: fail the run now rather than after hours.
-        d = os.stat(MNT).st_dev
-        raise RuntimeError(f"{st['fs']} on {dev} reports device {os.major(d)}:{os.minor(d)}, not the loop device's: "
-                           "dvrfs bench --dir cannot find the emulator under it (it would fill at the disk's speed "
-                           "and report no utilization); bench --dir needs to find the device from the mount table")
     if st.get("extsize"):
         sh(["xfs_io", "-c", f"extsize {st['extsize']}", MNT], log)
     log.append(f"echo on > {EMU}/timing")
@@ -498,11 +490,9 @@ state.
   `filestreams` was considered and not used: it places each *directory's* files in an
   allocation group of their own, and the bench writes every stream into one directory,
   so it would put the concurrent recordings together rather than apart.
-- btrfs: `noatime`; its defaults otherwise (data checksums, copy-on-write). Its runs
-  fail for now, on purpose: btrfs reports an anonymous device number (0:N) for its
-  files, so `dvrfs bench --dir` cannot find the emulator under it (it would fill 200 GB
-  at the modelled disk's speed and report no utilization); the runner checks this
-  before the bench and records the reason in the run's `error.txt`.
+- btrfs: `noatime`; its defaults otherwise (data checksums, copy-on-write). Its files
+  report an anonymous device number (one per subvolume), so `dvrfs bench --dir` finds
+  the loop device under it through the mount point in `/proc/self/mountinfo`.
 - BFQ with its defaults (`low_latency` 1) and with `low_latency` 0; mq-deadline, Kyber
   and `none` with theirs.
 - dvrfs: `dvrfs bench /dev/loopN` with its defaults (mixer, ZRR allocation), the loop

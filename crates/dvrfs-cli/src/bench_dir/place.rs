@@ -7,6 +7,7 @@
 //! `bench TARGET` shares (`crate::emulated`). Nothing here guesses: what cannot be
 //! found out is `None`, with the reason.
 
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -52,6 +53,51 @@ fn mount_of(mountinfo: &str, maj: u64, min: u64) -> Option<(String, String)> {
         .next_back()
 }
 
+/// The mountinfo line of the mount `path` (canonical) is under: the deepest mount
+/// point that contains it, the last mounted there. For btrfs, whose `stat` device
+/// (one anonymous number per subvolume) is not the one mountinfo lists.
+fn mount_under(mountinfo: &str, path: &Path) -> Option<(String, String)> {
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let point = unescape(l.split(' ').nth(4)?);
+            let rest = l.split(" - ").nth(1)?;
+            let mut f = rest.split(' ');
+            let fs = f.next()?.to_string();
+            let source = f.next()?.to_string();
+            path.starts_with(&point).then_some((point, source, fs))
+        })
+        // Deepest point; among equals the last one (it hides the earlier).
+        .fold(None::<(PathBuf, String, String)>, |best, m| match &best {
+            Some(b) if b.0.components().count() > m.0.components().count() => best,
+            _ => Some(m),
+        })
+        .map(|(_, source, fs)| (source, fs))
+}
+
+/// A mountinfo path field: spaces, tabs, newlines and backslashes come octal-escaped.
+fn unescape(field: &str) -> PathBuf {
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], oct) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
 /// The whole block device holding `maj:min` (a partition's parent), by name.
 fn block_device(maj: u64, min: u64, source: Option<&str>) -> Option<String> {
     let sys = PathBuf::from(format!("/sys/dev/block/{maj}:{min}"));
@@ -74,9 +120,9 @@ pub fn find(path: &Path) -> Place {
         libc::major(meta.dev()) as u64,
         libc::minor(meta.dev()) as u64,
     );
-    let mount = std::fs::read_to_string("/proc/self/mountinfo")
-        .ok()
-        .and_then(|m| mount_of(&m, maj, min));
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let canon = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mount = mount_of(&info, maj, min).or_else(|| mount_under(&info, &canon));
     place.fs_type = mount.as_ref().map(|(_, fs)| fs.clone());
     place.device = block_device(maj, min, mount.as_ref().map(|(s, _)| s.as_str()));
     let Some(dev) = place.device.clone() else {
@@ -105,6 +151,27 @@ mod tests {
             Some("mq-deadline")
         );
         assert_eq!(active_scheduler("none\n"), None);
+    }
+
+    #[test]
+    fn a_btrfs_mount_is_found_by_its_mount_point() {
+        // btrfs: stat gives 0:40 under /b, mountinfo lists 0:39.
+        let info = "22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+                    43 22 0:39 / /b rw - btrfs /dev/loop4 rw\n\
+                    44 22 0:50 / /b\\040c rw - tmpfs none rw\n";
+        assert_eq!(mount_of(info, 0, 40), None);
+        assert_eq!(
+            mount_under(info, Path::new("/b/dvrfs-bench")),
+            Some(("/dev/loop4".into(), "btrfs".into()))
+        );
+        assert_eq!(
+            mount_under(info, Path::new("/b c/x")),
+            Some(("none".into(), "tmpfs".into()))
+        );
+        assert_eq!(
+            mount_under(info, Path::new("/srv")),
+            Some(("/dev/sda1".into(), "ext4".into()))
+        );
     }
 
     #[test]
