@@ -679,7 +679,8 @@ def single(disk, stacks, w, exp, run, title, args):
         combined_cdf(run, curves, os.path.join(PLOTS, name), label=title, disk=disk, colors=MANY_COLORS)
         w(f"![{title}](kernel-compare/{name})")
         w("")
-    w(HEAD[:-1] + " best-effort Mbit/s |\n" + HEAD.split("\n")[1] + "---|")
+    head, rule = HEAD.split("\n")
+    w(head + " best-effort Mbit/s |\n" + rule + "---|")
     for s in stacks:
         r = load(disk, s, exp, run)
         w(row(s, r, missing(disk, s, exp, run)) + ("" if r is None else f" {fmt(r.get('be_throughput_mbps'), '{:.1f}')} |"))
