@@ -6,13 +6,15 @@ dvrfs, all on the same emulated hard disk (`dvrfs emulate`, docs/emulate.md).
     python3 scripts/kernel_compare.py run [--quick] [--disk avfs-250g|nvr-8t] [--stacks a,b]
                                           [--experiments e1,e2] [--data DIR]
     python3 scripts/kernel_compare.py render [--data DIR]
-    python3 scripts/kernel_compare.py clean      (what a killed run left: mounts, loop device, image)
+    python3 scripts/kernel_compare.py clean [--gold]  (what a killed run left: mounts, loop device,
+                                                       image; --gold: the filled images too)
 
 `run` needs root and one `dvrfs` binary (DVRFS_BIN, else target/release/dvrfs). Every run
-gets a fresh sparse image of the model's capacity, the emulator with its loop device, a
-fresh file system made and mounted with the stack's tuning, the loop device's scheduler and
-read-ahead set in sysfs, then one `dvrfs bench --dir` (or `dvrfs bench /dev/loopN` for
-dvrfs). Its JSON, its `--plot` output and the exact commands go to
+gets a sparse copy of a filled image (made once per file system and fill: mkfs, mount and
+`dvrfs bench --dir --fill-only` with the emulator's timing off; see gold()), the emulator
+with its loop device, the loop device's scheduler and read-ahead set in sysfs, the mount
+with the stack's tuning, then one `dvrfs bench --dir --reuse-fill` (or, for dvrfs, a
+fresh image and `dvrfs bench /dev/loopN`). Its JSON, its `--plot` output and the exact commands go to
 DATA/<disk>/<stack>/<experiment>/<run>/. The invariant that makes it resumable: a run
 directory holds `report.json` only if the run completed (written to a temporary name and
 renamed), and a run whose `report.json` exists is never run again; a killed run leaves no
@@ -22,7 +24,7 @@ renamed), and a run whose `report.json` exists is never run again; a killed run 
 figure that is not in DATA is "not run yet", never invented. The method section is the
 METHOD text below; everything else in the document is generated.
 """
-import datetime, fcntl, json, os, re, shutil, signal, subprocess, sys, time
+import datetime, fcntl, hashlib, json, os, re, shutil, signal, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True   # no scripts/__pycache__ in the work tree
@@ -35,19 +37,21 @@ PLOTS = os.path.join(ROOT, "docs", "kernel-compare")
 DATA = os.path.join(PLOTS, "data")
 WORK = "/var/tmp/dvrfs-kcompare"          # image, emulator mount, file system mount
 IMG, EMU, MNT = (os.path.join(WORK, n) for n in ("disk.img", "emu", "fs"))
+GOLD = "/var/tmp/dvrfs-kcompare-gold"     # filled images, one per file system and fill (see gold())
 MIN_FREE = 5 << 30                         # bytes free in /var/tmp needed to start a run
 RA_SECTORS = 8192                          # the tuned read-ahead: 4 MiB (blockdev --setra)
 
 # The stacks. fs: the file system (None: dvrfs itself on the loop device); mkfs, mount:
 # the commands' extra arguments; sched and knobs: the loop device's elevator and its
 # queue/iosched files; ra: read-ahead in 512-byte sectors (None: the kernel's default);
-# rt: stream threads in the real-time I/O class (`--ioprio rt`); why: one line of rationale.
+# rt: stream threads in the real-time I/O class (`--ioprio rt`); bench: more bench flags;
+# exps: the experiments it runs (default: all); why: one line of rationale.
 EXT4_MKFS = ["-T", "largefile4", "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"]
 STACKS = {
     "ext4-deadline": dict(fs="ext4", mkfs=EXT4_MKFS, mount="noatime", sched="mq-deadline", knobs={}, ra=RA_SECTORS, rt=True,
                           why="the default elevator of a SATA disk, with the tuning of an expert"),
     "ext4-deadline-untuned": dict(fs="ext4", mkfs=["-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"], mount="defaults",
-                                  sched="mq-deadline", knobs={}, ra=None, rt=False,
+                                  sched="mq-deadline", knobs={}, ra=None, rt=False, exps=("cdf", "photos"),
                                   why="what a recorder gets out of the box: relatime, 128 KiB read-ahead, best-effort I/O class"),
     "ext4-bfq": dict(fs="ext4", mkfs=EXT4_MKFS, mount="noatime", sched="bfq", knobs={}, ra=RA_SECTORS, rt=True,
                      why="BFQ (CFQ's successor) with its defaults (low_latency on); it serves the real-time class first"),
@@ -67,8 +71,11 @@ STACKS = {
                       why="the same btrfs under BFQ"),
     "ext3-bfq": dict(fs="ext3", mkfs=["-T", "largefile4", "-E", "nodiscard"], mount="noatime", sched="bfq", knobs={}, ra=RA_SECTORS, rt=True,
                      why="the paper's baseline layout (ext3, block-mapped files) under CFQ's successor"),
-    "ext3-deadline": dict(fs="ext3", mkfs=["-T", "largefile4", "-E", "nodiscard"], mount="noatime", sched="mq-deadline", knobs={}, ra=RA_SECTORS, rt=True,
+    "ext3-deadline": dict(fs="ext3", mkfs=["-T", "largefile4", "-E", "nodiscard"], mount="noatime", sched="mq-deadline", knobs={}, ra=RA_SECTORS, rt=True, exps=("cdf", "photos"),
                           why="the paper's layout under the default elevator"),
+    "ext4-deadline-fsync1s": dict(fs="ext4", mkfs=EXT4_MKFS, mount="noatime", sched="mq-deadline", knobs={}, ra=RA_SECTORS, rt=True,
+                                  bench=["--fsync-every", "1s"], exps=("cdf", "photos"),
+                                  why="ext4-deadline with each recording calling fdatasync every second: the durability dvrfs gives (a crash loses at most the last commit interval, 1 s) rather than ext4's default (dirty pages written back after 30 s)"),
     "dvrfs": dict(fs=None, mkfs=[], mount=None, sched="none", knobs={}, ra=None, rt=False,
                   why="dvrfs with the mixer on the same loop device, one command at a time (queue depth 1 to the emulator)"),
 }
@@ -205,11 +212,15 @@ def set_timing(on):
     with open(os.path.join(EMU, "timing"), "w") as f:
         f.write("on" if on else "off")
 
-def setup(disk, st, log):
-    """A fresh emulated disk and, for a kernel stack, its tuned file system. Returns /dev/loopN."""
+def setup(disk, st, log, gold=None):
+    """A fresh emulated disk and, for a kernel stack, its tuned file system: made and
+    mounted, or with `gold` a copy of that filled image, mounted. Returns /dev/loopN."""
     os.makedirs(EMU, exist_ok=True)
     os.makedirs(MNT, exist_ok=True)
-    sh(["truncate", "-s", str(capacity(disk)), IMG], log)
+    if gold:
+        sh(["cp", "--sparse=always", gold, IMG], log)
+    else:
+        sh(["truncate", "-s", str(capacity(disk)), IMG], log)
     dev = sh([BIN, "emulate", IMG, "--model", disk, "--mount", EMU, "--attach",
               "--log", os.path.join(WORK, "emulate.log")], log).stdout.strip()
     name = os.path.basename(dev)
@@ -227,6 +238,9 @@ def setup(disk, st, log):
         return dev
     log.append(f"echo off > {EMU}/timing")
     set_timing(False)                       # format at host speed
+    if gold:                                # the bench turns the timing on when it measures
+        sh(["mount", "-t", st["fs"], "-o", st["mount"], dev, MNT], log)
+        return dev
     sh([f"mkfs.{st['fs']}", *(["-q"] if st["fs"].startswith("ext") else ["-f", "-q"] if st["fs"] == "xfs" else ["-f", "-q"]),
         *st["mkfs"], dev], log)
     sh(["mount", "-t", st["fs"], "-o", st["mount"], dev, MNT], log)
@@ -239,7 +253,50 @@ def setup(disk, st, log):
 def bench_cmd(st, dev, args, plot):
     if st["fs"] is None:
         return [BIN, "bench", dev, "--force", *args, "--json", "--plot", plot]
-    return [BIN, "bench", "--dir", MNT, *args, *(["--ioprio", "rt"] if st["rt"] else []), "--json", "--plot", plot]
+    return [BIN, "bench", "--dir", MNT, "--reuse-fill", *args, *(["--ioprio", "rt"] if st["rt"] else []),
+            *st.get("bench", []), "--json", "--plot", plot]
+
+def fill_args(args):
+    """The bench arguments a fill depends on (`bench --dir --reuse-fill` checks them
+    against the fill's manifest too)."""
+    out, i = [], 0
+    while i < len(args):
+        if args[i] in ("--seed", "--age", "--fill", "--bitrate") or args[i:i + 2] == ["--best-effort", "delete"]:
+            out += args[i:i + 2]
+        i += 2 if args[i].startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("--") else 1
+    return out
+
+def gold(disk, st, args):
+    """The filled image for a kernel stack's run: made once (mkfs, mount, `bench --dir
+    --fill-only`, all with the emulator's timing off), then copied for every run that
+    fills alike. Shared by the stacks that differ only in the elevator, read-ahead or I/O
+    class (the layout is the file system's, made at host speed). Returns (path, the
+    commands that made it)."""
+    fill = fill_args(args)
+    key = "|".join([st["fs"], " ".join(st["mkfs"]), st["mount"], st.get("extsize") or "", " ".join(fill)])
+    path = os.path.join(GOLD, disk, f"{st['fs']}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.img")
+    made = path + ".commands.txt"
+    if os.path.exists(path) and os.path.exists(made):
+        with open(made) as f:
+            return path, f.read().splitlines()
+    log, t0 = [], time.time()
+    print(f"    making the fill ({st['fs']} {' '.join(fill) or 'defaults'}) once for every run that fills alike", flush=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        setup(disk, dict(st, sched="none", knobs={}, ra=None), log)
+        set_timing(False)
+        log.append(f"echo off > {EMU}/timing")
+        sh([BIN, "bench", "--dir", MNT, "--fill-only", "--workload", "0r1w", *fill, "--json"], log)
+        log.append(f"umount {MNT}; dvrfs emulate --stop {EMU}")
+        sh(["umount", MNT], log)
+        sh([BIN, "emulate", "--stop", EMU], log)
+        sh(["mv", IMG, path], log)
+    finally:
+        clean(quiet=True)
+    log.append(f"# made in {time.time() - t0:.0f} s")
+    with open(made, "w") as f:
+        f.write("\n".join(log) + "\n")
+    return path, log
 
 def run_one(disk, stack, exp, run, args):
     """One run, unless its report.json exists. Returns the report (None if the run failed)."""
@@ -260,7 +317,11 @@ def run_one(disk, stack, exp, run, args):
     print(f"[{time.strftime('%H:%M:%S')}] {disk} {stack} {exp}/{run}: {' '.join(args)}", flush=True)
     ok, err = False, None
     try:
-        dev = setup(disk, st, log)
+        image = None
+        if st["fs"] is not None:
+            image, made = gold(disk, st, args)
+            log += ["# the filled image, made once:"] + [f"#   {c}" for c in made]
+        dev = setup(disk, st, log, image)
         cmd = bench_cmd(st, dev, args, plot)
         r = sh(cmd, log, check=False)
         ok = r.returncode in (0, 3) and r.stdout.strip().startswith("{")
@@ -374,6 +435,8 @@ def cmd_run(opts):
                 if disk not in on:
                     continue
                 for stack in stacks:
+                    if exp not in STACKS[stack].get("exps", EXPERIMENTS):
+                        continue
                     if runs is None:
                         search(disk, stack, exp, 4)
                     else:
@@ -467,12 +530,22 @@ build that did not yet read the emulator's meter on a loop device; its energy is
 "n/a"). The `late commands` column counts the emulator's replies that the host
 made more than 1 ms late: a run with many of them measured the host as well as the disk.
 
-**Every run from scratch.** Each run gets a fresh image, a fresh emulator and loop
-device, `mkfs` with the emulator's timing off (at host speed), the mount and the sysfs
-settings, then the bench's own preparation: the file system filled to 80% with
-recordings of zeros (the emulator keeps zeros sparse) with timing off, the page cache
-dropped, timing on, the measurement. So no run inherits another's layout or the drive's
-state.
+**Every run from the same filled image.** A kernel stack's fill is made once per file
+system, mkfs options and fill (`--seed`, `--age`, the delete victim): a fresh sparse
+image, the emulator with its timing off (host speed), `mkfs`, the mount, then `dvrfs
+bench --dir --fill-only`, which fills the file system to 80% with recordings of zeros
+(the emulator keeps zeros sparse) as `sim` fills its volume and writes a manifest
+(every recording with its size, and where the run's random generator stood after the
+fill). That image, unmounted, is kept under `/var/tmp/dvrfs-kcompare-gold` (a few tens of
+MB: it holds the metadata, not the zeros). Each run then gets a sparse copy of it, a
+fresh emulator and loop device, the sysfs settings, the mount, and `dvrfs bench --dir
+--reuse-fill`, which checks the manifest against its arguments and the files, drops the
+page cache, turns the timing on and measures: so every run of a stack, and every stack
+that differs only in the elevator, read-ahead or I/O class, starts from the same bytes
+and a cold cache, and the run draws the same requests a run that filled for itself would.
+No run inherits another's files, the drive's state or its page cache. dvrfs formats and
+fills its own volume in each run (`dvrfs bench /dev/loopN`, its fill written as
+metadata, in seconds).
 
 **The tuning: what each stack's best users would do.**
 
@@ -526,12 +599,12 @@ sparse: it stores the file system's metadata, not the zeros of the fill). A run 
 fails (a setup step, or the bench exiting with an error) leaves `error.txt` beside its
 `commands.txt` and is tried again next time; the others go on.
 
-What it costs: on `avfs-250g` the 80% fill is about 190 GB of zeros written at the
-emulator's host speed, 110 to 155 s per run on this 2-CPU VM, so a margin-CDF run of
-3 minutes takes about 6. One stack's share of the whole list is about 3 to 4 hours on
-`avfs-250g`; on `nvr-8t` an 80% fill is 6.4 TB of zeros, about an hour per run at that
-speed, which is why the `nvr-8t` rows need a fill that is reused between runs (not
-there yet).
+What it costs: on `avfs-250g` an 80% fill is about 190 GB of zeros written at the
+emulator's host speed, 2 minutes on ext4 and about 8 on XFS on this 2-CPU VM; made once
+per fill, it is a few seconds of copying for every other run. The runs themselves are
+the bulk: one stack's share of the list is about 2 hours of measurement on
+`avfs-250g`. On `nvr-8t` an 80% fill is 6.4 TB of zeros, about an hour, made once per
+file system.
 
 **Energy per hour** is the emulator's `energy_j` over the measured run, scaled to an
 hour (kJ per hour), from the 4r2w and 8r0w margin-CDF runs. "n/a" in an energy column: the
@@ -565,7 +638,8 @@ def cmd_render():
           f"{s['mount'] or 'n/a'}{' (relatime)' if s['mount'] == 'defaults' else ''}"
           f"{' + extsize ' + s['extsize'] if s.get('extsize') else ''} | {s['sched']} "
           f"{' '.join(f'{a}={b}' for a, b in s['knobs'].items())} | {'4 MiB' if s['ra'] else 'default'} | "
-          f"{'rt' if s['rt'] else 'default'} | {s['why']} |")
+          f"{'rt' if s['rt'] else 'default'}{' + `' + ' '.join(s['bench']) + '`' if s.get('bench') else ''} | {s['why']}"
+          f"{' (runs ' + ', '.join(s['exps']) + ' only)' if s.get('exps') else ''} |")
     w("")
     for disk in ("avfs-250g", "nvr-8t"):
         render_disk(disk, w)
@@ -574,8 +648,12 @@ def cmd_render():
         f.write("\n".join(L) + "\n")
     print(f"wrote {DOC}")
 
+def running(exp):
+    """The stacks that run `exp`, in table order."""
+    return [k for k, s in STACKS.items() if exp in s.get("exps", EXPERIMENTS)]
+
 def render_disk(disk, w):
-    stacks = list(STACKS)
+    stacks = running("cdf")
     w(f"## {disk}")
     w("")
     w("### Margin CDFs (AVFS Fig. 12-13)")
@@ -595,15 +673,15 @@ def render_disk(disk, w):
             w(row(s, load(disk, s, "cdf", wl), missing(disk, s, "cdf", wl)))
         w("")
     if disk == "avfs-250g":
-        series_chart(disk, stacks, w, "fileset", [f"seed{s}" for s in range(1, 11)], list(range(1, 11)),
+        series_chart(disk, running("fileset"), w, "fileset", [f"seed{s}" for s in range(1, 11)], list(range(1, 11)),
                      "Utilization over ten random file sets (Fig. 14): 4r2w, seeds 1-10, 60 s each",
                      "seed", "--workload 4r2w --seed S --duration 60s")
-        series_chart(disk, stacks, w, "age", [f"age{a}" for a in (0, 5, 10, 20)], [0, 5, 10, 20],
+        series_chart(disk, running("age"), w, "age", [f"age{a}" for a in (0, 5, 10, 20)], [0, 5, 10, 20],
                      "Utilization over age (Fig. 16): 4r2w, 120 s each", "record-and-delete cycles",
                      "--workload 4r2w --age A --duration 120s")
-        single(disk, stacks, w, "delete", "2r0w", "A 20 GB delete during 2r0w (Fig. 17)",
+        single(disk, running("delete"), w, "delete", "2r0w", "A 20 GB delete during 2r0w (Fig. 17)",
                "--workload 2r0w --best-effort delete --duration 180s")
-        single(disk, stacks, w, "photos", "2r2w", "100 photos copied during 2r2w (Fig. 18)",
+        single(disk, running("photos"), w, "photos", "2r2w", "100 photos copied during 2r2w (Fig. 18)",
                "--workload 2r2w --best-effort photos --duration 180s")
     w("### The most streams with zero misses")
     w("")
@@ -611,7 +689,7 @@ def render_disk(disk, w):
     w("| stack | " + " | ".join({"maxstreams": "N/2 r + N/2 w", "maxstreams-greedy": "the same beside a greedy reader",
                                   "nvr-rec": "recordings at 4 Mbit/s beside 2 playbacks"}[e] for e in exps) + " |")
     w("|---|" + "---|" * len(exps))
-    for s in stacks:
+    for s in running("maxstreams"):
         w(f"| {s} | " + " | ".join(search_result(disk, s, e) for e in exps) + " |")
     w("")
     w(f"Each probe: `dvrfs bench --dir MNT --workload <mix> --duration {SEARCH_S}s [--best-effort greedy-read] --ioprio rt --json`; "
@@ -697,11 +775,13 @@ def search_result(disk, stack, exp):
     return f"{best}" if done else f"at least {best}"
 
 def parse(argv):
-    opts = dict(quick=False, disk=None, stacks=None, experiments=None)
+    opts = dict(quick=False, gold=False, disk=None, stacks=None, experiments=None)
     it = iter(argv)
     for a in it:
         if a == "--quick":
             opts["quick"] = True
+        elif a == "--gold":
+            opts["gold"] = True
         elif a in ("--disk", "--stacks", "--experiments", "--data"):
             v = next(it, None)
             if v is None:
@@ -731,6 +811,8 @@ def main():
         left = leftovers()
         if left:
             raise SystemExit("still there: " + "; ".join(w for w, _ in left))
+        if opts["gold"] and os.path.isdir(GOLD):
+            shutil.rmtree(GOLD)
     else:
         cmd_render()
 

@@ -77,6 +77,14 @@ pub struct BenchArgs {
     /// With --dir: keep PATH/dvrfs-bench (the fill and the recordings) after the run
     #[arg(long, requires = "dir")]
     pub keep: bool,
+    /// With --dir: only prepare PATH/dvrfs-bench (the fill, --age, the delete victim)
+    /// and keep it, with a manifest, for runs with --reuse-fill
+    #[arg(long, requires = "dir", conflicts_with_all = ["reuse_fill", "keep", "plot"])]
+    pub fill_only: bool,
+    /// With --dir: measure on the fill a --fill-only run left in PATH/dvrfs-bench (made
+    /// with the same --fill, --seed, --age); afterwards only this run's files are removed
+    #[arg(long, requires = "dir")]
+    pub reuse_fill: bool,
     /// Emulate this hard disk on the image (a built-in model name or a JSON file): real
     /// data, each command completed when the model's disk would finish it; the mixer
     /// plans with the model. Without it the device runs at its own speed

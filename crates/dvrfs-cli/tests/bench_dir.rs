@@ -232,6 +232,132 @@ fn a_file_system_that_fills_up_stops_the_recordings_with_the_cause() {
 }
 
 #[test]
+fn a_fill_made_once_serves_runs_that_remove_only_their_own_files() {
+    let Some(fs) = ext4(512) else { return };
+    let base = [
+        "--workload",
+        "1r1w",
+        "--bitrate",
+        "8M",
+        "--fill",
+        "40%",
+        "--seed",
+        "3",
+    ];
+    let made = json(&ok(bench(&fs, &[&base[..], &["--fill-only"]].concat())));
+    assert_eq!(made["fill_only"], true);
+    let bench_dir = fs.mnt.join("dvrfs-bench");
+    let manifest = bench_dir.join("fill.json");
+    assert!(manifest.exists(), "{made}");
+    let fill: Vec<_> = std::fs::read_dir(bench_dir.join("rec"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(made["recordings"].as_u64().unwrap() as usize, fill.len());
+    assert!(made["used_bytes"].as_u64().unwrap() >= 150 << 20, "{made}");
+
+    // A run without --reuse-fill does not touch it and says how to use it.
+    fails(bench(&fs, &base), "--reuse-fill");
+    // Another seed, or a delete victim the fill does not have, is refused by name.
+    let mut other = base.to_vec();
+    other[7] = "4";
+    fails(
+        bench(&fs, &[&other[..], &["--reuse-fill"]].concat()),
+        "--seed",
+    );
+    fails(
+        bench(
+            &fs,
+            &[&base[..], &["--reuse-fill", "--best-effort", "delete"]].concat(),
+        ),
+        "delete victim",
+    );
+
+    // Two runs on it: each a full report; afterwards the fill and its manifest are
+    // all that is left.
+    for _ in 0..2 {
+        let r = json(&ok(bench(
+            &fs,
+            &[
+                &base[..],
+                &[
+                    "--reuse-fill",
+                    "--duration",
+                    "8s",
+                    "--best-effort",
+                    "photos",
+                ],
+            ]
+            .concat(),
+        )));
+        assert!(r["rt_requests"].as_u64().unwrap() > 0, "{r}");
+        assert!(
+            r["be_throughput_mbps"].as_f64().unwrap() > 0.0,
+            "photos were copied"
+        );
+        let mut left: Vec<_> = std::fs::read_dir(&bench_dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["fill.json", "rec"]);
+        let after: Vec<_> = std::fs::read_dir(bench_dir.join("rec"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            after.len(),
+            fill.len(),
+            "the run's recordings are gone, the fill's kept"
+        );
+    }
+
+    // A recording of the fill changed behind its back: refused, naming the file.
+    let victim = bench_dir.join("rec").join(&fill[0]);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&victim)
+        .unwrap()
+        .set_len(1)
+        .unwrap();
+    fails(
+        bench(&fs, &[&base[..], &["--reuse-fill"]].concat()),
+        &fill[0].to_string_lossy(),
+    );
+    std::fs::remove_dir_all(&bench_dir).unwrap();
+    fails(
+        bench(&fs, &[&base[..], &["--reuse-fill"]].concat()),
+        "no fill to reuse",
+    );
+}
+
+#[test]
+fn a_delete_run_on_a_reused_fill_removes_the_fill_it_changed() {
+    let Some(fs) = ext4(512) else { return };
+    let base = [
+        "--workload",
+        "0r1w",
+        "--bitrate",
+        "8M",
+        "--fill",
+        "30%",
+        "--best-effort",
+        "delete",
+    ];
+    ok(bench(&fs, &[&base[..], &["--fill-only"]].concat()));
+    let o = bench(
+        &fs,
+        &[&base[..], &["--reuse-fill", "--duration", "8s"]].concat(),
+    );
+    let err = stderr(&o);
+    let r = json(&ok(o));
+    assert!(r["rt_requests"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["delete"].is_object(), "the victim is deleted 5 s in: {r}");
+    assert!(err.contains("no longer reusable"), "{err}");
+    check_report(&fs, &r);
+}
+
+#[test]
 fn a_read_only_file_system_is_refused_before_anything_runs() {
     let Some(fs) = ext4(64) else { return };
     let st = Command::new("mount")

@@ -169,7 +169,7 @@ impl EmuFs {
         // The drive thread waits for this before it replies.
         let _ = moved.send(move_data());
         if let Some(p) = unsent {
-            p.answer(&self.image);
+            p.answer(&self.image, || 0);
         }
     }
 }

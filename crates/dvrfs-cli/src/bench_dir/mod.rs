@@ -5,11 +5,14 @@
 //! and seed issue the same requests with the same deadlines, driven in wall-clock
 //! time with the POSIX host (`host.rs`) in place of the runtime. The run's files
 //! live in `PATH/dvrfs-bench/`, which is removed at the end, after an error too
-//! (unless `--keep`). When PATH sits on a loop device over a `dvrfs emulate` disk
+//! (unless `--keep`). `--fill-only` prepares that directory and keeps it, with a
+//! manifest (`manifest.rs`), and `--reuse-fill` measures on it again and again,
+//! removing only each run's own files. When PATH sits on a loop device over a `dvrfs emulate` disk
 //! (`place.rs`), the preparation runs with the emulator's timing off and the
 //! measurement with it on, and utilization and energy come from the emulator.
 
 mod host;
+mod manifest;
 mod place;
 mod prepare;
 mod report;
@@ -27,16 +30,20 @@ use crate::cmd_sim::{load_disk, setup_run};
 use crate::emulated;
 use crate::error::{CliError, CliResult};
 use crate::wall_clock::{self, WallHost};
+use dvrfs_io::files::fs_space;
 use host::{HostOptions, PosixHost};
+use manifest::Manifest;
 
 /// The longest `--fsync-every`: an hour.
 const MAX_FSYNC_EVERY_MS: u64 = 3_600_000;
 
-/// What has to be undone whatever happens: the bench directory, the emulator's
-/// timing.
+/// What has to be undone whatever happens: the bench directory (all of it, or with
+/// a reused fill the run's own files), the emulator's timing.
 struct Cleanup {
     dir: PathBuf,
     keep: bool,
+    /// The fill being reused: only what the run made is removed.
+    reused: Option<Manifest>,
     emulator: Option<PathBuf>,
 }
 
@@ -46,7 +53,28 @@ impl Drop for Cleanup {
         if let Some(e) = &self.emulator {
             let _ = emulated::set_timing(e, false);
         }
-        if !self.keep {
+        let whole = match (&self.reused, self.keep) {
+            (_, true) => false,
+            (None, false) => true,
+            (Some(m), false) => match manifest::remove_run_files(&self.dir, m) {
+                Ok(true) => false,
+                Ok(false) => {
+                    eprintln!(
+                        "dvrfs: the run removed part of the fill in {} (the delete victim): it is no longer reusable and is removed",
+                        self.dir.display()
+                    );
+                    true
+                }
+                Err(e) => {
+                    eprintln!(
+                        "dvrfs: warning: cannot remove the run's files from {}: {e}",
+                        self.dir.display()
+                    );
+                    false
+                }
+            },
+        };
+        if whole {
             if let Err(e) = std::fs::remove_dir_all(&self.dir) {
                 eprintln!("dvrfs: warning: cannot remove {}: {e}", self.dir.display());
             }
@@ -76,7 +104,7 @@ pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
     let Prepared {
         dir,
         place,
-        cleanup,
+        mut cleanup,
         rng,
         recordings,
         used,
@@ -84,6 +112,11 @@ pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
         before,
         prepare_s,
     } = prepare_all(a, path, &cfg)?;
+    if a.fill_only {
+        cleanup.keep = true;
+        drop(cleanup);
+        return fill_only_report(a, &dir, recordings.len(), used, prepare_s);
+    }
     let streams: u32 = cfg.workload.groups.iter().map(|g| g.count).sum();
     let mut client = Client::new(&cfg, rng, true);
     let start = Instant::now();
@@ -184,11 +217,20 @@ struct Prepared {
 /// emulator's timing on (see the module docs of `prepare`).
 fn prepare_all(a: &BenchArgs, path: &Path, cfg: &sim::SimConfig) -> CliResult<Prepared> {
     let prep_start = Instant::now();
-    let dir = prepare::bench_dir(path)?;
+    let dir = prepare::bench_dir(path, a.reuse_fill)?;
     let place = place::find(path);
-    let cleanup = Cleanup {
+    let reused = if a.reuse_fill {
+        let total = fs_space(&dir)
+            .map_err(|e| crate::error::local_io(&dir, "cannot statvfs", e))?
+            .total_bytes;
+        Some(Manifest::load(&dir, cfg, total)?)
+    } else {
+        None
+    };
+    let mut cleanup = Cleanup {
         dir: dir.clone(),
         keep: a.keep,
+        reused: None,
         emulator: place.emulator.clone(),
     };
     if let Some(e) = &place.emulator {
@@ -199,10 +241,29 @@ fn prepare_all(a: &BenchArgs, path: &Path, cfg: &sim::SimConfig) -> CliResult<Pr
     if a.direct {
         prepare::check_direct(&dir)?;
     }
-    let progress = crate::output::progress(0, false, "bench --dir: filling");
-    let mut rng = sim::run_rng(cfg);
-    let (recordings, used) = prepare::fill(&dir, cfg, &mut rng)?;
-    progress.finish_and_clear();
+    let (rng, recordings, used) = match reused {
+        Some(m) => {
+            let rng = m.rng(cfg)?;
+            let recordings = m.paths();
+            let used = fs_space(&dir)
+                .map(|s| s.total_bytes - s.free_bytes)
+                .unwrap_or(m.used_bytes);
+            cleanup.reused = Some(m);
+            (rng, recordings, used)
+        }
+        None => {
+            let progress = crate::output::progress(0, false, "bench --dir: filling");
+            let mut rng = sim::run_rng(cfg);
+            let (recordings, used) = prepare::fill(&dir, cfg, &mut rng)?;
+            progress.finish_and_clear();
+            let total = fs_space(&dir)
+                .map_err(|e| crate::error::local_io(&dir, "cannot statvfs", e))?
+                .total_bytes;
+            let paths = recordings.iter().map(|(p, _)| p.clone()).collect();
+            Manifest::new(cfg, total, used, recordings, &rng).write(&dir)?;
+            (rng, paths, used)
+        }
+    };
     let dropped = prepare::drop_caches();
     let before = match &place.emulator {
         Some(e) => {
@@ -255,4 +316,31 @@ fn outcome(
     sim::client_outcome(&mut out, client);
     (out.buffer_level, out.buffer_stream) = sim::buffer_level(cfg, client, elapsed_ns);
     out
+}
+
+/// `--fill-only`: what was prepared, and how to measure on it.
+fn fill_only_report(
+    a: &BenchArgs,
+    dir: &Path,
+    recordings: usize,
+    used: u64,
+    prepare_s: f64,
+) -> CliResult<u8> {
+    if a.run.json {
+        crate::output::print_json(&serde_json::json!({
+            "fill_only": true,
+            "dir": dir.display().to_string(),
+            "recordings": recordings,
+            "used_bytes": used,
+            "prepare_s": prepare_s,
+            "manifest": dir.join(manifest::MANIFEST).display().to_string(),
+        }));
+    } else {
+        outln!(
+            "dvrfs bench --dir: filled {} with {recordings} recordings ({} in use) in {prepare_s:.0} s; measure on it with --reuse-fill (same --fill, --seed, --age)",
+            dir.display(),
+            crate::output::human_bytes(used)
+        );
+    }
+    Ok(0)
 }

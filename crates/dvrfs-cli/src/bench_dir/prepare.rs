@@ -37,8 +37,9 @@ fn erofs(path: &Path) -> CliError {
     .hint("give a directory of a writable file system (or remount it read-write)")
 }
 
-/// Checks PATH and makes the bench directory in it (`PATH/dvrfs-bench`).
-pub fn bench_dir(path: &Path) -> CliResult<PathBuf> {
+/// Checks PATH and makes the bench directory in it (`PATH/dvrfs-bench`), or with
+/// `reuse` finds the one a `--fill-only` run left there.
+pub fn bench_dir(path: &Path, reuse: bool) -> CliResult<PathBuf> {
     let meta = std::fs::metadata(path).map_err(|e| {
         crate::error::local_io(path, "bench --dir: cannot use", e)
             .hint("give an existing directory of the file system to measure")
@@ -54,12 +55,27 @@ pub fn bench_dir(path: &Path) -> CliResult<PathBuf> {
         return Err(erofs(path));
     }
     let dir = path.join(BENCH_DIR);
+    if reuse {
+        if !dir.is_dir() {
+            return Err(CliError::new(format!(
+                "--reuse-fill: {} does not exist: there is no fill to reuse",
+                dir.display()
+            ))
+            .hint("make the fill first with bench --dir PATH --fill-only (with the run's --fill, --seed, --age)"));
+        }
+        return Ok(dir);
+    }
     if dir.exists() {
+        let hint = if dir.join(super::manifest::MANIFEST).exists() {
+            "it holds a fill made by --fill-only: add --reuse-fill to measure on it, or remove it"
+        } else {
+            "remove it, or give another directory"
+        };
         return Err(CliError::new(format!(
-            "{} already exists (another bench --dir, or one run with --keep)",
+            "{} already exists (another bench --dir, or one run with --keep or --fill-only)",
             dir.display()
         ))
-        .hint("remove it, or give another directory"));
+        .hint(hint));
     }
     std::fs::create_dir(&dir).map_err(|e| match e.raw_os_error() {
         Some(libc::EROFS) => erofs(path),
@@ -143,9 +159,13 @@ fn used(dir: &Path) -> CliResult<(u64, u64, u64)> {
 
 /// Fills and ages the file system as `sim` does its volume (see the module docs);
 /// the recordings as paths under the bench directory (`/rec/...`, the delete victim
-/// last) and the bytes in use.
-pub fn fill(dir: &Path, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> CliResult<(Vec<String>, u64)> {
-    let rec = dir.join("rec");
+/// last) with their sizes, and the bytes in use.
+pub fn fill(
+    dir: &Path,
+    cfg: &SimConfig,
+    rng: &mut ChaCha8Rng,
+) -> CliResult<(Vec<(String, u64)>, u64)> {
+    let rec = dir.join(super::manifest::REC_DIR);
     std::fs::create_dir(&rec).map_err(|e| crate::error::local_io(&rec, "cannot create", e))?;
     let zeros = vec![0u8; FILL_WRITE_BYTES];
     let (total, mut in_use, _) = used(dir)?;
@@ -160,8 +180,8 @@ pub fn fill(dir: &Path, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> CliResult<(Vec
     if cfg.best_effort == Some(BestEffort::Delete) {
         let bytes = cfg.delete_bytes.min(target.max(cfg.block_bytes));
         let name = next(&mut n);
-        record(&rec.join(&name), bytes, &zeros)?;
-        victim = Some(format!("/rec/{name}"));
+        let wrote = record(&rec.join(&name), bytes, &zeros)?;
+        victim = Some((format!("/rec/{name}"), wrote));
         in_use = used(dir)?.1;
     }
     let mut files: Vec<(String, u64)> = Vec::new();
@@ -193,10 +213,10 @@ pub fn fill(dir: &Path, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> CliResult<(Vec
         let wrote = record(&rec.join(&name), new, &zeros)?;
         files.push((name, wrote));
     }
-    let mut paths: Vec<String> = files
+    let mut paths: Vec<(String, u64)> = files
         .into_iter()
         .filter(|(_, b)| *b > 0)
-        .map(|(p, _)| format!("/rec/{p}"))
+        .map(|(p, b)| (format!("/rec/{p}"), b))
         .collect();
     paths.extend(victim);
     Ok((paths, used(dir)?.1))
