@@ -85,6 +85,12 @@ impl CliError {
         }
     }
 
+    /// The message (without the hint).
+    #[cfg(test)]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     pub fn hint(mut self, hint: impl Into<String>) -> CliError {
         self.hint = Some(hint.into());
         self

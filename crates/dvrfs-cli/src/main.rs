@@ -34,6 +34,7 @@ mod ospath;
 mod own_mount;
 mod plot;
 mod target;
+mod timespec;
 mod wall_clock;
 
 use std::process::ExitCode;
