@@ -287,7 +287,6 @@ def gold(disk, st, args):
         set_timing(False)
         log.append(f"echo off > {EMU}/timing")
         sh([BIN, "bench", "--dir", MNT, "--fill-only", "--workload", "0r1w", *fill, "--json"], log)
-        log.append(f"umount {MNT}; dvrfs emulate --stop {EMU}")
         sh(["umount", MNT], log)
         sh([BIN, "emulate", "--stop", EMU], log)
         sh(["mv", IMG, path], log)
