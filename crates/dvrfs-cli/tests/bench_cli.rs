@@ -45,26 +45,7 @@ fn bench_on_the_emulated_disk_agrees_with_sim() {
     let mut s = vec!["sim".to_string(), "--disk".into(), "avfs-250g".into()];
     s.extend(run.iter().map(|s| s.to_string()));
     let sim = json(&ok(dvrfs(&s)));
-    for key in [
-        "workload",
-        "scheduler",
-        "alloc",
-        "disk",
-        "duration_s",
-        "rt_requests",
-        "deadline_misses",
-        "p_miss",
-        "margin_ms",
-        "utilization",
-        "disk_energy_j",
-        "disk_power_w",
-        "rt_throughput_mbps",
-        "be_throughput_mbps",
-        "be_latency_ms",
-        "seek_within_5gb",
-    ] {
-        assert!(bench.get(key).is_some(), "bench JSON lacks {key}: {bench}");
-    }
+    check_report_keys(&bench);
     assert_eq!(bench["disk"], "avfs-250g (emulated)");
     // The same operations: the same requests, and the same misses.
     assert_eq!(

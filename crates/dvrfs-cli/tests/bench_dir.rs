@@ -90,42 +90,14 @@ fn bench(fs: &Ext4, extra: &[&str]) -> std::process::Output {
 /// What every report must hold: the keys of `sim`'s, misses by cause adding up,
 /// nothing left in the directory.
 fn check_report(fs: &Ext4, r: &serde_json::Value) {
-    for k in [
-        "workload",
-        "scheduler",
-        "alloc",
-        "disk",
-        "duration_s",
-        "rt_requests",
-        "deadline_misses",
-        "p_miss",
-        "margin_ms",
-        "utilization",
-        "rt_throughput_mbps",
-        "be_throughput_mbps",
-        "be_latency_ms",
-        "seek_within_5gb",
-        "misses",
-        "recordings_stopped",
-        "page_cache_dropped",
-        "disk_energy_j",
-        "disk_power_w",
-    ] {
-        assert!(r.get(k).is_some(), "the report has no {k}: {r}");
-    }
+    check_report_keys(r);
+    assert!(r.get("page_cache_dropped").is_some(), "{r}");
     assert_eq!(r["alloc"], "ext4");
     assert!(r["scheduler"].as_str().unwrap().starts_with("kernel:"));
     assert!(
         r["seek_within_5gb"].is_null(),
         "not knowable from above ext4"
     );
-    let m = &r["misses"];
-    let causes: u64 = ["late", "deadline_failed", "no_space", "other"]
-        .iter()
-        .map(|c| m[c].as_u64().unwrap())
-        .sum();
-    assert_eq!(causes, r["deadline_misses"].as_u64().unwrap());
-    assert!(r["rt_requests"].as_u64().unwrap() >= r["deadline_misses"].as_u64().unwrap());
     assert_eq!(r["page_cache_dropped"], true, "the tests run as root");
     let left: Vec<_> = std::fs::read_dir(&fs.mnt)
         .unwrap()

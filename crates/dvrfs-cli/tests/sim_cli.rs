@@ -1,7 +1,11 @@
 //! `dvrfs sim` and `dvrfs capacity` through the real binary: the JSON contract, plots,
 //! byte-for-byte determinism, and clear errors for bad input.
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::check_report_keys;
 
 fn dvrfs(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dvrfs"))
@@ -50,26 +54,7 @@ fn sim_json_has_every_contract_key_and_is_deterministic() {
     let mut args = SHORT.to_vec();
     args.push("--json");
     let (v, text) = ok_json(&args);
-    for key in [
-        "workload",
-        "scheduler",
-        "alloc",
-        "disk",
-        "duration_s",
-        "rt_requests",
-        "deadline_misses",
-        "p_miss",
-        "margin_ms",
-        "utilization",
-        "disk_energy_j",
-        "disk_power_w",
-        "rt_throughput_mbps",
-        "be_throughput_mbps",
-        "be_latency_ms",
-        "seek_within_5gb",
-    ] {
-        assert!(v.get(key).is_some(), "missing {key}");
-    }
+    check_report_keys(&v);
     for key in ["min", "p0001", "p001", "p01", "p50"] {
         assert!(v["margin_ms"].get(key).is_some(), "missing margin_ms.{key}");
     }

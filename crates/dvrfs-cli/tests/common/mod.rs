@@ -248,3 +248,42 @@ pub fn wait_exit(pid: i32) {
         assert_eq!(r, 1, "the dvrfs daemon {pid} did not exit within 2 minutes");
     }
 }
+
+/// The keys every run report has, whoever ran the workload (`sim`, `bench TARGET`,
+/// `bench --dir`): what scripts read (docs/commands.md).
+pub const REPORT_KEYS: &[&str] = &[
+    "workload",
+    "scheduler",
+    "alloc",
+    "disk",
+    "duration_s",
+    "rt_requests",
+    "deadline_misses",
+    "p_miss",
+    "margin_ms",
+    "misses",
+    "utilization",
+    "disk_energy_j",
+    "disk_power_w",
+    "rt_throughput_mbps",
+    "be_throughput_mbps",
+    "be_latency_ms",
+    "seek_within_5gb",
+    "recordings_stopped",
+];
+
+/// Asserts that a run report has every [`REPORT_KEYS`] key, and that its misses by
+/// cause add up to its deadline misses, which are at most its requests.
+pub fn check_report_keys(r: &serde_json::Value) {
+    for k in REPORT_KEYS {
+        assert!(r.get(*k).is_some(), "the report has no {k}: {r}");
+    }
+    let m = &r["misses"];
+    let causes: u64 = ["late", "deadline_failed", "no_space", "other"]
+        .iter()
+        .map(|c| m[c].as_u64().unwrap())
+        .sum();
+    let misses = r["deadline_misses"].as_u64().unwrap();
+    assert_eq!(causes, misses, "misses by cause add up: {r}");
+    assert!(r["rt_requests"].as_u64().unwrap() >= misses, "{r}");
+}
