@@ -62,7 +62,7 @@ pub struct BenchArgs {
     /// calls, a thread per stream; nothing is formatted): see docs/bench.md
     #[arg(long, value_name = "PATH", conflicts_with_all = [
         "target", "scheduler", "alloc", "block_size", "margin", "urgent", "merge",
-        "be_share", "be_latency", "journal_class", "checksums",
+        "be_share", "be_latency", "journal_class", "checksums", "commit_interval",
     ])]
     pub dir: Option<PathBuf>,
     /// With --dir: open the streams' files with O_DIRECT (default: buffered I/O)

@@ -110,6 +110,9 @@ pub struct RunArgs {
     /// up to date: their metadata traffic is part of the run
     #[arg(long)]
     pub checksums: bool,
+    /// The volume's metadata commit interval (as mkfs --commit-interval), 1ms to 1h
+    #[arg(long, default_value = "1s")]
+    pub commit_interval: String,
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -424,6 +427,8 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
     cfg.be_depth = check_range("--be-depth", a.be_depth, 1..=limits::MAX_BE_DEPTH)?;
     cfg.seed = a.seed;
     cfg.checksums = a.checksums;
+    cfg.commit_interval_ms =
+        parse_duration_in("--commit-interval", &a.commit_interval, 1..=3_600_000)? as u32;
     cfg.keep_series = a.plot.is_some();
     let merge_bytes = limits::size_in(
         "--merge",

@@ -350,6 +350,7 @@ fn flags_of_a_dvrfs_target_are_refused_with_dir() {
         ["--scheduler", "cfq"],
         ["--alloc", "contig"],
         ["--device-model", "avfs-250g"],
+        ["--commit-interval", "5s"],
     ] {
         let o = dvrfs([
             "bench",

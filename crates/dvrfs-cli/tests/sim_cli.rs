@@ -642,3 +642,28 @@ fn the_report_says_what_delete_did_and_plots_name_their_stream() {
     assert_eq!(dvrfs(&bad).status.code(), Some(2));
     fails_with(&bad, "not a power of two");
 }
+
+#[test]
+fn the_commit_interval_sets_how_often_the_simulated_volume_commits() {
+    let run = |interval: &str| {
+        let mut args = SHORT.to_vec();
+        args.extend(["--commit-interval", interval, "--json"]);
+        ok_json(&args).0
+    };
+    let every_second = run("1s");
+    let every_five = run("5s");
+    // Two minutes of virtual time: a commit per interval (and one at the end).
+    let commits = |v: &serde_json::Value| v["commits"].as_u64().unwrap();
+    assert!(
+        (118..=122).contains(&commits(&every_second)),
+        "{every_second}"
+    );
+    assert!((23..=26).contains(&commits(&every_five)), "{every_five}");
+    assert!(
+        every_five["journal_requests"].as_u64() < every_second["journal_requests"].as_u64(),
+        "fewer commits write less journal"
+    );
+    let mut args = SHORT.to_vec();
+    args.extend(["--commit-interval", "0s"]);
+    fails_with(&args, "--commit-interval");
+}
