@@ -238,6 +238,20 @@ pub fn parse_duration_ms(flag: &str, text: &str) -> CliResult<u64> {
 
 /// Parses a duration (as [`parse_duration_ms`]) that must lie in `range` (ms); one
 /// outside it is a usage error naming the range.
+/// `--speed`: 2 to 32, forward or backward (negative).
+pub fn trick_speed(speed: i32) -> CliResult<i32> {
+    if (2..=32).contains(&speed.unsigned_abs()) {
+        Ok(speed)
+    } else {
+        Err(CliError::usage(
+            format!(
+                "invalid --speed {speed}: a trick-play speed is 2 to 32, or -2 to -32 to rewind"
+            ),
+            "e.g. --speed 8 (fast forward) or --speed -8 (rewind)",
+        ))
+    }
+}
+
 pub fn parse_duration_in(
     flag: &str,
     text: &str,

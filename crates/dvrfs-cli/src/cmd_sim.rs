@@ -113,6 +113,12 @@ pub struct RunArgs {
     /// The volume's metadata commit interval (as mkfs --commit-interval), 1ms to 1h
     #[arg(long, default_value = "1s")]
     pub commit_interval: String,
+    /// Trick-play readers (`t` terms): the speed, 2 to 32, negative to rewind
+    #[arg(long, default_value_t = 8, allow_hyphen_values = true)]
+    pub speed: i32,
+    /// Trick-play readers: the recordings' keyframe interval (GOP), 100ms to 10s
+    #[arg(long, default_value = "2s")]
+    pub gop: String,
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -427,6 +433,8 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
     cfg.be_depth = check_range("--be-depth", a.be_depth, 1..=limits::MAX_BE_DEPTH)?;
     cfg.seed = a.seed;
     cfg.checksums = a.checksums;
+    cfg.trick_speed = crate::args::trick_speed(a.speed)?;
+    cfg.gop_ns = parse_duration_in("--gop", &a.gop, 100..=10_000)? * 1_000_000;
     cfg.commit_interval_ms =
         parse_duration_in("--commit-interval", &a.commit_interval, 1..=3_600_000)? as u32;
     cfg.keep_series = a.plot.is_some();

@@ -667,3 +667,66 @@ fn the_commit_interval_sets_how_often_the_simulated_volume_commits() {
     args.extend(["--commit-interval", "0s"]);
     fails_with(&args, "--commit-interval");
 }
+
+#[test]
+fn a_trick_play_reader_reads_keyframes_at_its_period_and_costs_more_disk_time_than_playback() {
+    let run = |workload: &str, speed: &str| {
+        ok_json(&[
+            "sim",
+            "--disk",
+            "avfs-250g",
+            "--duration",
+            "2m",
+            "--workload",
+            workload,
+            "--speed",
+            speed,
+            "--json",
+        ])
+        .0
+    };
+    // 8 Mbit/s, 2 s GOPs, 8x: a 296 KiB keyframe read every 250 ms per reader.
+    let fast = run("4w@8M,2t@8M", "8");
+    let rewind = run("4w@8M,2t@8M", "-8");
+    let plain = run("4w@8M,2r@8M", "8");
+    let reads = |v: &serde_json::Value| v["rt_requests"].as_u64().unwrap();
+    // The four recordings issue 8 Mbit/s of 512 KiB requests: 228 or 229 each in 2
+    // minutes; each reader about 480 (one every 250 ms, less its random start).
+    let recording_requests = 4 * 229;
+    for v in [&fast, &rewind] {
+        let trick = reads(v) - recording_requests;
+        assert!(
+            (2 * 470..=2 * 482).contains(&trick),
+            "{trick} keyframe reads: {v}"
+        );
+        assert_eq!(v["deadline_misses"], 0, "{v}");
+    }
+    assert_eq!(fast["workload"], "4w@8M,2t@8M");
+    // At 8x with keyframes 15% of a GOP a reader moves 1.2 times a playback's bytes,
+    // with a positioning per keyframe read: more disk time than two playbacks.
+    assert!(fast["utilization"].as_f64() > plain["utilization"].as_f64());
+    fails_with(
+        &[
+            "sim",
+            "--disk",
+            "avfs-250g",
+            "--workload",
+            "2t",
+            "--speed",
+            "40",
+        ],
+        "--speed",
+    );
+    fails_with(
+        &[
+            "sim",
+            "--disk",
+            "avfs-250g",
+            "--workload",
+            "2t",
+            "--gop",
+            "20s",
+        ],
+        "--gop",
+    );
+}

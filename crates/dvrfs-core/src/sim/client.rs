@@ -23,6 +23,9 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 
 mod engine_streams;
+mod trick;
+
+use trick::Trick;
 
 /// Owner ids: streams are 0..n; the best-effort generator and the sync client follow.
 const BE_OWNER_OFFSET: u32 = 0;
@@ -98,6 +101,8 @@ pub enum ClientEv {
 
 pub(super) struct Stream {
     pub(super) write: bool,
+    /// A trick-play reader's reads (`t` terms).
+    trick: Option<Trick>,
     ino: Ino,
     pub(super) period_ns: u64,
     pub(super) t0_ns: u64,
@@ -121,7 +126,7 @@ pub(super) struct Stream {
 pub(super) fn series_stream(streams: &[Stream]) -> Option<u32> {
     streams
         .iter()
-        .position(|s| !s.write)
+        .position(|s| !s.write && s.trick.is_none())
         .or(if streams.is_empty() { None } else { Some(0) })
         .map(|i| i as u32)
 }
@@ -319,10 +324,16 @@ impl Client {
         for g in &groups {
             let rate = g.bitrate_bps.unwrap_or(self.cfg.bitrate_bps);
             for _ in 0..g.count {
-                let period_ns = ns_for_bytes(self.cfg.request_bytes, rate);
+                let (trick, period_ns) = if g.trick {
+                    let (t, p) = Trick::plan(rate, self.cfg.gop_ns, self.cfg.trick_speed);
+                    (Some(t), p)
+                } else {
+                    (None, ns_for_bytes(self.cfg.request_bytes, rate))
+                };
                 let t0_ns = self.rng.next_u64() % period_ns.max(1);
                 let mut st = Stream {
                     write: g.write,
+                    trick,
                     ino: 0,
                     period_ns,
                     t0_ns,
@@ -454,6 +465,17 @@ impl Client {
                 ino: st.ino,
                 offset: k * req,
                 data: self.buf(req as usize),
+            }
+        } else if let Some(t) = st.trick {
+            let (ino, offset, len) = (
+                st.ino,
+                t.offset(st.start_offset, k, st.file_bytes),
+                t.len(st.file_bytes),
+            );
+            Op::Read {
+                ino,
+                offset,
+                buf: self.buf(len as usize),
             }
         } else {
             // Playback reads whole, aligned requests and loops over the file's whole

@@ -86,6 +86,11 @@ pub struct SimConfig {
     /// An application-level `fsync` this often (0: never), as an NVR that checkpoints
     /// its recordings would issue; the crash test uses it to know what was durable.
     pub fsync_every_ns: u64,
+    /// Trick-play readers (`t` terms): the playback speed, 2 to 32 forward, -2 to -32
+    /// backward.
+    pub trick_speed: i32,
+    /// The recordings' keyframe interval (GOP): what a trick-play reader skips by.
+    pub gop_ns: u64,
     /// Keep per-request series for plots.
     pub keep_series: bool,
     /// Keep a row per device command ([`SimOutcome::trace`], `dvrfs sim --trace`).
@@ -128,6 +133,8 @@ impl SimConfig {
             checksums: false,
             tail_log: TailLogSize::Auto,
             fsync_every_ns: 0,
+            trick_speed: 8,
+            gop_ns: 2_000_000_000,
             keep_series: false,
             trace: false,
             stream_recordings: None,

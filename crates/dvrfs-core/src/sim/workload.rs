@@ -1,6 +1,8 @@
 //! Workload notation (AVFS 4.1): `NrMw` is N playback (read) and M recording (write)
-//! streams; the general form is a comma list of `<count><r|w>[@<bitrate>]`, e.g.
-//! `4r@19.39M,8w@8M`. Bit rates are decimal (K, M, G) bits per second.
+//! streams; the general form is a comma list of `<count><r|w|t>[@<bitrate>]`, e.g.
+//! `4r@19.39M,8w@8M,2t@8M`, where `t` is a trick-play reader (fast forward or rewind
+//! at `--speed`: it reads only keyframes, see `client.rs`). Bit rates are decimal (K,
+//! M, G) bits per second: a trick-play reader's is the recording's it plays.
 
 use std::fmt;
 
@@ -8,6 +10,8 @@ use std::fmt;
 pub struct StreamGroup {
     pub count: u32,
     pub write: bool,
+    /// A trick-play reader (`t`): reads keyframes only (never with `write`).
+    pub trick: bool,
     /// `None` = the run's default bit rate.
     pub bitrate_bps: Option<f64>,
 }
@@ -24,7 +28,7 @@ impl fmt::Display for WorkloadError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "workload {}: expected NrMw (e.g. 4r2w) or a comma list of <count><r|w>[@<bitrate>] (e.g. 4r@19.39M,8w@8M)",
+            "workload {}: expected NrMw (e.g. 4r2w) or a comma list of <count><r|w|t>[@<bitrate>] (e.g. 4r@19.39M,8w@8M,2t@8M; t: trick play)",
             self.0
         )
     }
@@ -40,15 +44,17 @@ fn parse_term(t: &str) -> Option<StreamGroup> {
         None => (t, None),
     };
     let kind = head.chars().last()?;
-    let write = match kind {
-        'r' | 'R' => false,
-        'w' | 'W' => true,
+    let (write, trick) = match kind {
+        'r' | 'R' => (false, false),
+        'w' | 'W' => (true, false),
+        't' | 'T' => (false, true),
         _ => return None,
     };
     let count: u32 = head[..head.len() - 1].parse().ok()?;
     Some(StreamGroup {
         count,
         write,
+        trick,
         bitrate_bps: rate,
     })
 }
@@ -105,7 +111,8 @@ impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The paper's NrMw form where it applies.
         if let [r, w] = &self.groups[..] {
-            if !r.write && w.write && r.bitrate_bps.is_none() && w.bitrate_bps.is_none() {
+            if !r.write && !r.trick && w.write && r.bitrate_bps.is_none() && w.bitrate_bps.is_none()
+            {
                 return write!(f, "{}r{}w", r.count, w.count);
             }
         }
@@ -113,7 +120,11 @@ impl fmt::Display for Workload {
             .groups
             .iter()
             .map(|g| {
-                let k = if g.write { 'w' } else { 'r' };
+                let k = match (g.write, g.trick) {
+                    (true, _) => 'w',
+                    (false, true) => 't',
+                    (false, false) => 'r',
+                };
                 match g.bitrate_bps {
                     Some(r) => format!("{}{k}@{}M", g.count, r / 1e6),
                     None => format!("{}{k}", g.count),
@@ -144,6 +155,10 @@ mod tests {
             assert!(Workload::parse(bad).is_err(), "{bad}");
         }
         assert_eq!(Workload::parse_with("0r0w", true).unwrap().streams(), 0);
+        let w = Workload::parse("2w@4M,2t@8M").unwrap();
+        assert!(w.groups[1].trick && !w.groups[1].write && !w.groups[0].trick);
+        assert_eq!(w.to_string(), "2w@4M,2t@8M");
+        assert_eq!(Workload::parse("1r,2t").unwrap().to_string(), "1r,2t");
         assert!(Workload::parse_with("", true).is_err());
     }
 }
