@@ -51,7 +51,7 @@ pub enum Command {
     /// Simulate streams and best-effort traffic on a disk model in virtual time
     Sim(Box<crate::cmd_sim::SimArgs>),
     /// The admission bound: how many streams a disk model can carry
-    Capacity(crate::cmd_sim::CapacityArgs),
+    Capacity(crate::cmd_capacity::CapacityArgs),
     /// Run a sim workload on a real device or image (or an emulated disk), in wall-clock time
     Bench(Box<crate::cmd_bench::BenchArgs>),
     /// Measure a device (read-only) into the disk-model JSON form

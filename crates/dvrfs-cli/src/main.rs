@@ -14,6 +14,7 @@ mod args;
 mod bench_dir;
 mod cmd_bench;
 mod cmd_calibrate;
+mod cmd_capacity;
 mod cmd_data;
 mod cmd_emulate;
 mod cmd_events;
@@ -121,7 +122,7 @@ fn run_command(command: &Command) -> CliResult<u8> {
         Command::Put(a) => cmd_data::put(a),
         Command::Get(a) => cmd_data::get(a),
         Command::Sim(a) => cmd_sim::sim(a),
-        Command::Capacity(a) => cmd_sim::capacity_cmd(a),
+        Command::Capacity(a) => cmd_capacity::capacity_cmd(a),
         Command::Record(a) => cmd_stream::record(a),
         Command::Bench(a) => cmd_bench::bench(a),
         Command::Demo(a) => cmd_bench::demo(a),
