@@ -76,4 +76,14 @@ else
     exit 1
   fi
   grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)|DONE' "$scratch/fuzz.log"
+  # The media parser (issue 25): any bytes, whole and in pieces, the same frames.
+  mkdir -p "$scratch/media"
+  if ! (cd fuzz && cargo +nightly fuzz run -s none media "$scratch/media" corpus/media -- \
+      -max_total_time="${FUZZ_MEDIA_SECONDS:-30}" -print_final_stats=1 \
+      -artifact_prefix="$scratch/" >"$scratch/fuzz-media.log" 2>&1); then
+    tail -n 60 "$scratch/fuzz-media.log"
+    echo "cargo fuzz media: the parser's oracle failed (above); keep the input as fuzz/corpus/media/regress-* once fixed"
+    exit 1
+  fi
+  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)|DONE' "$scratch/fuzz-media.log"
 fi

@@ -12,6 +12,7 @@ pub mod error;
 pub mod format;
 pub mod fuzzing;
 pub mod layout;
+pub mod media;
 pub mod meta;
 pub mod qos;
 pub mod sched;

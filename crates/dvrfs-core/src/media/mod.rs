@@ -1,0 +1,163 @@
+//! Media containers as a recording's bytes go by: the incremental parser that the
+//! frame index (HERMES 4: the frame as a unit of the file system) is built from.
+//!
+//! Contract: an [`Indexer`] is fed a file's bytes in file order, in pieces of any size
+//! split anywhere ([`Indexer::feed`]), and gives back one [`Frame`] per access unit
+//! (a video frame) of the file's video track, in file order, each with its byte
+//! range, its number, its presentation time and whether it is a keyframe (a frame a
+//! decoder can start at). The same bytes give the same frames whatever the split.
+//! It is pure: no I/O, no clock, no allocation that grows with the input.
+//!
+//! Fault model: the input is whatever a camera, a network or a damaged disk delivers.
+//! No input makes it panic or grow without bound (every buffer has a named maximum);
+//! garbage is skipped, counted and resynchronised past ([`Counters`]); a frame is only
+//! reported from bytes that parsed. What it recognises is in `ts.rs` (MPEG-TS) and
+//! `es.rs` (keyframes in H.264, H.265 and MPEG-2 video); a file that is not a
+//! transport stream is reported as such and costs nothing more.
+
+mod es;
+mod ts;
+
+pub use es::Codec;
+
+/// 90 kHz ticks, the unit of MPEG presentation times.
+pub const TICKS_PER_SECOND: i64 = 90_000;
+
+/// One access unit (video frame) of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Where the frame's bytes start in the file: the transport packet that starts
+    /// its PES (what `ffprobe -show_packets` reports as `pos`).
+    pub offset: u64,
+    /// Bytes from `offset` to the next frame's start (the packets a reader fetches
+    /// to get this frame, with any audio and tables interleaved among them).
+    pub len: u64,
+    /// 0 for the file's first frame.
+    pub number: u64,
+    /// Presentation time, 90 kHz, unwrapped past 2^33 (a time before the first PTS
+    /// of the file, when a frame has none, repeats the last known one).
+    pub pts_90k: i64,
+    /// A decoder can start here: H.264 IDR, H.265 IRAP, MPEG-2 I picture after a
+    /// sequence header.
+    pub keyframe: bool,
+    /// The stream's time jumped before this frame (the transport's discontinuity
+    /// flag, or the PTS moved by more than [`MAX_PTS_STEP_90K`]).
+    pub discontinuity: bool,
+}
+
+/// A PTS step between consecutive frames larger than this (10 s) is a
+/// discontinuity, not a frame interval.
+pub const MAX_PTS_STEP_90K: i64 = 10 * TICKS_PER_SECOND;
+
+/// What the parser made of the file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Bytes fed.
+    pub fed_bytes: u64,
+    /// Bytes skipped while out of sync (not 188-byte packets).
+    pub skipped_bytes: u64,
+    /// Times the packet sync was lost and found again.
+    pub resyncs: u64,
+    /// Packets whose table or header did not parse (ignored).
+    pub bad_packets: u64,
+}
+
+/// What the file turned out to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    /// Not decided yet (too few bytes).
+    Unknown,
+    /// MPEG transport stream (188-byte packets).
+    Ts,
+    /// Neither: nothing is indexed.
+    Other,
+}
+
+/// Bytes looked at to decide the container: a transport stream has its sync byte at
+/// three consecutive 188-byte packets within them.
+const DETECT_BYTES: usize = 4 * ts::PACKET;
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Indexer {
+    container: Container,
+    /// The first bytes while the container is not decided.
+    head: Vec<u8>,
+    ts: ts::TsParser,
+}
+
+impl Default for Indexer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Indexer {
+    pub fn new() -> Indexer {
+        Indexer {
+            container: Container::Unknown,
+            head: Vec::new(),
+            ts: ts::TsParser::new(),
+        }
+    }
+
+    pub fn container(&self) -> Container {
+        self.container
+    }
+
+    /// The video codec, once the program map named it.
+    pub fn codec(&self) -> Option<Codec> {
+        self.ts.codec()
+    }
+
+    /// The video PID, once known.
+    pub fn video_pid(&self) -> Option<u16> {
+        self.ts.video_pid()
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.ts.counters()
+    }
+
+    /// The file's next bytes.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        match self.container {
+            Container::Ts => self.ts.feed(bytes),
+            Container::Other => {}
+            Container::Unknown => {
+                let take = (DETECT_BYTES - self.head.len()).min(bytes.len());
+                self.head.extend_from_slice(&bytes[..take]);
+                if self.head.len() == DETECT_BYTES {
+                    self.decide();
+                    self.feed(&bytes[take..]);
+                }
+            }
+        }
+    }
+
+    fn decide(&mut self) {
+        let head = std::mem::take(&mut self.head);
+        self.container = if ts::looks_like_ts(&head) {
+            Container::Ts
+        } else {
+            Container::Other
+        };
+        if self.container == Container::Ts {
+            self.ts.feed(&head);
+        }
+    }
+
+    /// The frames completed so far, in file order (each once).
+    pub fn drain(&mut self) -> Vec<Frame> {
+        self.ts.drain()
+    }
+
+    /// The end of the file: the last frame ends with it.
+    pub fn finish(&mut self) -> Vec<Frame> {
+        if self.container == Container::Unknown {
+            self.decide();
+        }
+        self.ts.finish();
+        self.drain()
+    }
+}

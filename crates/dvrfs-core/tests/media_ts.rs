@@ -1,0 +1,339 @@
+//! The transport-stream parser against ffprobe, on fixtures made here with ffmpeg
+//! (it prints `SKIP: <reason>` where ffmpeg or ffprobe is missing; the test command
+//! installs them): every frame's offset, every keyframe, the frame count, and the
+//! time across a PTS wrap must be what ffprobe reads, however the bytes are split;
+//! garbage between packets is skipped and the frames after it are found.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use dvrfs_core::media::{Container, Frame, Indexer, TICKS_PER_SECOND};
+use proptest::prelude::*;
+
+fn have(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A scratch directory for the fixtures (removed at the end).
+fn scratch() -> tempdir::Dir {
+    tempdir::Dir::new()
+}
+
+mod tempdir {
+    pub struct Dir(pub std::path::PathBuf);
+    impl Dir {
+        pub fn new() -> Dir {
+            let p = std::env::temp_dir().join(format!(
+                "dvrfs-media-{}-{}",
+                std::process::id(),
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos()
+            ));
+            std::fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+    }
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// Makes `name` with ffmpeg from test sources: `secs` seconds of 320x240 at 25 fps
+/// with a sine tone, video options `video`, muxer options `mux`.
+fn fixture(dir: &Path, name: &str, secs: u32, video: &[&str], mux: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let mut c = Command::new("ffmpeg");
+    c.args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+        .arg(format!("testsrc2=size=320x240:rate=25:duration={secs}"))
+        .args(["-f", "lavfi", "-i"])
+        .arg(format!("sine=frequency=440:duration={secs}"))
+        .args(video)
+        .args(["-c:a", "aac", "-b:a", "64k"])
+        .args(mux)
+        .arg(&out);
+    let o = c.output().expect("run ffmpeg");
+    assert!(
+        o.status.success(),
+        "ffmpeg {name}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
+
+/// ffprobe's video packets: (pos, keyframe, pts).
+fn probe(path: &Path) -> Vec<(u64, bool, Option<i64>)> {
+    let o = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
+        .args(["-show_entries", "packet=pos,flags,pts", "-of", "json"])
+        .arg(path)
+        .output()
+        .expect("run ffprobe");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    v["packets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["pos"].as_str().unwrap().parse().unwrap(),
+                p["flags"].as_str().unwrap().starts_with('K'),
+                p["pts"].as_i64(),
+            )
+        })
+        .collect()
+}
+
+/// The parser's frames of `bytes`, fed in pieces of `piece` bytes.
+fn index(bytes: &[u8], piece: usize) -> (Vec<Frame>, Indexer) {
+    let mut ix = Indexer::new();
+    let mut frames = Vec::new();
+    for chunk in bytes.chunks(piece.max(1)) {
+        ix.feed(chunk);
+        frames.extend(ix.drain());
+    }
+    frames.extend(ix.finish());
+    (frames, ix)
+}
+
+/// Frames and keyframes agree with ffprobe's packets, offset by offset.
+fn agree(path: &Path) -> Vec<Frame> {
+    let bytes = std::fs::read(path).unwrap();
+    let want = probe(path);
+    let (frames, ix) = index(&bytes, 64 * 1024);
+    assert_eq!(ix.container(), Container::Ts);
+    assert_eq!(frames.len(), want.len(), "{}: frame count", path.display());
+    for (f, (pos, key, _)) in frames.iter().zip(&want) {
+        assert_eq!(f.offset, *pos, "{}: frame {}", path.display(), f.number);
+        assert_eq!(
+            f.keyframe,
+            *key,
+            "{}: frame {} at {pos}",
+            path.display(),
+            f.number
+        );
+    }
+    // Frames tile the file from the first: each ends where the next starts.
+    for w in frames.windows(2) {
+        assert_eq!(w[0].offset + w[0].len, w[1].offset);
+    }
+    assert_eq!(
+        frames.last().map(|f| f.offset + f.len),
+        Some(bytes.len() as u64)
+    );
+    assert!(
+        frames.iter().filter(|f| f.keyframe).count() >= 2,
+        "{}",
+        path.display()
+    );
+    assert_eq!(ix.counters().skipped_bytes, 0);
+    frames
+}
+
+#[test]
+fn h264_h265_and_mpeg2_transport_streams_index_as_ffprobe_reads_them() {
+    if !have("ffmpeg") || !have("ffprobe") {
+        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+        return;
+    }
+    let d = scratch();
+    let h264 = fixture(
+        &d.0,
+        "h264.ts",
+        12,
+        &["-c:v", "libx264", "-g", "50", "-b:v", "1M"],
+        &[],
+    );
+    let frames = agree(&h264);
+    assert_eq!(frames.len(), 300);
+    // A keyframe every 2 s: frames 0, 50, 100, ...
+    let keys: Vec<u64> = frames
+        .iter()
+        .filter(|f| f.keyframe)
+        .map(|f| f.number)
+        .collect();
+    assert_eq!(keys, (0..6).map(|k| k * 50).collect::<Vec<_>>());
+    // Presentation times 40 ms apart in display order.
+    let mut pts: Vec<i64> = frames.iter().map(|f| f.pts_90k).collect();
+    pts.sort();
+    assert!(pts.windows(2).all(|w| w[1] - w[0] == TICKS_PER_SECOND / 25));
+
+    let h265 = fixture(
+        &d.0,
+        "h265.ts",
+        6,
+        &[
+            "-c:v",
+            "libx265",
+            "-x265-params",
+            "log-level=error:keyint=50:min-keyint=50:scenecut=0",
+            "-b:v",
+            "1M",
+        ],
+        &[],
+    );
+    agree(&h265);
+    let mpeg2 = fixture(
+        &d.0,
+        "mpeg2.ts",
+        6,
+        &["-c:v", "mpeg2video", "-g", "25", "-bf", "2", "-b:v", "2M"],
+        &[],
+    );
+    agree(&mpeg2);
+}
+
+/// Clears the `random_access_indicator` (adaptation field flag 0x40) in every packet.
+fn clear_rai(bytes: &mut [u8]) {
+    for p in bytes.chunks_exact_mut(188) {
+        if p[3] & 0x20 != 0 && p[4] > 0 {
+            p[5] &= !0x40;
+        }
+    }
+}
+
+#[test]
+fn the_random_access_indicator_is_not_what_makes_a_keyframe() {
+    if !have("ffmpeg") || !have("ffprobe") {
+        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+        return;
+    }
+    let d = scratch();
+    let src = fixture(&d.0, "rai.ts", 6, &["-c:v", "libx264", "-g", "25"], &[]);
+    let mut bytes = std::fs::read(&src).unwrap();
+    let (with, _) = index(&bytes, 4096);
+    clear_rai(&mut bytes);
+    let (without, _) = index(&bytes, 4096);
+    assert_eq!(with, without);
+    assert_eq!(with.iter().filter(|f| f.keyframe).count(), 6);
+}
+
+#[test]
+fn a_clip_whose_pts_wraps_lasts_its_true_duration() {
+    if !have("ffmpeg") || !have("ffprobe") {
+        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+        return;
+    }
+    let d = scratch();
+    // 2^33 / 90 kHz = 95443.7 s: start 5 s before the wrap, last 10 s.
+    let wrap = fixture(
+        &d.0,
+        "wrap.ts",
+        10,
+        &["-c:v", "libx264", "-g", "25"],
+        &["-output_ts_offset", "95438"],
+    );
+    let frames = agree(&wrap);
+    let raw: Vec<i64> = probe(&wrap).iter().filter_map(|p| p.2).collect();
+    assert!(
+        raw.iter().any(|&p| p < 90_000 * 10),
+        "the fixture's PTS wraps: {raw:?}"
+    );
+    let first = frames.iter().map(|f| f.pts_90k).min().unwrap();
+    let last = frames.iter().map(|f| f.pts_90k).max().unwrap();
+    let frame = TICKS_PER_SECOND / 25;
+    assert_eq!(last - first, 10 * TICKS_PER_SECOND - frame);
+    assert!(
+        frames.iter().all(|f| !f.discontinuity),
+        "a wrap is no discontinuity"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_transport_stream_indexes_nothing() {
+    let (frames, ix) = index(&vec![0x5Au8; 100_000], 1000);
+    assert!(frames.is_empty());
+    assert_eq!(ix.container(), Container::Other);
+    let (frames, _) = index(&[], 1);
+    assert!(frames.is_empty());
+}
+
+/// A small fixture read once for the property tests (none when ffmpeg is missing).
+fn sample() -> Option<&'static [u8]> {
+    static SAMPLE: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    SAMPLE
+        .get_or_init(|| {
+            if !have("ffmpeg") {
+                return None;
+            }
+            let d = scratch();
+            let p = fixture(
+                &d.0,
+                "sample.ts",
+                3,
+                &["-c:v", "libx264", "-g", "25", "-b:v", "300k"],
+                &[],
+            );
+            Some(std::fs::read(p).unwrap())
+        })
+        .as_deref()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn any_split_of_the_bytes_gives_the_same_frames(cuts in proptest::collection::vec(1usize..5000, 1..40)) {
+        let Some(bytes) = sample() else { return Ok(()) };
+        let (whole, _) = index(bytes, bytes.len());
+        let mut ix = Indexer::new();
+        let mut frames = Vec::new();
+        let mut at = 0;
+        for c in cuts.iter().cycle() {
+            if at >= bytes.len() { break; }
+            let end = (at + c).min(bytes.len());
+            ix.feed(&bytes[at..end]);
+            frames.extend(ix.drain());
+            at = end;
+        }
+        frames.extend(ix.finish());
+        prop_assert_eq!(frames, whole);
+    }
+
+    #[test]
+    fn garbage_between_packets_is_skipped_and_later_frames_are_found(
+        at_packet in 20usize..200,
+        garbage in proptest::collection::vec(any::<u8>(), 1..2000),
+    ) {
+        let Some(bytes) = sample() else { return Ok(()) };
+        let (clean, _) = index(bytes, 65536);
+        let cut = (at_packet * 188).min(bytes.len());
+        let mut damaged = bytes[..cut].to_vec();
+        damaged.extend_from_slice(&garbage);
+        damaged.extend_from_slice(&bytes[cut..]);
+        let (frames, ix) = index(&damaged, 3000);
+        // Frames wholly after the garbage are all found, shifted by its length.
+        let shift = garbage.len() as u64;
+        // (The frame open at the cut is lost; resync takes three packets.)
+        let after: Vec<Frame> = clean.iter().filter(|f| f.offset > cut as u64 + 188 * 3).cloned().collect();
+        prop_assert!(!after.is_empty());
+        for f in &after {
+            let found = frames.iter().find(|g| g.offset == f.offset + shift);
+            prop_assert!(found.is_some_and(|g| g.keyframe == f.keyframe && g.pts_90k == f.pts_90k), "frame at {}", f.offset);
+        }
+        prop_assert!(ix.counters().skipped_bytes <= garbage.len() as u64 + 3 * 188);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_and_frames_stay_inside_the_input(
+        bytes in proptest::collection::vec(any::<u8>(), 0..20000),
+        sync_every in proptest::option::of(1usize..200),
+    ) {
+        let mut b = bytes;
+        if let Some(k) = sync_every {
+            // Sprinkle sync bytes at packet spacing so the parser gets past detection.
+            for i in (0..b.len()).step_by(188) { if i / 188 % k != 1 { b[i] = 0x47; } }
+        }
+        let (frames, _) = index(&b, 777);
+        for f in frames {
+            prop_assert!(f.offset + f.len <= b.len() as u64);
+        }
+    }
+}
