@@ -11,11 +11,12 @@
 //! Fault model: the input is whatever a camera, a network or a damaged disk delivers.
 //! No input makes it panic or grow without bound (every buffer has a named maximum);
 //! garbage is skipped, counted and resynchronised past ([`Counters`]); a frame is only
-//! reported from bytes that parsed. What it recognises is in `ts.rs` (MPEG-TS) and
-//! `es.rs` (keyframes in H.264, H.265 and MPEG-2 video); a file that is not a
-//! transport stream is reported as such and costs nothing more.
+//! reported from bytes that parsed. What it recognises is in `ts.rs` (MPEG-TS),
+//! `es.rs` (keyframes in H.264, H.265 and MPEG-2 video) and `mp4.rs` (fragmented
+//! MP4); a file that is neither is reported as such and costs nothing more.
 
 mod es;
+mod mp4;
 mod ts;
 
 pub use es::Codec;
@@ -26,11 +27,15 @@ pub const TICKS_PER_SECOND: i64 = 90_000;
 /// One access unit (video frame) of the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Frame {
-    /// Where the frame's bytes start in the file: the transport packet that starts
-    /// its PES (what `ffprobe -show_packets` reports as `pos`).
+    /// Where a reader starts to play from this frame: in a transport stream the
+    /// packet that starts its PES; in fragmented MP4 its fragment's `moof`.
     pub offset: u64,
-    /// Bytes from `offset` to the next frame's start (the packets a reader fetches
-    /// to get this frame, with any audio and tables interleaved among them).
+    /// Where the frame's own bytes start (what `ffprobe -show_packets` reports as
+    /// `pos`): `offset` in a transport stream, the sample in MP4.
+    pub data_offset: u64,
+    /// Transport stream: bytes from `offset` to the next frame's start (the packets a
+    /// reader fetches to get this frame, with the audio and tables among them). MP4:
+    /// the sample's bytes from `data_offset`.
     pub len: u64,
     /// 0 for the file's first frame.
     pub number: u64,
@@ -69,6 +74,8 @@ pub enum Container {
     Unknown,
     /// MPEG transport stream (188-byte packets).
     Ts,
+    /// Fragmented MP4 (ISO BMFF with `moof` fragments).
+    Mp4,
     /// Neither: nothing is indexed.
     Other,
 }
@@ -84,6 +91,7 @@ pub struct Indexer {
     /// The first bytes while the container is not decided.
     head: Vec<u8>,
     ts: ts::TsParser,
+    mp4: mp4::Mp4Parser,
 }
 
 impl Default for Indexer {
@@ -98,6 +106,7 @@ impl Indexer {
             container: Container::Unknown,
             head: Vec::new(),
             ts: ts::TsParser::new(),
+            mp4: mp4::Mp4Parser::new(),
         }
     }
 
@@ -116,13 +125,17 @@ impl Indexer {
     }
 
     pub fn counters(&self) -> Counters {
-        self.ts.counters()
+        match self.container {
+            Container::Mp4 => self.mp4.counters(),
+            _ => self.ts.counters(),
+        }
     }
 
     /// The file's next bytes.
     pub fn feed(&mut self, bytes: &[u8]) {
         match self.container {
             Container::Ts => self.ts.feed(bytes),
+            Container::Mp4 => self.mp4.feed(bytes),
             Container::Other => {}
             Container::Unknown => {
                 let take = (DETECT_BYTES - self.head.len()).min(bytes.len());
@@ -139,17 +152,24 @@ impl Indexer {
         let head = std::mem::take(&mut self.head);
         self.container = if ts::looks_like_ts(&head) {
             Container::Ts
+        } else if mp4::looks_like_mp4(&head) {
+            Container::Mp4
         } else {
             Container::Other
         };
-        if self.container == Container::Ts {
-            self.ts.feed(&head);
+        match self.container {
+            Container::Ts => self.ts.feed(&head),
+            Container::Mp4 => self.mp4.feed(&head),
+            _ => {}
         }
     }
 
     /// The frames completed so far, in file order (each once).
     pub fn drain(&mut self) -> Vec<Frame> {
-        self.ts.drain()
+        match self.container {
+            Container::Mp4 => self.mp4.drain(),
+            _ => self.ts.drain(),
+        }
     }
 
     /// The end of the file: the last frame ends with it.
@@ -157,7 +177,10 @@ impl Indexer {
         if self.container == Container::Unknown {
             self.decide();
         }
-        self.ts.finish();
+        match self.container {
+            Container::Mp4 => self.mp4.finish(),
+            _ => self.ts.finish(),
+        }
         self.drain()
     }
 }

@@ -324,6 +324,7 @@ impl TsParser {
         self.last_pts = Some(pts);
         self.out.push(Frame {
             offset: o.offset,
+            data_offset: o.offset,
             len: end - o.offset,
             number: self.next_number,
             pts_90k: pts,

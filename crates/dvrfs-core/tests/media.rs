@@ -1,4 +1,4 @@
-//! The transport-stream parser against ffprobe, on fixtures made here with ffmpeg
+//! The media parser against ffprobe, on fixtures made here with ffmpeg
 //! (it prints `SKIP: <reason>` where ffmpeg or ffprobe is missing; the test command
 //! installs them): every frame's offset, every keyframe, the frame count, and the
 //! time across a PTS wrap must be what ffprobe reads, however the bytes are split;
@@ -109,6 +109,7 @@ fn agree(path: &Path) -> Vec<Frame> {
     let want = probe(path);
     let (frames, ix) = index(&bytes, 64 * 1024);
     assert_eq!(ix.container(), Container::Ts);
+    assert!(frames.iter().all(|f| f.data_offset == f.offset));
     assert_eq!(frames.len(), want.len(), "{}: frame count", path.display());
     for (f, (pos, key, _)) in frames.iter().zip(&want) {
         assert_eq!(f.offset, *pos, "{}: frame {}", path.display(), f.number);
@@ -247,6 +248,53 @@ fn a_clip_whose_pts_wraps_lasts_its_true_duration() {
 }
 
 #[test]
+fn fragmented_mp4_indexes_as_ffprobe_reads_it_with_each_frame_at_its_moof() {
+    if !have("ffmpeg") || !have("ffprobe") {
+        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+        return;
+    }
+    let d = scratch();
+    let mp4 = fixture(
+        &d.0,
+        "frag.mp4",
+        8,
+        &["-c:v", "libx264", "-g", "25", "-bf", "2"],
+        &["-movflags", "frag_keyframe+empty_moov+default_base_moof"],
+    );
+    let bytes = std::fs::read(&mp4).unwrap();
+    let want = probe(&mp4);
+    for piece in [bytes.len(), 65536, 1000, 7] {
+        let (frames, ix) = index(&bytes, piece);
+        assert_eq!(ix.container(), Container::Mp4);
+        assert_eq!(frames.len(), want.len(), "frame count, {piece}-byte pieces");
+        for (f, (pos, key, _)) in frames.iter().zip(&want) {
+            assert_eq!(f.data_offset, *pos, "frame {}", f.number);
+            assert_eq!(f.keyframe, *key, "frame {} at {pos}", f.number);
+            // The entry is the fragment's moof, before the sample.
+            assert!(f.offset < f.data_offset);
+            assert_eq!(
+                &bytes[f.offset as usize + 4..f.offset as usize + 8],
+                b"moof"
+            );
+        }
+        let keys = frames.iter().filter(|f| f.keyframe).count();
+        assert_eq!(keys, 8, "a keyframe a second");
+        // Presentation times: 25 fps in display order, from 0.
+        let mut pts: Vec<i64> = frames.iter().map(|f| f.pts_90k).collect();
+        pts.sort();
+        assert!(
+            pts.windows(2).all(|w| w[1] - w[0] == TICKS_PER_SECOND / 25),
+            "{pts:?}"
+        );
+    }
+    // Cut short in the middle of a fragment's mdat: only whole frames are reported.
+    let cut = bytes.len() * 2 / 3;
+    let (frames, _) = index(&bytes[..cut], 4096);
+    assert!(frames.iter().all(|f| f.data_offset + f.len <= cut as u64));
+    assert!(frames.len() < want.len() && !frames.is_empty());
+}
+
+#[test]
 fn a_file_that_is_not_a_transport_stream_indexes_nothing() {
     let (frames, ix) = index(&vec![0x5Au8; 100_000], 1000);
     assert!(frames.is_empty());
@@ -333,7 +381,7 @@ proptest! {
         }
         let (frames, _) = index(&b, 777);
         for f in frames {
-            prop_assert!(f.offset + f.len <= b.len() as u64);
+            prop_assert!(f.data_offset + f.len <= b.len() as u64);
         }
     }
 }
