@@ -294,6 +294,65 @@ fn fragmented_mp4_indexes_as_ffprobe_reads_it_with_each_frame_at_its_moof() {
     assert!(frames.len() < want.len() && !frames.is_empty());
 }
 
+/// Decodes `path` with ffmpeg: its complaints (none for a clean stream) and the
+/// video frames ffprobe counts.
+fn decode(path: &Path) -> (String, usize) {
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-f", "null", "-"])
+        .output()
+        .expect("run ffmpeg");
+    (
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        probe(path).len(),
+    )
+}
+
+#[test]
+fn a_chunk_cut_at_a_keyframe_after_the_chunk_head_plays_on_its_own() {
+    if !have("ffmpeg") || !have("ffprobe") {
+        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+        return;
+    }
+    let d = scratch();
+    let ts = fixture(&d.0, "cut.ts", 8, &["-c:v", "libx264", "-g", "50"], &[]);
+    let mp4 = fixture(
+        &d.0,
+        "cut.mp4",
+        8,
+        &["-c:v", "libx264", "-g", "50"],
+        &["-movflags", "frag_keyframe+empty_moov+default_base_moof"],
+    );
+    for src in [ts, mp4] {
+        let bytes = std::fs::read(&src).unwrap();
+        let (frames, ix) = index(&bytes, 100_000);
+        let head = ix
+            .chunk_head()
+            .expect("the tables or the init segment went by");
+        // The third keyframe (4 s in): the chunk is the head, then the file from there.
+        let key = frames.iter().filter(|f| f.keyframe).nth(2).unwrap();
+        let chunk = d.0.join(format!(
+            "chunk-{}",
+            src.file_name().unwrap().to_string_lossy()
+        ));
+        std::fs::write(&chunk, [&head[..], &bytes[key.offset as usize..]].concat()).unwrap();
+        let (complaints, n) = decode(&chunk);
+        assert_eq!(complaints, "", "{}", chunk.display());
+        assert_eq!(
+            n as u64,
+            frames.len() as u64 - key.number,
+            "{}",
+            chunk.display()
+        );
+        // The head is what it says: a PAT packet first, or an ftyp then the moov.
+        match ix.container() {
+            Container::Ts => assert!(head[0] == 0x47 && head[1] & 0x1F == 0 && head[2] == 0),
+            _ => assert!(&head[4..8] == b"ftyp" && head.windows(4).any(|w| w == b"moov")),
+        }
+    }
+}
+
 #[test]
 fn a_file_that_is_not_a_transport_stream_indexes_nothing() {
     let (frames, ix) = index(&vec![0x5Au8; 100_000], 1000);

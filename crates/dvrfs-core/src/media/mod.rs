@@ -131,6 +131,17 @@ impl Indexer {
         }
     }
 
+    /// What a file cut from this recording at a keyframe must start with to play on
+    /// its own: the last PAT and PMT packets of a transport stream, the init segment
+    /// (`ftyp` and `moov`) of a fragmented MP4; `None` until they went by.
+    pub fn chunk_head(&self) -> Option<Vec<u8>> {
+        match self.container {
+            Container::Ts => self.ts.tables(),
+            Container::Mp4 => self.mp4.init_segment(),
+            _ => None,
+        }
+    }
+
     /// The file's next bytes.
     pub fn feed(&mut self, bytes: &[u8]) {
         match self.container {

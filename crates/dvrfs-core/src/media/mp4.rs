@@ -61,6 +61,10 @@ pub struct Mp4Parser {
     video: Option<Track>,
     /// `trex` defaults by track id, until the video track is known.
     trex: Vec<(u32, u32, u32, u32)>,
+    /// The `ftyp` box as it was, and the `ftyp` and `moov` of the last `moov` that
+    /// named a video track: the init segment a chunk cut at a keyframe starts with.
+    ftyp: Vec<u8>,
+    init: Vec<u8>,
     /// Frames described by a `moof` whose bytes have not all gone by yet.
     waiting: std::collections::VecDeque<Frame>,
     out: Vec<Frame>,
@@ -106,6 +110,22 @@ fn children(mut b: &[u8]) -> Vec<([u8; 4], &[u8])> {
     out
 }
 
+/// A box of `kind` around `payload` (a 32-bit size: gathered boxes are at most
+/// [`MAX_GATHER_BYTES`]).
+fn boxed(kind: &[u8; 4], payload: &[u8]) -> Vec<u8> {
+    let size = u32::try_from(payload.len() + 8).expect("gathered boxes are small");
+    let mut b = Vec::with_capacity(payload.len() + 8);
+    b.extend_from_slice(&[
+        (size >> 24) as u8,
+        (size >> 16) as u8,
+        (size >> 8) as u8,
+        size as u8,
+    ]);
+    b.extend_from_slice(kind);
+    b.extend_from_slice(payload);
+    b
+}
+
 fn child<'a>(b: &'a [u8], kind: &[u8; 4]) -> Option<&'a [u8]> {
     children(b)
         .into_iter()
@@ -121,6 +141,8 @@ impl Mp4Parser {
             buf: Vec::new(),
             video: None,
             trex: Vec::new(),
+            ftyp: Vec::new(),
+            init: Vec::new(),
             waiting: Default::default(),
             out: Vec::new(),
             next_number: 0,
@@ -204,7 +226,7 @@ impl Mp4Parser {
             return;
         }
         let body = (size != u64::MAX).then(|| size - hdr);
-        let gather = matches!(&kind, b"moov" | b"moof");
+        let gather = matches!(&kind, b"moov" | b"moof" | b"ftyp");
         self.state = match body {
             Some(b) if gather && size <= MAX_GATHER_BYTES => {
                 self.buf.clear();
@@ -241,7 +263,13 @@ impl Mp4Parser {
         self.pos += size;
         self.state = State::Header;
         match &kind {
-            b"moov" => self.moov(&body),
+            b"ftyp" => self.ftyp = boxed(b"ftyp", &body),
+            b"moov" => {
+                self.moov(&body);
+                if self.video.is_some() {
+                    self.init = [self.ftyp.clone(), boxed(b"moov", &body)].concat();
+                }
+            }
             _ => self.moof(&body, start),
         }
     }
@@ -423,6 +451,11 @@ impl Mp4Parser {
             data = data.saturating_add(u64::from(s));
             *dts = Some(decode.saturating_add(u64::from(d)));
         }
+    }
+
+    /// The init segment (`ftyp` and `moov`) of the video track, once seen.
+    pub fn init_segment(&self) -> Option<Vec<u8>> {
+        (!self.init.is_empty()).then(|| self.init.clone())
     }
 
     /// Frames whose bytes have all gone by.

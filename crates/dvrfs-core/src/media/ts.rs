@@ -55,6 +55,12 @@ pub struct TsParser {
     video: Option<(u16, Codec)>,
     /// A PSI section being gathered: its PID and bytes.
     section: Option<(u16, Vec<u8>)>,
+    /// The transport packets of the section being gathered, and of the last PAT and
+    /// PMT that named the program and its video (what a chunk cut at a keyframe
+    /// starts with, [`TsParser::tables`]).
+    section_packets: Vec<u8>,
+    pat_packets: Vec<u8>,
+    pmt_packets: Vec<u8>,
     open: Option<Open>,
     /// The transport's discontinuity flag was seen on the video PID since the last
     /// frame started.
@@ -77,6 +83,9 @@ impl TsParser {
             pmt_pid: None,
             video: None,
             section: None,
+            section_packets: Vec::new(),
+            pat_packets: Vec::new(),
+            pmt_packets: Vec::new(),
             open: None,
             flagged: false,
             next_number: 0,
@@ -197,7 +206,7 @@ impl TsParser {
         }
         let payload: &[u8] = if afc & 0x01 != 0 { &p[start..] } else { &[] };
         if pid == 0 || Some(pid) == self.pmt_pid {
-            self.psi(pid, pusi, payload);
+            self.psi(pid, pusi, payload, p);
         } else if Some(pid) == self.video_pid() {
             if discontinuity {
                 self.flagged = true;
@@ -207,7 +216,13 @@ impl TsParser {
     }
 
     /// A packet of the PAT or the PMT: gathers the section, then reads it.
-    fn psi(&mut self, pid: u16, pusi: bool, payload: &[u8]) {
+    fn psi(&mut self, pid: u16, pusi: bool, payload: &[u8], packet: &[u8]) {
+        if pusi {
+            self.section_packets.clear();
+        }
+        if self.section_packets.len() + PACKET <= MAX_SECTION_BYTES + 2 * PACKET {
+            self.section_packets.extend_from_slice(packet);
+        }
         if pusi {
             let Some(&pointer) = payload.first() else {
                 self.counters.bad_packets += 1;
@@ -246,35 +261,41 @@ impl TsParser {
         let section = buf[..3 + length].to_vec();
         let spid = *spid;
         self.section = None;
+        let packets = std::mem::take(&mut self.section_packets);
         if spid == 0 {
-            self.pat(&section);
-        } else {
-            self.pmt(&section);
+            if self.pat(&section) {
+                self.pat_packets = packets;
+            }
+        } else if self.pmt(&section) {
+            self.pmt_packets = packets;
         }
     }
 
-    /// The program association table: the first program's map PID.
-    fn pat(&mut self, s: &[u8]) {
+    /// The program association table: the first program's map PID; whether it
+    /// named one.
+    fn pat(&mut self, s: &[u8]) -> bool {
         // table_id 0; 8 bytes of header, entries of 4, a CRC of 4 at the end.
         if s[0] != 0x00 || s.len() < 12 {
             self.counters.bad_packets += 1;
-            return;
+            return false;
         }
         for e in s[8..s.len() - 4].chunks_exact(4) {
             let program = (u16::from(e[0]) << 8) | u16::from(e[1]); // MPEG fields are big-endian
             let pid = (u16::from(e[2] & 0x1F) << 8) | u16::from(e[3]);
             if program != 0 {
                 self.pmt_pid = Some(pid);
-                return;
+                return true;
             }
         }
+        false
     }
 
-    /// The program map: the first video stream of a kind [`Codec`] knows.
-    fn pmt(&mut self, s: &[u8]) {
+    /// The program map: the first video stream of a kind [`Codec`] knows; whether
+    /// it has one.
+    fn pmt(&mut self, s: &[u8]) -> bool {
         if s[0] != 0x02 || s.len() < 16 {
             self.counters.bad_packets += 1;
-            return;
+            return false;
         }
         let info = ((usize::from(s[10]) & 0x0F) << 8) | usize::from(s[11]);
         let mut i = 12 + info;
@@ -288,10 +309,21 @@ impl TsParser {
                     self.video = Some((pid, codec));
                     self.open = None;
                 }
-                return;
+                return true;
             }
             i += 5 + es_info;
         }
+        false
+    }
+
+    /// The transport packets of the last PAT and PMT that named the program and its
+    /// video: what a file cut from this stream at a keyframe must start with to play
+    /// on its own.
+    pub fn tables(&self) -> Option<Vec<u8>> {
+        if self.pat_packets.is_empty() || self.pmt_packets.is_empty() {
+            return None;
+        }
+        Some([&self.pat_packets[..], &self.pmt_packets[..]].concat())
     }
 
     /// A packet of the video PID.
