@@ -68,22 +68,19 @@ else
   fi
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' EXIT
-  if ! (cd fuzz && cargo +nightly fuzz run -s none image "$scratch" corpus/image -- \
-      -max_total_time="${FUZZ_SECONDS:-120}" -print_final_stats=1 \
-      -artifact_prefix="$scratch/" >"$scratch/fuzz.log" 2>&1); then
-    tail -n 60 "$scratch/fuzz.log"
-    echo "cargo fuzz: the oracle failed (the message above names the damage); keep the input as fuzz/corpus/image/regress-* once fixed"
-    exit 1
-  fi
-  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)|DONE' "$scratch/fuzz.log"
+  # fuzz TARGET SECONDS WHAT: a bounded run from fuzz/corpus/TARGET (read-only here).
+  fuzz() {
+    mkdir -p "$scratch/$1"
+    if ! (cd fuzz && cargo +nightly fuzz run -s none "$1" "$scratch/$1" "corpus/$1" -- \
+        -max_total_time="$2" -print_final_stats=1 \
+        -artifact_prefix="$scratch/" >"$scratch/fuzz-$1.log" 2>&1); then
+      tail -n 60 "$scratch/fuzz-$1.log"
+      echo "cargo fuzz $1: the oracle failed (the message above names $3); keep the input as fuzz/corpus/$1/regress-* once fixed"
+      exit 1
+    fi
+    grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)|DONE' "$scratch/fuzz-$1.log"
+  }
+  fuzz image "${FUZZ_SECONDS:-120}" "the damage"
   # The media parser (issue 25): any bytes, whole and in pieces, the same frames.
-  mkdir -p "$scratch/media"
-  if ! (cd fuzz && cargo +nightly fuzz run -s none media "$scratch/media" corpus/media -- \
-      -max_total_time="${FUZZ_MEDIA_SECONDS:-30}" -print_final_stats=1 \
-      -artifact_prefix="$scratch/" >"$scratch/fuzz-media.log" 2>&1); then
-    tail -n 60 "$scratch/fuzz-media.log"
-    echo "cargo fuzz media: the parser's oracle failed (above); keep the input as fuzz/corpus/media/regress-* once fixed"
-    exit 1
-  fi
-  grep -E '^stat::(number_of_executed_units|average_exec_per_sec|new_units_added)|DONE' "$scratch/fuzz-media.log"
+  fuzz media "${FUZZ_MEDIA_SECONDS:-30}" "the split"
 fi

@@ -362,6 +362,28 @@ fn a_file_that_is_not_a_transport_stream_indexes_nothing() {
     assert!(frames.is_empty());
 }
 
+/// Every input kept in the fuzzer's corpus (`fuzz/corpus/media`: the seeds and any
+/// `regress-*` input a failure left) passes the fuzz target's oracle here too, so
+/// `cargo test` replays them without the nightly toolchain.
+#[test]
+fn the_fuzz_corpus_passes_the_oracle() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/media");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let data = std::fs::read(e.unwrap().path()).unwrap();
+        let piece = 1 + usize::from(data.first().copied().unwrap_or(0)) * 7;
+        let (whole, _) = index(&data, data.len());
+        let (pieces, _) = index(&data, piece);
+        assert_eq!(whole, pieces);
+        for (i, f) in whole.iter().enumerate() {
+            assert_eq!(f.number, i as u64);
+            assert!(f.data_offset + f.len <= data.len() as u64);
+        }
+        n += 1;
+    }
+    assert!(n >= 3, "the seeds are there");
+}
+
 /// A small fixture read once for the property tests (none when ffmpeg is missing).
 fn sample() -> Option<&'static [u8]> {
     static SAMPLE: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
