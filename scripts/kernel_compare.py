@@ -368,6 +368,9 @@ def run_one(disk, stack, exp, run, args):
                              + ".\nClean up with: " + " && ".join(c for _, c in left))
     with open(os.path.join(d, "commands.txt"), "w") as f:
         f.write("\n".join(log) + "\n")
+    for f in ("margin_cdf.svg", "buffer_level.svg", "seek_distance.svg"):   # the CSV is what render draws from;
+        if os.path.exists(os.path.join(plot, f)):                          # the SVGs would make the data 20x larger
+            os.remove(os.path.join(plot, f))
     if ok:   # a run the host disturbed is kept aside and made again (at most DISTURBED_TRIES times)
         e = report["kcompare_emulator"]
         late = e["late_commands"] / max(1, e["commands"])
@@ -389,9 +392,6 @@ def run_one(disk, stack, exp, run, args):
     with open(rep + ".tmp", "w") as f:
         json.dump(report, f, indent=1)
     os.replace(rep + ".tmp", rep)
-    for f in ("margin_cdf.svg", "buffer_level.svg", "seek_distance.svg"):   # the CSV is what render draws from;
-        if os.path.exists(os.path.join(plot, f)):                          # the SVGs would make the data 20x larger
-            os.remove(os.path.join(plot, f))
     if os.path.exists(os.path.join(d, "error.txt")):
         os.remove(os.path.join(d, "error.txt"))
     print(f"    {report.get('deadline_misses')} misses, min margin {report.get('margin_ms', {}).get('min')} ms, "
