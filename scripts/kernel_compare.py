@@ -534,8 +534,9 @@ HEAD = ("| stack | misses | min margin (ms) | 0.01% margin (ms) | 0.1% margin (m
         "|---|---|---|---|---|---|---|---|")
 
 def cdf_curve(disk, stack, exp, run):
+    """A finished run's margin CDF (a failed or disturbed run's CSV is not drawn)."""
     p = os.path.join(DATA, disk, stack, exp, run, "plot", "margin_cdf.csv")
-    if not os.path.exists(p):
+    if load(disk, stack, exp, run) is None or not os.path.exists(p):
         return None
     with open(p) as f:
         rows = [l.split(",") for l in f.read().splitlines()[1:] if l.strip()]
