@@ -294,6 +294,43 @@ fn fragmented_mp4_indexes_as_ffprobe_reads_it_with_each_frame_at_its_moof() {
     assert!(frames.len() < want.len() && !frames.is_empty());
 }
 
+#[test]
+fn a_plain_mp4_is_indexed_at_its_end_from_its_sample_tables() {
+    if !have("ffmpeg") || !have("ffprobe") {
+        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+        return;
+    }
+    let d = scratch();
+    // The moov at the end (ffmpeg's default) and at the start (faststart).
+    for (name, mux) in [
+        ("end.mp4", &[][..]),
+        ("start.mp4", &["-movflags", "faststart"][..]),
+    ] {
+        let mp4 = fixture(
+            &d.0,
+            name,
+            6,
+            &["-c:v", "libx264", "-g", "25", "-bf", "2"],
+            mux,
+        );
+        let bytes = std::fs::read(&mp4).unwrap();
+        let want = probe(&mp4);
+        for piece in [bytes.len(), 4096] {
+            let (frames, ix) = index(&bytes, piece);
+            assert_eq!(ix.container(), Container::Mp4);
+            assert_eq!(frames.len(), want.len(), "{name}: frame count");
+            for (f, (pos, key, _)) in frames.iter().zip(&want) {
+                assert_eq!(f.data_offset, *pos, "{name}: frame {}", f.number);
+                assert_eq!(f.keyframe, *key, "{name}: frame {}", f.number);
+            }
+            assert_eq!(frames.iter().filter(|f| f.keyframe).count(), 6);
+            let mut pts: Vec<i64> = frames.iter().map(|f| f.pts_90k).collect();
+            pts.sort();
+            assert!(pts.windows(2).all(|w| w[1] - w[0] == TICKS_PER_SECOND / 25));
+        }
+    }
+}
+
 /// Decodes `path` with ffmpeg: its complaints (none for a clean stream) and the
 /// video frames ffprobe counts.
 fn decode(path: &Path) -> (String, usize) {

@@ -17,6 +17,7 @@
 
 mod es;
 mod mp4;
+mod mp4_tables;
 mod ts;
 
 pub use es::Codec;

@@ -6,11 +6,12 @@
 //! offset. A frame's `offset` is its fragment's `moof` (what a reader must fetch to
 //! play from there), its `data_offset` the sample itself (ffprobe's `pos`).
 //!
-//! Top-level boxes are followed by their headers; only `moov` and `moof` are
+//! Top-level boxes are followed by their headers; only `ftyp`, `moov` and `moof` are
 //! gathered (each at most [`MAX_GATHER_BYTES`]), an `mdat` is skipped as it goes by.
 //! A frame is reported once its bytes have gone by. A box header that cannot be
 //! (a size below its header) ends the parse: the rest is counted as skipped. A plain
-//! (non-fragmented) MP4 is not indexed yet.
+//! (non-fragmented) MP4 is indexed at the end of the file from its sample tables
+//! (`mp4_tables.rs`).
 
 use super::{Counters, Frame, TICKS_PER_SECOND};
 
@@ -65,6 +66,8 @@ pub struct Mp4Parser {
     /// named a video track: the init segment a chunk cut at a keyframe starts with.
     ftyp: Vec<u8>,
     init: Vec<u8>,
+    /// A plain MP4's `moov` (no `mvex`): its sample tables make the frames at the end.
+    plain: Option<Vec<u8>>,
     /// Frames described by a `moof` whose bytes have not all gone by yet.
     waiting: std::collections::VecDeque<Frame>,
     out: Vec<Frame>,
@@ -143,6 +146,7 @@ impl Mp4Parser {
             trex: Vec::new(),
             ftyp: Vec::new(),
             init: Vec::new(),
+            plain: None,
             waiting: Default::default(),
             out: Vec::new(),
             next_number: 0,
@@ -275,6 +279,9 @@ impl Mp4Parser {
     }
 
     fn moov(&mut self, b: &[u8]) {
+        if child(b, b"mvex").is_none() {
+            self.plain = Some(b.to_vec());
+        }
         if let Some(mvex) = child(b, b"mvex") {
             for (k, p) in children(mvex) {
                 if &k == b"trex" {
@@ -473,5 +480,41 @@ impl Mp4Parser {
     pub fn finish(&mut self) {
         self.release();
         self.waiting.clear();
+        if let (Some(moov), Some(track)) = (self.plain.take(), self.video) {
+            self.plain_frames(&moov, track);
+        }
+    }
+
+    /// A plain MP4's frames from its video track's sample tables (`mp4_tables.rs`).
+    fn plain_frames(&mut self, moov: &[u8], track: Track) {
+        for (k, trak) in children(moov) {
+            let id = child(trak, b"tkhd")
+                .and_then(|t| u32_at(t, if t.first() == Some(&1) { 20 } else { 12 }));
+            if &k != b"trak" || id != Some(track.id) {
+                continue;
+            }
+            let Some(stbl) = child(trak, b"mdia")
+                .and_then(|m| child(m, b"minf"))
+                .and_then(|m| child(m, b"stbl"))
+            else {
+                return;
+            };
+            let t = super::mp4_tables::Tables {
+                stsz: child(stbl, b"stsz"),
+                stco: child(stbl, b"stco"),
+                co64: child(stbl, b"co64"),
+                stsc: child(stbl, b"stsc"),
+                stts: child(stbl, b"stts"),
+                ctts: child(stbl, b"ctts"),
+                stss: child(stbl, b"stss"),
+            };
+            let pos = self.pos;
+            self.out.extend(
+                super::mp4_tables::frames(&t, track.timescale)
+                    .into_iter()
+                    .take_while(|f| f.data_offset.saturating_add(f.len) <= pos),
+            );
+            return;
+        }
     }
 }
