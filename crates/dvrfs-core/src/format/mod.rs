@@ -13,6 +13,7 @@
 pub mod bitmap;
 pub mod dir;
 pub mod events;
+pub mod frame_index;
 pub mod inode;
 pub mod journal;
 pub mod sums;
