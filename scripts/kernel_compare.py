@@ -408,7 +408,10 @@ def search(disk, stack, exp, start):
     (so a resumed search replays the finished probes from their reports)."""
     lo, hi, n = 0, None, start
     while hi is None:
-        if carried(run_one(disk, stack, exp, f"N{n}", search_args(exp, n))):
+        rep = run_one(disk, stack, exp, f"N{n}", search_args(exp, n))
+        if rep is None:    # a probe that failed or the host disturbed is no answer: the next pass goes on
+            return None
+        if carried(rep):
             lo, n = n, n * 2
             if n > 256:
                 return lo
@@ -416,7 +419,10 @@ def search(disk, stack, exp, start):
             hi = n
     while hi - lo > 1:
         m = (lo + hi) // 2
-        if carried(run_one(disk, stack, exp, f"N{m}", search_args(exp, m))):
+        rep = run_one(disk, stack, exp, f"N{m}", search_args(exp, m))
+        if rep is None:
+            return None
+        if carried(rep):
             lo = m
         else:
             hi = m
