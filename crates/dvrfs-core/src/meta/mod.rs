@@ -4,6 +4,7 @@
 //! small: see `ARCHITECTURE.md` for the bound). These types know nothing of blocks on
 //! disk beyond the numbers stored in them; `volume` decides what to write.
 
+pub mod frame_index;
 pub mod sums;
 
 use crate::format::dir::{entry_bytes, Kind, DIR_SPACE_BYTES};
