@@ -17,6 +17,15 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Whether ffmpeg and ffprobe are here; when not, the test says SKIP and why.
+fn tools() -> bool {
+    let here = have("ffmpeg") && have("ffprobe");
+    if !here {
+        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+    }
+    here
+}
+
 /// A scratch directory for the fixtures (removed at the end).
 fn scratch() -> tempdir::Dir {
     tempdir::Dir::new()
@@ -140,8 +149,7 @@ fn agree(path: &Path) -> Vec<Frame> {
 
 #[test]
 fn h264_h265_and_mpeg2_transport_streams_index_as_ffprobe_reads_them() {
-    if !have("ffmpeg") || !have("ffprobe") {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+    if !tools() {
         return;
     }
     let d = scratch();
@@ -202,8 +210,7 @@ fn clear_rai(bytes: &mut [u8]) {
 
 #[test]
 fn the_random_access_indicator_is_not_what_makes_a_keyframe() {
-    if !have("ffmpeg") || !have("ffprobe") {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+    if !tools() {
         return;
     }
     let d = scratch();
@@ -218,8 +225,7 @@ fn the_random_access_indicator_is_not_what_makes_a_keyframe() {
 
 #[test]
 fn a_clip_whose_pts_wraps_lasts_its_true_duration() {
-    if !have("ffmpeg") || !have("ffprobe") {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+    if !tools() {
         return;
     }
     let d = scratch();
@@ -249,8 +255,7 @@ fn a_clip_whose_pts_wraps_lasts_its_true_duration() {
 
 #[test]
 fn fragmented_mp4_indexes_as_ffprobe_reads_it_with_each_frame_at_its_moof() {
-    if !have("ffmpeg") || !have("ffprobe") {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+    if !tools() {
         return;
     }
     let d = scratch();
@@ -296,8 +301,7 @@ fn fragmented_mp4_indexes_as_ffprobe_reads_it_with_each_frame_at_its_moof() {
 
 #[test]
 fn a_plain_mp4_is_indexed_at_its_end_from_its_sample_tables() {
-    if !have("ffmpeg") || !have("ffprobe") {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+    if !tools() {
         return;
     }
     let d = scratch();
@@ -348,8 +352,7 @@ fn decode(path: &Path) -> (String, usize) {
 
 #[test]
 fn a_chunk_cut_at_a_keyframe_after_the_chunk_head_plays_on_its_own() {
-    if !have("ffmpeg") || !have("ffprobe") {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+    if !tools() {
         return;
     }
     let d = scratch();

@@ -76,7 +76,7 @@ pub struct Mp4Parser {
 }
 
 /// Big-endian fields (MP4's byte order) read with a bounds check.
-fn u32_at(b: &[u8], i: usize) -> Option<u32> {
+pub(super) fn u32_at(b: &[u8], i: usize) -> Option<u32> {
     let s = b.get(i..i + 4)?;
     Some(
         (u32::from(s[0]) << 24)
@@ -86,7 +86,7 @@ fn u32_at(b: &[u8], i: usize) -> Option<u32> {
     )
 }
 
-fn u64_at(b: &[u8], i: usize) -> Option<u64> {
+pub(super) fn u64_at(b: &[u8], i: usize) -> Option<u64> {
     Some((u64::from(u32_at(b, i)?) << 32) | u64::from(u32_at(b, i + 4)?))
 }
 

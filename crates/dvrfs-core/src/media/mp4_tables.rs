@@ -10,25 +10,12 @@
 //! samples are made (a count above it is damage, cut to it); run-length entries are
 //! expanded only up to that count.
 
+use super::mp4::{u32_at, u64_at};
 use super::{Frame, TICKS_PER_SECOND};
 
 /// The most samples made from one track: 2^20, 11.6 hours at 25 fps (a longer plain
 /// MP4 is indexed up to there; recordings are fragmented or chunked well before).
 const MAX_SAMPLES: usize = 1 << 20;
-
-fn u32_at(b: &[u8], i: usize) -> Option<u32> {
-    let s = b.get(i..i + 4)?;
-    Some(
-        (u32::from(s[0]) << 24)
-            | (u32::from(s[1]) << 16)
-            | (u32::from(s[2]) << 8)
-            | u32::from(s[3]),
-    )
-}
-
-fn u64_at(b: &[u8], i: usize) -> Option<u64> {
-    Some((u64::from(u32_at(b, i)?) << 32) | u64::from(u32_at(b, i + 4)?))
-}
 
 /// A full box's entry count at offset 4 and its entries of `width` bytes from
 /// offset 8, as many as the box holds.
