@@ -534,9 +534,10 @@ def row(stack, r, why="not run yet"):
     return (f"| {stack} | {r.get('deadline_misses')} | {fmt(m.get('min'))} | {fmt(m.get('p0001'))} | {fmt(m.get('p001'))} | "
             f"{fmt(None if u is None else 100 * u, '{:.1f}%')}{OWN if metered_by_bench(r) else ''} | "
             f"{fmt(energy_per_hour(r), '{:.1f}')} | "
-            f"{r['kcompare_emulator'].get('late_commands', 'n/a') if 'kcompare_emulator' in r else 'n/a'} |")
+            f"{r['kcompare_emulator'].get('late_commands', 'n/a') if 'kcompare_emulator' in r else 'n/a'} "
+            f"({fmt((r.get('kcompare_host') or {}).get('cpu_pressure_pct'), '{:.1f}%')}) |")
 
-HEAD = ("| stack | misses | min margin (ms) | 0.01% margin (ms) | 0.1% margin (ms) | utilization | disk energy (kJ/h) | late commands |\n"
+HEAD = ("| stack | misses | min margin (ms) | 0.01% margin (ms) | 0.1% margin (ms) | utilization | disk energy (kJ/h) | late replies (host CPU wait) |\n"
         "|---|---|---|---|---|---|---|---|")
 
 def cdf_curve(disk, stack, exp, run):
@@ -569,11 +570,12 @@ its call returned). Utilization (busy time over the run) and disk energy come fr
 emulator's meter for every stack alike, so they are measured the same way for the kernel
 and for dvrfs (a utilization marked "(bench's own)" is `dvrfs bench`'s own estimate from a
 build that did not yet read the emulator's meter on a loop device; its energy is then
-"n/a"). The `late commands` column counts the emulator's replies that the host
+"n/a"). The `late replies` column counts the emulator's replies that the host
 made more than 1 ms late (a kernel stack's deep queue has 1 to 3% of them on a quiet
 host). A run in which more than 5% were, or during which some task waited for a CPU more
 than 10% of the time (`/proc/pressure/cpu`, kept as `kcompare_host.cpu_pressure_pct` in
-its report), measured the host as well as the disk: it is kept aside
+its report and shown in brackets beside the late replies; "n/a" for runs made before it
+was kept), measured the host as well as the disk: it is kept aside
 (`disturbed-N.json` beside it) and made again, up to three times.
 
 **Every run from the same filled image.** A kernel stack's fill is made once per file
