@@ -48,7 +48,7 @@ RA_SECTORS = 8192                          # the tuned read-ahead: 4 MiB (blockd
 # a kernel stack's deep queue has 1 to 3% of them on a quiet one.
 LATE_MAX = 0.05
 CPU_PRESSURE_MAX = 10.0
-DISTURBED_TRIES = 3
+DISTURBED_TRIES = 6
 
 def cpu_stall_us():
     """Microseconds some task has waited for a CPU since boot (PSI), or None."""
@@ -576,7 +576,7 @@ host). A run in which more than 5% were, or during which some task waited for a 
 than 10% of the time (`/proc/pressure/cpu`, kept as `kcompare_host.cpu_pressure_pct` in
 its report and shown in brackets beside the late replies; "n/a" for runs made before it
 was kept), measured the host as well as the disk: it is kept aside
-(`disturbed-N.json` beside it) and made again, up to three times.
+(`disturbed-N.json` beside it) and made again, up to six times.
 
 **Every run from the same filled image.** A kernel stack's fill is made once per file
 system, mkfs options and fill (`--seed`, `--age`, the delete victim): a fresh sparse
