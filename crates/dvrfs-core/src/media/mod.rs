@@ -15,6 +15,7 @@
 //! `es.rs` (keyframes in H.264, H.265 and MPEG-2 video) and `mp4.rs` (fragmented
 //! MP4); a file that is neither is reported as such and costs nothing more.
 
+mod be;
 mod es;
 mod mp4;
 mod mp4_tables;

@@ -13,6 +13,7 @@
 //! (non-fragmented) MP4 is indexed at the end of the file from its sample tables
 //! (`mp4_tables.rs`).
 
+use super::be::{u32_at, u64_at};
 use super::{Counters, Frame, TICKS_PER_SECOND};
 
 /// The largest `moov` or `moof` gathered; a larger one is skipped (and its fragment
@@ -73,21 +74,6 @@ pub struct Mp4Parser {
     out: Vec<Frame>,
     next_number: u64,
     counters: Counters,
-}
-
-/// Big-endian fields (MP4's byte order) read with a bounds check.
-pub(super) fn u32_at(b: &[u8], i: usize) -> Option<u32> {
-    let s = b.get(i..i + 4)?;
-    Some(
-        (u32::from(s[0]) << 24)
-            | (u32::from(s[1]) << 16)
-            | (u32::from(s[2]) << 8)
-            | u32::from(s[3]),
-    )
-}
-
-pub(super) fn u64_at(b: &[u8], i: usize) -> Option<u64> {
-    Some((u64::from(u32_at(b, i)?) << 32) | u64::from(u32_at(b, i + 4)?))
 }
 
 /// The child boxes of a box's payload: (type, payload).

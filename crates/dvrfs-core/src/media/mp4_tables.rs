@@ -10,7 +10,7 @@
 //! samples are made (a count above it is damage, cut to it); run-length entries are
 //! expanded only up to that count.
 
-use super::mp4::{u32_at, u64_at};
+use super::be::{u32_at, u64_at};
 use super::{Frame, TICKS_PER_SECOND};
 
 /// The most samples made from one track: 2^20, 11.6 hours at 25 fps (a longer plain
