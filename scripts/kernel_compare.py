@@ -44,16 +44,43 @@ RA_SECTORS = 8192                          # the tuned read-ahead: 4 MiB (blockd
 # measured the host (a build, another job) as much as the disk: it is kept aside as
 # disturbed-N.json and made again, up to DISTURBED_TRIES times; then the last is kept.
 # So is a run during which some task waited for a CPU more than CPU_PRESSURE_MAX % of
-# the time (/proc/pressure/cpu, "some"). Late replies alone do not tell a busy host:
+# the time (the run's own cgroup, see join_cgroup()). Late replies alone do not tell a busy host:
 # a kernel stack's deep queue has 1 to 3% of them on a quiet one.
 LATE_MAX = 0.05
 CPU_PRESSURE_MAX = 10.0
 DISTURBED_TRIES = 6
 
+# The runner moves itself (and so every emulator, mount helper and bench it starts) into a
+# cgroup of its own in the unified hierarchy, so that the CPU pressure it reads is its own
+# tasks' wait for a CPU, not a niced build's beside it (which waits behind the run by
+# design). Where no cgroup v2 hierarchy is writable, the host-wide figure is read.
+CGROUP_ROOTS = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+CGROUP_NAME = "dvrfs-kcompare"
+PRESSURE = "/proc/pressure/cpu"
+
+def join_cgroup():
+    """Enter the runner's own v2 cgroup; returns the cpu.pressure file to read."""
+    global PRESSURE
+    for root in CGROUP_ROOTS:
+        if not os.path.exists(os.path.join(root, "cgroup.procs")) or \
+                not os.path.exists(os.path.join(root, "cgroup.threads")):
+            continue   # not a cgroup v2 hierarchy
+        d = os.path.join(root, CGROUP_NAME)
+        try:
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "cgroup.procs"), "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            continue
+        if os.path.exists(os.path.join(d, "cpu.pressure")):
+            PRESSURE = os.path.join(d, "cpu.pressure")
+            return PRESSURE
+    return PRESSURE
+
 def cpu_stall_us():
-    """Microseconds some task has waited for a CPU since boot (PSI), or None."""
+    """Microseconds some task of the run has waited for a CPU (PSI), or None."""
     try:
-        with open("/proc/pressure/cpu") as f:
+        with open(PRESSURE) as f:
             return int(f.readline().split("total=")[1])
     except (OSError, IndexError, ValueError):
         return None
@@ -356,7 +383,8 @@ def run_one(disk, stack, exp, run, args):
                 report["kcompare_emulator"] = json.load(f)
             report["kcompare_host"] = dict(
                 cpu_pressure_pct=None if stall0 is None or stall1 is None
-                else round(100.0 * (stall1 - stall0) / 1e6 / max(t_run, 1e-9), 2))
+                else round(100.0 * (stall1 - stall0) / 1e6 / max(t_run, 1e-9), 2),
+                cpu_pressure_of=PRESSURE)
         log.append(f"umount {MNT}; dvrfs emulate --stop {EMU}")
     except (RuntimeError, OSError) as e:   # a setup step failed: this run fails, the others go on
         err = str(e)
@@ -466,6 +494,7 @@ def cmd_run(opts):
         if e not in EXPERIMENTS:
             raise SystemExit(f"unknown experiment {e!r}; the experiments are: {', '.join(EXPERIMENTS)}")
     os.makedirs(WORK, exist_ok=True)
+    print(f"CPU pressure read from {join_cgroup()}", flush=True)
     signal.signal(signal.SIGINT, on_signal)    # also when started in the background, where SIGINT is ignored
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
@@ -572,8 +601,11 @@ and for dvrfs (a utilization marked "(bench's own)" is `dvrfs bench`'s own estim
 build that did not yet read the emulator's meter on a loop device; its energy is then
 "n/a"). The `late replies` column counts the emulator's replies that the host
 made more than 1 ms late (a kernel stack's deep queue has 1 to 3% of them on a quiet
-host). A run in which more than 5% were, or during which some task waited for a CPU more
-than 10% of the time (`/proc/pressure/cpu`, kept as `kcompare_host.cpu_pressure_pct` in
+host). A run in which more than 5% were, or during which some task of the run (the
+emulator, the bench, the mount helpers: the runner puts them in a cgroup of its own,
+`dvrfs-kcompare`, so that a build niced beside it does not count) waited for a CPU more
+than 10% of the time (that cgroup's `cpu.pressure`, or `/proc/pressure/cpu` where no
+cgroup v2 hierarchy is writable; kept as `kcompare_host.cpu_pressure_pct` in
 its report and shown in brackets beside the late replies; "n/a" for runs made before it
 was kept), measured the host as well as the disk: it is kept aside
 (`disturbed-N.json` beside it) and made again, up to six times.

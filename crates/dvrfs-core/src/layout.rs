@@ -305,11 +305,12 @@ fn zone_count(p: &MkfsParams, data_blocks: u64) -> Result<u32> {
     })
 }
 
-/// The feature bits of a new volume: map checksums and inline symlinks always, the
-/// event area and the tail log when they have blocks.
+/// The feature bits of a new volume: map checksums, inline symlinks and frame
+/// indexes always, the event area and the tail log when they have blocks.
 fn features(events_blocks: u64, tail_log_blocks: u64) -> u32 {
     crate::format::superblock::FEATURE_MAP_SUMS
         | crate::format::superblock::FEATURE_INLINE_SYMLINKS
+        | crate::format::superblock::FEATURE_FRAME_INDEX
         | match events_blocks {
             0 => 0,
             _ => crate::format::superblock::FEATURE_EVENTS,

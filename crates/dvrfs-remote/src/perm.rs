@@ -174,7 +174,10 @@ fn change_entries(
 pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
     match op {
         Op::Read { ino, .. } => need(v, peer, *ino, R, "for reading"),
-        Op::Write { ino, .. } | Op::Truncate { ino, .. } => need(v, peer, *ino, W, "for writing"),
+        Op::Write { ino, .. }
+        | Op::Truncate { ino, .. }
+        | Op::AppendFrames { ino, .. }
+        | Op::DropFrameIndex { ino, .. } => need(v, peer, *ino, W, "for writing"),
         Op::Create { parent, .. } | Op::Mkdir { parent, .. } | Op::Symlink { parent, .. } => {
             change_entries(v, peer, *parent, None)
         }

@@ -341,6 +341,34 @@ impl<D: Device> Fs<D> {
         self.run(Op::SetAttr { ino, set }, None, now_ns).map(|_| ())
     }
 
+    /// Appends keyframes to file `ino`'s frame index (`Op::AppendFrames`).
+    pub fn append_frames(
+        &mut self,
+        ino: Ino,
+        entries: &[crate::format::frame_index::FrameEntry],
+        now_ns: i64,
+    ) -> Result<()> {
+        let entries = entries.to_vec();
+        self.run(Op::AppendFrames { ino, entries }, None, now_ns)
+            .map(|_| ())
+    }
+
+    /// Drops file `ino`'s frame index (`Op::DropFrameIndex`).
+    pub fn drop_frame_index(&mut self, ino: Ino, incomplete: bool, now_ns: i64) -> Result<()> {
+        self.run(Op::DropFrameIndex { ino, incomplete }, None, now_ns)
+            .map(|_| ())
+    }
+
+    /// File `ino`'s frame index, if it has one.
+    pub fn frame_index(&self, ino: Ino) -> Result<Option<&crate::meta::frame_index::FrameIndex>> {
+        self.engine.volume().frame_index(ino)
+    }
+
+    /// What file `ino`'s frame index holds.
+    pub fn frame_info(&self, ino: Ino) -> Result<crate::volume::FrameInfo> {
+        self.engine.volume().frame_info(ino)
+    }
+
     /// A new name `parent/name` for regular file `ino` (a hard link).
     pub fn link(&mut self, ino: Ino, parent: Ino, name: &[u8], now_ns: i64) -> Result<()> {
         let name = name.to_vec();

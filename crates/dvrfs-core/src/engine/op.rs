@@ -3,6 +3,7 @@
 use super::buf::IoBuf;
 use super::stream::{StreamId, StreamInfo, StreamSpec, StreamStats};
 use crate::error::Error;
+use crate::format::frame_index::FrameEntry;
 use crate::meta::Ino;
 use crate::volume::SetAttr;
 
@@ -118,6 +119,20 @@ pub enum Op {
     StreamSync {
         stream: StreamId,
     },
+    /// Append keyframes to a regular file's frame index (`volume/frame_index.rs`):
+    /// each within the file's size as applied, in order after the last. Goes to disk
+    /// with the data it describes, in the next commit. An index that finds no room
+    /// completes with `Done` and the file flagged incomplete (`frame_info`).
+    AppendFrames {
+        ino: Ino,
+        entries: Vec<FrameEntry>,
+    },
+    /// Drop a file's frame index; `incomplete` sets its incomplete flag, clear
+    /// clears it (a reindex starting over).
+    DropFrameIndex {
+        ino: Ino,
+        incomplete: bool,
+    },
     /// Commit everything and empty the journal (a clean unmount). The engine accepts no
     /// operation after it.
     Unmount,
@@ -144,6 +159,8 @@ impl Op {
             Op::StreamWrite { .. } => "stream write",
             Op::StreamClose { .. } => "stream close",
             Op::StreamSync { .. } => "stream sync",
+            Op::AppendFrames { .. } => "append frames",
+            Op::DropFrameIndex { .. } => "drop frame index",
             Op::Fsync => "fsync",
             Op::Unmount => "unmount",
         }

@@ -190,6 +190,11 @@ pub const FLAG_STREAM_DEFAULT: u32 = 1 << 0;
 /// `flags` bit of a directory with a default reservation: the files get write
 /// streams (recordings); clear: read streams (playbacks).
 pub const FLAG_STREAM_WRITE: u32 = 1 << 1;
+/// `flags` bit of a regular file: its frame index (FORMAT.md section 10c) does not
+/// cover every keyframe of its data: the index ran out of room while recording, a
+/// write changed bytes it had indexed, or fsck dropped a damaged one. `dvrfs
+/// reindex` builds it again and clears the bit.
+pub const FLAG_INDEX_INCOMPLETE: u32 = 1 << 2;
 
 /// A directory's default stream reservation, as stored in its inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -143,9 +143,18 @@ pub const FEATURE_TAIL_LOG: u32 = 4;
 /// a symlink block, as before; a build that does not know the bit refuses the volume
 /// (it would read such a link as one with no target).
 pub const FEATURE_INLINE_SYMLINKS: u32 = 8;
+/// Files may carry a frame index: a tree of frame-index blocks (type 10) named by
+/// their inode's `frame_index_root` and `frame_count` (FORMAT.md section 10c). Set by
+/// mkfs since 2026-11-28, and by the first index a volume without it stores: a build
+/// that does not know the bit refuses the volume (it would free a file without its
+/// index blocks, and read their blocks as leaked).
+pub const FEATURE_FRAME_INDEX: u32 = 16;
 /// The feature bits this build knows; a superblock with another is malformed.
-pub const KNOWN_FEATURES: u32 =
-    FEATURE_MAP_SUMS | FEATURE_EVENTS | FEATURE_TAIL_LOG | FEATURE_INLINE_SYMLINKS;
+pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS
+    | FEATURE_EVENTS
+    | FEATURE_TAIL_LOG
+    | FEATURE_INLINE_SYMLINKS
+    | FEATURE_FRAME_INDEX;
 /// Fewest blocks of a tail log (two 512 KiB requests and their headers).
 pub const MIN_TAIL_LOG_BLOCKS: u64 = 258;
 /// Data block size bounds (a power of two in this range; FORMAT.md section 3).
@@ -221,6 +230,11 @@ impl Superblock {
     /// The volume has a tail log ([`FEATURE_TAIL_LOG`]).
     pub fn has_tail_log(&self) -> bool {
         self.features & FEATURE_TAIL_LOG != 0
+    }
+
+    /// Files may carry a frame index ([`FEATURE_FRAME_INDEX`]).
+    pub fn has_frame_index(&self) -> bool {
+        self.features & FEATURE_FRAME_INDEX != 0
     }
 
     /// Short symlink targets live in their inode records ([`FEATURE_INLINE_SYMLINKS`]).

@@ -17,11 +17,13 @@
 
 mod be;
 mod es;
+mod keyframes;
 mod mp4;
 mod mp4_tables;
 mod ts;
 
 pub use es::Codec;
+pub use keyframes::KeyframeBuilder;
 
 /// 90 kHz ticks, the unit of MPEG presentation times.
 pub const TICKS_PER_SECOND: i64 = 90_000;

@@ -28,6 +28,21 @@ pub enum AppendError {
     Full,
 }
 
+impl std::fmt::Display for AppendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AppendError::OutOfOrder(why) => write!(f, "{why}"),
+            AppendError::PastSize { end, size } => {
+                write!(
+                    f,
+                    "a keyframe's bytes end at {end}, past the file's size {size}"
+                )
+            }
+            AppendError::Full => write!(f, "the index holds {MAX_ENTRIES} keyframes, its most"),
+        }
+    }
+}
+
 /// See the module docs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FrameIndex {
@@ -90,6 +105,25 @@ impl FrameIndex {
             .position(|e| end(e) > size)
             .unwrap_or(self.entries.len());
         self.entries.truncate(keep);
+    }
+
+    /// Keeps the first `len` entries (an append given back).
+    pub fn cut_to(&mut self, len: usize) {
+        self.entries.truncate(len);
+    }
+
+    /// The first keyframe at or after file offset `offset` (where a reader that
+    /// starts at `offset` can begin).
+    pub fn at_or_after_offset(&self, offset: u64) -> Option<&FrameEntry> {
+        let i = self.entries.partition_point(|e| e.offset < offset);
+        self.entries.get(i)
+    }
+
+    /// The first keyframe at or after the moment `utc_ns` (where an export that ends
+    /// at `utc_ns` ends its last GOP).
+    pub fn at_or_after_utc(&self, utc_ns: i64) -> Option<&FrameEntry> {
+        let i = self.entries.partition_point(|e| e.utc_ns < utc_ns);
+        self.entries.get(i)
     }
 
     /// The last keyframe at or before frame `number`: where a player of frame

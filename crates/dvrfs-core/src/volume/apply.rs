@@ -58,6 +58,9 @@ impl Volume {
         if lowest_changed != usize::MAX {
             self.dirty_runs_from(ino, lowest_changed)?;
         }
+        // A write over indexed keyframes: the index keeps what lies before it and is
+        // flagged incomplete (the keyframes there may have moved or gone).
+        self.overwrite_frame_index(ino, plan.first_changed);
         if plan.new_size < plan.size_before {
             // A truncation whose cut granule was checksummed again.
             self.shrink(ino, plan.new_size, plan.mtime_ns)?;

@@ -474,6 +474,13 @@ impl Volume {
                     }
                 }
             }
+            // Its frame index's blocks (the loader checked they are its own).
+            if let Some(ix) = self.frame_indexes.get(&ino) {
+                for &b in ix.blocks.iter().flatten() {
+                    dup |= meta_ref.get(b - sb.dynamic_start);
+                    meta_ref.set(b - sb.dynamic_start, true);
+                }
+            }
             if dup {
                 f.err(
                     false,

@@ -245,6 +245,11 @@ impl Volume {
                     encode_symlink(self.symlinks.get(&ino)?, payload_mut(&mut b[..]));
                     seal_block(&mut b[..], &header(BlockType::Symlink));
                 }
+                Owner::FrameIndex { ino, level, index } => {
+                    let block = self.frame_index_image(ino, level, index)?;
+                    crate::format::frame_index::encode(&block, payload_mut(&mut b[..]));
+                    seal_block(&mut b[..], &header(BlockType::FrameIndex));
+                }
             },
         }
         Some(b.to_vec())

@@ -251,6 +251,7 @@ impl Volume {
             Area::Dynamic => match self.owners.get(&n) {
                 Some(Owner::DirBlock { .. }) => BlockType::Directory,
                 Some(Owner::Indirect { .. }) => BlockType::Runs,
+                Some(Owner::FrameIndex { .. }) => BlockType::FrameIndex,
                 _ => BlockType::Symlink,
             },
         }

@@ -156,6 +156,11 @@ pub struct WritePlan {
     pub mtime_ns: i64,
     /// File byte range, rounded out to 4 KiB, that the accesses touch.
     pub span: (u64, u64),
+    /// The first byte of the file whose contents the write changes: its offset;
+    /// `u64::MAX` for a truncation (growing adds zeros past the old end, a cut keeps
+    /// what remains). What lies before it is as it was, so a frame index keeps the
+    /// keyframes there.
+    pub first_changed: u64,
     /// A zero-length write: nothing to do, nothing to apply.
     pub noop: bool,
     /// The write changes bytes the file already had (not only appends): reads of

@@ -150,6 +150,8 @@ impl Volume {
             new_size: size,
             mtime_ns: now_ns,
             span: (fb * bs + gs, fb * bs + end),
+            // The cut granule's bytes stay; the shrink cuts the index.
+            first_changed: u64::MAX,
             noop: false,
             rewrites: true,
         }))

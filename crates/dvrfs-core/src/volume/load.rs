@@ -205,6 +205,7 @@ impl Volume {
             tail_floors: BTreeMap::new(),
             tail_replay: Vec::new(),
             tail_read: BTreeMap::new(),
+            frame_indexes: BTreeMap::new(),
             present_bytes: device_bytes.min(sb.device_bytes),
             sb: sb.clone(),
         }

@@ -27,6 +27,7 @@ mod copies;
 mod data;
 mod events;
 mod found;
+mod frame_index;
 mod granules;
 mod load;
 mod ops;
@@ -50,6 +51,7 @@ pub type DamagedFile = (String, Vec<(u64, u64)>);
 
 pub use data::{max_file_bytes, place_seed, Check, Fill, PlannedIo, ReadPlan, Sum, WritePlan};
 pub use events::{LostTail, MAX_NEW_EVENTS};
+pub use frame_index::{shape as frame_index_shape, FrameInfo, IndexAppend};
 pub use load::{LoadReport, INODE_MARK_MARGIN};
 pub use recovery::{Replay, BACKUP_SEARCH_BYTES, RECOVERY_CASES};
 // The data files meet here: the plans, the granules, the writes.
@@ -94,15 +96,22 @@ pub(crate) enum Owner {
     Symlink {
         ino: Ino,
     },
+    /// Block `index` of level `level` of `ino`'s frame index (`frame_index.rs`).
+    FrameIndex {
+        ino: Ino,
+        level: u8,
+        index: u32,
+    },
 }
 
 impl Owner {
     /// The inode whose block it is.
     pub(crate) fn ino(&self) -> Ino {
         match *self {
-            Owner::DirBlock { ino, .. } | Owner::Indirect { ino, .. } | Owner::Symlink { ino } => {
-                ino
-            }
+            Owner::DirBlock { ino, .. }
+            | Owner::Indirect { ino, .. }
+            | Owner::Symlink { ino }
+            | Owner::FrameIndex { ino, .. } => ino,
         }
     }
 }
@@ -281,6 +290,8 @@ pub struct Volume {
     /// A read-only open's view of the same plan: per file, the logged bytes the
     /// replay would append, served past the committed size (`volume/tail_log.rs`).
     tail_read: BTreeMap<Ino, tail_log::LoggedTail>,
+    /// Files' frame indexes (`volume/frame_index.rs`): only files that have one.
+    frame_indexes: BTreeMap<Ino, frame_index::StoredIndex>,
 }
 
 impl Volume {
@@ -417,7 +428,7 @@ impl Volume {
                 ));
             }
         }
-        Ok(())
+        self.check_frame_indexes()
     }
 
     fn inode(&self, ino: Ino) -> Result<&Inode> {
@@ -570,6 +581,7 @@ impl Volume {
             .ok_or_else(|| Error::Corrupt(format!("inode {ino} freed twice")))?;
         let is_file = inode.kind() == Some(Kind::File);
         self.tail_floors.remove(&ino);
+        self.free_frame_index(ino);
         // A metadata block goes only if it is this inode's (a damaged map may name a
         // block another structure owns: fsck frees the damaged inode, not the block).
         let mine =

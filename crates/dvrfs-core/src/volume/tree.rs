@@ -410,6 +410,7 @@ impl Volume {
             }
             Kind::File => {}
         }
+        let inode = self.with_frame_index(r, ino, inode, kind == Kind::File && entries)?;
         self.inodes.insert(ino, inode);
         Ok(())
     }

@@ -42,6 +42,7 @@ impl Volume {
                 new_size: size_bytes,
                 mtime_ns: now_ns,
                 span: (u64::MAX, 0),
+                first_changed: u64::MAX,
                 noop: false,
                 rewrites: false,
             };
@@ -105,6 +106,7 @@ impl Volume {
             self.dirty_runs_from(ino, first)?;
             self.trim_run_capacity(ino)?;
             self.data.release(ino);
+            self.cut_frame_index(ino, size_bytes);
         }
         let a = &mut self.inode_mut(ino)?.attr;
         a.size_bytes = size_bytes;

@@ -40,6 +40,7 @@ impl Volume {
                 new_size: old_size,
                 mtime_ns: now_ns,
                 span: (0, 0),
+                first_changed: u64::MAX,
                 noop: true,
                 rewrites: false,
             }));
@@ -58,6 +59,7 @@ impl Volume {
             new_size,
             mtime_ns: now_ns,
             span: (u64::MAX, 0),
+            first_changed: offset,
             noop: false,
             rewrites: offset < old_size,
         };

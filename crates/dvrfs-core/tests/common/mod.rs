@@ -3,6 +3,7 @@
 
 pub mod damage;
 pub mod drive;
+pub mod ffmpeg;
 
 use dvrfs_core::device::{Device, MemDevice};
 use dvrfs_core::driver::Fs;

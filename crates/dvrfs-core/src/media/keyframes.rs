@@ -1,0 +1,152 @@
+//! From parsed frames to frame-index entries: which frames are stored (keyframes
+//! only, FORMAT.md section 10c), and the UTC each gets.
+//!
+//! **Time of an import.** A file indexed after it was written (`dvrfs reindex`, a
+//! file recorded faster than real time) has no host clock to anchor to: its media
+//! time governs. The first frame is at the start UTC the caller gives; every later
+//! frame is that plus its PTS distance from the anchor. At a discontinuity (the
+//! parser's: the transport flag, or a PTS step past `MAX_PTS_STEP_90K`) the anchor
+//! moves to that frame, one frame interval after the last UTC given, and the next
+//! keyframe is flagged. UTC never goes backwards (B-frames' PTS do, in file order):
+//! a frame earlier than the last UTC given gets the last one. Every entry carries
+//! `FLAG_IMPORT`.
+//!
+//! What cannot be stored is counted, never stored wrong: a keyframe whose length or
+//! frame number does not fit the entry's 32-bit fields (`skipped_keyframes`).
+
+use super::{Frame, Indexer, TICKS_PER_SECOND};
+use crate::format::frame_index::{FrameEntry, FLAG_DISCONTINUITY, FLAG_IMPORT};
+
+/// The frame interval assumed at a discontinuity before any was seen (25 fps).
+const DEFAULT_INTERVAL_90K: i64 = TICKS_PER_SECOND / 25;
+
+/// Media time in 90 kHz ticks to nanoseconds.
+fn ticks_to_ns(t: i64) -> i64 {
+    t.saturating_mul(100_000) / 9
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct KeyframeBuilder {
+    indexer: Indexer,
+    /// (PTS, UTC) of the anchor frame.
+    anchor: Option<(i64, i64)>,
+    start_utc_ns: i64,
+    last_utc_ns: i64,
+    last_pts: Option<i64>,
+    /// The last positive PTS step between consecutive frames.
+    interval_90k: i64,
+    /// A discontinuity since the last keyframe stored.
+    pending_flags: u32,
+    frames: u64,
+    keyframes: u64,
+    skipped_keyframes: u64,
+}
+
+impl KeyframeBuilder {
+    /// A builder for a file indexed after it was written, its first frame at
+    /// `start_utc_ns`.
+    pub fn import(start_utc_ns: i64) -> KeyframeBuilder {
+        KeyframeBuilder {
+            indexer: Indexer::new(),
+            anchor: None,
+            start_utc_ns,
+            last_utc_ns: i64::MIN,
+            last_pts: None,
+            interval_90k: DEFAULT_INTERVAL_90K,
+            pending_flags: 0,
+            frames: 0,
+            keyframes: 0,
+            skipped_keyframes: 0,
+        }
+    }
+
+    /// The parser (its container, codec and counters).
+    pub fn indexer(&self) -> &Indexer {
+        &self.indexer
+    }
+
+    /// The UTC given to the last frame so far (`i64::MIN` before the first).
+    pub fn last_utc_ns(&self) -> i64 {
+        self.last_utc_ns
+    }
+
+    /// Frames seen, keyframes stored and keyframes that could not be.
+    pub fn counts(&self) -> (u64, u64, u64) {
+        (self.frames, self.keyframes, self.skipped_keyframes)
+    }
+
+    /// The file's next bytes; returns the keyframes they completed.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<FrameEntry> {
+        self.indexer.feed(bytes);
+        let frames = self.indexer.drain();
+        self.entries(frames)
+    }
+
+    /// The end of the file; returns the last keyframes.
+    pub fn finish(&mut self) -> Vec<FrameEntry> {
+        let frames = self.indexer.finish();
+        self.entries(frames)
+    }
+
+    fn entries(&mut self, frames: Vec<Frame>) -> Vec<FrameEntry> {
+        let mut out = Vec::new();
+        for f in frames {
+            self.frames += 1;
+            let utc = self.utc_of(&f);
+            if !f.keyframe {
+                continue;
+            }
+            let (Ok(len), Ok(number), Ok(delta)) = (
+                u32::try_from(f.len),
+                u32::try_from(f.number),
+                u32::try_from(f.data_offset - f.offset),
+            ) else {
+                self.skipped_keyframes += 1;
+                continue;
+            };
+            out.push(FrameEntry {
+                offset: f.offset,
+                data_delta: delta,
+                len,
+                number,
+                flags: FLAG_IMPORT | std::mem::take(&mut self.pending_flags),
+                pts_90k: f.pts_90k,
+                utc_ns: utc,
+            });
+            self.keyframes += 1;
+        }
+        out
+    }
+
+    /// The UTC of frame `f` (see the module docs); moves the anchor at a
+    /// discontinuity.
+    fn utc_of(&mut self, f: &Frame) -> i64 {
+        if let Some(last) = self.last_pts {
+            let step = f.pts_90k - last;
+            if step > 0 && !f.discontinuity {
+                self.interval_90k = step;
+            }
+        }
+        self.last_pts = Some(f.pts_90k);
+        let anchor = match self.anchor {
+            None => (f.pts_90k, self.start_utc_ns),
+            Some(_) if f.discontinuity => {
+                self.pending_flags |= FLAG_DISCONTINUITY;
+                (
+                    f.pts_90k,
+                    self.last_utc_ns
+                        .saturating_add(ticks_to_ns(self.interval_90k)),
+                )
+            }
+            Some(a) => a,
+        };
+        self.anchor = Some(anchor);
+        let utc = anchor
+            .1
+            .saturating_add(ticks_to_ns(f.pts_90k - anchor.0))
+            .max(self.last_utc_ns);
+        self.last_utc_ns = utc;
+        utc
+    }
+}
