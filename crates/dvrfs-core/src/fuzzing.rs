@@ -21,6 +21,7 @@
 use crate::device::MemDevice;
 use crate::driver::{Fs, ManualClock};
 use crate::format::dir::Kind;
+use crate::format::frame_index::{FrameEntry, FLAG_IMPORT};
 use crate::format::superblock::{AllocPolicy, Superblock};
 use crate::format::{parse_header, seal_block, HEADER_BYTES, META_BLOCK_BYTES};
 use crate::layout::MkfsParams;
@@ -31,7 +32,8 @@ use crate::volume::OpenOptions;
 const MB: u64 = META_BLOCK_BYTES as u64;
 
 /// A small populated volume: two directories of short recordings, a fragmented
-/// 31-block file (ZRR, 64 KiB blocks: inline and indirect runs), a symlink. Small so
+/// 31-block file (ZRR, 64 KiB blocks: inline and indirect runs) with a frame index
+/// of 300 keyframes (four blocks), a symlink. Small so
 /// that a case runs in milliseconds.
 pub fn sample_volume() -> MemDevice {
     let size = 24 << 20;
@@ -53,6 +55,19 @@ pub fn sample_volume() -> MemDevice {
         let big = fs.create(root, b"big.ts", 0o644, 0, 0, 3)?;
         fs.write(big, 0, &pattern(99, 30 * (64 << 10) + 123), 4)?;
         fs.symlink(root, b"l", b"/cam1/seg001.ts", 0, 0, 5)?;
+        // A frame index of three leaves under a branch, for damage to reach.
+        let keys: Vec<FrameEntry> = (0..300u64)
+            .map(|i| FrameEntry {
+                offset: i * 6_000,
+                data_delta: 0,
+                len: 1_000,
+                number: (i * 25) as u32,
+                flags: FLAG_IMPORT,
+                pts_90k: i as i64 * 90_000,
+                utc_ns: 1_795_000_000_000_000_000 + i as i64 * 1_000_000_000,
+            })
+            .collect();
+        fs.append_frames(big, &keys, 5)?;
         Ok(())
     };
     build(&mut fs).expect("populating the sample volume");

@@ -344,7 +344,11 @@ impl Volume {
                 .attr;
             if (attr.frame_index_root, attr.frame_count) != (s.root(), s.index.len() as u64) {
                 return Err(format!(
-                    "inode {ino}: its record does not name its frame index"
+                    "inode {ino}: its record names a frame index at {} of {} keyframes, its index is at {} with {}",
+                    attr.frame_index_root,
+                    attr.frame_count,
+                    s.root(),
+                    s.index.len()
                 ));
             }
             let want = shape(s.index.len());
@@ -358,7 +362,7 @@ impl Volume {
                         level: l as u8,
                         index: k as u32,
                     };
-                    if self.owners.get(b) != Some(&mine) || !self.meta.is_used(*b) {
+                    if self.owners.get(b) != Some(&mine) {
                         return Err(format!("inode {ino}: frame-index block {b} is not its own"));
                     }
                 }
@@ -468,8 +472,9 @@ pub(super) fn load_index(
 }
 
 impl Volume {
-    /// `inode` with the index its record names loaded, if `load` (a full open of a
-    /// regular file) and it names one: kept with
+    /// `inode` with the index its record names loaded, if it names one and this is
+    /// a full open (`entries`) of a regular file (anything else naming one is
+    /// reported and cleared): kept with
     /// its blocks owned, or, damaged, reported and left out (the record then says
     /// none, flagged incomplete: what `fsck --repair` stores; the blocks become
     /// leaks it frees).
@@ -478,9 +483,22 @@ impl Volume {
         r: &mut Reader<'_, D>,
         ino: Ino,
         mut inode: crate::meta::Inode,
-        load: bool,
+        kind: Kind,
+        entries: bool,
     ) -> Result<crate::meta::Inode> {
-        if !load || (inode.attr.frame_index_root == 0 && inode.attr.frame_count == 0) {
+        if inode.attr.frame_index_root == 0 && inode.attr.frame_count == 0 {
+            return Ok(inode);
+        }
+        if kind != Kind::File {
+            r.report.problems.push((
+                Some(ino),
+                format!("inode {ino} is not a regular file but names a frame index; fsck --repair clears it"),
+            ));
+            inode.attr.frame_index_root = 0;
+            inode.attr.frame_count = 0;
+            return Ok(inode);
+        }
+        if !entries {
             return Ok(inode);
         }
         let owners = &self.owners;

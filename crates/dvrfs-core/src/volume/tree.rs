@@ -176,6 +176,7 @@ impl Volume {
         let root = self.sb.root_ino;
         if self.inodes.remove(&root).is_some() {
             self.symlinks.remove(&root);
+            self.frame_indexes.remove(&root);
             self.owners.retain(|_, o| o.ino() != root);
         }
         self.inodes.insert(
@@ -369,6 +370,7 @@ impl Volume {
         let inline_target = std::mem::take(&mut rec.inline_target);
         keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len(), usable_slots);
         let inode = Inode { attr: rec, runs };
+        let inode = self.with_frame_index(r, ino, inode, kind, entries)?;
         match kind {
             // A directory listed but not opened (a path-only load): its record only.
             Kind::Dir if !entries => {}
@@ -410,7 +412,6 @@ impl Volume {
             }
             Kind::File => {}
         }
-        let inode = self.with_frame_index(r, ino, inode, kind == Kind::File && entries)?;
         self.inodes.insert(ino, inode);
         Ok(())
     }
