@@ -68,6 +68,10 @@ pub enum Command {
     Status(crate::cmd_status::StatusArgs),
     /// Print the volume's event log: recoveries, streams admitted, refused and ended, space
     Events(crate::cmd_events::EventsArgs),
+    /// Build files' frame indexes from their bytes (MPEG-TS, MP4): seek and trick play use them
+    Reindex(crate::cmd_index::ReindexArgs),
+    /// List a file's frame index: its keyframes with offset, length and time
+    Keyframes(crate::cmd_index::KeyframesArgs),
     /// Serve an image as an emulated hard disk (DIR/disk over FUSE, a loop device with --attach); --stop DIR ends it
     Emulate(crate::cmd_emulate::EmulateArgs),
 }

@@ -20,6 +20,7 @@ mod cmd_emulate;
 mod cmd_events;
 mod cmd_files;
 mod cmd_fs;
+mod cmd_index;
 mod cmd_mount;
 mod cmd_scrub;
 mod cmd_sim;
@@ -101,6 +102,8 @@ fn target_of(command: &Command) -> Option<&std::path::Path> {
         Command::Scrub(a) => &a.target,
         Command::Status(a) => &a.target,
         Command::Events(a) => &a.target,
+        Command::Reindex(a) => &a.target,
+        Command::Keyframes(a) => &a.target,
         // `--stop DIR` has no image.
         Command::Emulate(a) => return a.image.as_deref(),
         // The simulator has no device.
@@ -132,6 +135,8 @@ fn run_command(command: &Command) -> CliResult<u8> {
         Command::Scrub(a) => cmd_scrub::scrub(a),
         Command::Status(a) => cmd_status::status(a),
         Command::Events(a) => cmd_events::events(a),
+        Command::Reindex(a) => cmd_index::reindex(a),
+        Command::Keyframes(a) => cmd_index::keyframes(a),
         Command::Emulate(a) => cmd_emulate::emulate(a),
     }
 }
