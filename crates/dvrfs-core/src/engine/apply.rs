@@ -121,8 +121,14 @@ impl Engine {
                 (None, None) => match self.vol.apply_write(&plan, &access_crcs(&mut st.body)) {
                     Ok(()) => {
                         let st = self.ops.get_mut(&front).expect("op exists");
+                        let wall = st.submit.wall_ns;
                         match std::mem::replace(&mut st.body, Body::Other(Op::Fsync)) {
-                            Body::Write { data, .. } => Ok(Output::Write { data }),
+                            Body::Write { data, offset, .. } => {
+                                // Its bytes are the file's now: the frame index follows.
+                                let (size, bytes) = (plan.size_before, data.bytes());
+                                self.index_applied(ino, offset, size, bytes, wall);
+                                Ok(Output::Write { data })
+                            }
                             _ => Ok(Output::Done),
                         }
                     }

@@ -67,6 +67,7 @@ mod checksums;
 mod commit;
 mod device;
 mod events;
+mod indexing;
 mod last_sector;
 mod op;
 mod op_state;
@@ -196,6 +197,8 @@ pub struct Engine {
     gather_lead_ns: u64,
     /// The last sector of files being appended to (`last_sector.rs`).
     last_sectors: last_sector::LastSectors,
+    /// Files indexed as they are written (`indexing.rs`).
+    live_indexes: indexing::LiveIndexes,
     streams: BTreeMap<StreamId, stream::Stream>,
     next_stream: StreamId,
     admission: Option<Admission>,
@@ -256,6 +259,7 @@ impl Engine {
             started_ns: now.mono_ns,
             gather_lead_ns: stream::GATHER_LEAD_NS.min(interval_ns / 4),
             last_sectors: last_sector::LastSectors::default(),
+            live_indexes: indexing::LiveIndexes::new(),
             streams: BTreeMap::new(),
             next_stream: 1,
             admission: cfg.admission,

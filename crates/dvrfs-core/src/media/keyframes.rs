@@ -11,11 +11,25 @@
 //! a frame earlier than the last UTC given gets the last one. Every entry carries
 //! `FLAG_IMPORT`.
 //!
+//! **Time of a live recording** (the engine indexing a file as it is written): the
+//! first frame is at the host's wall clock when the write carrying it was submitted,
+//! and the media time carries it from there. A discontinuity moves the anchor to
+//! the wall clock of its write (never before the last UTC given). A source whose
+//! media time runs more than [`IMPORT_LEAD_NS`] ahead of the wall clock since the
+//! anchor is being copied faster than real time: from then on it is an import
+//! (`FLAG_IMPORT`), its media time alone governs. Not yet: re-anchoring a live
+//! source whose clock drifts from the host's by more than a second, and logging a
+//! host clock step (a step back is never applied: UTC never goes backwards).
+//!
 //! What cannot be stored is counted, never stored wrong: a keyframe whose length or
 //! frame number does not fit the entry's 32-bit fields (`skipped_keyframes`).
 
 use super::{Frame, Indexer, TICKS_PER_SECOND};
 use crate::format::frame_index::{FrameEntry, FLAG_DISCONTINUITY, FLAG_IMPORT};
+
+/// How far a live source's media time may run ahead of the wall clock before it
+/// counts as an import (10 s: more than any recorder buffers).
+pub const IMPORT_LEAD_NS: i64 = 10_000_000_000;
 
 /// The frame interval assumed at a discontinuity before any was seen (25 fps).
 const DEFAULT_INTERVAL_90K: i64 = TICKS_PER_SECOND / 25;
@@ -31,6 +45,10 @@ pub struct KeyframeBuilder {
     indexer: Indexer,
     /// (PTS, UTC) of the anchor frame.
     anchor: Option<(i64, i64)>,
+    /// Live: the wall clock is consulted (until the source turns out an import).
+    live: bool,
+    /// The wall clock of the bytes being fed (live).
+    wall_ns: i64,
     start_utc_ns: i64,
     last_utc_ns: i64,
     last_pts: Option<i64>,
@@ -50,6 +68,8 @@ impl KeyframeBuilder {
         KeyframeBuilder {
             indexer: Indexer::new(),
             anchor: None,
+            live: false,
+            wall_ns: 0,
             start_utc_ns,
             last_utc_ns: i64::MIN,
             last_pts: None,
@@ -59,6 +79,26 @@ impl KeyframeBuilder {
             keyframes: 0,
             skipped_keyframes: 0,
         }
+    }
+
+    /// A builder for a file indexed as it is written (see the module docs); feed it
+    /// with [`KeyframeBuilder::feed_at`].
+    pub fn live() -> KeyframeBuilder {
+        KeyframeBuilder {
+            live: true,
+            ..KeyframeBuilder::import(0)
+        }
+    }
+
+    /// [`KeyframeBuilder::feed`] of bytes written at wall-clock time `wall_ns`.
+    pub fn feed_at(&mut self, bytes: &[u8], wall_ns: i64) -> Vec<FrameEntry> {
+        self.wall_ns = wall_ns;
+        self.feed(bytes)
+    }
+
+    /// Whether a live source turned out to be an import.
+    pub fn is_import(&self) -> bool {
+        !self.live
     }
 
     /// The parser (its container, codec and counters).
@@ -110,7 +150,8 @@ impl KeyframeBuilder {
                 data_delta: delta,
                 len,
                 number,
-                flags: FLAG_IMPORT | std::mem::take(&mut self.pending_flags),
+                flags: if self.live { 0 } else { FLAG_IMPORT }
+                    | std::mem::take(&mut self.pending_flags),
                 pts_90k: f.pts_90k,
                 utc_ns: utc,
             });
@@ -129,18 +170,25 @@ impl KeyframeBuilder {
             }
         }
         self.last_pts = Some(f.pts_90k);
+        let next = self
+            .last_utc_ns
+            .saturating_add(ticks_to_ns(self.interval_90k));
         let anchor = match self.anchor {
+            None if self.live => (f.pts_90k, self.wall_ns),
             None => (f.pts_90k, self.start_utc_ns),
             Some(_) if f.discontinuity => {
                 self.pending_flags |= FLAG_DISCONTINUITY;
-                (
-                    f.pts_90k,
-                    self.last_utc_ns
-                        .saturating_add(ticks_to_ns(self.interval_90k)),
-                )
+                match self.live {
+                    true => (f.pts_90k, self.wall_ns.max(next)),
+                    false => (f.pts_90k, next),
+                }
             }
             Some(a) => a,
         };
+        if self.live && ticks_to_ns(f.pts_90k - anchor.0) > self.wall_ns - anchor.1 + IMPORT_LEAD_NS
+        {
+            self.live = false;
+        }
         self.anchor = Some(anchor);
         let utc = anchor
             .1

@@ -236,11 +236,9 @@ impl Volume {
         }
         // The blocks whose contents changed: from the one the first new entry went
         // to, at every level (a branch above it counts one more child, or more below).
-        for l in 0..LEVELS {
-            let first = old / span(l);
-            for k in first..after[l] {
-                self.dirty.insert(stored.blocks[l][k]);
-            }
+        for (l, blocks) in stored.blocks.iter().enumerate() {
+            self.dirty
+                .extend(blocks.iter().skip(old / span(l)).copied());
         }
         self.put_back(ino, stored);
         Ok(IndexAppend::Stored)
@@ -263,6 +261,16 @@ impl Volume {
         Ok(())
     }
 
+    /// Flags file `ino`'s index incomplete (keyframes of its data are missing from
+    /// it); the keyframes it holds stay.
+    pub fn mark_index_incomplete(&mut self, ino: Ino) -> Result<()> {
+        self.check_writable()?;
+        self.file(ino)?;
+        self.inode_mut(ino)?.attr.flags |= FLAG_INDEX_INCOMPLETE;
+        self.dirty_inode(ino);
+        Ok(())
+    }
+
     /// File `ino` was cut to `size`: its index keeps the keyframes whose bytes remain
     /// and frees the blocks it no longer needs. (A cut to 0 drops it.)
     pub(super) fn cut_frame_index(&mut self, ino: Ino, size: u64) {
@@ -277,12 +285,12 @@ impl Volume {
             return;
         }
         let after = shape(n);
-        for l in 0..LEVELS {
-            for m in stored.blocks[l].split_off(after[l]) {
+        for (blocks, keep) in stored.blocks.iter_mut().zip(after) {
+            for m in blocks.split_off(keep) {
                 self.free_meta_block(m, 1);
             }
             // The new last block of each level holds less (or counts fewer below).
-            if let Some(&m) = stored.blocks[l].last() {
+            if let Some(&m) = blocks.last() {
                 self.dirty.insert(m);
             }
         }

@@ -1,0 +1,141 @@
+//! Frame indexes built while files are written (HERMES 4; FORMAT.md section 10c): the
+//! engine feeds every regular file written from its first byte, in order, to the
+//! media parser as its writes are applied, and appends the keyframes it completes
+//! to the file's index in the same step, so they reach the disk in the transaction
+//! that carries the data they describe. A file that is not a transport stream or an
+//! MP4 is recognised within its first 752 bytes and costs nothing more.
+//!
+//! Why at apply: a write's bytes join the file, in file order, only when it is
+//! applied (a recording's requests are held by the mixer and may complete out of
+//! order; the volume applies them in order), so the parser sees exactly the file,
+//! and a keyframe is never stored before its bytes. The UTC of the bytes is the wall
+//! clock when their write was submitted (`KeyframeBuilder::live`).
+//!
+//! A file that is not media stays followed (cheaply: its length and generation), so
+//! that an index its writer stores itself (`Op::AppendFrames`) is not taken for one
+//! its appends left behind. What stops live indexing of a file, and what its index
+//! then says:
+//! - a write that is not the next append (a rewrite, a hole): the parser's view is
+//!   no longer the file's, so the file is flagged incomplete (the volume has already
+//!   cut the keyframes a rewrite changed);
+//! - an append to an indexed file the engine is not following (written before this
+//!   open, a crash's replay): flagged incomplete, the keyframes stored stay;
+//! - a keyframe the index refuses, or no room: flagged incomplete;
+//! - a file truncated to 0 and written again starts over.
+//!
+//! `dvrfs reindex` builds a flagged file's index again. A plain MP4 (its sample
+//! tables at the end) is only indexed by `reindex`: the engine sees no close.
+//! Simulated writes carry no bytes and are not indexed.
+
+use super::Engine;
+use crate::media::{Container, KeyframeBuilder};
+use crate::meta::Ino;
+use std::collections::HashMap;
+
+/// Files followed at once; past it, files that no longer exist are forgotten.
+const MAX_LIVE: usize = 4096;
+
+/// One file being indexed as it is written.
+#[derive(Debug)]
+pub(super) struct LiveIndex {
+    /// `None`: the file is not media; its appends are followed only so that they
+    /// do not count as unfollowed (an index its writer keeps itself stays whole).
+    builder: Option<KeyframeBuilder>,
+    /// The generation of the inode it follows (a number reused is another file).
+    generation: u32,
+    /// Bytes fed: the file's applied size when it follows it.
+    fed: u64,
+}
+
+/// The files being indexed.
+pub(super) type LiveIndexes = HashMap<Ino, LiveIndex>;
+
+impl Engine {
+    /// A write of `data` at `offset` to `ino`, which had `size_before` bytes, was
+    /// applied at `wall_ns` (its submission): feed it and store what it completes.
+    pub(super) fn index_applied(
+        &mut self,
+        ino: Ino,
+        offset: u64,
+        size_before: u64,
+        data: Option<&[u8]>,
+        wall_ns: i64,
+    ) {
+        let Some(data) = data else {
+            return; // the simulator's writes carry no bytes
+        };
+        let Some(generation) = self.vol.file_generation(ino) else {
+            return;
+        };
+        if data.is_empty() {
+            return;
+        }
+        let start_over = offset == 0 && size_before == 0;
+        let followed = self
+            .live_indexes
+            .get(&ino)
+            .is_some_and(|l| l.generation == generation && l.fed == offset);
+        if start_over {
+            self.live_indexes.insert(
+                ino,
+                LiveIndex {
+                    builder: Some(KeyframeBuilder::live()),
+                    generation,
+                    fed: 0,
+                },
+            );
+        } else if !followed {
+            self.live_indexes.remove(&ino);
+            self.index_unfollowed(ino);
+            return;
+        }
+        let live = self.live_indexes.get_mut(&ino).expect("followed or new");
+        live.fed = offset + data.len() as u64;
+        let Some(builder) = live.builder.as_mut() else {
+            return;
+        };
+        let entries = builder.feed_at(data, wall_ns);
+        if builder.indexer().container() == Container::Other {
+            live.builder = None; // its parser's memory goes
+            return;
+        }
+        if entries.is_empty() {
+            return;
+        }
+        match self.vol.append_frames(ino, &entries) {
+            Ok(crate::volume::IndexAppend::Stored) => {}
+            Ok(crate::volume::IndexAppend::OutOfRoom) | Err(_) => {
+                self.live_indexes.remove(&ino);
+                let _ = self.vol.mark_index_incomplete(ino);
+            }
+        }
+        if self.live_indexes.len() > MAX_LIVE {
+            let vol = &self.vol;
+            // Files gone, and files that are not media (an index their writer
+            // keeps would then be flagged at their next append: rare, and safe).
+            self.live_indexes.retain(|&i, l| {
+                l.builder.is_some() && vol.file_generation(i) == Some(l.generation)
+            });
+        }
+    }
+
+    /// A write the engine did not follow changed or grew an indexed file: its index
+    /// no longer covers it.
+    fn index_unfollowed(&mut self, ino: Ino) {
+        let indexed = self
+            .vol
+            .frame_info(ino)
+            .is_ok_and(|i| i.keyframes > 0 && i.complete);
+        if indexed {
+            let _ = self.vol.mark_index_incomplete(ino);
+        }
+    }
+
+    /// Files indexed as they are written, now (`dvrfs status`, tests).
+    pub fn live_indexes(&self) -> usize {
+        self.live_indexes
+            .values()
+            .filter(|l| l.builder.is_some())
+            .count()
+    }
+}
