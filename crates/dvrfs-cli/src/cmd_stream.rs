@@ -34,7 +34,6 @@ use dvrfs_remote::Handle;
 use dvrfs_runtime::Runtime;
 use serde_json::json;
 
-use crate::args::parse_duration_ms;
 use crate::cmd_sim::load_disk;
 use crate::error::{local_io, CliError, CliResult};
 use crate::interrupt;
@@ -108,9 +107,16 @@ pub struct PlayArgs {
     /// Overwrite an existing local --output file (without it, play refuses, as get does)
     #[arg(long)]
     pub force: bool,
-    /// Start this far into the file, in time at the rate (e.g. 90s)
-    #[arg(long)]
+    /// Start at the last keyframe at or before this point, found through the file's
+    /// frame index: an RFC 3339 time, a local time in --tz, +DURATION after the
+    /// first frame (90s alone means the same), -DURATION before the end, or frame:N.
+    /// The output starts with the stream's PAT and PMT (or MP4 init segment). A file
+    /// without an index takes only a duration: that far in at the rate
+    #[arg(long, allow_hyphen_values = true)]
     pub from: Option<String>,
+    /// Zone of a local --from time (an IANA name) [default: the host's]
+    #[arg(long)]
+    pub tz: Option<String>,
     /// Play at this many times the rate, 1 to 64 (the reservation is for rate x speed)
     #[arg(long, default_value_t = 1)]
     pub speed: u32,
@@ -548,20 +554,20 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
             .hint("play reads one file; list a directory with `dvrfs ls`"));
     }
     let rate_bytes = spec.rate_bps / 8.0;
+    let mut head = vec![];
     if let Some(f) = &a.from {
-        let ms = parse_duration_ms("--from", f)?;
-        let at = (rate_bytes * ms as f64 / 1e3) as u64;
-        if at >= st.size_bytes {
-            return Err(CliError::usage(
-                format!(
-                    "--from {f} is past the end of {} ({} at the rate)",
-                    a.path,
-                    human_bytes(st.size_bytes)
-                ),
-                "give a time within the recording",
-            ));
+        let zone = crate::timespec::Zone::new(a.tz.as_deref())?;
+        let start = crate::seek::start_of(&rt, ino, &a.path, st.size_bytes, f, &zone, rate_bytes)?;
+        if let Some(k) = start.keyframe {
+            eprintln!(
+                "play: from keyframe {} at byte {} ({})",
+                k.number,
+                k.offset,
+                zone.show(k.utc_ns)
+            );
         }
-        spec.start_bytes = at;
+        spec.start_bytes = start.offset;
+        head = start.head;
     }
     spec.rate_bps *= a.speed as f64;
     let total = st.size_bytes - spec.start_bytes;
@@ -577,6 +583,8 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
     let mut moved = 0u64;
     let mut last = Instant::now();
     let result = (|| -> CliResult<()> {
+        sink.write_all(&head)
+            .map_err(|e| local_io(&a.output, "error writing", e))?;
         let mut buf = IoBuf::zeroed(info.request_bytes as usize);
         loop {
             let out = rt.run(

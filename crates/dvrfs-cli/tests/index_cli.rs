@@ -140,6 +140,136 @@ fn a_recording_put_in_the_volume_is_indexed_with_ffprobes_keyframes() {
     assert_clean(&img);
 }
 
+/// ffprobe's video frames of `path`: (keyframe, pts seconds).
+fn frames(path: &std::path::Path) -> Vec<(bool, f64)> {
+    let o = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
+        .args(["frame=key_frame,pts_time", "-of", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    json(&String::from_utf8_lossy(&o.stdout))["frames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["key_frame"].as_i64() == Some(1),
+                f["pts_time"].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn play_from_a_time_or_a_frame_starts_at_the_keyframe_before_it_and_decodes() {
+    if !ffmpeg_here() {
+        return;
+    }
+    let d = tempdir();
+    let ts = d.path().join("rec.ts");
+    let o = Command::new("ffmpeg")
+        .args([
+            "-v",
+            "error",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc2=size=320x240:rate=25:duration=12",
+        ])
+        .args(["-c:v", "libx264", "-g", "25"])
+        .arg(&ts)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let src = frames(&ts);
+    let pts0 = src[0].1;
+    let img = d.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let i = img.to_str().unwrap();
+    ok(dvrfs(["put", i, ts.to_str().unwrap(), "/rec.ts"]));
+    ok(dvrfs([
+        "reindex",
+        i,
+        "/rec.ts",
+        "--start",
+        "2026-11-28T14:00:00Z",
+    ]));
+    let out = d.path().join("out.ts");
+    let o = out.to_str().unwrap();
+    // (--from, the keyframe's media second it must start at, frames to the end)
+    for (from, second, count) in [
+        ("+5500ms", 5.0, 175),
+        ("90s", -1.0, 0),
+        ("frame:130", 5.0, 175),
+        ("2026-11-28T14:00:07.2Z", 7.0, 125),
+        ("-3s", 8.0, 100),
+    ] {
+        let r = dvrfs([
+            "play", i, "/rec.ts", "--rate", "8M", "--output", o, "--force", "--from", from,
+        ]);
+        if second < 0.0 {
+            // Past the last keyframe's time: the last keyframe.
+            assert!(r.status.success(), "{from}: {}", common::stderr(&r));
+            assert_eq!(frames(&out).len(), 25, "{from}");
+            continue;
+        }
+        assert!(r.status.success(), "{from}: {}", common::stderr(&r));
+        let got = frames(&out);
+        assert_eq!(got.len(), count, "{from}: frames to the end");
+        assert!(got[0].0, "{from}: starts at a keyframe");
+        assert!(
+            (got[0].1 - pts0 - second).abs() < 1e-6,
+            "{from}: starts at {}",
+            got[0].1 - pts0
+        );
+        let dec = Command::new("ffmpeg")
+            .args(["-v", "error", "-i", o, "-f", "null", "-"])
+            .output()
+            .unwrap();
+        assert!(
+            dec.status.success() && dec.stderr.is_empty(),
+            "{from}: {}",
+            String::from_utf8_lossy(&dec.stderr)
+        );
+    }
+    fails(
+        dvrfs([
+            "play",
+            i,
+            "/rec.ts",
+            "--rate",
+            "8M",
+            "--output",
+            o,
+            "--force",
+            "--from",
+            "2026-11-28T13:59:00Z",
+        ]),
+        "before /rec.ts's first keyframe",
+    );
+    // A file without an index takes a duration only.
+    let noise = random_file(&d.path().join("noise.bin"), 300_000, 3);
+    ok(dvrfs(["put", i, noise.to_str().unwrap(), "/noise.bin"]));
+    let e = fails(
+        dvrfs([
+            "play",
+            i,
+            "/noise.bin",
+            "--rate",
+            "8M",
+            "--output",
+            o,
+            "--force",
+            "--from",
+            "frame:3",
+        ]),
+        "no frame index",
+    );
+    assert!(e.contains("dvrfs reindex"), "{e}");
+    assert_clean(&img);
+}
+
 #[test]
 fn a_file_that_is_not_media_is_reported_and_gets_no_index() {
     let d = tempdir();

@@ -306,6 +306,18 @@ impl Client {
         }
     }
 
+    /// File `ino`'s frame index.
+    pub fn keyframes(&self, ino: Ino) -> Result<crate::proto::Keyframes> {
+        match self.call(Request::Keyframes { ino })? {
+            Reply::Bytes(b) => crate::proto::Keyframes::decode(&b).map_err(|e| {
+                RuntimeError::Io(std::io::Error::other(format!(
+                    "the dvrfs daemon's frame index did not decode: {e}"
+                )))
+            }),
+            other => Err(Self::unexpected("a frame index", other)),
+        }
+    }
+
     pub fn resolve(&self, path: &str) -> Result<Ino> {
         match self.call(Request::Resolve { path: path.into() })? {
             Reply::Ino(i) => Ok(i),

@@ -194,6 +194,14 @@ impl Handle {
         }
     }
 
+    /// File `ino`'s frame index (its keyframes, and whether it covers them all).
+    pub fn keyframes(&self, ino: Ino) -> Result<crate::proto::Keyframes> {
+        match self {
+            Handle::Local(rt) => Ok(rt.query(move |v| crate::proto::Keyframes::of(v, ino))??),
+            Handle::Remote(c) => c.keyframes(ino),
+        }
+    }
+
     pub fn lost_ranges(&self, ino: Ino) -> Result<Vec<(u64, u64)>> {
         match self {
             Handle::Local(rt) => Ok(rt.query(move |v| v.lost_ranges(ino))??),

@@ -549,6 +549,10 @@ impl Conn {
                 })?;
                 Reply::Text(Some(json))
             }
+            Request::Keyframes { ino } => Reply::Bytes(
+                rt.query(move |v| crate::proto::Keyframes::of(v, ino))??
+                    .encode(),
+            ),
             Request::Events => Reply::Bytes(
                 rt.query(|v| crate::proto::EventLog {
                     has_log: v.has_event_log(),

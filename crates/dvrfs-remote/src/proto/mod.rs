@@ -29,11 +29,13 @@ use crate::wire::{Dec, DecResult, Enc, Malformed};
 
 mod error;
 mod events;
+mod keyframes;
 mod op;
 mod value;
 
 use error::{decode_error, encode_error};
 pub use events::EventLog;
+pub use keyframes::Keyframes;
 use op::{decode_op, encode_op};
 use value::{
     decode_dir, decode_info, decode_stat, decode_stats, encode_info, encode_stat, encode_stats,
@@ -108,6 +110,10 @@ pub enum Request {
     },
     /// The volume's event log (`dvrfs events`), as [`EventLog`] in a `Bytes` reply.
     Events,
+    /// A file's frame index (`play --from`), as [`Keyframes`] in a `Bytes` reply.
+    Keyframes {
+        ino: Ino,
+    },
 }
 
 /// What the daemon answers, by shape.
@@ -330,6 +336,9 @@ impl Request {
                     .bool(ask.dir == StreamDir::Write)
                     .opt_u64(ask.durable_ns);
             }
+            Request::Keyframes { ino } => {
+                e.u8(18).u32(*ino);
+            }
             Request::Events => {
                 e.u8(16);
             }
@@ -398,6 +407,7 @@ impl Request {
                     },
                 },
                 16 => Request::Events,
+                18 => Request::Keyframes { ino: d.u32("ino")? },
                 17 => Request::Status {
                     ask: HeadroomAsk {
                         rate_bps: d.f64("rate")?,

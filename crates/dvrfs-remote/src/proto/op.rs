@@ -3,7 +3,6 @@
 //! buffers; `client`).
 
 use dvrfs_core::engine::{StreamDir, StreamSpec};
-use dvrfs_core::format::frame_index::FrameEntry;
 use dvrfs_core::format::inode::StreamDefault;
 use dvrfs_core::volume::SetAttr;
 use dvrfs_core::{IoBuf, Op};
@@ -149,16 +148,8 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
             e.u8(20);
         }
         Op::AppendFrames { ino, entries } => {
-            e.u8(21).u32(*ino).u64(entries.len() as u64);
-            for k in entries {
-                e.u64(k.offset)
-                    .u32(k.data_delta)
-                    .u32(k.len)
-                    .u32(k.number)
-                    .u32(k.flags)
-                    .i64(k.pts_90k)
-                    .i64(k.utc_ns);
-            }
+            e.u8(21).u32(*ino);
+            super::keyframes::encode_entries(e, entries);
         }
         Op::DropFrameIndex { ino, incomplete } => {
             e.u8(22).u32(*ino).bool(*incomplete);
@@ -302,23 +293,10 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
             stream: d.u32("stream")?,
         },
         20 => Op::Unmount,
-        21 => {
-            let ino = d.u32("ino")?;
-            let n = d.count("keyframes", 40)?;
-            let mut entries = Vec::with_capacity(n);
-            for _ in 0..n {
-                entries.push(FrameEntry {
-                    offset: d.u64("offset")?,
-                    data_delta: d.u32("data delta")?,
-                    len: d.u32("len")?,
-                    number: d.u32("number")?,
-                    flags: d.u32("flags")?,
-                    pts_90k: d.i64("pts")?,
-                    utc_ns: d.i64("utc")?,
-                });
-            }
-            Op::AppendFrames { ino, entries }
-        }
+        21 => Op::AppendFrames {
+            ino: d.u32("ino")?,
+            entries: super::keyframes::decode_entries(d)?,
+        },
         22 => Op::DropFrameIndex {
             ino: d.u32("ino")?,
             incomplete: d.bool("incomplete")?,
