@@ -38,27 +38,27 @@ fn key_positions(path: &std::path::Path) -> Vec<u64> {
         .collect()
 }
 
+/// `secs` seconds of H.264 at 25 fps with a keyframe a second, made by ffmpeg in `dir`.
+fn recording(dir: &std::path::Path, secs: u32) -> std::path::PathBuf {
+    let ts = dir.join("rec.ts");
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i"])
+        .arg(format!("testsrc2=size=320x240:rate=25:duration={secs}"))
+        .args(["-c:v", "libx264", "-g", "25"])
+        .arg(&ts)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    ts
+}
+
 #[test]
 fn a_recording_put_in_the_volume_is_indexed_with_ffprobes_keyframes() {
     if !ffmpeg_here() {
         return;
     }
     let d = tempdir();
-    let ts = d.path().join("rec.ts");
-    let o = Command::new("ffmpeg")
-        .args([
-            "-v",
-            "error",
-            "-f",
-            "lavfi",
-            "-i",
-            "testsrc2=size=320x240:rate=25:duration=10",
-        ])
-        .args(["-c:v", "libx264", "-g", "25"])
-        .arg(&ts)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ts = recording(d.path(), 10);
     let img = d.path().join("v.img");
     mkfs(&img, "1G", &[]);
     ok(dvrfs([
@@ -167,21 +167,7 @@ fn play_from_a_time_or_a_frame_starts_at_the_keyframe_before_it_and_decodes() {
         return;
     }
     let d = tempdir();
-    let ts = d.path().join("rec.ts");
-    let o = Command::new("ffmpeg")
-        .args([
-            "-v",
-            "error",
-            "-f",
-            "lavfi",
-            "-i",
-            "testsrc2=size=320x240:rate=25:duration=12",
-        ])
-        .args(["-c:v", "libx264", "-g", "25"])
-        .arg(&ts)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ts = recording(d.path(), 12);
     let src = frames(&ts);
     let pts0 = src[0].1;
     let img = d.path().join("v.img");
