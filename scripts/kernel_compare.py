@@ -39,6 +39,11 @@ WORK = "/var/tmp/dvrfs-kcompare"          # image, emulator mount, file system m
 IMG, EMU, MNT = (os.path.join(WORK, n) for n in ("disk.img", "emu", "fs"))
 GOLD = "/var/tmp/dvrfs-kcompare-gold"     # filled images, one per file system and fill (see gold())
 MIN_FREE = 5 << 30                         # bytes free in /var/tmp needed to start a run
+# While this file exists the runner starts no new run (the one under way finishes), and
+# STATE says "held" once it waits: a build or a test suite can then have the machine
+# without disturbing a measurement (`touch HOLD`, wait for "held", work, `rm HOLD`).
+HOLD = os.path.join(WORK, "hold")
+STATE = os.path.join(WORK, "state")
 RA_SECTORS = 8192                          # the tuned read-ahead: 4 MiB (blockdev --setra)
 # A run in which more than this share of the emulator's replies came more than 1 ms late
 # measured the host (a build, another job) as much as the disk: it is kept aside as
@@ -344,6 +349,21 @@ def gold(disk, st, args):
         f.write("\n".join(log) + "\n")
     return path, log
 
+def set_state(what):
+    with open(STATE + ".tmp", "w") as f:
+        f.write(what + "\n")
+    os.replace(STATE + ".tmp", STATE)
+
+def wait_while_held():
+    """No new run while HOLD exists (see HOLD); polled, as a person removes it by hand."""
+    if os.path.exists(HOLD):
+        print(f"[{time.strftime('%H:%M:%S')}] held: {HOLD} exists; the next run starts once it is removed", flush=True)
+        set_state("held")
+        while os.path.exists(HOLD):
+            time.sleep(2)
+        print(f"[{time.strftime('%H:%M:%S')}] released", flush=True)
+    set_state("running")
+
 def run_one(disk, stack, exp, run, args):
     """One run, unless its report.json exists. Returns the report (None if the run failed)."""
     d = os.path.join(DATA, disk, stack, exp, run)
@@ -356,6 +376,7 @@ def run_one(disk, stack, exp, run, args):
         raise SystemExit(f"only {free >> 20} MiB free in {os.path.dirname(WORK)}; the emulated disk's image needs "
                          f"at least {MIN_FREE >> 30} GiB of room for what it really stores. Free some space and rerun "
                          "(finished runs are kept).")
+    wait_while_held()
     st = STACKS[stack]
     os.makedirs(d, exist_ok=True)
     plot = os.path.join(d, "plot")
@@ -518,6 +539,7 @@ def cmd_run(opts):
         raise SystemExit(130)
     finally:
         clean(quiet=True)
+        set_state("stopped")
 
 
 # ---------------------------------------------------------------- rendering
@@ -673,7 +695,9 @@ at 4 Mbit/s beside two playbacks (`2r,Nw@4M`). Ten file sets (Fig. 14): 4r2w wit
 `run` is resumable: each finished run's `report.json` is kept and never redone, so the
 comparison can be stopped at any time (Ctrl-C, SIGTERM: it unmounts, stops the emulator,
 which detaches the loop device, and removes the image) and continued in another session.
-It refuses to start over the remains of a run it could not clean up (a power cut), and
+Touching `/var/tmp/dvrfs-kcompare/hold` pauses it between runs (the run under way
+finishes; `/var/tmp/dvrfs-kcompare/state` then says `held`), so that a build does not
+disturb a measurement; removing the file lets it go on. It refuses to start over the remains of a run it could not clean up (a power cut), and
 says which commands remove them. It needs 5 GiB free in `/var/tmp` (the image is
 sparse: it stores the file system's metadata, not the zeros of the fill). A run that
 fails (a setup step, or the bench exiting with an error) leaves `error.txt` beside its

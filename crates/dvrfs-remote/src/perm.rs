@@ -217,6 +217,7 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
             StreamDir::Read => need(v, peer, *ino, R, "for a playback"),
             StreamDir::Write => need(v, peer, *ino, W, "for a recording"),
         },
+        Op::StreamRoll { ino, .. } => need(v, peer, *ino, W, "for a recording to roll on to"),
         Op::Fsync
         | Op::StreamRead { .. }
         | Op::StreamWrite { .. }

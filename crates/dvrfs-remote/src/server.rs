@@ -390,7 +390,8 @@ impl Conn {
                 match &op {
                     Op::StreamRead { stream, .. }
                     | Op::StreamWrite { stream, .. }
-                    | Op::StreamSync { stream } => self.own_stream(*stream, false)?,
+                    | Op::StreamSync { stream }
+                    | Op::StreamRoll { stream, .. } => self.own_stream(*stream, false)?,
                     Op::StreamClose { stream } => {
                         self.own_stream(*stream, true)?;
                         if let Some(g) = &self.gate {

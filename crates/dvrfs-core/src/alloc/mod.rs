@@ -162,6 +162,22 @@ impl DataAlloc {
         self.holds.get(&ino).copied().unwrap_or(0)
     }
 
+    /// Moves what `from` holds beyond `keep` blocks to `to` (a recording that rolled
+    /// on to its next file keeps what its last bytes in `from` still need). The
+    /// total held does not change, so it cannot fail.
+    pub fn move_hold(&mut self, from: Ino, to: Ino, keep: u64) {
+        let moving = self.held_by(from).saturating_sub(keep);
+        if moving == 0 || from == to {
+            return;
+        }
+        let h = self.holds.get_mut(&from).expect("held_by found it");
+        *h -= moving;
+        if *h == 0 {
+            self.holds.remove(&from);
+        }
+        *self.holds.entry(to).or_default() += moving;
+    }
+
     pub fn release_hold(&mut self, ino: Ino) {
         if let Some(h) = self.holds.remove(&ino) {
             self.held_total -= h;

@@ -259,7 +259,8 @@ fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
         | Op::StreamRead { .. }
         | Op::StreamWrite { .. }
         | Op::StreamClose { .. }
-        | Op::StreamSync { .. } => {
+        | Op::StreamSync { .. }
+        | Op::StreamRoll { .. } => {
             unreachable!("handled elsewhere")
         }
     }

@@ -377,7 +377,8 @@ impl Engine {
             op @ (Op::StreamRead { .. }
             | Op::StreamWrite { .. }
             | Op::StreamClose { .. }
-            | Op::StreamSync { .. }) => {
+            | Op::StreamSync { .. }
+            | Op::StreamRoll { .. }) => {
                 if let Err(e) = self.stream_submit(id, op, now) {
                     self.completions.push_back(Completion {
                         op: id,

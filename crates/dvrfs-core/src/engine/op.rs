@@ -119,6 +119,14 @@ pub enum Op {
     StreamSync {
         stream: StreamId,
     },
+    /// A recording goes on in another file (the next chunk of a stream): every
+    /// byte written before it goes to the stream's file, every byte after it to the
+    /// end of `ino`; the admission, the buffer and the held space stay the stream's
+    /// (`engine/stream/roll.rs`). Waits its turn behind the stream's writes.
+    StreamRoll {
+        stream: StreamId,
+        ino: Ino,
+    },
     /// Append keyframes to a regular file's frame index (`volume/frame_index.rs`):
     /// each within the file's size as applied, in order after the last. Goes to disk
     /// with the data it describes, in the next commit. An index that finds no room
@@ -159,6 +167,7 @@ impl Op {
             Op::StreamWrite { .. } => "stream write",
             Op::StreamClose { .. } => "stream close",
             Op::StreamSync { .. } => "stream sync",
+            Op::StreamRoll { .. } => "stream roll",
             Op::AppendFrames { .. } => "append frames",
             Op::DropFrameIndex { .. } => "drop frame index",
             Op::Fsync => "fsync",

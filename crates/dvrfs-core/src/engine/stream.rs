@@ -47,6 +47,7 @@ mod events;
 mod hold;
 mod memory;
 mod recording;
+mod roll;
 mod share;
 mod tail_log;
 
@@ -188,10 +189,28 @@ struct Chunk {
     error: Option<Error>,
 }
 
-/// An application's read or write waiting on the stream.
+/// A request of a write stream being written.
+#[derive(Clone, Copy, Debug)]
+struct Request {
+    /// The engine's write.
+    op: OpId,
+    /// Its file: the stream's, or the one it wrote before a roll (`stream/roll.rs`).
+    ino: Ino,
+    /// Where in the file.
+    at: u64,
+    /// When the stream's buffer would overflow without it: its deadline as the
+    /// stream's guarantee (the write may be due sooner, by the commit that makes it
+    /// durable).
+    overflow_ns: u64,
+}
+
+/// An application's read or write waiting on the stream, or a roll
+/// (`stream/roll.rs`), which waits its turn behind the writes before it.
 struct AppOp {
     id: OpId,
     buf: IoBuf,
+    /// A roll: the file the stream's next bytes go to.
+    roll_to: Option<Ino>,
     done: usize,
     submit_ns: u64,
     stalled: bool,
@@ -224,10 +243,8 @@ pub(super) struct Stream {
     /// commit yet: a logging recording's full requests, due only at their buffer's
     /// overflow; the next gather point logs those bytes (`stream/tail_log.rs`).
     unlogged_writes: BTreeMap<OpId, tail_log::InFlightUnlogged>,
-    /// Requests being written: the engine's write, where it goes, and when the
-    /// buffer would overflow without it (its deadline as the stream's guarantee; the
-    /// write may be due sooner, by the commit that makes it durable).
-    writes: VecDeque<(OpId, u64, u64)>,
+    /// Requests being written, oldest first.
+    writes: VecDeque<Request>,
     error: Option<String>,
     /// The errno of `error`, for the `stream_failed` event.
     errno: Option<u32>,
@@ -407,6 +424,7 @@ impl Engine {
             Op::StreamRead { stream, buf } => (stream, Some(buf), StreamDir::Read),
             Op::StreamWrite { stream, data } => (stream, Some(data), StreamDir::Write),
             Op::StreamClose { stream } => (stream, None, StreamDir::Read),
+            Op::StreamRoll { stream, ino } => return self.stream_roll_submit(id, stream, ino, now),
             Op::StreamSync { stream } => {
                 let Some(s) = self.streams.get_mut(&stream).filter(|s| !s.closed) else {
                     return Err(Error::InvalidArgument(format!(
@@ -462,6 +480,7 @@ impl Engine {
                 s.waiting.push_back(AppOp {
                     id,
                     buf: b,
+                    roll_to: None,
                     done: 0,
                     submit_ns: now.mono_ns,
                     stalled: false,
@@ -702,7 +721,7 @@ impl Engine {
         // A write is measured against its buffer's overflow, the stream's guarantee;
         // landing after the sooner durability deadline it was given is counted apart.
         let guarantee = match s.info.dir {
-            StreamDir::Write => s.writes.iter().find(|w| w.0 == op).map(|w| w.2),
+            StreamDir::Write => s.writes.iter().find(|w| w.op == op).map(|w| w.overflow_ns),
             StreamDir::Read => None,
         };
         if let Some(d) = deadline_ns {
@@ -732,10 +751,10 @@ impl Engine {
                 }
             }
             StreamDir::Write => {
-                let Some(i) = s.writes.iter().position(|w| w.0 == op) else {
+                let Some(i) = s.writes.iter().position(|w| w.op == op) else {
                     return;
                 };
-                s.writes.remove(i).expect("found");
+                let done = s.writes.remove(i).expect("found");
                 match result {
                     Ok(Output::Write { data }) => s.stats.written_bytes += data.len() as u64,
                     Ok(_) => {}
@@ -746,6 +765,7 @@ impl Engine {
                 }
                 // Applied: the next commit carries its bytes, logged or not.
                 self.tail_log_landed(sid, op);
+                self.rolled_file_landed(sid, done.ino, now);
             }
         }
     }

@@ -193,7 +193,7 @@ impl Engine {
         };
         // First the requests being written that left their last bytes to the log:
         // the ring holds room for them.
-        self.tail_log_in_flight(sid, ino, generation);
+        self.tail_log_in_flight(sid);
         if n == 0 {
             // Nothing new in the request being filled.
             self.vol.touch_superblock();
@@ -228,7 +228,8 @@ impl Engine {
     /// Logs the bytes of stream `sid`'s requests being written that wait for the log
     /// (they lie before the request being filled, so its entry follows them and
     /// replay chains them), releasing the room held for them.
-    fn tail_log_in_flight(&mut self, sid: StreamId, ino: Ino, generation: u32) {
+    /// Each request's own file: the stream may have rolled on to another since.
+    fn tail_log_in_flight(&mut self, sid: StreamId) {
         let parts = self.streams[&sid].in_flight_unlogged();
         for (op, u) in parts {
             let at = self.streams[&sid]
@@ -249,18 +250,22 @@ impl Engine {
             s.settle_in_flight(op);
             s.count_logged(len as u64);
             self.qos.tail_logged_bytes += len as u64;
+            let generation = self.vol.file_generation(u.ino);
             let log = self
                 .tail
                 .as_mut()
                 .expect("bytes are left to the log only with one");
             log.reserved_blocks -= u.reserved_blocks;
-            log.pending.push(Pending {
-                stream: sid,
-                ino,
-                generation,
-                offset_bytes: u.from_bytes,
-                bytes,
-            });
+            // A file removed since has nothing to keep.
+            if let Some(generation) = generation {
+                log.pending.push(Pending {
+                    stream: sid,
+                    ino: u.ino,
+                    generation,
+                    offset_bytes: u.from_bytes,
+                    bytes,
+                });
+            }
         }
     }
 
@@ -277,7 +282,7 @@ impl Engine {
         if !s.fills_slower_than_durable() {
             return false;
         }
-        let (_, n) = s.unlogged();
+        let (ino, n) = s.unlogged();
         let (from, end, first_ns) = s.unlogged_fill();
         let reserve = if n == 0 { 0 } else { reserve_for(n as u64) };
         let tail = self.tail_log_prune();
@@ -292,6 +297,7 @@ impl Engine {
                 .get_mut(&sid)
                 .expect("listed")
                 .leave_to_log(InFlightUnlogged {
+                    ino,
                     from_bytes: from,
                     end_bytes: end,
                     first_ns,
@@ -325,15 +331,19 @@ impl Engine {
         let Some(front) = self.tail.as_ref().and_then(|l| l.batches.front()) else {
             return;
         };
-        let holders: Vec<(StreamId, u64)> = front
+        let holders: Vec<(StreamId, Ino, u64)> = front
             .entries
             .iter()
-            .filter_map(|e| e.stream.map(|s| (s, e.end_bytes)))
-            .filter(|&(s, _)| s != except)
+            .filter_map(|e| e.stream.map(|s| (s, e.ino, e.end_bytes)))
+            .filter(|&(s, _, _)| s != except)
             .collect();
         let lead = self.gather_lead();
-        for (sid, end) in holders {
-            if self.streams.get(&sid).is_some_and(|s| s.partial_holds(end)) {
+        for (sid, ino, end) in holders {
+            if self
+                .streams
+                .get(&sid)
+                .is_some_and(|s| s.partial_holds(ino, end))
+            {
                 let cap = now.mono_ns + lead;
                 self.stream_write_out(sid, now, Some(cap));
             }

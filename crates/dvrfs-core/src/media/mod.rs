@@ -16,12 +16,14 @@
 //! MP4); a file that is neither is reported as such and costs nothing more.
 
 mod be;
+mod chunker;
 mod es;
 mod keyframes;
 mod mp4;
 mod mp4_tables;
 mod ts;
 
+pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
 pub use keyframes::KeyframeBuilder;
 
@@ -92,6 +94,8 @@ const DETECT_BYTES: usize = 4 * ts::PACKET;
 #[derive(Debug)]
 pub struct Indexer {
     container: Container,
+    /// Bytes fed.
+    fed: u64,
     /// The first bytes while the container is not decided.
     head: Vec<u8>,
     ts: ts::TsParser,
@@ -108,6 +112,7 @@ impl Indexer {
     pub fn new() -> Indexer {
         Indexer {
             container: Container::Unknown,
+            fed: 0,
             head: Vec::new(),
             ts: ts::TsParser::new(),
             mp4: mp4::Mp4Parser::new(),
@@ -146,8 +151,26 @@ impl Indexer {
         }
     }
 
+    /// Every frame reported from now on starts at or after this file offset (the
+    /// frame being assembled, or the bytes not yet parsed): the bytes before it can
+    /// be handed on, and a cut at a keyframe reported later lies past them
+    /// (`media/chunker.rs`). Everything fed, for a file that is not media.
+    pub fn settled(&self) -> u64 {
+        match self.container {
+            Container::Ts => self.ts.settled(),
+            Container::Mp4 => self.mp4.settled(),
+            Container::Other => self.fed,
+            Container::Unknown => 0,
+        }
+    }
+
     /// The file's next bytes.
     pub fn feed(&mut self, bytes: &[u8]) {
+        self.fed += bytes.len() as u64;
+        self.feed_parser(bytes);
+    }
+
+    fn feed_parser(&mut self, bytes: &[u8]) {
         match self.container {
             Container::Ts => self.ts.feed(bytes),
             Container::Mp4 => self.mp4.feed(bytes),
@@ -157,7 +180,7 @@ impl Indexer {
                 self.head.extend_from_slice(&bytes[..take]);
                 if self.head.len() == DETECT_BYTES {
                     self.decide();
-                    self.feed(&bytes[take..]);
+                    self.feed_parser(&bytes[take..]);
                 }
             }
         }

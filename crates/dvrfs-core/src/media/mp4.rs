@@ -451,6 +451,19 @@ impl Mp4Parser {
         (!self.init.is_empty()).then(|| self.init.clone())
     }
 
+    /// Every frame reported from now on starts (its `moof`) at or after this offset:
+    /// the fragment of the first frame still waiting for its bytes, else the box
+    /// being read.
+    pub fn settled(&self) -> u64 {
+        let box_start = match self.state {
+            State::Gather { start, .. } => start,
+            _ => self.pos,
+        };
+        self.waiting
+            .front()
+            .map_or(box_start, |f| f.offset.min(box_start))
+    }
+
     /// Frames whose bytes have all gone by.
     fn release(&mut self) {
         while let Some(f) = self.waiting.front() {

@@ -326,6 +326,12 @@ impl TsParser {
         Some([&self.pat_packets[..], &self.pmt_packets[..]].concat())
     }
 
+    /// Every frame reported from now on starts at or after this offset: the open
+    /// frame's start, or the first byte not yet parsed.
+    pub fn settled(&self) -> u64 {
+        self.open.as_ref().map_or(self.pos, |o| o.offset)
+    }
+
     /// A packet of the video PID.
     fn video_packet(&mut self, pusi: bool, payload: &[u8], at: u64) {
         let Some((_, codec)) = self.video else { return };

@@ -389,6 +389,17 @@ impl Volume {
         }
     }
 
+    /// Moves `from`'s held space to `to`, except what `from` still needs to grow
+    /// from its planned size to `from_end_bytes`: a recording that rolls on to its
+    /// next file keeps its reservation, and its last bytes in `from` their blocks.
+    pub fn move_held_space(&mut self, from: Ino, to: Ino, from_end_bytes: u64) -> Result<()> {
+        let bs = self.sb.data_block_bytes;
+        let have = self.planned_size(from)?.div_ceil(bs);
+        let keep = from_end_bytes.div_ceil(bs).saturating_sub(have);
+        self.data.move_hold(from, to, keep);
+        Ok(())
+    }
+
     /// Gives back what is left of `ino`'s held space.
     pub fn release_space(&mut self, ino: Ino) {
         self.data.release_hold(ino);

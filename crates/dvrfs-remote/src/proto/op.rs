@@ -154,6 +154,9 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
         Op::DropFrameIndex { ino, incomplete } => {
             e.u8(22).u32(*ino).bool(*incomplete);
         }
+        Op::StreamRoll { stream, ino } => {
+            e.u8(23).u32(*stream).u32(*ino);
+        }
     }
 }
 
@@ -300,6 +303,10 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
         22 => Op::DropFrameIndex {
             ino: d.u32("ino")?,
             incomplete: d.bool("incomplete")?,
+        },
+        23 => Op::StreamRoll {
+            stream: d.u32("stream")?,
+            ino: d.u32("ino")?,
         },
         k => return Err(Malformed(format!("operation {k} is unknown"))),
     })

@@ -32,11 +32,16 @@ pub const RECORDING_BUSY: &str = "already has a recording";
 pub(in crate::engine) const STREAM_RELEASE_OWNER: u32 = 0x7FFF_FFFD;
 
 impl Engine {
-    /// The recording on `ino`, if any (a closed one still writing out counts).
+    /// The recording on `ino`, if any (a closed one still writing out counts, and
+    /// one that rolled on from `ino` while its last requests there are being
+    /// written: `stream/roll.rs`).
     pub fn recording_on(&self, ino: Ino) -> Option<StreamId> {
         self.streams
             .iter()
-            .find(|(_, s)| s.info.ino == ino && s.info.dir == StreamDir::Write)
+            .find(|(_, s)| {
+                s.info.dir == StreamDir::Write
+                    && (s.info.ino == ino || s.writes.iter().any(|w| w.ino == ino))
+            })
             .map(|(sid, _)| *sid)
     }
 

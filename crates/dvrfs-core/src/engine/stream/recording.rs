@@ -95,6 +95,13 @@ impl Engine {
     }
 }
 
+/// An application write accepted whole (`stream_finish_app` gives back its buffer).
+fn written() -> Output {
+    Output::Write {
+        data: IoBuf::Virtual(0),
+    }
+}
+
 impl Engine {
     pub(super) fn write_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
         let t = now.mono_ns;
@@ -119,10 +126,18 @@ impl Engine {
             let Some(w) = s.waiting.front_mut() else {
                 break;
             };
+            if let Some(to) = w.roll_to {
+                // Every write before it is accepted: the next bytes go to `to`.
+                let w = s.waiting.pop_front().expect("front");
+                let r = self.stream_roll_now(sid, to, now);
+                finished.push((w, r.map(|()| Output::Done)));
+                changed = true;
+                continue;
+            }
             let want = w.buf.len() - w.done;
             if want == 0 {
                 let w = s.waiting.pop_front().expect("front");
-                finished.push((w, Ok(())));
+                finished.push((w, Ok(written())));
                 changed = true;
                 continue;
             }
@@ -239,13 +254,7 @@ impl Engine {
             }
         }
         for (w, r) in finished {
-            self.stream_finish_app(
-                w,
-                r.map(|()| Output::Write {
-                    data: IoBuf::Virtual(0),
-                }),
-                now,
-            );
+            self.stream_finish_app(w, r, now);
         }
         changed
     }
@@ -278,14 +287,21 @@ impl Engine {
         s.logged_len = 0;
         let op = self.submit_internal(Op::Write { ino, offset, data }, deadline, sid, now);
         let s = self.streams.get_mut(&sid).expect("listed");
-        s.writes.push_back((op, offset, overflow));
+        s.writes.push_back(super::Request {
+            op,
+            ino,
+            at: offset,
+            overflow_ns: overflow,
+        });
     }
 
-    /// Whether a write stream is open on file `ino`.
+    /// Whether a write stream holds bytes of file `ino` not yet applied: it records
+    /// into the file, or rolled on from it with requests still being written.
     pub(in crate::engine) fn has_write_stream(&self, ino: Ino) -> bool {
-        self.streams
-            .values()
-            .any(|s| s.info.ino == ino && s.info.dir == StreamDir::Write)
+        self.streams.values().any(|s| {
+            s.info.dir == StreamDir::Write
+                && (s.info.ino == ino || s.writes.iter().any(|w| w.ino == ino))
+        })
     }
 
     /// The size an application sees of file `ino`: its applied size, or further
@@ -293,21 +309,37 @@ impl Engine {
     /// being written). What `stat` of an open recording should say.
     /// Each write stream's file and where its next accepted byte goes: everything
     /// before it was handed over (the lost-tail record, `engine/events.rs`).
+    /// A file a stream rolled on from counts while its last requests are being
+    /// written.
     pub(in crate::engine) fn write_stream_ends(&self) -> Vec<(Ino, u64)> {
-        self.streams
-            .values()
-            .filter(|s| s.info.dir == StreamDir::Write)
-            .map(|s| (s.info.ino, s.pos))
-            .collect()
+        let mut ends = vec![];
+        for s in self.streams.values() {
+            if s.info.dir != StreamDir::Write {
+                continue;
+            }
+            ends.push((s.info.ino, s.pos));
+            for w in s.writes.iter().filter(|w| w.ino != s.info.ino) {
+                ends.push((w.ino, w.at + self.request_len(w.op) as u64));
+            }
+        }
+        ends
+    }
+
+    /// Bytes of a stream's request being written (0 once it is gone).
+    fn request_len(&self, op: super::OpId) -> usize {
+        match self.ops.get(&op).map(|o| &o.body) {
+            Some(Body::Write { data, .. }) => data.len(),
+            _ => 0,
+        }
     }
 
     pub fn visible_size(&self, ino: Ino) -> Result<u64> {
         let applied = self.vol.stat(ino)?.size_bytes;
         Ok(self
-            .streams
-            .values()
-            .filter(|s| s.info.ino == ino && s.info.dir == StreamDir::Write)
-            .map(|s| s.pos)
+            .write_stream_ends()
+            .into_iter()
+            .filter(|&(i, _)| i == ino)
+            .map(|(_, end)| end)
             .fold(applied, u64::max))
     }
 
@@ -331,17 +363,25 @@ impl Engine {
             buf::zero(buf, bytes, len - bytes);
         }
         for s in self.streams.values() {
-            if s.info.ino != ino || s.info.dir != StreamDir::Write || s.pos <= offset {
+            if s.info.dir != StreamDir::Write {
                 continue;
             }
+            // The request being filled is of the stream's file; a request being
+            // written may be of the file it rolled on from.
+            let fill = s
+                .fill
+                .as_ref()
+                .filter(|_| s.info.ino == ino)
+                .map(|f| (s.fill_at, f, s.fill_len));
             let pieces = s
                 .writes
                 .iter()
-                .filter_map(|(op, at, _)| match self.ops.get(op).map(|o| &o.body) {
-                    Some(Body::Write { data, .. }) => Some((*at, data, data.len())),
+                .filter(|w| w.ino == ino)
+                .filter_map(|w| match self.ops.get(&w.op).map(|o| &o.body) {
+                    Some(Body::Write { data, .. }) => Some((w.at, data, data.len())),
                     _ => None,
                 })
-                .chain(s.fill.as_ref().map(|f| (s.fill_at, f, s.fill_len)));
+                .chain(fill);
             for (at, data, len) in pieces {
                 let (from, to) = (at.max(offset), (at + len as u64).min(end));
                 if from >= to {

@@ -23,6 +23,8 @@ use crate::meta::Ino;
 /// always has room.
 #[derive(Clone, Copy, Debug)]
 pub(in crate::engine) struct InFlightUnlogged {
+    /// The request's file (a roll may have moved the stream on to another).
+    pub ino: Ino,
     pub from_bytes: u64,
     pub end_bytes: u64,
     /// When the oldest of those bytes was accepted.
@@ -50,7 +52,7 @@ impl Stream {
 
     /// Where request `op` being written goes in the file.
     pub(in crate::engine) fn request_at(&self, op: OpId) -> Option<u64> {
-        self.writes.iter().find(|w| w.0 == op).map(|w| w.1)
+        self.writes.iter().find(|w| w.op == op).map(|w| w.at)
     }
 
     /// Whether this recording's request does not fill within its durability
@@ -85,12 +87,15 @@ impl Stream {
 
     /// The request just written out (the newest in `writes`) leaves `u` to the log.
     pub(in crate::engine) fn leave_to_log(&mut self, u: InFlightUnlogged) {
-        let &(op, at, _) = self.writes.back().expect("a request was just written out");
+        let w = *self.writes.back().expect("a request was just written out");
         assert!(
-            at <= u.from_bytes && u.from_bytes < u.end_bytes && u.end_bytes == self.pos,
+            w.ino == u.ino
+                && w.at <= u.from_bytes
+                && u.from_bytes < u.end_bytes
+                && u.end_bytes == self.pos,
             "bytes left to the log lie outside the request written out"
         );
-        self.unlogged_writes.insert(op, u);
+        self.unlogged_writes.insert(w.op, u);
     }
 
     /// Counts bytes logged.
@@ -121,9 +126,9 @@ impl Stream {
         self.stats.tail_log_full += 1;
     }
 
-    /// Whether the request being filled holds bytes before `end_bytes` (so writing
-    /// it in place settles a logged entry ending there).
-    pub(in crate::engine) fn partial_holds(&self, end_bytes: u64) -> bool {
-        self.fill.is_some() && self.fill_len > 0 && self.fill_at < end_bytes
+    /// Whether the request being filled holds bytes of file `ino` before `end_bytes`
+    /// (so writing it in place settles a logged entry ending there).
+    pub(in crate::engine) fn partial_holds(&self, ino: Ino, end_bytes: u64) -> bool {
+        self.info.ino == ino && self.fill.is_some() && self.fill_len > 0 && self.fill_at < end_bytes
     }
 }

@@ -1,0 +1,351 @@
+//! Where a recording is cut into chunks: at the first keyframe after a chunk's
+//! length, so that every chunk plays on its own (issue 25, `dvrfs record --chunk`).
+//!
+//! A [`Chunker`] is fed a recording's bytes as they come, in pieces of any size, and
+//! hands them back as [`Piece`]s: bytes for the chunk being written, and cuts. A cut
+//! lies right before a keyframe (a transport stream's packet that starts the
+//! keyframe's PES, a fragmented MP4's `moof` whose first sample is a sync sample) and
+//! carries the head the next chunk must start with to play on its own: the last PAT
+//! and PMT packets, or the init segment (`ftyp`, `moov`). A chunk is cut once it
+//! holds its length ([`ChunkLimit`]): in media time, summed frame to frame from its
+//! first keyframe (a jump of the time is no length), or in bytes.
+//!
+//! A keyframe is known only once the frame after it starts, so bytes are held back
+//! from the start of the frame being assembled on ([`super::Indexer::settled`]): about
+//! one frame. At most [`MAX_HELD_BYTES`] are held; past that (a frame larger than any
+//! camera makes, or bytes that do not parse) they are handed on and that stretch is
+//! not cut. A recording that is neither a transport stream nor fragmented MP4 is
+//! handed on whole, as one chunk: there is no keyframe to cut at.
+//!
+//! Pure, as the parser it drives: the same bytes give the same chunks whatever the
+//! split.
+
+use super::{Container, Indexer, MAX_PTS_STEP_90K};
+
+/// Most bytes held back waiting for the parser (module docs).
+pub const MAX_HELD_BYTES: usize = 16 << 20;
+
+/// How long a chunk grows before it is cut at the next keyframe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkLimit {
+    /// Media time, 90 kHz.
+    Duration90k(i64),
+    /// Bytes of the chunk, its head included.
+    Bytes(u64),
+}
+
+/// What the recording's bytes become.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece {
+    /// The next bytes of the chunk being written.
+    Bytes(Vec<u8>),
+    /// The chunk ends here; the next starts with `head` (then the keyframe).
+    /// `at`: the recording's byte offset of the keyframe; `pts_90k`: its time.
+    Cut {
+        head: Vec<u8>,
+        at: u64,
+        pts_90k: i64,
+    },
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct Chunker {
+    ix: Indexer,
+    limit: ChunkLimit,
+    /// Bytes fed and not yet handed on, from recording offset `held_at`.
+    held: Vec<u8>,
+    held_at: u64,
+    /// The chunk being written: where in the recording it starts, its head's
+    /// length (0 for the first), its media time so far.
+    chunk_at: u64,
+    head_len: u64,
+    elapsed_90k: i64,
+    last_pts: Option<i64>,
+    /// The offset of the last frame seen: the frames of one MP4 fragment share it.
+    last_offset: Option<u64>,
+    cuts: u64,
+}
+
+impl Chunker {
+    pub fn new(limit: ChunkLimit) -> Chunker {
+        Chunker {
+            ix: Indexer::new(),
+            limit,
+            held: Vec::new(),
+            held_at: 0,
+            chunk_at: 0,
+            head_len: 0,
+            elapsed_90k: 0,
+            last_pts: None,
+            last_offset: None,
+            cuts: 0,
+        }
+    }
+
+    /// What the recording turned out to be.
+    pub fn container(&self) -> Container {
+        self.ix.container()
+    }
+
+    /// Chunks cut so far.
+    pub fn cuts(&self) -> u64 {
+        self.cuts
+    }
+
+    /// The recording's next bytes: what can be handed on now.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<Piece> {
+        self.held.extend_from_slice(bytes);
+        self.ix.feed(bytes);
+        let mut out = vec![];
+        for f in self.ix.drain() {
+            let first_of_fragment = self.last_offset != Some(f.offset);
+            self.last_offset = Some(f.offset);
+            if let Some(last) = self.last_pts {
+                let step = f.pts_90k - last;
+                if step > 0 && step <= MAX_PTS_STEP_90K {
+                    self.elapsed_90k += step;
+                }
+            }
+            self.last_pts = Some(f.pts_90k);
+            if !(f.keyframe && first_of_fragment) || f.offset <= self.chunk_at {
+                continue;
+            }
+            if f.offset < self.held_at {
+                // Handed on already (held past MAX_HELD_BYTES): no cut there.
+                continue;
+            }
+            let full = match self.limit {
+                ChunkLimit::Duration90k(d) => self.elapsed_90k >= d,
+                ChunkLimit::Bytes(b) => self.head_len + (f.offset - self.chunk_at) >= b,
+            };
+            let Some(head) = self.ix.chunk_head().filter(|_| full) else {
+                continue;
+            };
+            self.hand_on(f.offset, &mut out);
+            self.head_len = head.len() as u64;
+            out.push(Piece::Cut {
+                head,
+                at: f.offset,
+                pts_90k: f.pts_90k,
+            });
+            self.chunk_at = f.offset;
+            self.elapsed_90k = 0;
+            self.cuts += 1;
+        }
+        let settled = match self.ix.container() {
+            Container::Unknown => self.held_at,
+            _ => self.ix.settled(),
+        };
+        let end = self.held_at + self.held.len() as u64;
+        let upto = if self.held.len() > MAX_HELD_BYTES {
+            end
+        } else {
+            settled.clamp(self.held_at, end)
+        };
+        self.hand_on(upto, &mut out);
+        out
+    }
+
+    /// The end of the recording: the bytes still held.
+    pub fn finish(&mut self) -> Vec<Piece> {
+        let mut out = vec![];
+        let end = self.held_at + self.held.len() as u64;
+        self.hand_on(end, &mut out);
+        out
+    }
+
+    /// Hands on the held bytes before recording offset `upto`.
+    fn hand_on(&mut self, upto: u64, out: &mut Vec<Piece>) {
+        let n = (upto - self.held_at) as usize;
+        if n == 0 {
+            return;
+        }
+        let rest = self.held.split_off(n);
+        out.push(Piece::Bytes(std::mem::replace(&mut self.held, rest)));
+        self.held_at = upto;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transport stream packet of `pid`, starting a PES when `pusi`.
+    fn packet(pid: u16, pusi: bool, cc: u8, payload: &[u8]) -> Vec<u8> {
+        let mut p = vec![
+            0x47,
+            (u8::from(pusi) << 6) | (pid >> 8) as u8,
+            pid as u8,
+            0x10 | (cc & 15),
+        ];
+        p.extend_from_slice(payload);
+        p.resize(188, 0xFF);
+        p
+    }
+
+    fn section(table_id: u8, body: &[u8]) -> Vec<u8> {
+        // pointer field, table id, length, then the body and a CRC (not checked).
+        let len = body.len() + 5 + 4;
+        let mut s = vec![
+            0,
+            table_id,
+            0xB0 | (len >> 8) as u8,
+            len as u8,
+            0,
+            1,
+            0xC1,
+            0,
+            0,
+        ];
+        s.extend_from_slice(body);
+        s.extend_from_slice(&[0, 0, 0, 0]);
+        s
+    }
+
+    /// A PES header with a PTS, then an H.264 access unit delimiter and a NAL of `nal`.
+    fn pes(pts: i64, nal: u8) -> Vec<u8> {
+        let p = pts as u64;
+        let mut v = vec![0, 0, 1, 0xE0, 0, 0, 0x80, 0x80, 5];
+        v.push(0x21 | ((p >> 29) & 0x0E) as u8);
+        v.push((p >> 22) as u8);
+        v.push(0x01 | ((p >> 14) & 0xFE) as u8);
+        v.push((p >> 7) as u8);
+        v.push(0x01 | ((p << 1) & 0xFE) as u8);
+        v.extend_from_slice(&[0, 0, 0, 1, 0x09, 0xF0, 0, 0, 0, 1, nal, 0x88, 0x84]);
+        v
+    }
+
+    /// `frames` frames at 25 fps (a keyframe every `gop`), each three packets, with a
+    /// PAT and PMT before every keyframe.
+    fn stream(frames: usize, gop: usize) -> Vec<u8> {
+        let pat = packet(0, true, 0, &section(0x00, &[0, 1, 0xE1, 0x00]));
+        let pmt = packet(
+            0x100,
+            true,
+            0,
+            &section(0x02, &[0xE1, 0x01, 0xF0, 0, 0x1B, 0xE1, 0x01, 0xF0, 0]),
+        );
+        let mut out = vec![];
+        let mut cc = 0u8;
+        for i in 0..frames {
+            let key = i % gop == 0;
+            if key {
+                out.extend_from_slice(&pat);
+                out.extend_from_slice(&pmt);
+            }
+            let nal = if key { 0x65 } else { 0x41 };
+            out.extend(packet(0x101, true, cc, &pes(i as i64 * 3600, nal)));
+            for _ in 0..2 {
+                cc = cc.wrapping_add(1);
+                out.extend(packet(0x101, false, cc, &[0xAB; 184]));
+            }
+            cc = cc.wrapping_add(1);
+        }
+        out
+    }
+
+    fn run(bytes: &[u8], piece: usize, limit: ChunkLimit) -> Vec<Piece> {
+        let mut c = Chunker::new(limit);
+        let mut out = vec![];
+        for p in bytes.chunks(piece) {
+            out.extend(c.push(p));
+        }
+        out.extend(c.finish());
+        out
+    }
+
+    /// The chunks the pieces make: each a Vec of bytes, heads included.
+    fn chunks(pieces: &[Piece]) -> Vec<Vec<u8>> {
+        let mut out = vec![vec![]];
+        for p in pieces {
+            match p {
+                Piece::Bytes(b) => out.last_mut().unwrap().extend_from_slice(b),
+                Piece::Cut { head, .. } => out.push(head.clone()),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn cuts_at_the_first_keyframe_after_the_length_with_the_tables_first() {
+        // 100 frames at 25 fps, a keyframe every 12 frames (0.48 s): cut every
+        // second at the first keyframe after it, at frames 36, 72.
+        let ts = stream(100, 12);
+        let limit = ChunkLimit::Duration90k(90_000);
+        let whole = run(&ts, 1 << 20, limit);
+        for piece in [1, 187, 188, 1000, 4096] {
+            assert!(
+                chunks(&run(&ts, piece, limit)) == chunks(&whole),
+                "split into {piece}-byte pieces, other chunks"
+            );
+        }
+        let cuts: Vec<i64> = whole
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Cut { pts_90k, .. } => Some(pts_90k / 3600),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cuts, vec![36, 72]);
+        let cs = chunks(&whole);
+        assert_eq!(cs.len(), 3);
+        // Every byte once, in order, apart from the heads; each later chunk starts
+        // with PAT and PMT, then the keyframe's packet.
+        let bodies: Vec<u8> = cs
+            .iter()
+            .enumerate()
+            .flat_map(|(k, c)| c[if k == 0 { 0 } else { 2 * 188 }..].to_vec())
+            .collect();
+        let frame_bytes = 3 * 188;
+        let key_at = |f: usize| (f / 12 + 1) * 2 * 188 + f * frame_bytes;
+        assert_eq!(bodies.len(), ts.len());
+        assert!(bodies[..key_at(36)] == ts[..key_at(36)]);
+        for c in &cs[1..] {
+            assert_eq!(c[1..3], [0x40, 0x00], "PAT first");
+            assert_eq!(c[188 + 1..188 + 3], [0x41, 0x00], "PMT second");
+            assert_eq!(
+                c[2 * 188 + 1] & 0x40,
+                0x40,
+                "the keyframe's PES starts the body"
+            );
+        }
+        // The bytes of a cut chunk start at that keyframe's packet.
+        assert!(cs[1][2 * 188..] == ts[key_at(36)..key_at(72)]);
+    }
+
+    #[test]
+    fn a_byte_limit_cuts_and_what_is_not_media_goes_on_whole() {
+        let ts = stream(60, 6);
+        let pieces = run(&ts, 5000, ChunkLimit::Bytes(20 * 188 * 3));
+        let cs = chunks(&pieces);
+        assert!(cs.len() >= 3, "{}", cs.len());
+        for c in &cs[..cs.len() - 1] {
+            assert!(c.len() as u64 >= 20 * 188 * 3, "{}", c.len());
+        }
+        let text = b"not a video, just text ".repeat(10_000);
+        let pieces = run(&text, 777, ChunkLimit::Bytes(1000));
+        assert!(pieces.iter().all(|p| matches!(p, Piece::Bytes(_))));
+        assert!(chunks(&pieces) == vec![text]);
+    }
+
+    #[test]
+    fn at_most_the_bound_is_held_back() {
+        // One endless frame: the bytes go on once more than MAX_HELD_BYTES wait.
+        let mut ts = stream(1, 1);
+        for i in 0..(MAX_HELD_BYTES / 184 + 10) {
+            ts.extend(packet(0x101, false, i as u8, &[0xAB; 184]));
+        }
+        let mut c = Chunker::new(ChunkLimit::Bytes(1));
+        let mut handed = 0;
+        for p in ts.chunks(1 << 16) {
+            for piece in c.push(p) {
+                if let Piece::Bytes(b) = piece {
+                    handed += b.len();
+                }
+            }
+            assert!(c.held.len() <= MAX_HELD_BYTES + (1 << 16));
+        }
+        assert!(handed > ts.len() - MAX_HELD_BYTES - (1 << 16));
+    }
+}
