@@ -75,8 +75,15 @@ pub struct StreamArgs {
 #[derive(Args, Debug)]
 pub struct RecordArgs {
     pub target: PathBuf,
-    /// The new file to record into
+    /// The new file to record into; with --chunk, or when it is an existing
+    /// directory, the stream directory the chunks go into (made if missing)
     pub path: String,
+    /// Record into a stream directory as chunks named by their UTC start, each cut at
+    /// the first keyframe after this much (a duration: 10s, 1m; or a size: 64M) and
+    /// starting with the PAT/PMT or init segment, so that each plays on its own; 1m
+    /// when PATH is an existing directory
+    #[arg(long)]
+    pub chunk: Option<String>,
     /// Where the stream comes from: a local file or `-` (stdin)
     #[arg(long, default_value = "-")]
     pub input: PathBuf,
@@ -252,6 +259,8 @@ fn status_line(what: &str, bytes: u64, started: Instant, st: &StreamStats, extra
 struct Ran<'a> {
     what: &'a str,
     path: &'a str,
+    /// A chunked recording: the chunks it made.
+    chunks: Option<u64>,
     admission: &'a str,
     json: bool,
     /// The signal that stopped it early, if one did.
@@ -268,6 +277,7 @@ fn report(
     let Ran {
         what,
         path,
+        chunks,
         admission,
         json,
         interrupted,
@@ -293,6 +303,7 @@ fn report(
             "stalls": st.stalls,
             "min_margin_ms": min_margin_ms,
             "interrupted": interrupted.map(interrupt::name),
+            "chunks": chunks,
         });
         outln!("{v}");
     } else {
@@ -306,6 +317,9 @@ fn report(
             info.slack_ns as f64 / 1e6,
             info.load * 100.0
         );
+        if let Some(n) = chunks {
+            eprintln!("{what}: {n} chunks in {path}");
+        }
         eprintln!(
             "{what}: {} disk requests, {} late, {} stalls, smallest margin {}",
             st.requests,
@@ -403,6 +417,33 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
         (None, Some(s)) => s,
         (None, None) => 0,
     };
+    // A chunked recording: into a stream directory, cut at keyframes.
+    let chunk_limit = match (&a.chunk, rt.resolve(&a.path).map(|i| rt.stat(i))) {
+        (Some(c), _) => Some(crate::record_chunks::parse_limit(c)?),
+        (None, Ok(Ok(st))) if st.kind == Kind::Dir => Some(crate::record_chunks::parse_limit(
+            crate::record_chunks::DEFAULT_CHUNK,
+        )?),
+        _ => None,
+    };
+    // The first bytes decide the chunks' extension (they are recorded first).
+    let mut first = vec![];
+    if chunk_limit.is_some() {
+        let mut b = [0u8; crate::record_chunks::SNIFF_BYTES];
+        let cap = limit.map_or(b.len() as u64, |l| l.min(b.len() as u64)) as usize;
+        while first.len() < cap {
+            match input.read(&mut b[..cap - first.len()]) {
+                Ok(0) => break,
+                Ok(n) => first.extend_from_slice(&b[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(local_io(&a.input, "error reading", e)),
+            }
+        }
+    }
+    if let (Some(l), true) = (chunk_limit, spec.reserve_bytes > 0) {
+        let block = rt.figures()?.data_block_bytes;
+        spec.reserve_bytes +=
+            crate::record_chunks::slack_bytes(l, spec.reserve_bytes, rate_bytes, block);
+    }
     if spec.reserve_bytes == 0 {
         let why = if input_size == Some(0) {
             "the input file is empty and neither --duration nor --size was given"
@@ -411,30 +452,59 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
         };
         eprintln!("record: no space held ({why}): a full disk stops the recording");
     }
-    if rt.resolve(&a.path).is_ok() {
-        return Err(CoreError::Exists(a.path.clone()).into());
-    }
-    let (parent, name) = rt.resolve_parent(&a.path)?;
-    let (uid, gid) = crate::target::process_owner();
-    let create = Op::Create {
-        parent,
-        name: name.clone(),
-        perm: 0o644,
-        uid,
-        gid,
-    };
-    let Output::Ino(ino) = rt.run(create, None, OWNER)? else {
-        unreachable!("a create returns the new inode")
+    let owner = crate::target::process_owner();
+    let (mut chunks, ino, (parent, name)) = match chunk_limit {
+        Some(l) => {
+            let ext = crate::record_chunks::extension(&a.input, &first);
+            let (c, ino) = crate::record_chunks::Chunks::start(&rt, &a.path, l, ext, owner)?;
+            let at = rt.resolve_parent(&c.last_path)?;
+            (Some(c), ino, at)
+        }
+        None => {
+            if rt.resolve(&a.path).is_ok() {
+                return Err(CoreError::Exists(a.path.clone()).into());
+            }
+            let (parent, name) = rt.resolve_parent(&a.path)?;
+            let create = Op::Create {
+                parent,
+                name: name.clone(),
+                perm: 0o644,
+                uid: owner.0,
+                gid: owner.1,
+            };
+            let Output::Ino(ino) = rt.run(create, None, OWNER)? else {
+                unreachable!("a create returns the new inode")
+            };
+            (None, ino, (parent, name))
+        }
     };
     let info = match open_stream(&rt, ino, spec) {
         Ok(i) => i,
         Err(e) => {
-            // Nothing was recorded: take the empty file away again.
+            // Nothing was recorded: take the empty file (or first chunk) away again.
             let _ = rt.run(Op::Unlink { parent, name }, None, OWNER);
             let _ = rt.close();
             return Err(e);
         }
     };
+    // Into the stream: through the chunks, cut at keyframes, or as it comes.
+    let deliver =
+        |chunks: &mut Option<crate::record_chunks::Chunks>, bytes: &[u8]| -> CliResult<()> {
+            match chunks {
+                Some(c) => c.record(&rt, info.id, bytes),
+                None => {
+                    rt.run(
+                        Op::StreamWrite {
+                            stream: info.id,
+                            data: IoBuf::from_slice(bytes),
+                        },
+                        None,
+                        OWNER,
+                    )?;
+                    Ok(())
+                }
+            }
+        };
     let admission = admission_name(&rt)?;
     let started = Instant::now();
     let pb = progress(limit.or(input_size).unwrap_or(0), true, "record");
@@ -449,6 +519,11 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
     interrupt::catch();
     interrupt::block();
     let result = (|| -> CliResult<()> {
+        if !first.is_empty() {
+            deliver(&mut chunks, &first)?;
+            moved += first.len() as u64;
+            pb.set_position(moved);
+        }
         while interrupt::received().is_none() {
             let want = limit.map_or(piece.len() as u64, |l| (l - moved).min(piece.len() as u64));
             if want == 0 {
@@ -463,14 +538,7 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
                 match input.read(&mut piece[..want as usize]) {
                     Ok(0) => break,
                     Ok(n) => {
-                        rt.run(
-                            Op::StreamWrite {
-                                stream: info.id,
-                                data: IoBuf::from_slice(&piece[..n]),
-                            },
-                            None,
-                            OWNER,
-                        )?;
+                        deliver(&mut chunks, &piece[..n])?;
                         moved += n as u64;
                         pb.set_position(moved);
                     }
@@ -512,17 +580,24 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
     // A signal from now on (a second one kills: `SA_RESETHAND`) is taken at once; a
     // first one still writes and commits everything below and is reported.
     interrupt::unblock();
+    // What the chunker still holds was accepted too: it goes to the last chunk.
+    let finished = match &mut chunks {
+        Some(c) => c.finish(&rt, info.id),
+        None => Ok(()),
+    };
     let closed = close_stream(&rt, info.id);
     let synced = rt.run(Op::Fsync, Some(Instant::now()), OWNER);
     pb.finish_and_clear();
     let elapsed = started.elapsed();
     rt.close()?;
     result?;
+    finished?;
     let stats = closed?;
     synced?;
     let ran = Ran {
         what: "record",
         path: &a.path,
+        chunks: chunks.as_ref().map(|c| c.made),
         admission: &admission,
         json: a.stream.json,
         interrupted: interrupt::received(),
@@ -626,6 +701,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
     let ran = Ran {
         what: "play",
         path: &a.path,
+        chunks: None,
         admission: &admission,
         json: a.stream.json,
         interrupted: None,

@@ -35,6 +35,7 @@ mod mount_quota;
 mod ospath;
 mod own_mount;
 mod plot;
+mod record_chunks;
 mod seek;
 mod target;
 mod timespec;

@@ -7,8 +7,9 @@
 //! keyframe's PES, a fragmented MP4's `moof` whose first sample is a sync sample) and
 //! carries the head the next chunk must start with to play on its own: the last PAT
 //! and PMT packets, or the init segment (`ftyp`, `moov`). A chunk is cut once it
-//! holds its length ([`ChunkLimit`]): in media time, summed frame to frame from its
-//! first keyframe (a jump of the time is no length), or in bytes.
+//! holds its length ([`ChunkLimit`]): in media time from its first keyframe to the
+//! latest presentation time seen (frames come in decode order; a jump of the time
+//! is no length), or in bytes.
 //!
 //! A keyframe is known only once the frame after it starts, so bytes are held back
 //! from the start of the frame being assembled on ([`super::Indexer::settled`]): about
@@ -60,7 +61,13 @@ pub struct Chunker {
     /// length (0 for the first), its media time so far.
     chunk_at: u64,
     head_len: u64,
-    elapsed_90k: i64,
+    /// The chunk's media time: from `base_90k` (its first frame's time, or the
+    /// time after a jump) to the latest time seen since (`max_90k`; frames come in
+    /// decode order, so times go back and forth with B-frames), plus `carried_90k`,
+    /// what it spanned before a jump.
+    base_90k: Option<i64>,
+    max_90k: i64,
+    carried_90k: i64,
     last_pts: Option<i64>,
     /// The offset of the last frame seen: the frames of one MP4 fragment share it.
     last_offset: Option<u64>,
@@ -76,7 +83,9 @@ impl Chunker {
             held_at: 0,
             chunk_at: 0,
             head_len: 0,
-            elapsed_90k: 0,
+            base_90k: None,
+            max_90k: 0,
+            carried_90k: 0,
             last_pts: None,
             last_offset: None,
             cuts: 0,
@@ -101,13 +110,23 @@ impl Chunker {
         for f in self.ix.drain() {
             let first_of_fragment = self.last_offset != Some(f.offset);
             self.last_offset = Some(f.offset);
-            if let Some(last) = self.last_pts {
-                let step = f.pts_90k - last;
-                if step > 0 && step <= MAX_PTS_STEP_90K {
-                    self.elapsed_90k += step;
+            let jumped = self
+                .last_pts
+                .is_some_and(|last| (f.pts_90k - last).abs() > MAX_PTS_STEP_90K);
+            self.last_pts = Some(f.pts_90k);
+            match self.base_90k {
+                Some(base) if jumped => {
+                    self.carried_90k += self.max_90k - base;
+                    self.base_90k = Some(f.pts_90k);
+                    self.max_90k = f.pts_90k;
+                }
+                Some(_) => self.max_90k = self.max_90k.max(f.pts_90k),
+                None => {
+                    self.base_90k = Some(f.pts_90k);
+                    self.max_90k = f.pts_90k;
                 }
             }
-            self.last_pts = Some(f.pts_90k);
+            let elapsed_90k = self.carried_90k + self.max_90k - self.base_90k.expect("set above");
             if !(f.keyframe && first_of_fragment) || f.offset <= self.chunk_at {
                 continue;
             }
@@ -116,7 +135,7 @@ impl Chunker {
                 continue;
             }
             let full = match self.limit {
-                ChunkLimit::Duration90k(d) => self.elapsed_90k >= d,
+                ChunkLimit::Duration90k(d) => elapsed_90k >= d,
                 ChunkLimit::Bytes(b) => self.head_len + (f.offset - self.chunk_at) >= b,
             };
             let Some(head) = self.ix.chunk_head().filter(|_| full) else {
@@ -130,7 +149,9 @@ impl Chunker {
                 pts_90k: f.pts_90k,
             });
             self.chunk_at = f.offset;
-            self.elapsed_90k = 0;
+            self.base_90k = Some(f.pts_90k);
+            self.max_90k = f.pts_90k;
+            self.carried_90k = 0;
             self.cuts += 1;
         }
         let settled = match self.ix.container() {
