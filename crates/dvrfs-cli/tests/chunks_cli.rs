@@ -225,8 +225,11 @@ fn fragmented_mp4_chunks_start_with_the_init_segment() {
     assert_eq!(chunks.len(), 3, "{chunks:?}");
     let input = std::fs::read(&mp4).unwrap();
     // The init segment: ftyp and moov, as the input starts.
-    let box_len =
-        |b: &[u8], at: usize| u32::from_be_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    let box_len = |b: &[u8], at: usize| {
+        b[at..at + 4]
+            .iter()
+            .fold(0usize, |n, &x| n << 8 | usize::from(x))
+    };
     let init = box_len(&input, 0) + box_len(&input, box_len(&input, 0));
     for (name, p) in &chunks {
         assert!(name.ends_with("Z.mp4"), "{name}");

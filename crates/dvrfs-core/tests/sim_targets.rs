@@ -151,8 +151,18 @@ fn at_8r0w_the_mixer_gives_a_greedy_reader_twice_the_baselines() {
     }
 }
 
+/// The seeds of the greedy-reader sweep: 1, 2 and 9 in the test suite (2 and 9 are
+/// where the mixer once lost by one stream), all ten with `DVRFS_FULL_SWEEPS=1`
+/// (twenty minutes of two CPUs; docs/mixer-tuning.md).
+fn sweep_seeds() -> Vec<u64> {
+    match std::env::var_os("DVRFS_FULL_SWEEPS") {
+        Some(_) => (1..=10).collect(),
+        None => vec![1, 2, 9],
+    }
+}
+
 /// Issue 6: with a greedy best-effort reader and the default guarantee, at 8r0w on zrr
-/// and on seq (10-minute runs, seeds 1-10), best effort meets the guarantee in every
+/// and on seq (10-minute runs, the seeds of [`sweep_seeds`]), best effort meets the guarantee in every
 /// counted run, and on every seed the mixer's `--find-max` is at least every other
 /// policy's. (Before fix 11 weighed long merged reads and the reads a detour delays,
 /// the mixer was one below C-SCAN on zrr seeds 2 and 9, where a single miss at the
@@ -181,7 +191,7 @@ fn with_a_greedy_reader_the_mixer_carries_at_least_every_policy_on_every_seed() 
                 let mut best = 0;
                 let mut losses = Vec::new();
                 let mut totals = vec![0u32; NAMES.len()];
-                for seed in 1..=10 {
+                for seed in sweep_seeds() {
                     let mut cfg = config("8r0w", alloc, seed, Some(BestEffort::GreedyRead));
                     cfg.duration_ns = 600_000_000_000;
                     let (mixer, run) = max_streams(&cfg, "mixer");
@@ -208,12 +218,15 @@ fn with_a_greedy_reader_the_mixer_carries_at_least_every_policy_on_every_seed() 
     for h in sweeps {
         let (alloc, b, losses, totals) = h.join().unwrap();
         let mixer_total = totals[NAMES.iter().position(|n| *n == "mixer").unwrap()];
-        eprintln!("{alloc:?} totals over seeds 1-10: {NAMES:?} {totals:?}");
+        eprintln!(
+            "{alloc:?} totals over seeds {:?}: {NAMES:?} {totals:?}",
+            sweep_seeds()
+        );
         assert!(
             losses.is_empty(),
             "{alloc:?}: (seed, policy, mixer, policy's maximum) where the mixer carries fewer: {losses:?}"
         );
-        eprintln!("{alloc:?}: mixer {mixer_total} streams over the ten seeds");
+        eprintln!("{alloc:?}: mixer {mixer_total} streams over the seeds");
         best = best.max(b);
     }
     assert!(

@@ -23,6 +23,7 @@ mod attrs;
 pub mod file;
 pub mod gather;
 mod handles;
+mod keyframes;
 pub mod memory;
 pub mod park;
 pub mod quota;
@@ -46,6 +47,7 @@ use fuser::{
     ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
     ReplyXattr, Request, SessionACL, TimeOrNow,
 };
+use keyframes::KEYFRAMES_XATTR;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
@@ -913,6 +915,8 @@ impl Filesystem for DvrfsFs {
     ) {
         let r = if name.as_bytes() == XATTR.as_bytes() {
             Self::ino(ino).and_then(|i| self.set_reservation(req, i, value, flags))
+        } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
+            Err(libc::EPERM) // written by the file system as the file is
         } else {
             Err(libc::EOPNOTSUPP)
         };
@@ -922,6 +926,8 @@ impl Filesystem for DvrfsFs {
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let r = if name.as_bytes() == XATTR.as_bytes() {
             Self::ino(ino).and_then(|i| self.get_reservation(i))
+        } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
+            Self::ino(ino).and_then(|i| self.get_keyframes(i))
         } else {
             Err(libc::ENODATA)
         };
@@ -938,12 +944,18 @@ impl Filesystem for DvrfsFs {
             names.extend_from_slice(XATTR.as_bytes());
             names.push(0);
         }
+        if Self::ino(ino).is_ok_and(|i| self.has_keyframes(i)) {
+            names.extend_from_slice(KEYFRAMES_XATTR.as_bytes());
+            names.push(0);
+        }
         reply_xattr(reply, &names, size)
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = if name.as_bytes() == XATTR.as_bytes() {
             Self::ino(ino).and_then(|i| self.remove_reservation(req, i))
+        } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
+            Err(libc::EPERM)
         } else {
             Err(libc::ENODATA)
         };
