@@ -8,20 +8,9 @@
 
 mod common;
 
-use common::{assert_clean, dvrfs, json, mkfs, ok, tempdir};
+use common::{assert_clean, dvrfs, ffmpeg_here, json, key_positions, mkfs, ok, tempdir};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn ffmpeg_here() -> bool {
-    let here = Command::new("ffprobe")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !here {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
-    }
-    here
-}
 
 /// `secs` seconds of H.264 and AAC at 25 fps with a keyframe every 2 s, made by
 /// ffmpeg in `dir` as `name` (its extension says the container: `.ts`, or `.mp4`
@@ -65,23 +54,6 @@ fn probe(path: &Path) -> (f64, bool) {
         .and_then(|d| d.parse().ok())
         .unwrap_or(0.0);
     (dur, first_key)
-}
-
-/// Where ffprobe finds the first video keyframe of `path` (its packet's `pos`).
-fn first_key_pos(path: &Path) -> u64 {
-    let o = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
-        .args(["-show_entries", "packet=pos,flags", "-of", "json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    json(&String::from_utf8_lossy(&o.stdout))["packets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["flags"].as_str().unwrap().starts_with('K'))
-        .and_then(|p| p["pos"].as_str()?.parse().ok())
-        .expect("a keyframe")
 }
 
 /// ffmpeg decodes `path` from its first byte: what it said at `-v error` (nothing
@@ -198,7 +170,7 @@ fn a_transport_stream_is_cut_into_chunks_that_each_decode_on_their_own() {
         // As ffprobe finds it: after the input's own tables in the first chunk,
         // after the PAT and PMT put before it in the others.
         let first = kf[0]["offset"].as_u64().unwrap();
-        assert_eq!(first, first_key_pos(p), "{name}");
+        assert_eq!(first, key_positions(p)[0], "{name}");
         if i > 0 {
             assert_eq!(first, 2 * 188, "{name}");
         }

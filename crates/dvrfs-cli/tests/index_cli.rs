@@ -7,36 +7,10 @@
 
 mod common;
 
-use common::{assert_clean, dvrfs, fails, json, mkfs, ok, random_file, tempdir};
+use common::{
+    assert_clean, dvrfs, fails, ffmpeg_here, json, key_positions, mkfs, ok, random_file, tempdir,
+};
 use std::process::Command;
-
-fn ffmpeg_here() -> bool {
-    let here = Command::new("ffprobe")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !here {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
-    }
-    here
-}
-
-/// ffprobe's keyframe packet positions.
-fn key_positions(path: &std::path::Path) -> Vec<u64> {
-    let o = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
-        .args(["-show_entries", "packet=pos,flags", "-of", "json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    json(&String::from_utf8_lossy(&o.stdout))["packets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["flags"].as_str().unwrap().starts_with('K'))
-        .map(|p| p["pos"].as_str().unwrap().parse().unwrap())
-        .collect()
-}
 
 /// `secs` seconds of H.264 at 25 fps with a keyframe a second, made by ffmpeg in `dir`.
 fn recording(dir: &std::path::Path, secs: u32) -> std::path::PathBuf {

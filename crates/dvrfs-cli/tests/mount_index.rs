@@ -10,23 +10,6 @@ use common::*;
 use std::path::Path;
 use std::process::Command;
 
-/// ffprobe's keyframe packet positions in `path`.
-fn key_positions(path: &Path) -> Vec<u64> {
-    let o = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
-        .args(["-show_entries", "packet=pos,flags", "-of", "json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    json(&String::from_utf8_lossy(&o.stdout))["packets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| p["flags"].as_str().unwrap().starts_with('K'))
-        .map(|p| p["pos"].as_str().unwrap().parse().unwrap())
-        .collect()
-}
-
 /// `getfattr -n user.dvrfs.keyframes --only-values PATH`: the value, or what
 /// getfattr said.
 fn keyframes_attr(path: &Path) -> Result<String, String> {
@@ -44,8 +27,7 @@ fn keyframes_attr(path: &Path) -> Result<String, String> {
 #[test]
 fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
     need_fuse!();
-    if Command::new("ffprobe").arg("-version").output().is_err() {
-        eprintln!("SKIP: ffmpeg or ffprobe missing (apt-get install ffmpeg)");
+    if !ffmpeg_here() {
         return;
     }
     let dir = tempdir();

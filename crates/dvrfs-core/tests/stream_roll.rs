@@ -27,24 +27,6 @@ fn write(e: &mut Engine, d: &mut Drive, stream: u32, bytes: &[u8]) -> Result<Out
     )
 }
 
-/// The whole of file `ino` (up to 4 MiB), read through the engine.
-fn read_file(e: &mut Engine, d: &mut Drive, ino: u32) -> Vec<u8> {
-    let r = d
-        .run(
-            e,
-            Op::Read {
-                ino,
-                offset: 0,
-                buf: IoBuf::zeroed(4 << 20),
-            },
-        )
-        .unwrap();
-    let Output::Read { buf, bytes } = r else {
-        panic!("{r:?}")
-    };
-    buf.bytes().unwrap()[..bytes].to_vec()
-}
-
 #[test]
 fn a_recording_rolls_on_keeping_its_stream_and_every_byte_goes_to_its_own_file() {
     let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
@@ -101,7 +83,7 @@ fn a_recording_rolls_on_keeping_its_stream_and_every_byte_goes_to_its_own_file()
     assert_eq!(e.volume().held_bytes(), 0, "a hold outlived the stream");
     for k in 0..3 {
         assert!(
-            read_file(&mut e, &mut d, files[k]) == data[cuts[k]..cuts[k + 1]],
+            d.read_file(&mut e, files[k]) == data[cuts[k]..cuts[k + 1]],
             "chunk {k} holds other bytes"
         );
         assert_eq!(e.recording_on(files[k]), None);
@@ -187,7 +169,7 @@ fn a_refused_roll_leaves_the_recording_in_its_file() {
     for s in [rec.id, other.id, play.id] {
         d.run(&mut e, Op::StreamClose { stream: s }).unwrap();
     }
-    assert!(read_file(&mut e, &mut d, a) == data);
+    assert!(d.read_file(&mut e, a) == data);
     e.check().unwrap();
 }
 

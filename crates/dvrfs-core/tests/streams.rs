@@ -697,25 +697,7 @@ fn a_stream_sync_puts_the_partial_request_on_the_disk_and_the_stream_goes_on() {
     )
     .unwrap();
     d.run(&mut e, Op::StreamClose { stream: rec.id }).unwrap();
-    assert!(read_file(&mut e, &mut d, ino) == data, "bytes differ");
-}
-
-/// The whole of file `ino` (up to 2 MiB), read through the engine.
-fn read_file(e: &mut Engine, d: &mut Drive, ino: u32) -> Vec<u8> {
-    let r = d
-        .run(
-            e,
-            Op::Read {
-                ino,
-                offset: 0,
-                buf: IoBuf::zeroed(2 << 20),
-            },
-        )
-        .unwrap();
-    let Output::Read { buf, bytes } = r else {
-        panic!("{r:?}")
-    };
-    buf.bytes().unwrap()[..bytes].to_vec()
+    assert!(d.read_file(&mut e, ino) == data, "bytes differ");
 }
 
 #[test]
@@ -763,7 +745,7 @@ fn a_stream_composes_its_shared_sector_unless_another_writer_changed_it() {
             "sector reads of the stream's next request (another writer: {other})"
         );
         assert!(
-            read_file(&mut e, &mut d, ino) == data,
+            d.read_file(&mut e, ino) == data,
             "bytes differ (another writer: {other})"
         );
     }

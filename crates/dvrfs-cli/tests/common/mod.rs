@@ -1,8 +1,11 @@
 //! Helpers for the tests that run the real `dvrfs` binary on real image files.
 #![allow(dead_code)]
 
+mod media;
 mod mount;
 mod users;
+#[allow(unused_imports)]
+pub use media::{ffmpeg_here, key_positions};
 #[allow(unused_imports)]
 pub use mount::{field, getfattr, setfattr, Mount};
 #[allow(unused_imports)]

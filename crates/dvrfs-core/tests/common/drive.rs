@@ -176,6 +176,20 @@ impl Drive {
         self.wait(e, id).result
     }
 
+    /// The whole of file `ino` (up to 16 MiB), read through the engine.
+    pub fn read_file(&mut self, e: &mut Engine, ino: u32) -> Vec<u8> {
+        let op = Op::Read {
+            ino,
+            offset: 0,
+            buf: dvrfs_core::engine::IoBuf::zeroed(16 << 20),
+        };
+        let r = self.run(e, op).unwrap();
+        let Output::Read { buf, bytes } = r else {
+            panic!("{r:?}")
+        };
+        buf.bytes().unwrap()[..bytes].to_vec()
+    }
+
     /// Creates `/name`: its inode.
     pub fn create(&mut self, e: &mut Engine, name: &str) -> u32 {
         let root = e.volume().root();
