@@ -24,7 +24,7 @@ renamed), and a run whose `report.json` exists is never run again; a killed run 
 figure that is not in DATA is "not run yet", never invented. The method section is the
 METHOD text below; everything else in the document is generated.
 """
-import datetime, fcntl, hashlib, json, os, re, shutil, signal, subprocess, sys, time
+import datetime, errno, fcntl, hashlib, json, os, re, shutil, signal, subprocess, sys, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True   # no scripts/__pycache__ in the work tree
@@ -212,14 +212,46 @@ def sh(cmd, log, check=True, **kw):
     return r
 
 def is_mount(path):
-    return os.path.isdir(path) and os.path.ismount(path)
+    """Whether `path` is a mount point, read from the mount table: a FUSE mount whose
+    emulator died (the host rebooted it away, or it was killed) fails every stat with
+    ENOTCONN, so os.path.ismount cannot see it."""
+    want = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        for line in f:
+            point = line.split()[1].encode().decode("unicode_escape")
+            if point == want:
+                return True
+    return False
+
+def is_stale(path):
+    """A mount whose FUSE server is gone (every access says ENOTCONN)."""
+    try:
+        os.stat(path)
+        return False
+    except OSError as e:
+        return e.errno == errno.ENOTCONN
+
+def clear_stale_emulator(quiet=False):
+    """An emulator that died (process killed, session ended) leaves its loop device and a
+    dead FUSE mount: detach the loop devices backed by its disk, then unmount lazily."""
+    disk = os.path.join(os.path.realpath(EMU), "disk")
+    r = subprocess.run(["losetup", "-a"], capture_output=True, text=True)
+    for line in r.stdout.splitlines():
+        dev, _, rest = line.partition(":")
+        if f"({disk})" in rest:
+            subprocess.run(["losetup", "-d", dev], capture_output=True)
+    r = subprocess.run(["umount", "-l", EMU], capture_output=True, text=True)
+    if r.returncode != 0 and not quiet:
+        print(f"umount -l {EMU}: {r.stderr.strip()}", file=sys.stderr)
 
 def leftovers():
     """What a previous run left behind, as (what, how to clean it) pairs."""
     out = []
     if is_mount(MNT):
         out.append((f"a file system mounted on {MNT}", f"umount {MNT}"))
-    if is_mount(EMU):
+    if is_mount(EMU) and is_stale(EMU):
+        out.append((f"a dead emulator's mount on {EMU}", f"losetup -d its loop device; umount -l {EMU}"))
+    elif is_mount(EMU):
         out.append((f"an emulator serving {EMU}", f"{BIN} emulate --stop {EMU}"))
     if os.path.exists(IMG):
         out.append((f"the image {IMG}", f"rm {IMG}"))
@@ -227,6 +259,10 @@ def leftovers():
 
 def clean(quiet=False):
     """Unmount, stop the emulator (which detaches its loop device), remove the image."""
+    if is_mount(MNT) and is_stale(EMU):  # the file system on a dead emulator's loop device
+        subprocess.run(["umount", "-l", MNT], capture_output=True)
+    if is_mount(EMU) and is_stale(EMU):
+        clear_stale_emulator(quiet)
     if is_mount(EMU):   # untimed, the write-back of an interrupted run's dirty pages takes seconds, not hours
         try:
             set_timing(False)
