@@ -72,6 +72,12 @@ pub enum Command {
     Reindex(crate::cmd_index::ReindexArgs),
     /// List a file's frame index: its keyframes with offset, length and time
     Keyframes(crate::cmd_index::KeyframesArgs),
+    /// Cut a clip out of a recording by time, at keyframes, in its own container (no re-encode), with a manifest
+    Export(crate::cmd_clip::ExportArgs),
+    /// Write the keyframe at or before a time, playable on its own (a thumbnail's source)
+    Keyframe(crate::cmd_clip::KeyframeArgs),
+    /// Show a recording's spans and gaps (with their causes) from its frame index
+    Timeline(crate::cmd_clip::TimelineArgs),
     /// Serve an image as an emulated hard disk (DIR/disk over FUSE, a loop device with --attach); --stop DIR ends it
     Emulate(crate::cmd_emulate::EmulateArgs),
 }

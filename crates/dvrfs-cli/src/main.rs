@@ -14,6 +14,7 @@ mod args;
 mod bench_dir;
 mod cmd_bench;
 mod cmd_calibrate;
+mod cmd_clip;
 mod cmd_capacity;
 mod cmd_data;
 mod cmd_emulate;
@@ -36,6 +37,7 @@ mod ospath;
 mod own_mount;
 mod plot;
 mod record_chunks;
+mod recording;
 mod seek;
 mod target;
 mod timespec;
@@ -106,6 +108,9 @@ fn target_of(command: &Command) -> Option<&std::path::Path> {
         Command::Events(a) => &a.target,
         Command::Reindex(a) => &a.target,
         Command::Keyframes(a) => &a.target,
+        Command::Export(a) => &a.target,
+        Command::Keyframe(a) => &a.target,
+        Command::Timeline(a) => &a.target,
         // `--stop DIR` has no image.
         Command::Emulate(a) => return a.image.as_deref(),
         // The simulator has no device.
@@ -139,6 +144,9 @@ fn run_command(command: &Command) -> CliResult<u8> {
         Command::Events(a) => cmd_events::events(a),
         Command::Reindex(a) => cmd_index::reindex(a),
         Command::Keyframes(a) => cmd_index::keyframes(a),
+        Command::Export(a) => cmd_clip::export(a),
+        Command::Keyframe(a) => cmd_clip::keyframe(a),
+        Command::Timeline(a) => cmd_clip::timeline(a),
         Command::Emulate(a) => cmd_emulate::emulate(a),
     }
 }

@@ -12,14 +12,19 @@
 //! basic form (`20261128T140312.250Z.ts`), so names sort in time order. The name of
 //! the next chunk is never earlier than the last one's (plus 1 ms): a host clock
 //! stepped back is reported on stderr and the names go on from the last, so chunks
-//! never overlap by name. The extension is the input file's, else what the first
-//! bytes are (`ts`, `mp4`, else `bin`).
+//! never overlap by name. A recording fed faster than real time (an import: its
+//! media time more than `IMPORT_LEAD_NS` ahead of the wall clock since the first
+//! chunk, the rule the frame index times it by) names its chunks by media time
+//! instead: the first chunk's start plus the media time of the chunks before, which
+//! is what their indexes say (the engine times a chunk's frames on from the last
+//! chunk's). The extension is the input file's, else what the first bytes are
+//! (`ts`, `mp4`, else `bin`).
 //!
 //! **Space.** Each chunk ends in a partial data block and starts with a head, so a
 //! chunked recording holds, on top of its bytes, a data block and a head's room per
 //! chunk it will make ([`slack_bytes`]).
 
-use dvrfs_core::media::{ChunkLimit, Chunker, Container, Indexer, Piece};
+use dvrfs_core::media::{ChunkLimit, Chunker, Container, Indexer, Piece, IMPORT_LEAD_NS, TICKS_PER_SECOND};
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
 use dvrfs_remote::Handle;
@@ -113,6 +118,9 @@ pub struct Chunks {
     gid: u32,
     /// The last chunk's name time (ns) and path.
     last_ns: i64,
+    /// The first chunk's name time, and the media time of the chunks cut since.
+    first_ns: i64,
+    media_ns: i64,
     pub last_path: String,
     /// Chunks made, the first included.
     pub made: u64,
@@ -163,6 +171,8 @@ impl Chunks {
             uid,
             gid,
             last_ns: i64::MIN,
+            first_ns: i64::MIN,
+            media_ns: 0,
             last_path: String::new(),
             made: 0,
             head_bytes: 0,
@@ -171,10 +181,19 @@ impl Chunks {
         Ok((c, first))
     }
 
-    /// Creates the next chunk, named by the time now (module docs): its inode.
+    /// Creates the next chunk, named by the time now, or for an import by media
+    /// time (module docs): its inode.
     fn create_next(&mut self, rt: &Handle) -> CliResult<Ino> {
         let now = now_utc_ns();
         let mut at = now;
+        if self.first_ns == i64::MIN {
+            self.first_ns = now;
+        } else {
+            let media_at = self.first_ns.saturating_add(self.media_ns);
+            if media_at > now.saturating_add(IMPORT_LEAD_NS) {
+                at = media_at;
+            }
+        }
         if self.last_ns != i64::MIN && at <= self.last_ns {
             if now < self.last_ns {
                 eprintln!(
@@ -232,7 +251,12 @@ impl Chunks {
         for p in pieces {
             match p {
                 Piece::Bytes(b) => write(rt, stream, &b)?,
-                Piece::Cut { head, .. } => {
+                Piece::Cut {
+                    head, ended_90k, ..
+                } => {
+                    self.media_ns = self
+                        .media_ns
+                        .saturating_add(ended_90k.saturating_mul(1_000_000_000) / TICKS_PER_SECOND);
                     let ino = self.create_next(rt)?;
                     rt.run(Op::StreamRoll { stream, ino }, None, 0)?;
                     write(rt, stream, &head)?;

@@ -6,7 +6,7 @@
 //! index keeps the old meaning of a plain duration: that far in at the stream's rate.
 
 use dvrfs_core::format::frame_index::FrameEntry;
-use dvrfs_core::media::Indexer;
+use dvrfs_core::media::{Container, Indexer};
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{IoBuf, Op, Output};
 use dvrfs_remote::Handle;
@@ -93,7 +93,7 @@ pub fn start_of(
     let head = if e.offset == 0 {
         vec![]
     } else {
-        head_of(rt, ino, size.min(HEAD_SCAN_BYTES).min(e.offset))?
+        head_of(rt, ino, size.min(HEAD_SCAN_BYTES).min(e.offset))?.bytes
     };
     Ok(Start {
         offset: e.offset,
@@ -102,9 +102,18 @@ pub fn start_of(
     })
 }
 
+/// A file's head and container.
+pub struct Head {
+    /// PAT and PMT, or the init segment; empty if none went by (a stream without
+    /// tables: played as is).
+    pub bytes: Vec<u8>,
+    pub container: Container,
+}
+
 /// The head a player needs before a keyframe of file `ino`: read from its first
-/// `limit` bytes. Empty if none went by (a stream without tables: played as is).
-fn head_of(rt: &Handle, ino: Ino, limit: u64) -> CliResult<Vec<u8>> {
+/// `limit` bytes (at most [`HEAD_SCAN_BYTES`]).
+pub fn head_of(rt: &Handle, ino: Ino, limit: u64) -> CliResult<Head> {
+    let limit = limit.min(HEAD_SCAN_BYTES);
     let mut ix = Indexer::new();
     let mut at = 0;
     while at < limit {
@@ -122,9 +131,15 @@ fn head_of(rt: &Handle, ino: Ino, limit: u64) -> CliResult<Vec<u8>> {
         }
         ix.feed(&buf.bytes().expect("a memory buffer")[..bytes]);
         if let Some(h) = ix.chunk_head() {
-            return Ok(h);
+            return Ok(Head {
+                bytes: h,
+                container: ix.container(),
+            });
         }
         at += bytes as u64;
     }
-    Ok(vec![])
+    Ok(Head {
+        bytes: vec![],
+        container: ix.container(),
+    })
 }

@@ -306,6 +306,19 @@ impl Client {
         }
     }
 
+    /// The volume's UUID.
+    pub fn volume_uuid(&self) -> Result<dvrfs_core::format::Uuid> {
+        match self.call(Request::VolumeUuid)? {
+            Reply::Bytes(b) => b.as_slice().try_into().map_err(|_| {
+                RuntimeError::Io(std::io::Error::other(format!(
+                    "the dvrfs daemon's volume UUID has {} bytes, not 16",
+                    b.len()
+                )))
+            }),
+            other => Err(Self::unexpected("the volume UUID", other)),
+        }
+    }
+
     /// File `ino`'s frame index.
     pub fn keyframes(&self, ino: Ino) -> Result<crate::proto::Keyframes> {
         match self.call(Request::Keyframes { ino })? {

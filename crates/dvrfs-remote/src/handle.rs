@@ -194,6 +194,14 @@ impl Handle {
         }
     }
 
+    /// The volume's UUID.
+    pub fn volume_uuid(&self) -> Result<dvrfs_core::format::Uuid> {
+        match self {
+            Handle::Local(rt) => Ok(rt.query(|v| v.superblock().uuid)?),
+            Handle::Remote(c) => c.volume_uuid(),
+        }
+    }
+
     /// File `ino`'s frame index (its keyframes, and whether it covers them all).
     pub fn keyframes(&self, ino: Ino) -> Result<crate::proto::Keyframes> {
         match self {

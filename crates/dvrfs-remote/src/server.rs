@@ -550,6 +550,7 @@ impl Conn {
                 })?;
                 Reply::Text(Some(json))
             }
+            Request::VolumeUuid => Reply::Bytes(rt.query(|v| v.superblock().uuid.to_vec())?),
             Request::Keyframes { ino } => Reply::Bytes(
                 rt.query(move |v| crate::proto::Keyframes::of(v, ino))??
                     .encode(),

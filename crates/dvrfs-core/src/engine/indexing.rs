@@ -45,6 +45,9 @@ pub(super) struct LiveIndex {
     generation: u32,
     /// Bytes fed: the file's applied size when it follows it.
     fed: u64,
+    /// A recording rolled on to this file from that one (`Op::StreamRoll`): its
+    /// first frame is timed from where that file's index left off.
+    continues: Option<Ino>,
 }
 
 /// The files being indexed.
@@ -76,12 +79,24 @@ impl Engine {
             .get(&ino)
             .is_some_and(|l| l.generation == generation && l.fed == offset);
         if start_over {
+            let continues = self
+                .live_indexes
+                .get(&ino)
+                .filter(|l| l.generation == generation && l.fed == 0)
+                .and_then(|l| l.continues);
+            // The file a recording rolled on from, if its index has timed a frame
+            // (else the new file is anchored afresh, as any new recording).
+            let builder = continues
+                .and_then(|from| self.live_indexes.get(&from))
+                .and_then(|l| l.builder.as_ref())
+                .map_or_else(KeyframeBuilder::live, KeyframeBuilder::continuing);
             self.live_indexes.insert(
                 ino,
                 LiveIndex {
-                    builder: Some(KeyframeBuilder::live()),
+                    builder: Some(builder),
                     generation,
                     fed: 0,
+                    continues: None,
                 },
             );
         } else if !followed {
@@ -117,6 +132,24 @@ impl Engine {
                 l.builder.is_some() && vol.file_generation(i) == Some(l.generation)
             });
         }
+    }
+
+    /// A recording rolled on from file `from` to the empty file `to`: `to`'s index
+    /// will time its first frame from where `from`'s left off, so that a chunked
+    /// recording's chunks follow each other in UTC (an import's included).
+    pub(super) fn index_continues(&mut self, from: Ino, to: Ino) {
+        let Some(generation) = self.vol.file_generation(to) else {
+            return;
+        };
+        self.live_indexes.insert(
+            to,
+            LiveIndex {
+                builder: Some(KeyframeBuilder::live()),
+                generation,
+                fed: 0,
+                continues: Some(from),
+            },
+        );
     }
 
     /// A write the engine did not follow changed or grew an indexed file: its index

@@ -41,11 +41,14 @@ pub enum Piece {
     /// The next bytes of the chunk being written.
     Bytes(Vec<u8>),
     /// The chunk ends here; the next starts with `head` (then the keyframe).
-    /// `at`: the recording's byte offset of the keyframe; `pts_90k`: its time.
+    /// `at`: the recording's byte offset of the keyframe; `pts_90k`: its time;
+    /// `ended_90k`: the media time the chunk that ends spans (its first frame to
+    /// this keyframe, jumps carried).
     Cut {
         head: Vec<u8>,
         at: u64,
         pts_90k: i64,
+        ended_90k: i64,
     },
 }
 
@@ -147,6 +150,7 @@ impl Chunker {
                 head,
                 at: f.offset,
                 pts_90k: f.pts_90k,
+                ended_90k: elapsed_90k,
             });
             self.chunk_at = f.offset;
             self.base_90k = Some(f.pts_90k);
@@ -190,81 +194,8 @@ impl Chunker {
 
 #[cfg(test)]
 mod tests {
+    use super::super::synth::{packet, stream};
     use super::*;
-
-    /// A transport stream packet of `pid`, starting a PES when `pusi`.
-    fn packet(pid: u16, pusi: bool, cc: u8, payload: &[u8]) -> Vec<u8> {
-        let mut p = vec![
-            0x47,
-            (u8::from(pusi) << 6) | (pid >> 8) as u8,
-            pid as u8,
-            0x10 | (cc & 15),
-        ];
-        p.extend_from_slice(payload);
-        p.resize(188, 0xFF);
-        p
-    }
-
-    fn section(table_id: u8, body: &[u8]) -> Vec<u8> {
-        // pointer field, table id, length, then the body and a CRC (not checked).
-        let len = body.len() + 5 + 4;
-        let mut s = vec![
-            0,
-            table_id,
-            0xB0 | (len >> 8) as u8,
-            len as u8,
-            0,
-            1,
-            0xC1,
-            0,
-            0,
-        ];
-        s.extend_from_slice(body);
-        s.extend_from_slice(&[0, 0, 0, 0]);
-        s
-    }
-
-    /// A PES header with a PTS, then an H.264 access unit delimiter and a NAL of `nal`.
-    fn pes(pts: i64, nal: u8) -> Vec<u8> {
-        let p = pts as u64;
-        let mut v = vec![0, 0, 1, 0xE0, 0, 0, 0x80, 0x80, 5];
-        v.push(0x21 | ((p >> 29) & 0x0E) as u8);
-        v.push((p >> 22) as u8);
-        v.push(0x01 | ((p >> 14) & 0xFE) as u8);
-        v.push((p >> 7) as u8);
-        v.push(0x01 | ((p << 1) & 0xFE) as u8);
-        v.extend_from_slice(&[0, 0, 0, 1, 0x09, 0xF0, 0, 0, 0, 1, nal, 0x88, 0x84]);
-        v
-    }
-
-    /// `frames` frames at 25 fps (a keyframe every `gop`), each three packets, with a
-    /// PAT and PMT before every keyframe.
-    fn stream(frames: usize, gop: usize) -> Vec<u8> {
-        let pat = packet(0, true, 0, &section(0x00, &[0, 1, 0xE1, 0x00]));
-        let pmt = packet(
-            0x100,
-            true,
-            0,
-            &section(0x02, &[0xE1, 0x01, 0xF0, 0, 0x1B, 0xE1, 0x01, 0xF0, 0]),
-        );
-        let mut out = vec![];
-        let mut cc = 0u8;
-        for i in 0..frames {
-            let key = i % gop == 0;
-            if key {
-                out.extend_from_slice(&pat);
-                out.extend_from_slice(&pmt);
-            }
-            let nal = if key { 0x65 } else { 0x41 };
-            out.extend(packet(0x101, true, cc, &pes(i as i64 * 3600, nal)));
-            for _ in 0..2 {
-                cc = cc.wrapping_add(1);
-                out.extend(packet(0x101, false, cc, &[0xAB; 184]));
-            }
-            cc = cc.wrapping_add(1);
-        }
-        out
-    }
 
     fn run(bytes: &[u8], piece: usize, limit: ChunkLimit) -> Vec<Piece> {
         let mut c = Chunker::new(limit);
@@ -301,14 +232,17 @@ mod tests {
                 "split into {piece}-byte pieces, other chunks"
             );
         }
-        let cuts: Vec<i64> = whole
+        let cuts: Vec<(i64, i64)> = whole
             .iter()
             .filter_map(|p| match p {
-                Piece::Cut { pts_90k, .. } => Some(pts_90k / 3600),
+                Piece::Cut {
+                    pts_90k, ended_90k, ..
+                } => Some((pts_90k / 3600, ended_90k / 3600)),
                 _ => None,
             })
             .collect();
-        assert_eq!(cuts, vec![36, 72]);
+        // Cut at frames 36 and 72; the chunks that end there span 36 frames each.
+        assert_eq!(cuts, vec![(36, 36), (72, 36)]);
         let cs = chunks(&whole);
         assert_eq!(cs.len(), 3);
         // Every byte once, in order, apart from the heads; each later chunk starts

@@ -39,6 +39,23 @@ fn ticks_to_ns(t: i64) -> i64 {
     t.saturating_mul(100_000) / 9
 }
 
+/// The media time from `from` to `to`, 90 kHz: a transport stream's 33-bit PTS
+/// wraps (every 26.5 hours), and a new parser starts unwrapping afresh, so a step
+/// of more than half the range is taken as a wrap.
+fn pts_step(from: i64, to: i64) -> i64 {
+    const WRAP: i64 = 1 << 33;
+    let d = to - from;
+    if d.abs() <= WRAP / 2 {
+        return d;
+    }
+    let m = d.rem_euclid(WRAP);
+    if m > WRAP / 2 {
+        m - WRAP
+    } else {
+        m
+    }
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct KeyframeBuilder {
@@ -56,6 +73,9 @@ pub struct KeyframeBuilder {
     interval_90k: i64,
     /// A discontinuity since the last keyframe stored.
     pending_flags: u32,
+    /// The (PTS, UTC) of the last frame of the file this one continues (a
+    /// recording's next chunk): its first frame is timed from there.
+    continues: Option<(i64, i64)>,
     frames: u64,
     keyframes: u64,
     skipped_keyframes: u64,
@@ -75,6 +95,7 @@ impl KeyframeBuilder {
             last_pts: None,
             interval_90k: DEFAULT_INTERVAL_90K,
             pending_flags: 0,
+            continues: None,
             frames: 0,
             keyframes: 0,
             skipped_keyframes: 0,
@@ -88,6 +109,25 @@ impl KeyframeBuilder {
             live: true,
             ..KeyframeBuilder::import(0)
         }
+    }
+
+    /// A builder for the next file of the same recording (`Op::StreamRoll`, a
+    /// chunk after a chunk): a parser of its own, and the time where this one left
+    /// it, so that the next file's first frame is timed by the media time since this
+    /// one's last frame (a PTS wrap between them included) and an import stays one.
+    /// Before this one saw a frame, a fresh builder of the same kind.
+    pub fn continuing(&self) -> KeyframeBuilder {
+        let mut next = KeyframeBuilder {
+            live: self.live,
+            wall_ns: self.wall_ns,
+            interval_90k: self.interval_90k,
+            ..KeyframeBuilder::import(self.start_utc_ns)
+        };
+        if let (Some(pts), true) = (self.last_pts, self.last_utc_ns != i64::MIN) {
+            next.continues = Some((pts, self.last_utc_ns));
+            next.last_utc_ns = self.last_utc_ns;
+        }
+        next
     }
 
     /// [`KeyframeBuilder::feed`] of bytes written at wall-clock time `wall_ns`.
@@ -174,6 +214,10 @@ impl KeyframeBuilder {
             .last_utc_ns
             .saturating_add(ticks_to_ns(self.interval_90k));
         let anchor = match self.anchor {
+            None if self.continues.is_some() => {
+                let (pts, utc) = self.continues.take().expect("checked");
+                (f.pts_90k, utc.saturating_add(ticks_to_ns(pts_step(pts, f.pts_90k))))
+            }
             None if self.live => (f.pts_90k, self.wall_ns),
             None => (f.pts_90k, self.start_utc_ns),
             Some(_) if f.discontinuity => {
@@ -196,5 +240,55 @@ impl KeyframeBuilder {
             .max(self.last_utc_ns);
         self.last_utc_ns = utc;
         utc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::synth::stream_part;
+    use super::*;
+
+    const T0: i64 = 1_800_000_000_000_000_000;
+    const FRAME_NS: i64 = 40_000_000;
+
+    /// Keyframes of a stream of 100 frames (a keyframe every 25) cut into two files
+    /// at frame 50, the second indexed by the first's continuing builder.
+    fn two_files(pts0: i64) -> (Vec<FrameEntry>, Vec<FrameEntry>) {
+        let mut a = KeyframeBuilder::import(T0);
+        let mut first = a.feed(&stream_part(0..50, 25, pts0));
+        first.extend(a.finish());
+        let mut b = a.continuing();
+        let mut second = b.feed(&stream_part(50..100, 25, pts0));
+        second.extend(b.finish());
+        (first, second)
+    }
+
+    #[test]
+    fn a_next_file_is_timed_by_the_media_time_since_the_last() {
+        let (first, second) = two_files(0);
+        let utc = |v: &[FrameEntry]| v.iter().map(|e| e.utc_ns).collect::<Vec<_>>();
+        assert_eq!(utc(&first), vec![T0, T0 + 25 * FRAME_NS]);
+        assert_eq!(utc(&second), vec![T0 + 50 * FRAME_NS, T0 + 75 * FRAME_NS]);
+        // An import stays one; the second file numbers its own frames.
+        assert!(second.iter().all(|e| e.flags & FLAG_IMPORT != 0));
+        assert_eq!(second[0].number, 0);
+    }
+
+    #[test]
+    fn a_pts_wrap_between_files_keeps_time_going_forward() {
+        // Frame 50, the second file's first, wraps past 2^33: its parser starts
+        // at a small PTS, the first file's ended just below 2^33.
+        let (_, second) = two_files((1 << 33) - 50 * 3600 + 1800);
+        assert!(second[0].pts_90k < 3600 * 100, "{}", second[0].pts_90k);
+        assert_eq!(second[0].utc_ns, T0 + 50 * FRAME_NS);
+        assert_eq!(second[1].utc_ns, T0 + 75 * FRAME_NS);
+    }
+
+    #[test]
+    fn pts_steps_take_the_short_way_round_the_wrap() {
+        assert_eq!(pts_step(100, 400), 300);
+        assert_eq!(pts_step((1 << 33) - 100, 50), 150);
+        assert_eq!(pts_step(50, (1 << 33) - 100), -150);
+        assert_eq!(pts_step(0, 1 << 40), 0);
     }
 }

@@ -21,11 +21,13 @@ mod es;
 mod keyframes;
 mod mp4;
 mod mp4_tables;
+#[cfg(test)]
+mod synth;
 mod ts;
 
 pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
-pub use keyframes::KeyframeBuilder;
+pub use keyframes::{KeyframeBuilder, IMPORT_LEAD_NS};
 
 /// 90 kHz ticks, the unit of MPEG presentation times.
 pub const TICKS_PER_SECOND: i64 = 90_000;

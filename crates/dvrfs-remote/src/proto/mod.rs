@@ -114,6 +114,9 @@ pub enum Request {
     Keyframes {
         ino: Ino,
     },
+    /// The volume's UUID (an export manifest names the volume a clip came from), in a
+    /// `Bytes` reply of 16 bytes.
+    VolumeUuid,
 }
 
 /// What the daemon answers, by shape.
@@ -339,6 +342,9 @@ impl Request {
             Request::Keyframes { ino } => {
                 e.u8(18).u32(*ino);
             }
+            Request::VolumeUuid => {
+                e.u8(19);
+            }
             Request::Events => {
                 e.u8(16);
             }
@@ -408,6 +414,7 @@ impl Request {
                 },
                 16 => Request::Events,
                 18 => Request::Keyframes { ino: d.u32("ino")? },
+                19 => Request::VolumeUuid,
                 17 => Request::Status {
                     ask: HeadroomAsk {
                         rate_bps: d.f64("rate")?,
@@ -776,6 +783,7 @@ mod tests {
             },
             Request::Figures,
             Request::Events,
+            Request::VolumeUuid,
             Request::Status {
                 ask: HeadroomAsk {
                     rate_bps: 6e6,

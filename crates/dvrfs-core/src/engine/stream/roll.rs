@@ -110,6 +110,9 @@ impl Engine {
             .move_held_space(from, to, end)
             .expect("the stream holds its file");
         let start = self.vol.planned_size(to).expect("checked above");
+        if start == 0 {
+            self.index_continues(from, to);
+        }
         let s = self.streams.get_mut(&sid).expect("listed");
         s.info.ino = to;
         s.pos = start;

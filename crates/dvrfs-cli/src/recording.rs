@@ -1,0 +1,448 @@
+//! A recording as the commands that follow one see it (`export`, `keyframe`,
+//! `timeline`, `play --from`): a stream directory's chunks in name order, or one file
+//! (a one-chunk stream). `record --chunk` names chunks by their UTC start and never
+//! names one before the last, so name order is time order. Each chunk comes with its
+//! keyframes from the frame index: metadata the volume holds in memory, so opening a
+//! recording reads nothing from the device.
+//!
+//! The index holds keyframes, not every frame: a chunk's end is its last keyframe
+//! plus one keyframe interval (the chunk's own median interval), an estimate within
+//! a GOP that [`Recording::end_utc`] and the timeline say is one.
+
+use dvrfs_core::format::dir::Kind;
+use dvrfs_core::format::frame_index::FrameEntry;
+use dvrfs_core::meta::Ino;
+use dvrfs_remote::Handle;
+
+use crate::error::{CliError, CliResult};
+use crate::timespec::{At, Zone};
+
+/// One file of a recording.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    /// Its path in the volume.
+    pub path: String,
+    pub ino: Ino,
+    pub size: u64,
+    /// The index covers every keyframe of the file's data.
+    pub complete: bool,
+    pub keyframes: Vec<FrameEntry>,
+    /// The UTC start its name says (`20261128T140312.250Z.ts`), if it is so named.
+    pub name_utc: Option<i64>,
+}
+
+impl Chunk {
+    /// Where the chunk's data starts: its first keyframe (the bytes before it are the
+    /// head a player needs first, PAT/PMT or the init segment), or 0 without an index.
+    pub fn data_start(&self) -> u64 {
+        self.keyframes.first().map_or(0, |k| k.offset)
+    }
+
+    /// The median interval between its keyframes, ns (0 with fewer than two).
+    pub fn keyframe_interval_ns(&self) -> i64 {
+        let mut gaps: Vec<i64> = self
+            .keyframes
+            .windows(2)
+            .map(|w| w[1].utc_ns - w[0].utc_ns)
+            .collect();
+        if gaps.is_empty() {
+            return 0;
+        }
+        gaps.sort_unstable();
+        gaps[gaps.len() / 2]
+    }
+
+    /// When its last frame ends, estimated: its last keyframe plus one keyframe
+    /// interval. None without an index.
+    pub fn end_utc(&self) -> Option<i64> {
+        self.keyframes
+            .last()
+            .map(|k| k.utc_ns.saturating_add(self.keyframe_interval_ns()))
+    }
+}
+
+/// A keyframe of a recording: chunk `chunk`'s keyframe `key`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pos {
+    pub chunk: usize,
+    pub key: usize,
+}
+
+/// See the module docs.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// The path the user gave.
+    pub path: String,
+    /// A stream directory (else one file).
+    pub dir: bool,
+    pub chunks: Vec<Chunk>,
+}
+
+/// The UTC a chunk's name says: `YYYYMMDDTHHMMSS.mmmZ` before the extension.
+pub fn name_utc(name: &str) -> Option<i64> {
+    let stem = name.get(..20)?;
+    let (date, rest) = stem.split_at(8);
+    let rest = rest.strip_prefix('T')?;
+    let (hms, frac) = rest.split_at(6);
+    let ms = frac.strip_prefix('.')?.strip_suffix('Z')?;
+    if !(date.bytes().chain(hms.bytes()).chain(ms.bytes())).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let text = format!(
+        "{}-{}-{}T{}:{}:{}.{ms}Z",
+        &date[..4],
+        &date[4..6],
+        &date[6..],
+        &hms[..2],
+        &hms[2..4],
+        &hms[4..]
+    );
+    let t: jiff::Timestamp = text.parse().ok()?;
+    i64::try_from(t.as_nanosecond()).ok()
+}
+
+impl Recording {
+    /// The recording at `path`: a directory's regular files whose names do not start
+    /// with `.`, in name order, or the one file.
+    pub fn open(rt: &Handle, path: &str) -> CliResult<Recording> {
+        let ino = rt.resolve(path)?;
+        let st = rt.stat(ino)?;
+        let chunk = |path: String, ino: Ino| -> CliResult<Chunk> {
+            let st = rt.stat(ino)?;
+            let k = rt.keyframes(ino)?;
+            let name = path.rsplit('/').next().unwrap_or(&path);
+            Ok(Chunk {
+                name_utc: name_utc(name),
+                path,
+                ino,
+                size: st.size_bytes,
+                complete: k.complete,
+                keyframes: k.entries,
+            })
+        };
+        match st.kind {
+            Kind::File => Ok(Recording {
+                path: path.to_string(),
+                dir: false,
+                chunks: vec![chunk(path.to_string(), ino)?],
+            }),
+            Kind::Dir => {
+                let mut files: Vec<(Vec<u8>, Ino)> = rt
+                    .readdir(ino)?
+                    .into_iter()
+                    .filter(|(name, _, kind)| *kind == Kind::File && !name.starts_with(b"."))
+                    .map(|(name, ino, _)| (name, ino))
+                    .collect();
+                files.sort();
+                let base = path.trim_end_matches('/');
+                let chunks = files
+                    .into_iter()
+                    .map(|(name, ino)| {
+                        chunk(format!("{base}/{}", String::from_utf8_lossy(&name)), ino)
+                    })
+                    .collect::<CliResult<Vec<_>>>()?;
+                if chunks.is_empty() {
+                    return Err(CliError::new(format!(
+                        "{path} is a directory without files: not a recording"
+                    ))
+                    .hint("record into it with `dvrfs record --chunk`, or name a file"));
+                }
+                Ok(Recording {
+                    path: path.to_string(),
+                    dir: true,
+                    chunks,
+                })
+            }
+            _ => Err(CliError::new(format!(
+                "{path} is neither a file nor a stream directory"
+            ))),
+        }
+    }
+
+    pub fn entry(&self, p: Pos) -> &FrameEntry {
+        &self.chunks[p.chunk].keyframes[p.key]
+    }
+
+    /// The recording's first keyframe.
+    pub fn first(&self) -> Option<Pos> {
+        self.chunks
+            .iter()
+            .position(|c| !c.keyframes.is_empty())
+            .map(|chunk| Pos { chunk, key: 0 })
+    }
+
+    /// Its last keyframe.
+    pub fn last(&self) -> Option<Pos> {
+        self.chunks
+            .iter()
+            .rposition(|c| !c.keyframes.is_empty())
+            .map(|chunk| Pos {
+                chunk,
+                key: self.chunks[chunk].keyframes.len() - 1,
+            })
+    }
+
+    /// When its last frame ends, estimated (module docs).
+    pub fn end_utc(&self) -> Option<i64> {
+        self.last().and_then(|p| self.chunks[p.chunk].end_utc())
+    }
+
+    /// Keyframes in all its chunks.
+    pub fn keyframe_count(&self) -> usize {
+        self.chunks.iter().map(|c| c.keyframes.len()).sum()
+    }
+
+    /// The keyframe after `p`, in the next chunk if `p` is its chunk's last.
+    pub fn next(&self, p: Pos) -> Option<Pos> {
+        if p.key + 1 < self.chunks[p.chunk].keyframes.len() {
+            return Some(Pos {
+                chunk: p.chunk,
+                key: p.key + 1,
+            });
+        }
+        (p.chunk + 1..self.chunks.len())
+            .find(|&c| !self.chunks[c].keyframes.is_empty())
+            .map(|chunk| Pos { chunk, key: 0 })
+    }
+
+    /// The keyframe before `p`.
+    pub fn prev(&self, p: Pos) -> Option<Pos> {
+        if p.key > 0 {
+            return Some(Pos {
+                chunk: p.chunk,
+                key: p.key - 1,
+            });
+        }
+        (0..p.chunk)
+            .rev()
+            .find(|&c| !self.chunks[c].keyframes.is_empty())
+            .map(|chunk| Pos {
+                chunk,
+                key: self.chunks[chunk].keyframes.len() - 1,
+            })
+    }
+
+    /// The last keyframe at or before UTC `t`.
+    fn at_or_before_utc(&self, t: i64) -> Option<Pos> {
+        let chunk = self
+            .chunks
+            .iter()
+            .rposition(|c| c.keyframes.first().is_some_and(|k| k.utc_ns <= t))?;
+        let keys = &self.chunks[chunk].keyframes;
+        let key = keys.partition_point(|k| k.utc_ns <= t) - 1;
+        Some(Pos { chunk, key })
+    }
+
+    /// The first keyframe at or after UTC `t`.
+    fn at_or_after_utc(&self, t: i64) -> Option<Pos> {
+        let chunk = self
+            .chunks
+            .iter()
+            .position(|c| c.keyframes.last().is_some_and(|k| k.utc_ns >= t))?;
+        let keys = &self.chunks[chunk].keyframes;
+        let key = keys.partition_point(|k| k.utc_ns < t);
+        Some(Pos { chunk, key })
+    }
+
+    /// The UTC `at` names (a frame number only in a one-file recording: a chunk's
+    /// index numbers its own frames).
+    fn utc_of(&self, flag: &str, text: &str, at: At) -> CliResult<Result<i64, u64>> {
+        let (Some(first), Some(end)) = (self.first(), self.end_utc()) else {
+            return Err(self.no_index(flag, text));
+        };
+        Ok(match at {
+            At::Utc(t) => Ok(t),
+            At::SinceStart(ns) => Ok(self.entry(first).utc_ns.saturating_add(ns as i64)),
+            At::BeforeEnd(ns) => Ok(end.saturating_sub(ns as i64)),
+            At::Frame(n) if !self.dir => Err(n),
+            At::Frame(_) => {
+                return Err(CliError::usage(
+                    format!(
+                        "{flag} {text}: frame numbers count one file's frames, and {} is a stream directory",
+                        self.path
+                    ),
+                    "give a time, or name the chunk file with frame:N",
+                ))
+            }
+        })
+    }
+
+    fn no_index(&self, flag: &str, text: &str) -> CliError {
+        CliError::new(format!(
+            "{} has no frame index: {flag} {text} needs one",
+            self.path
+        ))
+        .hint(format!(
+            "build it with `dvrfs reindex TARGET {}` (each chunk file)",
+            if self.dir { "CHUNK" } else { &self.path }
+        ))
+    }
+
+    /// The last keyframe at or before `at` (where a reader asked to start at `at`
+    /// starts), or why there is none.
+    pub fn start_at(&self, flag: &str, text: &str, at: At, zone: &Zone) -> CliResult<Pos> {
+        let found = match self.utc_of(flag, text, at)? {
+            Ok(t) => self.at_or_before_utc(t),
+            Err(n) => {
+                let keys = &self.chunks[0].keyframes;
+                keys.partition_point(|k| u64::from(k.number) <= n)
+                    .checked_sub(1)
+                    .map(|key| Pos { chunk: 0, key })
+            }
+        };
+        found.ok_or_else(|| {
+            let first = self.entry(self.first().expect("utc_of checked an index"));
+            CliError::usage(
+                format!(
+                    "{flag} {text} is before {}'s first keyframe ({}, frame {})",
+                    self.path,
+                    zone.show(first.utc_ns),
+                    first.number
+                ),
+                "give a time or frame within the recording (`dvrfs timeline` shows its spans)",
+            )
+        })
+    }
+
+    /// The first keyframe at or after `at` (where a clip asked to end at `at` ends),
+    /// or None past the recording's last keyframe (the clip runs to the end).
+    pub fn end_at(&self, flag: &str, text: &str, at: At) -> CliResult<Option<Pos>> {
+        Ok(match self.utc_of(flag, text, at)? {
+            Ok(t) => self.at_or_after_utc(t),
+            Err(n) => {
+                let keys = &self.chunks[0].keyframes;
+                let key = keys.partition_point(|k| u64::from(k.number) < n);
+                (key < keys.len()).then_some(Pos { chunk: 0, key })
+            }
+        })
+    }
+
+    /// The byte ranges from keyframe `from` up to keyframe `to` (exclusive; the end
+    /// of the recording when None): (chunk, start, end), each later chunk from its
+    /// first keyframe (its head left out: the output's head comes first, once).
+    pub fn ranges(&self, from: Pos, to: Option<Pos>) -> Vec<(usize, u64, u64)> {
+        let last = to.map_or(self.chunks.len() - 1, |p| p.chunk);
+        (from.chunk..=last)
+            .filter_map(|c| {
+                let chunk = &self.chunks[c];
+                let start = if c == from.chunk {
+                    self.entry(from).offset
+                } else {
+                    chunk.data_start()
+                };
+                let end = match to {
+                    Some(p) if p.chunk == c => self.entry(p).offset,
+                    _ => chunk.size,
+                };
+                (end > start).then_some((c, start, end))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(offset: u64, number: u32, utc_s: i64) -> FrameEntry {
+        FrameEntry {
+            offset,
+            data_delta: 0,
+            len: 100,
+            number,
+            flags: 0,
+            pts_90k: utc_s * 90_000,
+            utc_ns: utc_s * 1_000_000_000,
+        }
+    }
+
+    fn chunk(name: &str, size: u64, keys: Vec<FrameEntry>) -> Chunk {
+        Chunk {
+            path: format!("cam/{name}"),
+            ino: 2,
+            size,
+            complete: true,
+            keyframes: keys,
+            name_utc: name_utc(name),
+        }
+    }
+
+    /// Two chunks: keyframes at 0, 2, 4 s (bytes 400, 1400, 2400 of a 3000-byte
+    /// file after a 400-byte head) and 6, 8 s (bytes 400, 1400 of 2000).
+    fn two_chunks() -> Recording {
+        Recording {
+            path: "cam".into(),
+            dir: true,
+            chunks: vec![
+                chunk(
+                    "19700101T000000.000Z.ts",
+                    3000,
+                    vec![key(400, 0, 0), key(1400, 50, 2), key(2400, 100, 4)],
+                ),
+                chunk(
+                    "19700101T000006.000Z.ts",
+                    2000,
+                    vec![key(400, 0, 6), key(1400, 50, 8)],
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn chunk_names_give_their_utc() {
+        assert_eq!(name_utc("19700101T000006.250Z.ts"), Some(6_250_000_000));
+        assert_eq!(
+            name_utc("20261128T140312.250Z.mp4"),
+            Some(1_795_874_592_250_000_000)
+        );
+        assert_eq!(name_utc("clip.ts"), None);
+        assert_eq!(name_utc("2026112XT140312.250Z.ts"), None);
+    }
+
+    #[test]
+    fn starts_and_ends_cross_chunks() {
+        let r = two_chunks();
+        let z = Zone::utc();
+        let s = |ns: u64| r.start_at("--from", "", At::SinceStart(ns), &z).unwrap();
+        assert_eq!(s(0), Pos { chunk: 0, key: 0 });
+        assert_eq!(s(3_000_000_000), Pos { chunk: 0, key: 1 });
+        assert_eq!(s(5_000_000_000), Pos { chunk: 0, key: 2 });
+        assert_eq!(s(6_000_000_000), Pos { chunk: 1, key: 0 });
+        let e = |ns: u64| r.end_at("--to", "", At::SinceStart(ns)).unwrap();
+        assert_eq!(e(3_000_000_000), Some(Pos { chunk: 0, key: 2 }));
+        assert_eq!(e(5_000_000_000), Some(Pos { chunk: 1, key: 0 }));
+        assert_eq!(e(9_000_000_000), None);
+        // The end is the last keyframe plus the chunk's interval (2 s).
+        assert_eq!(r.end_utc(), Some(10_000_000_000));
+        assert_eq!(
+            r.start_at("--from", "", At::BeforeEnd(3_000_000_000), &z).unwrap(),
+            Pos { chunk: 1, key: 0 }
+        );
+        assert!(r.start_at("--from", "", At::Utc(-1), &z).is_err());
+        assert!(r.start_at("--from", "", At::Frame(3), &z).is_err());
+    }
+
+    #[test]
+    fn ranges_leave_later_heads_out() {
+        let r = two_chunks();
+        let from = Pos { chunk: 0, key: 1 };
+        assert_eq!(
+            r.ranges(from, Some(Pos { chunk: 1, key: 1 })),
+            vec![(0, 1400, 3000), (1, 400, 1400)]
+        );
+        // Ending at a chunk's first keyframe takes nothing of that chunk.
+        assert_eq!(
+            r.ranges(from, Some(Pos { chunk: 1, key: 0 })),
+            vec![(0, 1400, 3000)]
+        );
+        assert_eq!(r.ranges(from, None), vec![(0, 1400, 3000), (1, 400, 2000)]);
+        assert_eq!(
+            r.next(Pos { chunk: 0, key: 2 }),
+            Some(Pos { chunk: 1, key: 0 })
+        );
+        assert_eq!(
+            r.prev(Pos { chunk: 1, key: 0 }),
+            Some(Pos { chunk: 0, key: 2 })
+        );
+    }
+}
