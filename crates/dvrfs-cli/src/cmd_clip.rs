@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use dvrfs_core::format::frame_index::{FLAG_CLOCK_STEP, FLAG_DISCONTINUITY};
-use dvrfs_core::media::Container;
+use dvrfs_core::media::{Container, Mp4Retimer};
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{IoBuf, Op, Output};
 use dvrfs_remote::Handle;
@@ -101,12 +101,14 @@ pub struct TimelineArgs {
     pub json: bool,
 }
 
-/// Where a command's bytes go, hashed on the way.
+/// Where a command's bytes go, hashed on the way; an MP4 clip through a retimer
+/// (its decode times made to start at 0).
 struct Sink {
     path: PathBuf,
     out: Box<dyn Write>,
     hash: Sha256,
     bytes: u64,
+    retimer: Option<Mp4Retimer>,
 }
 
 impl Sink {
@@ -121,6 +123,7 @@ impl Sink {
             out,
             hash: Sha256::new(),
             bytes: 0,
+            retimer: None,
         })
     }
 
@@ -129,6 +132,16 @@ impl Sink {
     }
 
     fn write(&mut self, b: &[u8]) -> CliResult<()> {
+        match self.retimer.as_mut() {
+            Some(r) => {
+                let out = r.feed(b);
+                self.put(&out)
+            }
+            None => self.put(b),
+        }
+    }
+
+    fn put(&mut self, b: &[u8]) -> CliResult<()> {
         self.out
             .write_all(b)
             .map_err(|e| local_io(&self.path, "error writing", e))?;
@@ -138,6 +151,13 @@ impl Sink {
     }
 
     fn finish(mut self) -> CliResult<(u64, String)> {
+        if let Some(mut r) = self.retimer.take() {
+            let rest = r.finish();
+            self.put(&rest)?;
+            if let Some(why) = r.gave_up() {
+                eprintln!("export: the clip's times were left as the source's from where {why}");
+            }
+        }
         self.out
             .flush()
             .map_err(|e| local_io(&self.path, "error writing", e))?;
@@ -210,7 +230,10 @@ fn head_before(rt: &Handle, rec: &Recording, p: Pos) -> CliResult<(Vec<u8>, Cont
     let chunk = &rec.chunks[p.chunk];
     let offset = rec.entry(p).offset;
     let head = head_of(rt, chunk.ino, chunk.size.min(offset.max(1)))?;
-    Ok((if offset == 0 { vec![] } else { head.bytes }, head.container))
+    Ok((
+        if offset == 0 { vec![] } else { head.bytes },
+        head.container,
+    ))
 }
 
 pub fn export(a: &ExportArgs) -> CliResult<u8> {
@@ -237,11 +260,14 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
         ));
     }
     let ranges = rec.ranges(from, to);
-    let (head, _) = head_before(&rt, &rec, from)?;
+    let (head, container) = head_before(&rt, &rec, from)?;
     let uuid = uuid_string(&rt.volume_uuid()?);
     crate::interrupt::catch();
     let started = Instant::now();
     let mut sink = Sink::create(&a.output, a.force)?;
+    if container == Container::Mp4 {
+        sink.retimer = Some(Mp4Retimer::new());
+    }
     let copied = (|| -> CliResult<Vec<Value>> {
         sink.write(&head)?;
         let mut sources = vec![];
@@ -270,7 +296,9 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
     let first = rec.entry(from);
     let end_utc = match to {
         Some(p) => rec.entry(p).utc_ns,
-        None => rec.end_utc().expect("a recording with a keyframe has an end"),
+        None => rec
+            .end_utc()
+            .expect("a recording with a keyframe has an end"),
     };
     let manifest = json!({
         "clip": a.output.display().to_string(),
@@ -407,7 +435,14 @@ fn spans_and_gaps(rec: &Recording) -> (Vec<Span>, Vec<Gap>, Vec<usize>) {
         let first = chunk.keyframes[0].utc_ns;
         if let (Some(span), Some(p)) = (cur.as_mut(), prev_chunk) {
             if first - span.to > GAP_SLACK_NS {
-                let name = |i: usize| rec.chunks[i].path.rsplit('/').next().unwrap_or("").to_string();
+                let name = |i: usize| {
+                    rec.chunks[i]
+                        .path
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                };
                 gaps.push(Gap {
                     from: span.to,
                     to: first,
@@ -443,13 +478,16 @@ fn spans_and_gaps(rec: &Recording) -> (Vec<Span>, Vec<Gap>, Vec<usize>) {
                     to: b.utc_ns,
                     cause: format!("{cause} in {} after frame {}", chunk.path, a.number),
                 });
-                spans.push(cur.replace(Span {
-                    from: b.utc_ns,
-                    to: b.utc_ns,
-                    chunks: 1,
-                    keyframes: 0,
-                    bytes: 0,
-                }).expect("a span"));
+                spans.push(
+                    cur.replace(Span {
+                        from: b.utc_ns,
+                        to: b.utc_ns,
+                        chunks: 1,
+                        keyframes: 0,
+                        bytes: 0,
+                    })
+                    .expect("a span"),
+                );
             } else {
                 cur.as_mut().expect("a span").keyframes += 1;
             }
@@ -606,14 +644,23 @@ mod tests {
         let (spans, gaps, unindexed) = spans_and_gaps(&rec);
         let s = 1_000_000_000;
         assert_eq!(
-            spans.iter().map(|x| (x.from / s, x.to / s, x.chunks, x.keyframes)).collect::<Vec<_>>(),
+            spans
+                .iter()
+                .map(|x| (x.from / s, x.to / s, x.chunks, x.keyframes))
+                .collect::<Vec<_>>(),
             vec![(0, 10, 2, 5), (20, 24, 1, 2), (60, 64, 1, 2)]
         );
         assert_eq!(
-            gaps.iter().map(|g| (g.from / s, g.to / s)).collect::<Vec<_>>(),
+            gaps.iter()
+                .map(|g| (g.from / s, g.to / s))
+                .collect::<Vec<_>>(),
             vec![(10, 20), (24, 60)]
         );
-        assert!(gaps[0].cause.contains("no recording between b.ts and c.ts"), "{}", gaps[0].cause);
+        assert!(
+            gaps[0].cause.contains("no recording between b.ts and c.ts"),
+            "{}",
+            gaps[0].cause
+        );
         assert!(gaps[1].cause.contains("clock stepped"), "{}", gaps[1].cause);
         assert_eq!(unindexed, vec![3]);
     }

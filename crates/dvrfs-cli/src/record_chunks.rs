@@ -24,7 +24,9 @@
 //! chunked recording holds, on top of its bytes, a data block and a head's room per
 //! chunk it will make ([`slack_bytes`]).
 
-use dvrfs_core::media::{ChunkLimit, Chunker, Container, Indexer, Piece, IMPORT_LEAD_NS, TICKS_PER_SECOND};
+use dvrfs_core::media::{
+    ChunkLimit, Chunker, Container, Indexer, Piece, IMPORT_LEAD_NS, TICKS_PER_SECOND,
+};
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
 use dvrfs_remote::Handle;

@@ -192,36 +192,6 @@ impl Recording {
         self.chunks.iter().map(|c| c.keyframes.len()).sum()
     }
 
-    /// The keyframe after `p`, in the next chunk if `p` is its chunk's last.
-    pub fn next(&self, p: Pos) -> Option<Pos> {
-        if p.key + 1 < self.chunks[p.chunk].keyframes.len() {
-            return Some(Pos {
-                chunk: p.chunk,
-                key: p.key + 1,
-            });
-        }
-        (p.chunk + 1..self.chunks.len())
-            .find(|&c| !self.chunks[c].keyframes.is_empty())
-            .map(|chunk| Pos { chunk, key: 0 })
-    }
-
-    /// The keyframe before `p`.
-    pub fn prev(&self, p: Pos) -> Option<Pos> {
-        if p.key > 0 {
-            return Some(Pos {
-                chunk: p.chunk,
-                key: p.key - 1,
-            });
-        }
-        (0..p.chunk)
-            .rev()
-            .find(|&c| !self.chunks[c].keyframes.is_empty())
-            .map(|chunk| Pos {
-                chunk,
-                key: self.chunks[chunk].keyframes.len() - 1,
-            })
-    }
-
     /// The last keyframe at or before UTC `t`.
     fn at_or_before_utc(&self, t: i64) -> Option<Pos> {
         let chunk = self
@@ -415,7 +385,8 @@ mod tests {
         // The end is the last keyframe plus the chunk's interval (2 s).
         assert_eq!(r.end_utc(), Some(10_000_000_000));
         assert_eq!(
-            r.start_at("--from", "", At::BeforeEnd(3_000_000_000), &z).unwrap(),
+            r.start_at("--from", "", At::BeforeEnd(3_000_000_000), &z)
+                .unwrap(),
             Pos { chunk: 1, key: 0 }
         );
         assert!(r.start_at("--from", "", At::Utc(-1), &z).is_err());
@@ -436,13 +407,5 @@ mod tests {
             vec![(0, 1400, 3000)]
         );
         assert_eq!(r.ranges(from, None), vec![(0, 1400, 3000), (1, 400, 2000)]);
-        assert_eq!(
-            r.next(Pos { chunk: 0, key: 2 }),
-            Some(Pos { chunk: 1, key: 0 })
-        );
-        assert_eq!(
-            r.prev(Pos { chunk: 1, key: 0 }),
-            Some(Pos { chunk: 0, key: 2 })
-        );
     }
 }

@@ -8,65 +8,11 @@
 
 mod common;
 
-use common::{assert_clean, dvrfs, ffmpeg_here, json, key_positions, mkfs, ok, tempdir};
+use common::{
+    assert_clean, av_recording as recording, decode_errors, dvrfs, ffmpeg_here, json,
+    key_positions, mkfs, ok, probe, tempdir,
+};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// `secs` seconds of H.264 and AAC at 25 fps with a keyframe every 2 s, made by
-/// ffmpeg in `dir` as `name` (its extension says the container: `.ts`, or `.mp4`
-/// for fragmented MP4).
-fn recording(dir: &Path, name: &str, secs: u32) -> PathBuf {
-    let out = dir.join(name);
-    let mut c = Command::new("ffmpeg");
-    c.args(["-v", "error", "-f", "lavfi", "-i"])
-        .arg(format!("testsrc2=size=320x240:rate=25:duration={secs}"))
-        .args(["-f", "lavfi", "-i"])
-        .arg(format!("sine=frequency=440:duration={secs}"))
-        .args(["-c:v", "libx264", "-g", "50", "-c:a", "aac"]);
-    if name.ends_with(".mp4") {
-        c.args(["-movflags", "frag_keyframe+empty_moov+default_base_moof"]);
-    }
-    let o = c.arg(&out).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    out
-}
-
-/// What ffprobe says of a file: its duration (s) and whether its first video
-/// packet is a keyframe.
-fn probe(path: &Path) -> (f64, bool) {
-    let o = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
-        .args([
-            "-show_entries",
-            "packet=flags:format=duration",
-            "-of",
-            "json",
-        ])
-        .arg(path)
-        .output()
-        .unwrap();
-    let v = json(&String::from_utf8_lossy(&o.stdout));
-    let first_key = v["packets"][0]["flags"]
-        .as_str()
-        .is_some_and(|f| f.starts_with('K'));
-    let dur = v["format"]["duration"]
-        .as_str()
-        .and_then(|d| d.parse().ok())
-        .unwrap_or(0.0);
-    (dur, first_key)
-}
-
-/// ffmpeg decodes `path` from its first byte: what it said at `-v error` (nothing
-/// for a clean decode).
-fn decode_errors(path: &Path) -> String {
-    let o = Command::new("ffmpeg")
-        .args(["-v", "error", "-i"])
-        .arg(path)
-        .args(["-f", "null", "-"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// Records `input` into `/cam` with `--chunk chunk`; every chunk of `/cam` (this
 /// recording made `made`, the report says) fetched into `out`: (name, local copy)
@@ -140,7 +86,7 @@ fn a_transport_stream_is_cut_into_chunks_that_each_decode_on_their_own() {
         return;
     }
     let d = tempdir();
-    let ts = recording(d.path(), "cam.ts", 30);
+    let ts = recording(d.path(), "cam.ts", 30, &[]);
     let img = d.path().join("v.img");
     mkfs(&img, "1G", &[]);
     // Cut at the keyframes at 10 s and 20 s.
@@ -189,7 +135,7 @@ fn fragmented_mp4_chunks_start_with_the_init_segment() {
         return;
     }
     let d = tempdir();
-    let mp4 = recording(d.path(), "cam.mp4", 20);
+    let mp4 = recording(d.path(), "cam.mp4", 20, &[]);
     let img = d.path().join("v.img");
     mkfs(&img, "1G", &[]);
     // Cut at the keyframes at 8 s and 16 s.

@@ -1,6 +1,6 @@
 //! What the tests ask ffmpeg's tools about video files.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Whether ffmpeg and ffprobe are here; prints SKIP with the reason when not (the
@@ -31,4 +31,61 @@ pub fn key_positions(path: &Path) -> Vec<u64> {
         .filter(|p| p["flags"].as_str().unwrap().starts_with('K'))
         .map(|p| p["pos"].as_str().unwrap().parse().unwrap())
         .collect()
+}
+
+/// `secs` seconds of H.264 and AAC at 25 fps with a keyframe every 2 s, made by
+/// ffmpeg in `dir` as `name` (its extension says the container: `.ts`, or `.mp4`
+/// for fragmented MP4), with `extra` encoder options (a bitrate, a preset).
+pub fn av_recording(dir: &Path, name: &str, secs: u32, extra: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let mut c = Command::new("ffmpeg");
+    c.args(["-v", "error", "-f", "lavfi", "-i"])
+        .arg(format!("testsrc2=size=320x240:rate=25:duration={secs}"))
+        .args(["-f", "lavfi", "-i"])
+        .arg(format!("sine=frequency=440:duration={secs}"))
+        .args(["-c:v", "libx264", "-g", "50", "-c:a", "aac"])
+        .args(extra);
+    if name.ends_with(".mp4") {
+        c.args(["-movflags", "frag_keyframe+empty_moov+default_base_moof"]);
+    }
+    let o = c.arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+/// What ffprobe says of a file: its duration (s) and whether its first video
+/// packet is a keyframe.
+pub fn probe(path: &Path) -> (f64, bool) {
+    let o = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
+        .args([
+            "-show_entries",
+            "packet=flags:format=duration",
+            "-of",
+            "json",
+        ])
+        .arg(path)
+        .output()
+        .unwrap();
+    let v = super::json(&String::from_utf8_lossy(&o.stdout));
+    let first_key = v["packets"][0]["flags"]
+        .as_str()
+        .is_some_and(|f| f.starts_with('K'));
+    let dur = v["format"]["duration"]
+        .as_str()
+        .and_then(|d| d.parse().ok())
+        .unwrap_or(0.0);
+    (dur, first_key)
+}
+
+/// ffmpeg decodes `path` from its first byte: what it said at `-v error` (nothing
+/// for a clean decode).
+pub fn decode_errors(path: &Path) -> String {
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-f", "null", "-"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }

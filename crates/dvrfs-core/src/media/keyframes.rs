@@ -76,6 +76,9 @@ pub struct KeyframeBuilder {
     /// The (PTS, UTC) of the last frame of the file this one continues (a
     /// recording's next chunk): its first frame is timed from there.
     continues: Option<(i64, i64)>,
+    /// The last frame's PTS and its UTC by the anchor, before UTC was held from
+    /// going back (a pair a next file can be timed from).
+    last_timed: Option<(i64, i64)>,
     frames: u64,
     keyframes: u64,
     skipped_keyframes: u64,
@@ -96,6 +99,7 @@ impl KeyframeBuilder {
             interval_90k: DEFAULT_INTERVAL_90K,
             pending_flags: 0,
             continues: None,
+            last_timed: None,
             frames: 0,
             keyframes: 0,
             skipped_keyframes: 0,
@@ -123,8 +127,8 @@ impl KeyframeBuilder {
             interval_90k: self.interval_90k,
             ..KeyframeBuilder::import(self.start_utc_ns)
         };
-        if let (Some(pts), true) = (self.last_pts, self.last_utc_ns != i64::MIN) {
-            next.continues = Some((pts, self.last_utc_ns));
+        if let Some(timed) = self.last_timed {
+            next.continues = Some(timed);
             next.last_utc_ns = self.last_utc_ns;
         }
         next
@@ -216,7 +220,10 @@ impl KeyframeBuilder {
         let anchor = match self.anchor {
             None if self.continues.is_some() => {
                 let (pts, utc) = self.continues.take().expect("checked");
-                (f.pts_90k, utc.saturating_add(ticks_to_ns(pts_step(pts, f.pts_90k))))
+                (
+                    f.pts_90k,
+                    utc.saturating_add(ticks_to_ns(pts_step(pts, f.pts_90k))),
+                )
             }
             None if self.live => (f.pts_90k, self.wall_ns),
             None => (f.pts_90k, self.start_utc_ns),
@@ -234,10 +241,9 @@ impl KeyframeBuilder {
             self.live = false;
         }
         self.anchor = Some(anchor);
-        let utc = anchor
-            .1
-            .saturating_add(ticks_to_ns(f.pts_90k - anchor.0))
-            .max(self.last_utc_ns);
+        let timed = anchor.1.saturating_add(ticks_to_ns(f.pts_90k - anchor.0));
+        self.last_timed = Some((f.pts_90k, timed));
+        let utc = timed.max(self.last_utc_ns);
         self.last_utc_ns = utc;
         utc
     }

@@ -21,6 +21,7 @@ mod es;
 mod keyframes;
 mod mp4;
 mod mp4_tables;
+mod retime;
 #[cfg(test)]
 mod synth;
 mod ts;
@@ -28,6 +29,7 @@ mod ts;
 pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
 pub use keyframes::{KeyframeBuilder, IMPORT_LEAD_NS};
+pub use retime::Mp4Retimer;
 
 /// 90 kHz ticks, the unit of MPEG presentation times.
 pub const TICKS_PER_SECOND: i64 = 90_000;
