@@ -78,6 +78,8 @@ pub enum Command {
     Keyframe(crate::cmd_clip::KeyframeArgs),
     /// Show a recording's spans and gaps (with their causes) from its frame index
     Timeline(crate::cmd_clip::TimelineArgs),
+    /// Check a stream directory's chunks against its integrity chain: intact, deleted, missing or modified
+    Verify(crate::cmd_verify::VerifyArgs),
     /// Serve an image as an emulated hard disk (DIR/disk over FUSE, a loop device with --attach); --stop DIR ends it
     Emulate(crate::cmd_emulate::EmulateArgs),
 }

@@ -8,7 +8,6 @@
 use clap::Args;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -16,22 +15,15 @@ use std::time::Instant;
 use dvrfs_core::format::frame_index::{FLAG_CLOCK_STEP, FLAG_DISCONTINUITY};
 use dvrfs_core::media::{Container, Mp4Retimer};
 use dvrfs_core::meta::Ino;
-use dvrfs_core::{IoBuf, Op, Output};
 use dvrfs_remote::Handle;
 
+use crate::chain::hex;
 use crate::error::{local_io, CliError, CliResult};
 use crate::output::{human_bytes, print_json, uuid_string};
-use crate::recording::{Pos, Recording};
+use crate::recording::{read_range, Pos, Recording};
 use crate::seek::head_of;
 use crate::target::{open_handle, Access};
 use crate::timespec::{parse_at, rfc3339, Zone};
-
-/// Bytes per read.
-const READ_BYTES: u64 = 1 << 20;
-/// Reads in flight at once.
-const READS_IN_FLIGHT: usize = 4;
-/// Who the reads are for (best-effort traffic of this process).
-const OWNER: u32 = 0;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -173,12 +165,8 @@ impl Sink {
     }
 }
 
-pub fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Copies bytes `start..end` of file `ino` to `sink`, a few reads in flight; the
-/// SHA-256 of just these bytes.
+/// Copies bytes `start..end` of file `ino` to `sink`; the SHA-256 of just these
+/// bytes.
 fn copy_range(
     rt: &Handle,
     ino: Ino,
@@ -188,39 +176,10 @@ fn copy_range(
     sink: &mut Sink,
 ) -> CliResult<String> {
     let mut hash = Sha256::new();
-    let mut in_flight: VecDeque<(dvrfs_runtime::Ticket, u64, usize)> = VecDeque::new();
-    let mut next = start;
-    while next < end || !in_flight.is_empty() {
-        while next < end && in_flight.len() < READS_IN_FLIGHT {
-            let want = READ_BYTES.min(end - next) as usize;
-            let op = Op::Read {
-                ino,
-                offset: next,
-                buf: IoBuf::zeroed(want),
-            };
-            in_flight.push_back((rt.start(op, None, OWNER)?, next, want));
-            next += want as u64;
-        }
-        let (t, at, want) = in_flight.pop_front().expect("a read in flight");
-        let done = rt.check(t, true).map(|d| d.map(|d| d.output));
-        let result = match done {
-            Ok(Some(Output::Read { buf, bytes })) if bytes >= want => {
-                let b = &buf.bytes().expect("a memory buffer")[..want];
-                hash.update(b);
-                sink.write(b)
-            }
-            Ok(other) => Err(CliError::new(format!(
-                "{path}: a read at byte {at} returned {other:?}, not {want} bytes (was the file cut while it was read?)"
-            ))),
-            Err(e) => Err(CliError::from(e).named(path)),
-        };
-        if let Err(e) = result.and_then(|()| crate::interrupt::check("the copy")) {
-            for (t, _, _) in in_flight.drain(..) {
-                let _ = rt.check(t, true);
-            }
-            return Err(e);
-        }
-    }
+    read_range(rt, ino, path, start, end, &mut |b| {
+        hash.update(b);
+        sink.write(b)
+    })?;
     Ok(hex(&hash.finalize()))
 }
 

@@ -369,7 +369,11 @@ pub fn rm(a: &RmArgs) -> CliResult<u8> {
                     .hint("use `dvrfs rm -r` to remove it and everything below it"))
             }
             Kind::Dir => remove_tree(&mut fs, parent, name)?,
-            _ => fs.unlink(parent, &name, now_ns())?,
+            kind => {
+                fs.unlink(parent, &name, now_ns())?;
+                // A chunk its stream directory's chain sealed: the removal recorded.
+                crate::chain::record_removal(&mut fs, parent, &name, kind, "dvrfs rm", now_ns())?;
+            }
         }
         fs.tick()?;
         Ok(())

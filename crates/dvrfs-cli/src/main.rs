@@ -12,6 +12,7 @@
 mod output;
 mod args;
 mod bench_dir;
+mod chain;
 mod cmd_bench;
 mod cmd_calibrate;
 mod cmd_capacity;
@@ -27,6 +28,7 @@ mod cmd_scrub;
 mod cmd_sim;
 mod cmd_status;
 mod cmd_stream;
+mod cmd_verify;
 mod emulate_predict;
 mod emulated;
 mod error;
@@ -111,6 +113,7 @@ fn target_of(command: &Command) -> Option<&std::path::Path> {
         Command::Export(a) => &a.target,
         Command::Keyframe(a) => &a.target,
         Command::Timeline(a) => &a.target,
+        Command::Verify(a) => &a.target,
         // `--stop DIR` has no image.
         Command::Emulate(a) => return a.image.as_deref(),
         // The simulator has no device.
@@ -147,6 +150,7 @@ fn run_command(command: &Command) -> CliResult<u8> {
         Command::Export(a) => cmd_clip::export(a),
         Command::Keyframe(a) => cmd_clip::keyframe(a),
         Command::Timeline(a) => cmd_clip::timeline(a),
+        Command::Verify(a) => cmd_verify::verify(a),
         Command::Emulate(a) => cmd_emulate::emulate(a),
     }
 }

@@ -12,27 +12,33 @@
 //! basic form (`20261128T140312.250Z.ts`), so names sort in time order. The name of
 //! the next chunk is never earlier than the last one's (plus 1 ms): a host clock
 //! stepped back is reported on stderr and the names go on from the last, so chunks
-//! never overlap by name. A recording fed faster than real time (an import: its
-//! media time more than `IMPORT_LEAD_NS` ahead of the wall clock since the first
-//! chunk, the rule the frame index times it by) names its chunks by media time
-//! instead: the first chunk's start plus the media time of the chunks before, which
-//! is what their indexes say (the engine times a chunk's frames on from the last
-//! chunk's). The extension is the input file's, else what the first bytes are
+//! never overlap by name. After the first, a chunk is named by the first chunk's
+//! start plus the media time of the chunks before it, which is what their indexes
+//! say (the engine times a chunk's frames on from the last chunk's), for a live
+//! source and an import (fed faster than real time) alike; by the wall clock when
+//! the media time has fallen more than a second behind it (the source stalled).
+//! The extension is the input file's, else what the first bytes are
 //! (`ts`, `mp4`, else `bin`).
+//!
+//! **Integrity.** Each chunk's SHA-256 is computed over the bytes handed to the
+//! stream for it, head included, and sealed in the directory's chain (`chain.rs`)
+//! when the chunk is finished: at the cut, or at the recording's end.
 //!
 //! **Space.** Each chunk ends in a partial data block and starts with a head, so a
 //! chunked recording holds, on top of its bytes, a data block and a head's room per
 //! chunk it will make ([`slack_bytes`]).
 
-use dvrfs_core::media::{
-    ChunkLimit, Chunker, Container, Indexer, Piece, IMPORT_LEAD_NS, TICKS_PER_SECOND,
-};
+use dvrfs_core::media::{ChunkLimit, Chunker, Container, Indexer, Piece, TICKS_PER_SECOND};
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
 use dvrfs_remote::Handle;
 use jiff::Timestamp;
 
+use sha2::{Digest, Sha256};
+
+use crate::chain;
 use crate::error::{CliError, CliResult};
+use crate::timespec::rfc3339;
 
 /// The chunk length when PATH is an existing directory and `--chunk` is not given:
 /// a minute, what retention removes at a time (a DVR keeps days of them).
@@ -40,6 +46,9 @@ pub const DEFAULT_CHUNK: &str = "1m";
 /// Room held per chunk for its head (a PAT and PMT are 376 bytes; an init segment a
 /// few KiB).
 const HEAD_ROOM_BYTES: u64 = 64 << 10;
+/// How far the media time may fall behind the wall clock before chunks are named
+/// by the wall clock.
+const BEHIND_NS: i64 = 1_000_000_000;
 /// Bytes read to decide the extension of the first chunk.
 pub const SNIFF_BYTES: usize = 4 * 188;
 
@@ -128,6 +137,12 @@ pub struct Chunks {
     pub made: u64,
     /// Bytes of heads written at the starts of chunks.
     pub head_bytes: u64,
+    /// The chunk being written: its name, name time, bytes and their hash; the
+    /// chain's last link.
+    name: String,
+    hash: Sha256,
+    bytes: u64,
+    chain_tip: [u8; 32],
 }
 
 impl Chunks {
@@ -178,23 +193,41 @@ impl Chunks {
             last_path: String::new(),
             made: 0,
             head_bytes: 0,
+            name: String::new(),
+            hash: Sha256::new(),
+            bytes: 0,
+            chain_tip: [0; 32],
         };
+        c.chain_tip = chain::read(&mut { rt }, dir)?.map_or([0; 32], |(_, ch)| ch.tip());
         let first = c.create_next(rt)?;
         Ok((c, first))
     }
 
-    /// Creates the next chunk, named by the time now, or for an import by media
-    /// time (module docs): its inode.
+    /// The time now for naming: the first chunk's start plus the media time since,
+    /// which is what the chunks' indexes say (module docs); the wall clock when that
+    /// has fallen more than [`BEHIND_NS`] behind it (the source stalled).
+    fn time_now(&self, extra_media_ns: i64) -> i64 {
+        let now = now_utc_ns();
+        if self.first_ns == i64::MIN {
+            return now;
+        }
+        let media_at = self
+            .first_ns
+            .saturating_add(self.media_ns)
+            .saturating_add(extra_media_ns);
+        if now.saturating_sub(media_at) > BEHIND_NS {
+            now
+        } else {
+            media_at
+        }
+    }
+
+    /// Creates the next chunk, named by [`Chunks::time_now`]: its inode.
     fn create_next(&mut self, rt: &Handle) -> CliResult<Ino> {
         let now = now_utc_ns();
-        let mut at = now;
+        let mut at = self.time_now(0);
         if self.first_ns == i64::MIN {
             self.first_ns = now;
-        } else {
-            let media_at = self.first_ns.saturating_add(self.media_ns);
-            if media_at > now.saturating_add(IMPORT_LEAD_NS) {
-                at = media_at;
-            }
         }
         if self.last_ns != i64::MIN && at <= self.last_ns {
             if now < self.last_ns {
@@ -219,6 +252,7 @@ impl Chunks {
                 Ok(Output::Ino(ino)) => {
                     self.last_ns = at;
                     self.last_path = format!("{}/{name}", self.dir_path);
+                    self.name = name;
                     self.made += 1;
                     return Ok(ino);
                 }
@@ -243,31 +277,65 @@ impl Chunks {
         self.put(rt, stream, pieces)
     }
 
-    /// The end of the recording: the bytes the chunker still holds.
+    /// The end of the recording: the bytes the chunker still holds; the last chunk
+    /// sealed.
     pub fn finish(&mut self, rt: &Handle, stream: u32) -> CliResult<()> {
+        let media_ns = ns_of_90k(self.chunker.chunk_90k());
         let pieces = self.chunker.finish();
-        self.put(rt, stream, pieces)
+        self.put(rt, stream, pieces)?;
+        let end = self.time_now(media_ns).max(self.last_ns);
+        self.seal(rt, end)
+    }
+
+    /// Seals the chunk being written in the directory's chain, as ending at `to_ns`.
+    fn seal(&mut self, rt: &Handle, to_ns: i64) -> CliResult<()> {
+        let sha: [u8; 32] = std::mem::take(&mut self.hash).finalize().into();
+        let bytes = std::mem::take(&mut self.bytes);
+        let chain = chain::link(&self.chain_tip, &sha, bytes, &self.name);
+        let r = chain::Record::Chunk {
+            name: self.name.clone(),
+            bytes,
+            sha256: sha,
+            from: rfc3339(self.last_ns),
+            to: rfc3339(to_ns),
+            prev: self.chain_tip,
+            chain,
+        };
+        self.chain_tip = chain;
+        chain::append(&mut { rt }, self.dir, &r)
+    }
+
+    /// What goes into the chunk being written: counted and hashed, then written.
+    fn write(&mut self, rt: &Handle, stream: u32, bytes: &[u8]) -> CliResult<()> {
+        self.hash.update(bytes);
+        self.bytes += bytes.len() as u64;
+        write(rt, stream, bytes)
     }
 
     fn put(&mut self, rt: &Handle, stream: u32, pieces: Vec<Piece>) -> CliResult<()> {
         for p in pieces {
             match p {
-                Piece::Bytes(b) => write(rt, stream, &b)?,
+                Piece::Bytes(b) => self.write(rt, stream, &b)?,
                 Piece::Cut {
                     head, ended_90k, ..
                 } => {
-                    self.media_ns = self
-                        .media_ns
-                        .saturating_add(ended_90k.saturating_mul(1_000_000_000) / TICKS_PER_SECOND);
+                    self.media_ns = self.media_ns.saturating_add(ns_of_90k(ended_90k));
+                    // The finished chunk is sealed as ending where the next starts.
+                    let to = self.time_now(0).max(self.last_ns);
+                    self.seal(rt, to)?;
                     let ino = self.create_next(rt)?;
                     rt.run(Op::StreamRoll { stream, ino }, None, 0)?;
-                    write(rt, stream, &head)?;
+                    self.write(rt, stream, &head)?;
                     self.head_bytes += head.len() as u64;
                 }
             }
         }
         Ok(())
     }
+}
+
+fn ns_of_90k(t: i64) -> i64 {
+    t.saturating_mul(1_000_000_000) / TICKS_PER_SECOND
 }
 
 fn write(rt: &Handle, stream: u32, bytes: &[u8]) -> CliResult<()> {

@@ -14,6 +14,10 @@ use dvrfs_core::format::frame_index::FrameEntry;
 use dvrfs_core::meta::Ino;
 use dvrfs_remote::Handle;
 
+use std::collections::VecDeque;
+
+use dvrfs_core::{IoBuf, Op, Output};
+
 use crate::error::{CliError, CliResult};
 use crate::timespec::{At, Zone};
 
@@ -59,6 +63,61 @@ impl Chunk {
             .last()
             .map(|k| k.utc_ns.saturating_add(self.keyframe_interval_ns()))
     }
+}
+
+/// Bytes per read of [`read_range`].
+const READ_BYTES: u64 = 1 << 20;
+/// Its reads in flight at once.
+const READS_IN_FLIGHT: usize = 4;
+/// Who the reads are for (best-effort traffic of this process).
+const OWNER: u32 = 0;
+
+/// Reads bytes `start..end` of file `ino` (`path` in messages), a few best-effort
+/// reads in flight, handing each piece to `each` in order.
+pub fn read_range(
+    rt: &Handle,
+    ino: Ino,
+    path: &str,
+    start: u64,
+    end: u64,
+    each: &mut dyn FnMut(&[u8]) -> CliResult<()>,
+) -> CliResult<()> {
+    let mut in_flight: VecDeque<(dvrfs_runtime::Ticket, u64, usize)> = VecDeque::new();
+    let mut next = start;
+    while next < end || !in_flight.is_empty() {
+        while next < end && in_flight.len() < READS_IN_FLIGHT {
+            let want = READ_BYTES.min(end - next) as usize;
+            let op = Op::Read {
+                ino,
+                offset: next,
+                buf: IoBuf::zeroed(want),
+            };
+            in_flight.push_back((rt.start(op, None, OWNER)?, next, want));
+            next += want as u64;
+        }
+        let (t, at, want) = in_flight.pop_front().expect("a read in flight");
+        let done = rt.check(t, true).map(|d| d.map(|d| d.output));
+        let result = match done {
+            Ok(Some(Output::Read { buf, bytes })) if bytes >= want => {
+                each(&buf.bytes().expect("a memory buffer")[..want])
+            }
+            Ok(other) => Err(CliError::new(format!(
+                "{path}: a read at byte {at} returned {}, not {want} bytes (was the file cut while it was read?)",
+                match other {
+                    Some(Output::Read { bytes, .. }) => format!("{bytes} bytes"),
+                    _ => "nothing".into(),
+                }
+            ))),
+            Err(e) => Err(CliError::from(e).named(path)),
+        };
+        if let Err(e) = result.and_then(|()| crate::interrupt::check("the read")) {
+            for (t, _, _) in in_flight.drain(..) {
+                let _ = rt.check(t, true);
+            }
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// A keyframe of a recording: chunk `chunk`'s keyframe `key`.

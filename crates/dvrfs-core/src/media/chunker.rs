@@ -100,9 +100,11 @@ impl Chunker {
         self.ix.container()
     }
 
-    /// Chunks cut so far.
-    pub fn cuts(&self) -> u64 {
-        self.cuts
+    /// The media time of the chunk being written so far (its first frame to the
+    /// latest seen, jumps carried).
+    pub fn chunk_90k(&self) -> i64 {
+        self.base_90k
+            .map_or(0, |base| self.carried_90k + self.max_90k - base)
     }
 
     /// The recording's next bytes: what can be handed on now.

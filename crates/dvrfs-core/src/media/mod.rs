@@ -28,7 +28,7 @@ mod ts;
 
 pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
-pub use keyframes::{KeyframeBuilder, IMPORT_LEAD_NS};
+pub use keyframes::KeyframeBuilder;
 pub use retime::Mp4Retimer;
 
 /// 90 kHz ticks, the unit of MPEG presentation times.

@@ -1,0 +1,139 @@
+//! `dvrfs verify` (issue 25, test 5): the chunks `record --chunk` sealed in a
+//! stream directory's chain check intact; one byte flipped in a chunk through the
+//! mount fails verify naming the chunk and its UTC range; a chunk removed with
+//! `dvrfs rm` is deleted with a record, one removed through the mount is missing;
+//! a chain line altered breaks the chain there; a file the chain never sealed is
+//! listed as unsealed. Prints SKIP where ffmpeg or FUSE is missing.
+
+mod common;
+
+use common::{
+    assert_clean, av_recording, dvrfs, ffmpeg_here, fuse_missing, json, mkfs, ok, tempdir, Mount,
+};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// `verify --json` of `/cam`: its report and the exit status.
+fn verify(target: &Path) -> (serde_json::Value, i32) {
+    let o = dvrfs(["verify", target.to_str().unwrap(), "/cam", "--json"]);
+    (
+        json(&String::from_utf8_lossy(&o.stdout)),
+        o.status.code().unwrap(),
+    )
+}
+
+fn states(v: &serde_json::Value) -> Vec<String> {
+    v["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["state"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn verify_tells_intact_deleted_missing_and_modified_apart() {
+    need_fuse!();
+    if !ffmpeg_here() {
+        return;
+    }
+    let d = tempdir();
+    let ts = av_recording(d.path(), "cam.ts", 50, &["-preset", "ultrafast"]);
+    let img = d.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let r = json(&ok(dvrfs([
+        "record",
+        img.to_str().unwrap(),
+        "/cam",
+        "--chunk",
+        "10s",
+        "--input",
+        ts.to_str().unwrap(),
+        "--rate",
+        "200M",
+        "--json",
+    ])));
+    assert_eq!(r["chunks"], 5, "{r}");
+    let (v, status) = verify(&img);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(states(&v), vec!["intact"; 5]);
+    assert_eq!(v["chain_intact"], true);
+    let names: Vec<String> = v["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["chunk"].as_str().unwrap().to_string())
+        .collect();
+    // Sealed times follow each other.
+    for w in v["chunks"].as_array().unwrap().windows(2) {
+        assert_eq!(w[0]["to"], w[1]["from"], "{v}");
+    }
+
+    // Removed with `dvrfs rm`: deleted, with the record; verify still passes.
+    ok(dvrfs([
+        "rm",
+        img.to_str().unwrap(),
+        &format!("/cam/{}", names[0]),
+    ]));
+    let (v, status) = verify(&img);
+    assert_eq!(status, 0, "{v}");
+    assert_eq!(v["chunks"][0]["state"], "deleted");
+    assert_eq!(v["chunks"][0]["deleted_by"], "dvrfs rm");
+
+    // Through the mount: one byte flipped in the third chunk, the fourth removed
+    // without a record, a file the chain never sealed; verify through the daemon.
+    let m = Mount::new(d.path(), &img, &[]);
+    let third = m.path(&format!("cam/{}", names[2]));
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&third)
+        .unwrap();
+    let mut b = [0u8];
+    f.seek(SeekFrom::Start(100_000)).unwrap();
+    f.read_exact(&mut b).unwrap();
+    f.seek(SeekFrom::Start(100_000)).unwrap();
+    f.write_all(&[b[0] ^ 0x20]).unwrap();
+    drop(f);
+    std::fs::remove_file(m.path(&format!("cam/{}", names[3]))).unwrap();
+    std::fs::write(m.path("cam/notes.txt"), b"a note").unwrap();
+    let (v, status) = verify(&m.mnt);
+    assert_eq!(status, 4, "{v}");
+    assert_eq!(
+        states(&v),
+        vec!["deleted", "intact", "modified", "missing", "intact"],
+        "{v}"
+    );
+    assert_eq!(v["unsealed"], serde_json::json!(["notes.txt"]));
+    // The text names the modified chunk and its UTC range, and fails.
+    let o = dvrfs(["verify", m.mnt.to_str().unwrap(), "/cam"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out
+        .lines()
+        .find(|l| l.contains("MODIFIED"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let c = &v["chunks"][2];
+    for want in [
+        names[2].as_str(),
+        c["from"].as_str().unwrap(),
+        c["to"].as_str().unwrap(),
+    ] {
+        assert!(line.contains(want), "{line} lacks {want}");
+    }
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("1 modified, 1 missing"), "{err}");
+
+    // The chain altered to hide the change: its line's hash rewritten.
+    let chain = m.path("cam/.chain");
+    let text = std::fs::read_to_string(&chain).unwrap();
+    let found = c["found_sha256"].as_str().unwrap();
+    let sealed = c["sha256"].as_str().unwrap();
+    std::fs::write(&chain, text.replace(sealed, found)).unwrap();
+    let (v, status) = verify(&m.mnt);
+    assert_eq!(status, 4);
+    assert_eq!(v["chunks"][2]["state"], "intact", "{v}");
+    assert_eq!(v["chain_intact"], false);
+    assert_eq!(v["chain_breaks"][0]["chunk"], names[2].as_str(), "{v}");
+    m.unmount();
+    assert_clean(&img);
+}
