@@ -221,6 +221,13 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
     let ranges = rec.ranges(from, to);
     let (head, container) = head_before(&rt, &rec, from)?;
     let uuid = uuid_string(&rt.volume_uuid()?);
+    // The chunks' seals, when the stream directory keeps a chain.
+    let sealed: Vec<crate::chain::Record> = match rec.dir {
+        true => crate::chain::read(&mut &rt, rt.resolve(&rec.path)?)?
+            .map(|(_, c)| c.records)
+            .unwrap_or_default(),
+        false => vec![],
+    };
     crate::interrupt::catch();
     let started = Instant::now();
     let mut sink = Sink::create(&a.output, a.force)?;
@@ -233,12 +240,27 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
         for &(c, start, end) in &ranges {
             let chunk = &rec.chunks[c];
             let sha = copy_range(&rt, chunk.ino, &chunk.path, start, end, &mut sink)?;
-            sources.push(json!({
+            let mut source = json!({
                 "path": chunk.path,
                 "from_byte": start,
                 "to_byte": end,
                 "sha256": sha,
-            }));
+            });
+            let name = chunk.path.rsplit('/').next().unwrap_or_default();
+            if let Some(crate::chain::Record::Chunk {
+                bytes,
+                sha256,
+                chain,
+                ..
+            }) = sealed
+                .iter()
+                .find(|r| matches!(r, crate::chain::Record::Chunk { name: n, .. } if n == name))
+            {
+                source["chunk_bytes"] = json!(bytes);
+                source["chunk_sha256"] = json!(hex(sha256));
+                source["chunk_chain"] = json!(hex(chain));
+            }
+            sources.push(source);
         }
         Ok(sources)
     })();

@@ -141,6 +141,26 @@ fn a_clip_across_chunks_lasts_what_was_asked_decodes_and_matches_its_manifest() 
         Some(std::fs::metadata(&clip).unwrap().len())
     );
     assert_eq!(m["sources"].as_array().unwrap().len(), 4, "{m}");
+    // Each source names its chunk's seal in the chain, which verify checks.
+    let v = json(&ok(dvrfs([
+        "verify",
+        img.to_str().unwrap(),
+        "/cam",
+        "--json",
+    ])));
+    for s in m["sources"].as_array().unwrap() {
+        let name = s["path"].as_str().unwrap().rsplit('/').next().unwrap();
+        let c = v["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["chunk"] == name)
+            .unwrap();
+        assert_eq!(
+            (&s["chunk_sha256"], &c["state"]),
+            (&c["sha256"], &serde_json::json!("intact"))
+        );
+    }
     assert_eq!(m["stream"], "/cam");
     let info = ok(dvrfs(["info", img.to_str().unwrap()]));
     assert!(
