@@ -188,7 +188,7 @@ fn copy_range(
 fn head_before(rt: &Handle, rec: &Recording, p: Pos) -> CliResult<(Vec<u8>, Container)> {
     let chunk = &rec.chunks[p.chunk];
     let offset = rec.entry(p).offset;
-    let head = head_of(rt, chunk.ino, chunk.size.min(offset.max(1)))?;
+    let head = head_of(rt, chunk.ino, offset)?;
     Ok((
         if offset == 0 { vec![] } else { head.bytes },
         head.container,

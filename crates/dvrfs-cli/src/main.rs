@@ -43,6 +43,7 @@ mod recording;
 mod seek;
 mod target;
 mod timespec;
+mod trick_play;
 mod wall_clock;
 
 use std::process::ExitCode;

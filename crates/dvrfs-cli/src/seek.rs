@@ -17,6 +17,9 @@ use crate::timespec::{parse_at, At, Zone};
 
 /// Bytes of the file's start read for the head, at most.
 const HEAD_SCAN_BYTES: u64 = 4 << 20;
+/// Bytes read for the head at least: the parser tells MPEG-TS from MP4 in its
+/// first 752 bytes (a keyframe can start before them, after a 564-byte head).
+const HEAD_MIN_BYTES: u64 = 1024;
 /// Bytes read at a time while looking for the head.
 const HEAD_READ_BYTES: u64 = 256 << 10;
 
@@ -111,9 +114,10 @@ pub struct Head {
 }
 
 /// The head a player needs before a keyframe of file `ino`: read from its first
-/// `limit` bytes (at most [`HEAD_SCAN_BYTES`]).
+/// `limit` bytes (at most [`HEAD_SCAN_BYTES`]; at least [`HEAD_MIN_BYTES`], what
+/// telling the container apart takes).
 pub fn head_of(rt: &Handle, ino: Ino, limit: u64) -> CliResult<Head> {
-    let limit = limit.min(HEAD_SCAN_BYTES);
+    let limit = limit.clamp(HEAD_MIN_BYTES, HEAD_SCAN_BYTES);
     let mut ix = Indexer::new();
     let mut at = 0;
     while at < limit {

@@ -186,6 +186,14 @@ fn a_clip_across_chunks_lasts_what_was_asked_decodes_and_matches_its_manifest() 
     );
     assert_eq!(got.len(), 186 * 25, "frames in the clip");
 
+    // From the very first keyframe (after the file's own 564-byte head): the
+    // clip still starts with the PAT.
+    let start = d.path().join("start.ts");
+    export(&img, "/cam", "+0s", "+10s", &start);
+    let b = std::fs::read(&start).unwrap();
+    assert_eq!(b[..3], [0x47, 0x40, 0x00], "a PAT first");
+    assert!(decode_errors(&start).is_empty());
+
     // A keyframe: one picture, the one at or before 100 s.
     let kf = d.path().join("kf.ts");
     ok(dvrfs([

@@ -24,12 +24,14 @@ mod mp4_tables;
 mod retime;
 #[cfg(test)]
 mod synth;
+mod trick_ts;
 mod ts;
 
 pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
 pub use keyframes::KeyframeBuilder;
 pub use retime::Mp4Retimer;
+pub use trick_ts::TrickTs;
 
 /// 90 kHz ticks, the unit of MPEG presentation times.
 pub const TICKS_PER_SECOND: i64 = 90_000;

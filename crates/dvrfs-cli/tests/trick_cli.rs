@@ -1,0 +1,159 @@
+//! `dvrfs play --speed N` on an indexed transport stream (issue 25, test 3): trick
+//! play shows keyframes only, the right number, over the source's duration / N to
+//! within 5% by ffprobe, decoding without a word from `ffmpeg -v error`, having read
+//! at most 10% of the recording's bytes; `--speed -8` shows the same pictures in
+//! the reverse order; at 32x at most 8 keyframes a second. Each run takes the
+//! output's duration in real time (the keyframes are shown on time). Prints SKIP
+//! where ffmpeg is missing.
+
+mod common;
+
+use common::{av_recording, decode_errors, dvrfs, fails, ffmpeg_here, json, mkfs, ok, tempdir};
+use std::path::Path;
+use std::process::Command;
+
+/// `play --speed speed` of `/cam.ts` into `out`: its JSON report.
+fn trick(img: &Path, speed: &str, out: &Path) -> serde_json::Value {
+    json(&ok(dvrfs([
+        "play",
+        img.to_str().unwrap(),
+        "/cam.ts",
+        "--rate",
+        "4M",
+        "--speed",
+        speed,
+        "--output",
+        out.to_str().unwrap(),
+        "--json",
+    ])))
+}
+
+/// ffprobe's video packets of `path`: (keyframe, PTS s).
+fn packets(path: &Path) -> Vec<(bool, f64)> {
+    let o = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
+        .args(["-show_entries", "packet=pts_time,flags", "-of", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    json(&String::from_utf8_lossy(&o.stdout))["packets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["flags"].as_str().unwrap().starts_with('K'),
+                p["pts_time"].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The decoded pictures' MD5s, in order.
+fn picture_hashes(path: &Path) -> Vec<String> {
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-map", "0:v", "-f", "framemd5", "-"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(',').next().map(|h| h.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn fast_forward_and_rewind_show_keyframes_only_on_time() {
+    if !ffmpeg_here() {
+        return;
+    }
+    let d = tempdir();
+    // 80 s at 4 Mbit/s, a keyframe every 2 s: 40 keyframes.
+    let ts = av_recording(
+        d.path(),
+        "cam.ts",
+        80,
+        &[
+            "-preset",
+            "ultrafast",
+            "-b:v",
+            "4M",
+            "-maxrate",
+            "4M",
+            "-bufsize",
+            "2M",
+        ],
+    );
+    let img = d.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    ok(dvrfs([
+        "put",
+        img.to_str().unwrap(),
+        ts.to_str().unwrap(),
+        "/cam.ts",
+    ]));
+    let size = std::fs::metadata(&ts).unwrap().len();
+
+    let ff = d.path().join("ff.ts");
+    let r = trick(&img, "8", &ff);
+    assert_eq!(r["keyframes_shown"], 40, "{r}");
+    assert_eq!(r["late_reads"], 0, "{r}");
+    let bytes_read = r["bytes_read"].as_u64().unwrap();
+    assert!(bytes_read * 10 <= size, "read {bytes_read} of {size} bytes");
+    let p = packets(&ff);
+    assert_eq!(p.len(), 40);
+    assert!(p.iter().all(|x| x.0), "only keyframes");
+    let (first, last) = (p[0].1, p[39].1);
+    // 39 keyframe intervals of 2 s at 8x, and the last shown for one more.
+    let shown = last - first + 0.25;
+    assert!((shown - 10.0).abs() <= 0.5, "{shown} s, not 80 / 8");
+    let errors = decode_errors(&ff);
+    assert!(errors.is_empty(), "{errors}");
+
+    // Rewinding: the same pictures, last first.
+    let rw = d.path().join("rw.ts");
+    let r = trick(&img, "-8", &rw);
+    assert_eq!(r["keyframes_shown"], 40, "{r}");
+    assert!(r["first_frame"].as_u64() > r["last_frame"].as_u64(), "{r}");
+    let mut fwd = picture_hashes(&ff);
+    let back = picture_hashes(&rw);
+    assert_eq!(fwd.len(), 40);
+    fwd.reverse();
+    assert_eq!(back, fwd);
+
+    // 32x: 16 keyframes a second would be due; at most 8 are shown.
+    let fast = d.path().join("fast.ts");
+    let r = trick(&img, "32", &fast);
+    assert_eq!(r["keyframes_shown"], 20, "{r}");
+    let p = packets(&fast);
+    assert!(
+        p.windows(2).all(|w| w[1].1 - w[0].1 >= 0.125 - 1e-3),
+        "{p:?}"
+    );
+
+    // What cannot be.
+    let out = d.path().join("x.ts");
+    let s = img.to_str().unwrap();
+    let o = out.to_str().unwrap();
+    fails(
+        dvrfs([
+            "play", s, "/cam.ts", "--rate", "4M", "--speed", "40", "--output", o,
+        ]),
+        "a trick-play speed is 2 to 32",
+    );
+    std::fs::write(d.path().join("text"), b"not video".repeat(1000)).unwrap();
+    ok(dvrfs([
+        "put",
+        s,
+        d.path().join("text").to_str().unwrap(),
+        "/text",
+    ]));
+    fails(
+        dvrfs([
+            "play", s, "/text", "--rate", "4M", "--speed", "-8", "--output", o,
+        ]),
+        "rewinding needs /text's frame index",
+    );
+}
