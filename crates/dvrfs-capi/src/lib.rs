@@ -34,10 +34,12 @@
 
 mod aio;
 mod backend;
+mod index;
 mod registry;
 mod stream;
 
 pub use aio::{dvrfs_aio_cancel, dvrfs_aio_check, dvrfs_aio_poll, dvrfs_aio_start};
+pub use index::{dvrfs_keyframes, dvrfs_seek_frame, dvrfs_seek_time};
 pub use registry::dvrfs;
 pub use stream::{dvrfs_stream_close, dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_write};
 
@@ -138,6 +140,37 @@ pub struct dvrfs_stream_info {
     /// The device's real-time share in use with this stream (1.0 = full).
     pub load: f64,
 }
+
+/// One keyframe of a file's frame index (`dvrfs_keyframes`, `dvrfs_seek_frame`,
+/// `dvrfs_seek_time`; FORMAT.md section 10c).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct dvrfs_keyframe {
+    /// Where a player starts reading to show it: its first transport packet, or
+    /// its fragment's `moof`. Read from here after the file's head (PAT and PMT, or
+    /// the init segment) to play from this keyframe.
+    pub offset: u64,
+    /// Where the frame's own bytes start (the MP4 sample; `offset` in MPEG-TS).
+    pub data_offset: u64,
+    /// The keyframe's bytes from `data_offset`.
+    pub length: u32,
+    /// Its frame number in the file (0-based, every frame counted).
+    pub frame: u32,
+    /// `DVRFS_KEYFRAME_DISCONTINUITY`, `DVRFS_KEYFRAME_CLOCK_STEP`, `DVRFS_KEYFRAME_IMPORT`.
+    pub flags: u32,
+    /// Media time, 90 kHz, unwrapped past 2^33.
+    pub pts_90k: i64,
+    /// UTC, ns since the Unix epoch.
+    pub utc_ns: i64,
+}
+
+/// `dvrfs_keyframe.flags`: the stream's time jumped before this keyframe.
+pub const DVRFS_KEYFRAME_DISCONTINUITY: u32 = 1;
+/// `dvrfs_keyframe.flags`: the UTC anchor moved here (a clock step).
+pub const DVRFS_KEYFRAME_CLOCK_STEP: u32 = 2;
+/// `dvrfs_keyframe.flags`: timed by its media (written faster than real time, or
+/// indexed after it was written).
+pub const DVRFS_KEYFRAME_IMPORT: u32 = 4;
 
 /// How a stream fared.
 #[repr(C)]

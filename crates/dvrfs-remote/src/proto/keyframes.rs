@@ -59,6 +59,30 @@ impl Keyframes {
         })
     }
 
+    /// The keyframes in file order.
+    pub fn iter(&self) -> std::slice::Iter<'_, FrameEntry> {
+        self.entries.iter()
+    }
+
+    /// The last keyframe at or before frame `frame` (where a reader starts to show
+    /// it): its index and entry; None without an index or before the first.
+    pub fn seek_frame(&self, frame: u64) -> Option<(usize, &FrameEntry)> {
+        let k = self
+            .entries
+            .partition_point(|e| u64::from(e.number) <= frame)
+            .checked_sub(1)?;
+        Some((k, &self.entries[k]))
+    }
+
+    /// The last keyframe at or before UTC `utc_ns`: its index and entry.
+    pub fn seek_time(&self, utc_ns: i64) -> Option<(usize, &FrameEntry)> {
+        let k = self
+            .entries
+            .partition_point(|e| e.utc_ns <= utc_ns)
+            .checked_sub(1)?;
+        Some((k, &self.entries[k]))
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
         e.bool(self.complete);
@@ -101,5 +125,11 @@ mod tests {
         let mut longer = b.clone();
         longer.push(0);
         assert!(Keyframes::decode(&longer).is_err());
+        // Seeks: the keyframe at or before.
+        assert_eq!(k.seek_frame(30).map(|x| x.0), Some(1));
+        assert_eq!(k.seek_frame(50).map(|x| x.0), Some(2));
+        assert_eq!(k.seek_time(1_795_000_000_000_000_001).map(|x| x.0), Some(1));
+        assert_eq!(k.seek_time(0), None);
+        assert_eq!(k.iter().count(), 3);
     }
 }
