@@ -412,7 +412,10 @@ fn spans_and_gaps(rec: &Recording) -> (Vec<Span>, Vec<Gap>, Vec<usize>) {
             unindexed.push(c);
             continue;
         }
-        let interval = chunk.keyframe_interval_ns();
+        let interval = match chunk.keyframes.len() {
+            0 | 1 => rec.interval_ns,
+            _ => chunk.keyframe_interval_ns(),
+        };
         let first = chunk.keyframes[0].utc_ns;
         if let (Some(span), Some(p)) = (cur.as_mut(), prev_chunk) {
             if first - span.to > GAP_SLACK_NS {
@@ -475,7 +478,7 @@ fn spans_and_gaps(rec: &Recording) -> (Vec<Span>, Vec<Gap>, Vec<usize>) {
         }
         let span = cur.as_mut().expect("a span");
         span.keyframes += 1;
-        span.to = chunk.end_utc().expect("an indexed chunk");
+        span.to = chunk.end_utc(rec.interval_ns).expect("an indexed chunk");
         prev_chunk = Some(c);
     }
     spans.extend(cur);
@@ -494,9 +497,12 @@ fn seconds(ns: i64) -> String {
 pub fn timeline(a: &TimelineArgs) -> CliResult<u8> {
     let zone = Zone::new(a.tz.as_deref())?;
     let rt = open_handle(&a.target, Access::Read)?;
+    let t0 = std::time::Instant::now();
     let rec = Recording::open(&rt, &a.path)?;
-    rt.close()?;
     let (spans, gaps, unindexed) = spans_and_gaps(&rec);
+    let took = t0.elapsed();
+    rt.close()?;
+
     let incomplete: Vec<&str> = rec
         .chunks
         .iter()
@@ -524,6 +530,7 @@ pub fn timeline(a: &TimelineArgs) -> CliResult<u8> {
                 "bytes": rec.chunks[c].size,
             })).collect::<Vec<_>>(),
             "incomplete": incomplete,
+            "took_ms": took.as_secs_f64() * 1e3,
         }));
         return Ok(0);
     }
@@ -608,10 +615,10 @@ mod tests {
 
     #[test]
     fn chunks_back_to_back_are_one_span_and_a_pause_is_a_gap() {
-        let rec = Recording {
-            path: "cam".into(),
-            dir: true,
-            chunks: vec![
+        let rec = Recording::new(
+            "cam",
+            true,
+            vec![
                 chunk("a.ts", &[(0, 0), (2, 0), (4, 0)]),
                 chunk("b.ts", &[(6, 0), (8, 0)]),
                 // Ten seconds with nothing, then a clock step inside a chunk.
@@ -621,7 +628,7 @@ mod tests {
                     ..chunk("d.bin", &[])
                 },
             ],
-        };
+        );
         let (spans, gaps, unindexed) = spans_and_gaps(&rec);
         let s = 1_000_000_000;
         assert_eq!(
@@ -644,5 +651,28 @@ mod tests {
         );
         assert!(gaps[1].cause.contains("clock stepped"), "{}", gaps[1].cause);
         assert_eq!(unindexed, vec![3]);
+    }
+
+    #[test]
+    fn chunks_of_one_keyframe_each_take_the_recordings_interval() {
+        let names = ["a.ts", "b.ts", "c.ts", "d.ts", "f.ts"];
+        let starts = [0, 2, 4, 6, 20];
+        let chunks = names
+            .iter()
+            .zip(starts)
+            .map(|(n, t)| chunk(n, &[(t, 0)]))
+            .collect();
+        let rec = Recording::new("cam", true, chunks);
+        assert_eq!(rec.interval_ns, 2_000_000_000);
+        let (spans, gaps, _) = spans_and_gaps(&rec);
+        let s = 1_000_000_000;
+        assert_eq!(
+            spans
+                .iter()
+                .map(|x| (x.from / s, x.to / s, x.chunks))
+                .collect::<Vec<_>>(),
+            vec![(0, 8, 4), (20, 22, 1)]
+        );
+        assert_eq!(gaps.len(), 1);
     }
 }

@@ -57,11 +57,18 @@ impl Chunk {
     }
 
     /// When its last frame ends, estimated: its last keyframe plus one keyframe
-    /// interval. None without an index.
-    pub fn end_utc(&self) -> Option<i64> {
+    /// interval (its own, or `fallback_ns` with fewer than two keyframes). None
+    /// without an index.
+    pub fn end_utc(&self, fallback_ns: i64) -> Option<i64> {
+        let own = self.keyframe_interval_ns();
+        let interval = if self.keyframes.len() >= 2 {
+            own
+        } else {
+            fallback_ns
+        };
         self.keyframes
             .last()
-            .map(|k| k.utc_ns.saturating_add(self.keyframe_interval_ns()))
+            .map(|k| k.utc_ns.saturating_add(interval))
     }
 }
 
@@ -135,6 +142,9 @@ pub struct Recording {
     /// A stream directory (else one file).
     pub dir: bool,
     pub chunks: Vec<Chunk>,
+    /// The recording's keyframe interval: the median between consecutive keyframes,
+    /// across chunks (0 with fewer than two).
+    pub interval_ns: i64,
 }
 
 /// The UTC a chunk's name says: `YYYYMMDDTHHMMSS.mmmZ` before the extension.
@@ -161,6 +171,22 @@ pub fn name_utc(name: &str) -> Option<i64> {
 }
 
 impl Recording {
+    pub fn new(path: &str, dir: bool, chunks: Vec<Chunk>) -> Recording {
+        let utcs: Vec<i64> = chunks
+            .iter()
+            .flat_map(|c| c.keyframes.iter().map(|k| k.utc_ns))
+            .collect();
+        let mut gaps: Vec<i64> = utcs.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_unstable();
+        let interval_ns = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
+        Recording {
+            path: path.to_string(),
+            dir,
+            chunks,
+            interval_ns,
+        }
+    }
+
     /// The recording at `path`: a directory's regular files whose names do not start
     /// with `.`, in name order, or the one file.
     pub fn open(rt: &Handle, path: &str) -> CliResult<Recording> {
@@ -180,37 +206,35 @@ impl Recording {
             })
         };
         match st.kind {
-            Kind::File => Ok(Recording {
-                path: path.to_string(),
-                dir: false,
-                chunks: vec![chunk(path.to_string(), ino)?],
-            }),
+            Kind::File => Ok(Recording::new(
+                path,
+                false,
+                vec![chunk(path.to_string(), ino)?],
+            )),
             Kind::Dir => {
-                let mut files: Vec<(Vec<u8>, Ino)> = rt
-                    .readdir(ino)?
-                    .into_iter()
-                    .filter(|(name, _, kind)| *kind == Kind::File && !name.starts_with(b"."))
-                    .map(|(name, ino, _)| (name, ino))
-                    .collect();
-                files.sort();
                 let base = path.trim_end_matches('/');
-                let chunks = files
+                let chunks: Vec<Chunk> = rt
+                    .chunks_of(ino)?
                     .into_iter()
-                    .map(|(name, ino)| {
-                        chunk(format!("{base}/{}", String::from_utf8_lossy(&name)), ino)
+                    .map(|(name, ino, size, k)| {
+                        let name = String::from_utf8_lossy(&name).into_owned();
+                        Chunk {
+                            name_utc: name_utc(&name),
+                            path: format!("{base}/{name}"),
+                            ino,
+                            size,
+                            complete: k.complete,
+                            keyframes: k.entries,
+                        }
                     })
-                    .collect::<CliResult<Vec<_>>>()?;
+                    .collect();
                 if chunks.is_empty() {
                     return Err(CliError::new(format!(
                         "{path} is a directory without files: not a recording"
                     ))
                     .hint("record into it with `dvrfs record --chunk`, or name a file"));
                 }
-                Ok(Recording {
-                    path: path.to_string(),
-                    dir: true,
-                    chunks,
-                })
+                Ok(Recording::new(path, true, chunks))
             }
             _ => Err(CliError::new(format!(
                 "{path} is neither a file nor a stream directory"
@@ -243,7 +267,8 @@ impl Recording {
 
     /// When its last frame ends, estimated (module docs).
     pub fn end_utc(&self) -> Option<i64> {
-        self.last().and_then(|p| self.chunks[p.chunk].end_utc())
+        self.last()
+            .and_then(|p| self.chunks[p.chunk].end_utc(self.interval_ns))
     }
 
     /// Keyframes in all its chunks.
@@ -399,10 +424,10 @@ mod tests {
     /// Two chunks: keyframes at 0, 2, 4 s (bytes 400, 1400, 2400 of a 3000-byte
     /// file after a 400-byte head) and 6, 8 s (bytes 400, 1400 of 2000).
     fn two_chunks() -> Recording {
-        Recording {
-            path: "cam".into(),
-            dir: true,
-            chunks: vec![
+        Recording::new(
+            "cam",
+            true,
+            vec![
                 chunk(
                     "19700101T000000.000Z.ts",
                     3000,
@@ -414,7 +439,7 @@ mod tests {
                     vec![key(400, 0, 6), key(1400, 50, 8)],
                 ),
             ],
-        }
+        )
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub(super) struct LiveIndex {
     /// A recording rolled on to this file from that one (`Op::StreamRoll`): its
     /// first frame is timed from where that file's index left off.
     continues: Option<Ino>,
+    /// A file whose recording has rolled on and whose writes have all landed: its
+    /// parser is gone (`builder` is `None`), and this is what the next file of the
+    /// recording is timed from, until that file starts.
+    seed: Option<Box<KeyframeBuilder>>,
 }
 
 /// The files being indexed.
@@ -84,12 +88,10 @@ impl Engine {
                 .get(&ino)
                 .filter(|l| l.generation == generation && l.fed == 0)
                 .and_then(|l| l.continues);
-            // The file a recording rolled on from, if its index has timed a frame
-            // (else the new file is anchored afresh, as any new recording).
-            let builder = continues
-                .and_then(|from| self.live_indexes.get(&from))
-                .and_then(|l| l.builder.as_ref())
-                .map_or_else(KeyframeBuilder::live, KeyframeBuilder::continuing);
+            let builder = match continues {
+                Some(from) => self.continuing_from(from),
+                None => KeyframeBuilder::live(),
+            };
             self.live_indexes.insert(
                 ino,
                 LiveIndex {
@@ -97,6 +99,7 @@ impl Engine {
                     generation,
                     fed: 0,
                     continues: None,
+                    seed: None,
                 },
             );
         } else if !followed {
@@ -129,7 +132,8 @@ impl Engine {
             // Files gone, and files that are not media (an index their writer
             // keeps would then be flagged at their next append: rare, and safe).
             self.live_indexes.retain(|&i, l| {
-                l.builder.is_some() && vol.file_generation(i) == Some(l.generation)
+                (l.builder.is_some() || l.seed.is_some())
+                    && vol.file_generation(i) == Some(l.generation)
             });
         }
     }
@@ -148,8 +152,76 @@ impl Engine {
                 generation,
                 fed: 0,
                 continues: Some(from),
+                seed: None,
             },
         );
+    }
+
+    /// The builder for a file a recording rolled on to from file `from`: timed on
+    /// from the nearest earlier file of the recording whose index has a time (a
+    /// chunk's first write can be applied before the last chunk's: requests complete
+    /// in the mixer's order, so the chain of files not yet started is walked back);
+    /// anchored afresh when none has. A `from` that has ended is dropped: its seed
+    /// was what it was kept for.
+    fn continuing_from(&mut self, from: Ino) -> KeyframeBuilder {
+        let mut at = Some(from);
+        let mut found = None;
+        for _ in 0..MAX_LIVE {
+            let Some(l) = at.and_then(|i| self.live_indexes.get(&i)) else {
+                break;
+            };
+            let timed = l
+                .builder
+                .as_ref()
+                .or(l.seed.as_deref())
+                .filter(|b| b.has_time());
+            if let Some(b) = timed {
+                found = Some(b.continuing());
+                break;
+            }
+            // Not started yet: its own predecessor times it, and so this one.
+            at = l.continues;
+        }
+        if self
+            .live_indexes
+            .get(&from)
+            .is_some_and(|l| l.builder.is_none() && l.seed.is_some())
+        {
+            self.live_indexes.remove(&from);
+        }
+        found.unwrap_or_else(KeyframeBuilder::live)
+    }
+
+    /// File `ino`'s recording has rolled on and all its writes have landed: the last
+    /// frame ends with the file (its keyframe, if it is one, is stored now), and the
+    /// parser's memory goes. What the next file is timed from stays as a seed while
+    /// that file has not started.
+    pub(super) fn index_file_ended(&mut self, ino: Ino) {
+        let Some(l) = self.live_indexes.get_mut(&ino) else {
+            return;
+        };
+        let Some(mut builder) = l.builder.take() else {
+            return;
+        };
+        let entries = builder.finish();
+        if !entries.is_empty() {
+            match self.vol.append_frames(ino, &entries) {
+                Ok(crate::volume::IndexAppend::Stored) => {}
+                Ok(crate::volume::IndexAppend::OutOfRoom) | Err(_) => {
+                    let _ = self.vol.mark_index_incomplete(ino);
+                }
+            }
+        }
+        let waited_on = self
+            .live_indexes
+            .values()
+            .any(|n| n.continues == Some(ino) && n.fed == 0);
+        if waited_on && builder.has_time() {
+            let l = self.live_indexes.get_mut(&ino).expect("looked up above");
+            l.seed = Some(Box::new(builder.continuing()));
+        } else {
+            self.live_indexes.remove(&ino);
+        }
     }
 
     /// A write the engine did not follow changed or grew an indexed file: its index

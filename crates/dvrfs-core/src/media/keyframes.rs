@@ -127,11 +127,18 @@ impl KeyframeBuilder {
             interval_90k: self.interval_90k,
             ..KeyframeBuilder::import(self.start_utc_ns)
         };
-        if let Some(timed) = self.last_timed {
+        // Its own last frame, or (before it timed one) what it was to be timed from.
+        if let Some(timed) = self.last_timed.or(self.continues) {
             next.continues = Some(timed);
             next.last_utc_ns = self.last_utc_ns;
         }
         next
+    }
+
+    /// Whether a next file can be timed from this one: it timed a frame, or was
+    /// itself continuing one that had.
+    pub fn has_time(&self) -> bool {
+        self.last_timed.is_some() || self.continues.is_some()
     }
 
     /// [`KeyframeBuilder::feed`] of bytes written at wall-clock time `wall_ns`.

@@ -133,6 +133,7 @@ impl Engine {
             return;
         }
         self.vol.release_space(ino);
+        self.index_file_ended(ino);
         self.stream_release(ino, now);
     }
 }
