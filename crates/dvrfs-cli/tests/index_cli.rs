@@ -257,3 +257,49 @@ fn a_file_that_is_not_media_is_reported_and_gets_no_index() {
     );
     assert_clean(&img);
 }
+
+#[test]
+fn a_recordings_last_keyframe_is_indexed_when_it_ends() {
+    if !ffmpeg_here() {
+        return;
+    }
+    let d = tempdir();
+    // Every frame a keyframe: the last one ends only with the file.
+    let ts = d.path().join("k.ts");
+    let o = Command::new("ffmpeg")
+        .args([
+            "-v",
+            "error",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc=size=64x64:rate=1:duration=10",
+        ])
+        .args(["-c:v", "libx264", "-g", "1"])
+        .arg(&ts)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let img = d.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let s = img.to_str().unwrap();
+    ok(dvrfs([
+        "record",
+        s,
+        "/k.ts",
+        "--input",
+        ts.to_str().unwrap(),
+        "--rate",
+        "10M",
+    ]));
+    let k = json(&ok(dvrfs(["keyframes", s, "/k.ts", "--json"])));
+    let offsets: Vec<u64> = k["keyframes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["offset"].as_u64().unwrap())
+        .collect();
+    assert_eq!(offsets, key_positions(&ts), "{k}");
+    assert_eq!(offsets.len(), 10);
+    assert_clean(&img);
+}

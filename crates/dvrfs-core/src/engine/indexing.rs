@@ -192,8 +192,8 @@ impl Engine {
         found.unwrap_or_else(KeyframeBuilder::live)
     }
 
-    /// File `ino`'s recording has rolled on and all its writes have landed: the last
-    /// frame ends with the file (its keyframe, if it is one, is stored now), and the
+    /// File `ino`'s recording has rolled on or closed, and all its writes have
+    /// landed: the last frame ends with the file (its keyframe, if it is one, is stored now), and the
     /// parser's memory goes. What the next file is timed from stays as a seed while
     /// that file has not started.
     pub(super) fn index_file_ended(&mut self, ino: Ino) {

@@ -807,6 +807,8 @@ impl Engine {
         self.refresh_gather_lead();
         if s.info.dir == StreamDir::Write {
             self.vol.release_space(s.info.ino);
+            // The recording ended: its last frame ends with the file.
+            self.index_file_ended(s.info.ino);
         }
         // Unused preallocation goes back with the last holder (`Volume::close_file`).
         self.stream_release(s.info.ino, now);
