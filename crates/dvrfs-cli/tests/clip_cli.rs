@@ -10,7 +10,7 @@ mod common;
 
 use common::{
     assert_clean, av_recording, decode_errors, dvrfs, fails, ffmpeg_here, json, mkfs, ok, probe,
-    tempdir,
+    tempdir, video_packets,
 };
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -61,32 +61,11 @@ fn export(img: &Path, path: &str, from: &str, to: &str, out: &Path) -> serde_jso
 /// How long the video stream of `path` lasts by ffprobe: from its first frame's
 /// PTS to its last frame's end.
 fn video_duration(path: &Path) -> f64 {
-    let f = video_frames(path);
+    let f = video_packets(path);
     let (first, last) = f
         .iter()
         .fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x.1), b.max(x.1)));
     last - first + 1.0 / 25.0
-}
-
-/// ffprobe's video frames of `path`: (keyframe, PTS in seconds).
-fn video_frames(path: &Path) -> Vec<(bool, f64)> {
-    let o = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
-        .args(["-show_entries", "packet=pts_time,flags", "-of", "json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    json(&String::from_utf8_lossy(&o.stdout))["packets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["flags"].as_str().unwrap().starts_with('K'),
-                p["pts_time"].as_str().unwrap().parse().unwrap(),
-            )
-        })
-        .collect()
 }
 
 #[test]
@@ -171,8 +150,8 @@ fn a_clip_across_chunks_lasts_what_was_asked_decodes_and_matches_its_manifest() 
     assert_eq!(m["seconds"].as_f64(), Some(186.0), "{m}");
     // The clip's frames are the source's from its keyframe at 60 s (TS keeps the
     // source's times).
-    let src = video_frames(&ts);
-    let got = video_frames(&clip);
+    let src = video_packets(&ts);
+    let got = video_packets(&clip);
     let t0 = src[0].1;
     let at60 = src
         .iter()
@@ -205,7 +184,7 @@ fn a_clip_across_chunks_lasts_what_was_asked_decodes_and_matches_its_manifest() 
         "--output",
         kf.to_str().unwrap(),
     ]));
-    let frames = video_frames(&kf);
+    let frames = video_packets(&kf);
     assert_eq!(frames.len(), 1, "{frames:?}");
     assert!(frames[0].0);
     let at100 = src
@@ -336,7 +315,7 @@ fn an_fmp4_clip_across_chunks_starts_at_zero_and_decodes() {
     let (dur, first_key) = probe(&clip);
     assert!((dur - 50.0).abs() <= 1.0, "ffprobe says {dur} s, not 50");
     assert!(first_key);
-    let frames = video_frames(&clip);
+    let frames = video_packets(&clip);
     assert!(
         frames[0].1.abs() < 0.2,
         "the clip starts at {} s",
@@ -350,7 +329,7 @@ fn an_fmp4_clip_across_chunks_starts_at_zero_and_decodes() {
     let tail = d.path().join("tail.mp4");
     let m = export(&img, "/cam", "-15s", "+10h", &tail);
     assert_eq!(m["to_is_end"], true, "{m}");
-    assert_eq!(video_frames(&tail).len(), 16 * 25);
+    assert_eq!(video_packets(&tail).len(), 16 * 25);
     assert!(decode_errors(&tail).is_empty());
     // A keyframe of an MP4: its fragment after the init segment, one picture first.
     let kf = d.path().join("kf.mp4");
@@ -363,7 +342,7 @@ fn an_fmp4_clip_across_chunks_starts_at_zero_and_decodes() {
         "--output",
         kf.to_str().unwrap(),
     ]));
-    let frames = video_frames(&kf);
+    let frames = video_packets(&kf);
     assert!(frames[0].0 && !frames.is_empty(), "{frames:?}");
     assert!(decode_errors(&kf).is_empty());
     assert_clean(&img);

@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::{av_recording, decode_errors, dvrfs, fails, ffmpeg_here, json, mkfs, ok, tempdir};
+use common::{
+    av_recording, decode_errors, dvrfs, fails, ffmpeg_here, json, mkfs, ok, tempdir, video_packets,
+};
 use std::path::Path;
 use std::process::Command;
 
@@ -26,27 +28,6 @@ fn trick(img: &Path, speed: &str, out: &Path) -> serde_json::Value {
         out.to_str().unwrap(),
         "--json",
     ])))
-}
-
-/// ffprobe's video packets of `path`: (keyframe, PTS s).
-fn packets(path: &Path) -> Vec<(bool, f64)> {
-    let o = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
-        .args(["-show_entries", "packet=pts_time,flags", "-of", "json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    json(&String::from_utf8_lossy(&o.stdout))["packets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| {
-            (
-                p["flags"].as_str().unwrap().starts_with('K'),
-                p["pts_time"].as_str().unwrap().parse().unwrap(),
-            )
-        })
-        .collect()
 }
 
 /// The decoded pictures' MD5s, in order.
@@ -102,7 +83,7 @@ fn fast_forward_and_rewind_show_keyframes_only_on_time() {
     assert_eq!(r["late_reads"], 0, "{r}");
     let bytes_read = r["bytes_read"].as_u64().unwrap();
     assert!(bytes_read * 10 <= size, "read {bytes_read} of {size} bytes");
-    let p = packets(&ff);
+    let p = video_packets(&ff);
     assert_eq!(p.len(), 40);
     assert!(p.iter().all(|x| x.0), "only keyframes");
     let (first, last) = (p[0].1, p[39].1);
@@ -127,7 +108,7 @@ fn fast_forward_and_rewind_show_keyframes_only_on_time() {
     let fast = d.path().join("fast.ts");
     let r = trick(&img, "32", &fast);
     assert_eq!(r["keyframes_shown"], 20, "{r}");
-    let p = packets(&fast);
+    let p = video_packets(&fast);
     assert!(
         p.windows(2).all(|w| w[1].1 - w[0].1 >= 0.125 - 1e-3),
         "{p:?}"

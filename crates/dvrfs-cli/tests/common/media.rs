@@ -89,3 +89,25 @@ pub fn decode_errors(path: &Path) -> String {
         .unwrap();
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// ffprobe's packets of the first video track of `path`, in file order: (keyframe,
+/// PTS in seconds).
+pub fn video_packets(path: &Path) -> Vec<(bool, f64)> {
+    let o = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
+        .args(["-show_entries", "packet=pts_time,flags", "-of", "json"])
+        .arg(path)
+        .output()
+        .unwrap();
+    super::json(&String::from_utf8_lossy(&o.stdout))["packets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["flags"].as_str().unwrap().starts_with('K'),
+                p["pts_time"].as_str().unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
