@@ -10,7 +10,7 @@ mod common;
 
 use common::{
     assert_clean, av_recording, decode_errors, dvrfs, fails, ffmpeg_here, json, mkfs, ok, probe,
-    tempdir, video_packets,
+    tempdir, video_packets, AT_4_MBITS,
 };
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -75,21 +75,7 @@ fn a_clip_across_chunks_lasts_what_was_asked_decodes_and_matches_its_manifest() 
     }
     let d = tempdir();
     // Ten minutes at 4 Mbit/s, a keyframe every 2 s, in one-minute chunks.
-    let ts = av_recording(
-        d.path(),
-        "cam.ts",
-        600,
-        &[
-            "-preset",
-            "ultrafast",
-            "-b:v",
-            "4M",
-            "-maxrate",
-            "4M",
-            "-bufsize",
-            "2M",
-        ],
-    );
+    let ts = av_recording(d.path(), "cam.ts", 600, AT_4_MBITS);
     let img = d.path().join("v.img");
     mkfs(&img, "2G", &[]);
     let r = record(&img, "/cam", &ts, "1m");

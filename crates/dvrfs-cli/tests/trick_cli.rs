@@ -10,6 +10,7 @@ mod common;
 
 use common::{
     av_recording, decode_errors, dvrfs, fails, ffmpeg_here, json, mkfs, ok, tempdir, video_packets,
+    AT_4_MBITS,
 };
 use std::path::Path;
 use std::process::Command;
@@ -52,21 +53,7 @@ fn fast_forward_and_rewind_show_keyframes_only_on_time() {
     }
     let d = tempdir();
     // 80 s at 4 Mbit/s, a keyframe every 2 s: 40 keyframes.
-    let ts = av_recording(
-        d.path(),
-        "cam.ts",
-        80,
-        &[
-            "-preset",
-            "ultrafast",
-            "-b:v",
-            "4M",
-            "-maxrate",
-            "4M",
-            "-bufsize",
-            "2M",
-        ],
-    );
+    let ts = av_recording(d.path(), "cam.ts", 80, AT_4_MBITS);
     let img = d.path().join("v.img");
     mkfs(&img, "1G", &[]);
     ok(dvrfs([

@@ -90,6 +90,18 @@ pub fn decode_errors(path: &Path) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `av_recording` options for 4 Mbit/s video, encoded fast (the fixture rate).
+pub const AT_4_MBITS: &[&str] = &[
+    "-preset",
+    "ultrafast",
+    "-b:v",
+    "4M",
+    "-maxrate",
+    "4M",
+    "-bufsize",
+    "2M",
+];
+
 /// ffprobe's packets of the first video track of `path`, in file order: (keyframe,
 /// PTS in seconds).
 pub fn video_packets(path: &Path) -> Vec<(bool, f64)> {

@@ -5,7 +5,9 @@ mod media;
 mod mount;
 mod users;
 #[allow(unused_imports)]
-pub use media::{av_recording, decode_errors, ffmpeg_here, key_positions, probe, video_packets};
+pub use media::{
+    av_recording, decode_errors, ffmpeg_here, key_positions, probe, video_packets, AT_4_MBITS,
+};
 #[allow(unused_imports)]
 pub use mount::{field, getfattr, setfattr, Mount};
 #[allow(unused_imports)]
