@@ -622,6 +622,12 @@ fn admission_name(rt: &Handle) -> CliResult<String> {
 }
 
 pub fn play(a: &PlayArgs) -> CliResult<u8> {
+    // The flag checked before anything is opened: the range any file takes.
+    if a.speed < 0 {
+        crate::args::trick_speed(a.speed)?;
+    } else {
+        crate::args::check_range("--speed", a.speed, 1..=MAX_PLAY_SPEED)?;
+    }
     let Setup { rt, mut spec } = open(&a.target, Access::Read, &a.stream, StreamDir::Read)?;
     let ino = rt.resolve(&a.path)?;
     let st = rt.stat(ino)?;
