@@ -315,4 +315,16 @@ mod tests {
         assert_eq!(out.len(), clip.len());
         assert!(r.gave_up().is_some());
     }
+
+    proptest::proptest! {
+        /// Any bytes, split anywhere: no panic, the same output for any split, never
+        /// longer than the input (boxes are only dropped or rewritten in place).
+        #[test]
+        fn any_bytes_any_split(data in proptest::collection::vec(proptest::num::u8::ANY, 0..3000), piece in 1usize..400) {
+            let (whole, _) = run(&data, data.len().max(1));
+            let (split, _) = run(&data, piece);
+            proptest::prop_assert!(whole == split);
+            proptest::prop_assert!(whole.len() <= data.len());
+        }
+    }
 }

@@ -271,4 +271,29 @@ mod tests {
         assert!(TrickTs::new(&[]).is_err());
         assert!(TrickTs::new(&[0x47; 188]).is_err());
     }
+
+    proptest::proptest! {
+        /// Any head and any keyframe bytes: no panic; what goes out is whole packets.
+        #[test]
+        fn any_bytes_make_whole_packets_or_a_refusal(
+            head in proptest::collection::vec(proptest::num::u8::ANY, 0..800),
+            body in proptest::collection::vec(proptest::num::u8::ANY, 0..2000),
+            pts in 0i64..(1 << 34),
+        ) {
+            // Often a real head, so that the keyframe path runs too.
+            let real = {
+                let ts = stream(1, 1);
+                let mut ix = Indexer::new();
+                ix.feed(&ts);
+                ix.chunk_head().expect("tables")
+            };
+            for h in [&head, &real] {
+                if let Ok(mut t) = TrickTs::new(h) {
+                    let out = t.keyframe(&body, pts);
+                    proptest::prop_assert_eq!(out.len() % PACKET, 0);
+                    proptest::prop_assert!(out.len() >= 2 * PACKET);
+                }
+            }
+        }
+    }
 }
