@@ -185,6 +185,10 @@ pub struct RmArgs {
     /// Remove directories and everything below them
     #[arg(short = 'r', short_alias = 'R', long = "recursive")]
     pub recursive: bool,
+    /// Also remove a stream directory's integrity chain (`.chain`), the record
+    /// `dvrfs verify` checks its chunks against
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]

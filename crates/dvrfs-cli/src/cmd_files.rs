@@ -369,6 +369,12 @@ pub fn rm(a: &RmArgs) -> CliResult<u8> {
                     .hint("use `dvrfs rm -r` to remove it and everything below it"))
             }
             Kind::Dir => remove_tree(&mut fs, parent, name)?,
+            Kind::File if name == crate::chain::CHAIN_NAME.as_bytes() && !a.force => {
+                return Err(CliError::new(format!(
+                    "refusing to remove {path}: it is its stream directory's integrity chain, which `dvrfs verify` checks the chunks against and deletions are recorded in"
+                ))
+                .hint("add --force to remove it anyway"));
+            }
             kind => {
                 fs.unlink(parent, &name, now_ns())?;
                 // A chunk its stream directory's chain sealed: the removal recorded.

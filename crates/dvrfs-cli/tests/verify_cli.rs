@@ -79,6 +79,11 @@ fn verify_tells_intact_deleted_missing_and_modified_apart() {
     assert_eq!(status, 0, "{v}");
     assert_eq!(v["chunks"][0]["state"], "deleted");
     assert_eq!(v["chunks"][0]["deleted_by"], "dvrfs rm");
+    // The chain itself goes only with --force.
+    let o = dvrfs(["rm", img.to_str().unwrap(), "/cam/.chain"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
+    assert_eq!(verify(&img).1, 0, "the refused rm left the chain");
 
     // Through the mount: one byte flipped in the third chunk, the fourth removed
     // without a record, a file the chain never sealed; verify through the daemon.
