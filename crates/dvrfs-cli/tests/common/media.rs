@@ -16,19 +16,35 @@ pub fn ffmpeg_here() -> bool {
     here
 }
 
-/// ffprobe's keyframe packet positions (`pos`) in the first video track of `path`.
-pub fn key_positions(path: &Path) -> Vec<u64> {
+/// ffprobe's packets of the first video track of `path`, in file order, with the
+/// fields `entries` names (`flags` always comes too).
+fn packets(path: &Path, entries: &str) -> Vec<serde_json::Value> {
     let o = Command::new("ffprobe")
         .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
-        .args(["-show_entries", "packet=pos,flags", "-of", "json"])
+        .args([
+            "-show_entries",
+            &format!("packet={entries},flags"),
+            "-of",
+            "json",
+        ])
         .arg(path)
         .output()
         .unwrap();
     super::json(&String::from_utf8_lossy(&o.stdout))["packets"]
         .as_array()
         .unwrap()
+        .clone()
+}
+
+fn is_key(p: &serde_json::Value) -> bool {
+    p["flags"].as_str().unwrap().starts_with('K')
+}
+
+/// ffprobe's keyframe packet positions (`pos`) in the first video track of `path`.
+pub fn key_positions(path: &Path) -> Vec<u64> {
+    packets(path, "pos")
         .iter()
-        .filter(|p| p["flags"].as_str().unwrap().starts_with('K'))
+        .filter(|p| is_key(p))
         .map(|p| p["pos"].as_str().unwrap().parse().unwrap())
         .collect()
 }
@@ -105,21 +121,8 @@ pub const AT_4_MBITS: &[&str] = &[
 /// ffprobe's packets of the first video track of `path`, in file order: (keyframe,
 /// PTS in seconds).
 pub fn video_packets(path: &Path) -> Vec<(bool, f64)> {
-    let o = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_packets"])
-        .args(["-show_entries", "packet=pts_time,flags", "-of", "json"])
-        .arg(path)
-        .output()
-        .unwrap();
-    super::json(&String::from_utf8_lossy(&o.stdout))["packets"]
-        .as_array()
-        .unwrap()
+    packets(path, "pts_time")
         .iter()
-        .map(|p| {
-            (
-                p["flags"].as_str().unwrap().starts_with('K'),
-                p["pts_time"].as_str().unwrap().parse().unwrap(),
-            )
-        })
+        .map(|p| (is_key(p), p["pts_time"].as_str().unwrap().parse().unwrap()))
         .collect()
 }
