@@ -159,7 +159,9 @@ pub fn trick_play(
             if let Some(wait) = due(s).checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
+            // Out now, not when a buffer fills: a player shows it when it comes.
             sink.write_all(&out)
+                .and_then(|()| sink.flush())
                 .map_err(|e| CliError::new(format!("error writing the output: {e}")))?;
             crate::interrupt::check("play")?;
         }

@@ -24,7 +24,9 @@
 //! - a file truncated to 0 and written again starts over.
 //!
 //! `dvrfs reindex` builds a flagged file's index again. A plain MP4 (its sample
-//! tables at the end) is only indexed by `reindex`: the engine sees no close.
+//! tables at the end) is only indexed by `reindex`: the engine sees a file end only
+//! when a recording stream rolls on from it or closes (`index_file_ended`: its last
+//! frame ends there), not when other writers close it.
 //! Simulated writes carry no bytes and are not indexed.
 
 use super::Engine;
