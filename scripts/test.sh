@@ -17,6 +17,7 @@ command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)   # the mount's tests
 command -v setfattr >/dev/null 2>&1 || missing+=(attr)
 command -v ffmpeg >/dev/null 2>&1 || missing+=(ffmpeg)
 [ -e /usr/share/zoneinfo/Europe/Berlin ] || missing+=(tzdata)  # local times and DST (--tz)
+ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || missing+=(faketime)  # a host clock step under a recording
 # The emulated disk's tests: fio checks it, kernel file systems run on it.
 command -v fio >/dev/null 2>&1 || missing+=(fio)
 command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)

@@ -427,10 +427,14 @@ fn spans_and_gaps(rec: &Recording) -> (Vec<Span>, Vec<Gap>, Vec<usize>) {
                         .unwrap_or("")
                         .to_string()
                 };
+                let cause = match jump_cause(chunk.keyframes[0].flags) {
+                    Some(why) => format!("{why} at the start of {}", chunk.path),
+                    None => format!("no recording between {} and {}", name(p), name(c)),
+                };
                 gaps.push(Gap {
                     from: span.to,
                     to: first,
-                    cause: format!("no recording between {} and {}", name(p), name(c)),
+                    cause,
                 });
                 spans.push(cur.take().expect("a span"));
             }
@@ -447,13 +451,7 @@ fn spans_and_gaps(rec: &Recording) -> (Vec<Span>, Vec<Gap>, Vec<usize>) {
         for w in chunk.keyframes.windows(2) {
             let (a, b) = (&w[0], &w[1]);
             if b.utc_ns - a.utc_ns > interval + GAP_SLACK_NS {
-                let cause = if b.flags & FLAG_CLOCK_STEP != 0 {
-                    "the host clock stepped (re-anchored)".to_string()
-                } else if b.flags & FLAG_DISCONTINUITY != 0 {
-                    "the stream's time jumped".to_string()
-                } else {
-                    "no frames".to_string()
-                };
+                let cause = jump_cause(b.flags).unwrap_or("no frames");
                 let span = cur.as_mut().expect("a span");
                 span.keyframes += 1;
                 span.to = a.utc_ns.saturating_add(interval);
@@ -483,6 +481,17 @@ fn spans_and_gaps(rec: &Recording) -> (Vec<Span>, Vec<Gap>, Vec<usize>) {
     }
     spans.extend(cur);
     (spans, gaps, unindexed)
+}
+
+/// Why a keyframe's time jumped, by its index flags (`None`: nothing says).
+fn jump_cause(flags: u32) -> Option<&'static str> {
+    if flags & FLAG_CLOCK_STEP != 0 {
+        Some("the clock was re-anchored (the host clock stepped or the source drifted: `dvrfs events` says which)")
+    } else if flags & FLAG_DISCONTINUITY != 0 {
+        Some("the stream's time jumped")
+    } else {
+        None
+    }
 }
 
 fn seconds(ns: i64) -> String {
@@ -623,6 +632,8 @@ mod tests {
                 chunk("b.ts", &[(6, 0), (8, 0)]),
                 // Ten seconds with nothing, then a clock step inside a chunk.
                 chunk("c.ts", &[(20, 0), (22, 0), (60, FLAG_CLOCK_STEP), (62, 0)]),
+                // A step seen as a chunk began.
+                chunk("e.ts", &[(100, FLAG_CLOCK_STEP), (102, 0)]),
                 Chunk {
                     keyframes: vec![],
                     ..chunk("d.bin", &[])
@@ -636,21 +647,32 @@ mod tests {
                 .iter()
                 .map(|x| (x.from / s, x.to / s, x.chunks, x.keyframes))
                 .collect::<Vec<_>>(),
-            vec![(0, 10, 2, 5), (20, 24, 1, 2), (60, 64, 1, 2)]
+            vec![
+                (0, 10, 2, 5),
+                (20, 24, 1, 2),
+                (60, 64, 1, 2),
+                (100, 104, 1, 2)
+            ]
         );
         assert_eq!(
             gaps.iter()
                 .map(|g| (g.from / s, g.to / s))
                 .collect::<Vec<_>>(),
-            vec![(10, 20), (24, 60)]
+            vec![(10, 20), (24, 60), (64, 100)]
         );
         assert!(
             gaps[0].cause.contains("no recording between b.ts and c.ts"),
             "{}",
             gaps[0].cause
         );
-        assert!(gaps[1].cause.contains("clock stepped"), "{}", gaps[1].cause);
-        assert_eq!(unindexed, vec![3]);
+        assert!(gaps[1].cause.contains("re-anchored"), "{}", gaps[1].cause);
+        assert!(
+            gaps[2].cause.contains("re-anchored")
+                && gaps[2].cause.contains("at the start of cam/e.ts"),
+            "{}",
+            gaps[2].cause
+        );
+        assert_eq!(unindexed, vec![4]);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! daemon answers over its socket with its copy in memory.
 
 use clap::Args;
-use dvrfs_core::format::events::{EventRecord, What};
+use dvrfs_core::format::events::{ClockChange, EventRecord, What};
 use dvrfs_core::volume::LostTail;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -187,6 +187,25 @@ pub fn event_line(e: &EventRecord) -> String {
             if *up { "above" } else { "back below" },
             *used_bytes as f64 * 100.0 / (*data_bytes).max(1) as f64
         ),
+        What::ClockStep {
+            ino,
+            change,
+            step_ns,
+            offset,
+        } => format!(
+            "ino={ino} {} {:.3}s at byte {offset}: {}",
+            change.name(),
+            *step_ns as f64 / 1e9,
+            match change {
+                ClockChange::HostForward => "the host clock stepped forward; the recording's time jumps with it",
+                ClockChange::HostBack =>
+                    "the host clock stepped back; not applied, the recording's time goes on by its media time",
+                ClockChange::SourceBehind =>
+                    "the source's media time fell behind real time; its time re-anchored forward",
+                ClockChange::SourceAhead =>
+                    "the source's media time ran ahead of real time; its time re-anchored (held until real time catches up)",
+            }
+        ),
     };
     format!(
         "{} {} mono={:.3}s {kind} {} {detail}",
@@ -272,6 +291,14 @@ pub fn event_json(e: &EventRecord) -> Value {
             data_bytes,
         } => {
             json!({ "up": up, "level_pct": level_pct, "used_bytes": used_bytes, "data_bytes": data_bytes })
+        }
+        What::ClockStep {
+            ino,
+            change,
+            step_ns,
+            offset,
+        } => {
+            json!({ "ino": ino, "change": change.name(), "applied": change.applied(), "step_ns": step_ns, "offset": offset })
         }
     };
     if let (Some(o), Value::Object(f)) = (o.as_object_mut(), fields) {

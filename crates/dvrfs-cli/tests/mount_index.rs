@@ -1,7 +1,9 @@
 //! The frame index through the mount (issue 25): ffmpeg's segment muxer writes
 //! 10-second MPEG-TS segments into a stream directory on a mounted volume, each is
 //! indexed as it is written, and its index, read through the `user.dvrfs.keyframes`
-//! extended attribute, has exactly ffprobe's keyframes. Needs root, /dev/fuse and
+//! extended attribute, has exactly ffprobe's keyframes; a plain MP4 copied in, or
+//! written by ffmpeg straight into the mount, is indexed from its sample tables at
+//! its last close. Needs root, /dev/fuse and
 //! ffmpeg (SKIP with the reason where missing).
 
 mod common;
@@ -22,6 +24,32 @@ fn keyframes_attr(path: &Path) -> Result<String, String> {
         true => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
         false => Err(String::from_utf8_lossy(&o.stderr).into_owned()),
     }
+}
+
+/// The keyframe offsets in `path`'s `user.dvrfs.keyframes`, once it has a complete
+/// index: the mount learns of a file's last close when the kernel releases it,
+/// after close(2) returns, so the attribute is polled until it shows one.
+fn indexed_offsets(path: &Path) -> Vec<u64> {
+    let mut polls = 0;
+    let text = loop {
+        let t = keyframes_attr(path).unwrap_or_default();
+        if t.starts_with("keyframes=") {
+            break t;
+        }
+        polls += 1;
+        assert!(polls < 10_000, "{} never indexed: {t}", path.display());
+        std::thread::yield_now();
+    };
+    let offsets: Vec<u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        text.starts_with(&format!("keyframes={} complete=yes", offsets.len())),
+        "{text}"
+    );
+    offsets
 }
 
 #[test]
@@ -98,6 +126,36 @@ fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
             "{n}: the index was written through the attribute"
         );
     }
+    // A plain MP4 (its sample tables last) copied in is indexed whole at its last
+    // close.
+    let mp4 = dir.path().join("plain.mp4");
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i"])
+        .arg("testsrc2=size=320x240:rate=25:duration=12")
+        .args(["-c:v", "libx264", "-g", "50"])
+        .arg(&mp4)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    std::fs::copy(&mp4, cam.join("plain.mp4")).unwrap();
+    let want = key_positions(&mp4);
+    assert_eq!(want.len(), 6, "12 s, a keyframe every 2 s");
+    assert_eq!(indexed_offsets(&cam.join("plain.mp4")), want);
+    // ffmpeg writing one straight into the mount: it leaves the `mdat` open and
+    // sets its size before it writes the `moov`.
+    let direct = cam.join("direct.mp4");
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i"])
+        .arg("testsrc2=size=320x240:rate=25:duration=12")
+        .args(["-c:v", "libx264", "-g", "50"])
+        .arg(&direct)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = key_positions(&direct);
+    assert_eq!(want.len(), 6);
+    assert_eq!(indexed_offsets(&direct), want);
+
     // A file that is not media has no index to show.
     std::fs::write(cam.join("notes.txt"), b"not a video\n".repeat(1000)).unwrap();
     let e = keyframes_attr(&cam.join("notes.txt")).unwrap_err();

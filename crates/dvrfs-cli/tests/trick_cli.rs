@@ -2,18 +2,20 @@
 //! play shows keyframes only, the right number, over the source's duration / N to
 //! within 5% by ffprobe, decoding without a word from `ffmpeg -v error`, having read
 //! at most 10% of the recording's bytes; `--speed -8` shows the same pictures in
-//! the reverse order; at 32x at most 8 keyframes a second. Each run takes the
-//! output's duration in real time (the keyframes are shown on time). Prints SKIP
-//! where ffmpeg is missing.
+//! the reverse order; at 32x at most 8 keyframes a second; four live recordings
+//! and two trick-play readers, each its own process, on a volume mounted over the
+//! emulated `avfs-250g` miss nothing. Each run takes the output's duration in real
+//! time (the keyframes are shown on time). Prints SKIP where ffmpeg or FUSE is
+//! missing.
 
 mod common;
 
 use common::{
-    av_recording, decode_errors, dvrfs, fails, ffmpeg_here, json, mkfs, ok, tempdir, video_packets,
-    AT_4_MBITS,
+    av_recording, decode_errors, dvrfs, fails, ffmpeg_here, fuse_missing, json, mkfs, ok, tempdir,
+    video_packets, Mount, AT_4_MBITS,
 };
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 /// `play --speed speed` of `/cam.ts` into `out`: its JSON report.
 fn trick(img: &Path, speed: &str, out: &Path) -> serde_json::Value {
@@ -124,4 +126,87 @@ fn fast_forward_and_rewind_show_keyframes_only_on_time() {
         ]),
         "rewinding needs /text's frame index",
     );
+}
+
+/// `dvrfs record IMG /NAME --chunk 4s` fed in real time by ffmpeg with the first
+/// `secs` seconds of `src`: (ffmpeg, record).
+fn live_recording(img: &Path, src: &Path, name: &str, secs: u32) -> (Child, Child) {
+    let mut feed = Command::new("ffmpeg")
+        .args(["-v", "error", "-re", "-i"])
+        .arg(src)
+        .args(["-t", &secs.to_string(), "-c", "copy", "-f", "mpegts", "-"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run ffmpeg");
+    let rec = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["record", img.to_str().unwrap(), name, "--chunk", "4s"])
+        .args(["--rate", "6M", "--json"])
+        .stdin(feed.stdout.take().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dvrfs record");
+    (feed, rec)
+}
+
+#[test]
+fn four_recordings_and_two_trick_players_on_the_emulated_disk_miss_nothing() {
+    if !ffmpeg_here() {
+        return;
+    }
+    if let Some(why) = fuse_missing() {
+        println!("SKIP: {why}");
+        return;
+    }
+    let d = tempdir();
+    // 64 s at 4 Mbit/s, a keyframe every 2 s: 32 keyframes, 8 s at 8x.
+    let ts = av_recording(d.path(), "cam.ts", 64, AT_4_MBITS);
+    let img = d.path().join("v.img");
+    mkfs(&img, "2G", &[]);
+    let s = img.to_str().unwrap();
+    ok(dvrfs(["put", s, ts.to_str().unwrap(), "/cam.ts"]));
+    let m = Mount::new(d.path(), &img, &["--device-model", "avfs-250g"]);
+
+    // Four cameras for 16 s, and two viewers fast-forwarding beside them.
+    let recs: Vec<(Child, Child)> = (0..4)
+        .map(|i| live_recording(&img, &ts, &format!("/cam{i}"), 16))
+        .collect();
+    let players: Vec<(std::path::PathBuf, Child)> = (0..2)
+        .map(|i| {
+            let out = d.path().join(format!("ff{i}.ts"));
+            let c = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+                .args(["play", s, "/cam.ts", "--rate", "4M", "--speed", "8"])
+                .args(["--output", out.to_str().unwrap(), "--json"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run dvrfs play");
+            (out, c)
+        })
+        .collect();
+
+    for (out, c) in players {
+        let r = json(&ok(c.wait_with_output().unwrap()));
+        assert_eq!(r["keyframes_shown"], 32, "{r}");
+        assert_eq!(r["late_reads"], 0, "{r}");
+        let p = video_packets(&out);
+        assert_eq!(p.len(), 32);
+        assert!(p.iter().all(|x| x.0), "only keyframes");
+        let errors = decode_errors(&out);
+        assert!(errors.is_empty(), "{errors}");
+    }
+    for (i, (mut feed, rec)) in recs.into_iter().enumerate() {
+        let r = json(&ok(rec.wait_with_output().unwrap()));
+        assert!(feed.wait().unwrap().success());
+        assert_eq!(r["deadline_misses"], 0, "cam{i}: {r}");
+        assert_eq!(r["stalls"], 0, "cam{i}: {r}");
+        // Complete: one span of the 16 s, by the chunks' indexes.
+        let name = format!("/cam{i}");
+        let t = json(&ok(dvrfs(["timeline", s, &name, "--json"])));
+        assert_eq!(t["gaps"].as_array().unwrap().len(), 0, "cam{i}: {t}");
+        let secs = t["spans"][0]["seconds"].as_f64().unwrap();
+        assert!((secs - 16.0).abs() <= 2.0, "cam{i}: {t}");
+    }
+    m.unmount();
+    ok(dvrfs(["fsck", s]));
 }

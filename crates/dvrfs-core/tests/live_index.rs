@@ -12,11 +12,13 @@ use common::ffmpeg::{fixture, probe, scratch, tools};
 use common::{assert_fsck_clean, formatted, open_rw};
 use dvrfs_core::device::MemDevice;
 use dvrfs_core::disk::Admission;
+use dvrfs_core::driver::blocking::ManualClock;
 use dvrfs_core::engine::{Engine, Op, StreamDir};
 use dvrfs_core::format::frame_index::FLAG_IMPORT;
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::media::TICKS_PER_SECOND;
 use dvrfs_core::tools::reindex::{reindex, Start};
+use dvrfs_core::volume::OpenOptions;
 use dvrfs_core::{Fs, IoBuf};
 use std::path::Path;
 
@@ -26,7 +28,12 @@ const PIECE: usize = 64 << 10;
 /// A 12-second H.264 transport stream, its bytes and ffprobe's keyframes
 /// (position, PTS).
 fn recording(dir: &Path) -> (Vec<u8>, Vec<(u64, i64)>) {
-    let ts = fixture(dir, "rec.ts", 12, &["-c:v", "libx264", "-g", "25"], &[]);
+    recording_of(dir, 12)
+}
+
+/// [`recording`] of `secs` seconds.
+fn recording_of(dir: &Path, secs: u32) -> (Vec<u8>, Vec<(u64, i64)>) {
+    let ts = fixture(dir, "rec.ts", secs, &["-c:v", "libx264", "-g", "25"], &[]);
     let keys = probe(&ts)
         .into_iter()
         .filter(|p| p.1)
@@ -35,22 +42,28 @@ fn recording(dir: &Path) -> (Vec<u8>, Vec<(u64, i64)>) {
     (std::fs::read(ts).unwrap(), keys)
 }
 
-/// Writes `bytes` to a new file in pieces, piece `k` at wall time `wall(k)`.
+/// Writes `bytes` to a new file in pieces, piece `k` at wall time `wall(k)`; the
+/// volume's monotonic clock moves with the wall clock from `T0`.
 fn write_pieces(
-    fs: &mut Fs<MemDevice>,
+    (fs, clock): &mut (Fs<MemDevice>, ManualClock),
     name: &[u8],
     bytes: &[u8],
     wall: impl Fn(usize) -> i64,
 ) -> u32 {
     let f = fs.create(fs.root(), name, 0o644, 0, 0, wall(0)).unwrap();
     for (k, piece) in bytes.chunks(PIECE).enumerate() {
+        clock.set((wall(k) - T0) as u64);
         fs.write(f, (k * PIECE) as u64, piece, wall(k)).unwrap();
     }
     f
 }
 
-fn volume() -> Fs<MemDevice> {
-    open_rw(formatted(512 << 20, 1 << 20, AllocPolicy::Zrr, 5))
+/// A volume and its monotonic clock.
+fn volume() -> (Fs<MemDevice>, ManualClock) {
+    let clock = ManualClock::new();
+    let dev = formatted(512 << 20, 1 << 20, AllocPolicy::Zrr, 5);
+    let fs = Fs::open_with(dev, OpenOptions::writable(), Box::new(clock.clone()), None);
+    (fs.expect("open"), clock)
 }
 
 #[test]
@@ -60,10 +73,13 @@ fn a_recording_written_in_real_time_is_indexed_as_it_is_written() {
     }
     let d = scratch();
     let (bytes, keys) = recording(&d.0);
-    let mut fs = volume();
+    let mut v = volume();
     // Each piece written when its share of the 12 s has passed.
     let per_piece = 12_000_000_000 * PIECE as i64 / bytes.len() as i64;
-    let f = write_pieces(&mut fs, b"live.ts", &bytes, |k| T0 + k as i64 * per_piece);
+    let f = write_pieces(&mut v, b"live.ts", &bytes, |k| {
+        T0 + (k as i64 + 1) * per_piece
+    });
+    let mut fs = v.0;
     let ix = fs
         .frame_index(f)
         .unwrap()
@@ -71,13 +87,19 @@ fn a_recording_written_in_real_time_is_indexed_as_it_is_written() {
         .clone();
     let offsets: Vec<u64> = ix.entries().iter().map(|e| e.offset).collect();
     assert_eq!(offsets, keys.iter().map(|k| k.0).collect::<Vec<_>>());
-    // Live: no import flag; UTC from the first write's clock, carried by the PTS.
+    // Live: no import flag, no clock moved; UTC from the first write's clock (its
+    // freshest frame at its submission), carried by the PTS.
     let first = ix.entries()[0];
-    assert_eq!(first.flags, 0);
-    assert_eq!(first.utc_ns, T0);
+    assert!(ix.entries().iter().all(|e| e.flags == 0));
+    let frame_ns = 40_000_000;
+    assert!(
+        (first.utc_ns - T0).abs() <= 2 * frame_ns,
+        "{}",
+        first.utc_ns - T0
+    );
     for (e, (_, pts)) in ix.entries().iter().zip(&keys) {
         assert_eq!(
-            e.utc_ns - T0,
+            e.utc_ns - first.utc_ns,
             (pts - keys[0].1) * 1_000_000_000 / TICKS_PER_SECOND
         );
     }
@@ -95,9 +117,11 @@ fn a_copy_faster_than_real_time_turns_into_an_import_and_a_rewrite_flags_the_ind
         return;
     }
     let d = scratch();
-    let (bytes, keys) = recording(&d.0);
-    let mut fs = volume();
-    let f = write_pieces(&mut fs, b"copy.ts", &bytes, |_| T0);
+    // 20 s written at once: past the first write, more than 10 s of media.
+    let (bytes, keys) = recording_of(&d.0, 20);
+    let mut v = volume();
+    let f = write_pieces(&mut v, b"copy.ts", &bytes, |_| T0);
+    let mut fs = v.0;
     let ix = fs.frame_index(f).unwrap().unwrap().clone();
     assert_eq!(ix.len(), keys.len());
     // Media time more than 10 s ahead of the clock: an import from then on.
@@ -130,9 +154,10 @@ fn after_a_crash_the_index_covers_the_committed_data_and_later_appends_flag_it()
     }
     let d = scratch();
     let (bytes, keys) = recording(&d.0);
-    let mut fs = volume();
+    let mut v = volume();
     let half = bytes.len() / 2 / PIECE * PIECE;
-    let f = write_pieces(&mut fs, b"rec.ts", &bytes[..half], |_| T0);
+    let f = write_pieces(&mut v, b"rec.ts", &bytes[..half], |_| T0);
+    let mut fs = v.0;
     fs.sync().unwrap();
     for (k, piece) in bytes[half..].chunks(PIECE).enumerate() {
         fs.write(f, (half + k * PIECE) as u64, piece, T0).unwrap();
@@ -161,8 +186,9 @@ fn after_a_crash_the_index_covers_the_committed_data_and_later_appends_flag_it()
 
 #[test]
 fn a_file_that_is_not_media_is_dropped_from_indexing_at_once() {
-    let mut fs = volume();
-    let f = write_pieces(&mut fs, b"notes.bin", &common::pattern(3, 1 << 20), |_| T0);
+    let mut v = volume();
+    let f = write_pieces(&mut v, b"notes.bin", &common::pattern(3, 1 << 20), |_| T0);
+    let fs = v.0;
     assert_eq!(fs.engine().live_indexes(), 0);
     assert_eq!(fs.frame_info(f).unwrap().keyframes, 0);
     assert!(fs.frame_info(f).unwrap().complete);

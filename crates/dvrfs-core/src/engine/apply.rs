@@ -54,7 +54,14 @@ impl Engine {
         let st = self.ops.get_mut(&id).expect("op exists");
         let op = std::mem::replace(&mut st.body, Body::Other(Op::Fsync));
         let Body::Other(op) = op else { unreachable!() };
+        let closed = match op {
+            Op::CloseFile { ino } => Some(ino),
+            _ => None,
+        };
         let result = apply_namespace(&mut self.vol, op, now.wall_ns);
+        if let (Some(ino), Ok(_)) = (closed, &result) {
+            self.index_closed(ino);
+        }
         if let Some(v) = victim {
             self.last_sectors.forget(v);
             if !self.vol.inode_exists(v) {
@@ -121,12 +128,12 @@ impl Engine {
                 (None, None) => match self.vol.apply_write(&plan, &access_crcs(&mut st.body)) {
                     Ok(()) => {
                         let st = self.ops.get_mut(&front).expect("op exists");
-                        let wall = st.submit.wall_ns;
+                        let submit = st.submit;
                         match std::mem::replace(&mut st.body, Body::Other(Op::Fsync)) {
                             Body::Write { data, offset, .. } => {
                                 // Its bytes are the file's now: the frame index follows.
                                 let (size, bytes) = (plan.size_before, data.bytes());
-                                self.index_applied(ino, offset, size, bytes, wall);
+                                self.index_applied(ino, offset, size, bytes, submit);
                                 Ok(Output::Write { data })
                             }
                             _ => Ok(Output::Done),

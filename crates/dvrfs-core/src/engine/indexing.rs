@@ -9,7 +9,9 @@
 //! applied (a recording's requests are held by the mixer and may complete out of
 //! order; the volume applies them in order), so the parser sees exactly the file,
 //! and a keyframe is never stored before its bytes. The UTC of the bytes is the wall
-//! clock when their write was submitted (`KeyframeBuilder::live`).
+//! clock when their write was submitted, carried by the media time and checked
+//! against the monotonic clock (`KeyframeBuilder::live`); a move of the clocks is
+//! logged as a `clock_step` event.
 //!
 //! A file that is not media stays followed (cheaply: its length and generation), so
 //! that an index its writer stores itself (`Op::AppendFrames`) is not taken for one
@@ -17,19 +19,22 @@
 //! then says:
 //! - a write that is not the next append (a rewrite, a hole): the parser's view is
 //!   no longer the file's, so the file is flagged incomplete (the volume has already
-//!   cut the keyframes a rewrite changed);
+//!   cut the keyframes a rewrite changed); except an MP4 muxer setting the size of
+//!   the `mdat` it left open (ffmpeg writing a plain MP4: its `moov` follows);
 //! - an append to an indexed file the engine is not following (written before this
 //!   open, a crash's replay): flagged incomplete, the keyframes stored stay;
 //! - a keyframe the index refuses, or no room: flagged incomplete;
 //! - a file truncated to 0 and written again starts over.
 //!
-//! `dvrfs reindex` builds a flagged file's index again. A plain MP4 (its sample
-//! tables at the end) is only indexed by `reindex`: the engine sees a file end only
-//! when a recording stream rolls on from it or closes (`index_file_ended`: its last
-//! frame ends there), not when other writers close it.
+//! `dvrfs reindex` builds a flagged file's index again. The engine sees a file end
+//! (`index_file_ended`: its last frame ends there; a plain MP4's sample tables, at
+//! its end, give all its keyframes) when a recording stream rolls on from it or
+//! closes, and, for a plain MP4 whose tables it has seen, at the file's last close
+//! (`Op::CloseFile`: the mount's release, the APIs' close).
 //! Simulated writes carry no bytes and are not indexed.
 
-use super::Engine;
+use super::{Engine, Now};
+use crate::format::events::What;
 use crate::media::{Container, KeyframeBuilder};
 use crate::meta::Ino;
 use std::collections::HashMap;
@@ -61,14 +66,15 @@ pub(super) type LiveIndexes = HashMap<Ino, LiveIndex>;
 
 impl Engine {
     /// A write of `data` at `offset` to `ino`, which had `size_before` bytes, was
-    /// applied at `wall_ns` (its submission): feed it and store what it completes.
+    /// applied; `submit` is when it was submitted: feed it and store what it
+    /// completes.
     pub(super) fn index_applied(
         &mut self,
         ino: Ino,
         offset: u64,
         size_before: u64,
         data: Option<&[u8]>,
-        wall_ns: i64,
+        submit: Now,
     ) {
         let Some(data) = data else {
             return; // the simulator's writes carry no bytes
@@ -105,6 +111,16 @@ impl Engine {
                 },
             );
         } else if !followed {
+            // A rewrite of bytes already fed that the parser can take (an MP4
+            // muxer setting its `mdat`'s size at the end): still followed.
+            let patched = self.live_indexes.get_mut(&ino).is_some_and(|l| {
+                l.generation == generation
+                    && offset + data.len() as u64 <= l.fed
+                    && l.builder.as_mut().is_some_and(|b| b.patch(offset, data))
+            });
+            if patched {
+                return;
+            }
             self.live_indexes.remove(&ino);
             self.index_unfollowed(ino);
             return;
@@ -114,10 +130,20 @@ impl Engine {
         let Some(builder) = live.builder.as_mut() else {
             return;
         };
-        let entries = builder.feed_at(data, wall_ns);
+        let entries = builder.feed_at(data, submit.mono_ns, submit.wall_ns);
+        let notes = builder.take_clock_notes();
         if builder.indexer().container() == Container::Other {
             live.builder = None; // its parser's memory goes
             return;
+        }
+        for n in notes {
+            let what = What::ClockStep {
+                ino,
+                change: n.change,
+                step_ns: n.step_ns,
+                offset: n.offset,
+            };
+            self.vol.push_event(submit.mono_ns, submit.wall_ns, what);
         }
         if entries.is_empty() {
             return;
@@ -223,6 +249,22 @@ impl Engine {
             l.seed = Some(Box::new(builder.continuing()));
         } else {
             self.live_indexes.remove(&ino);
+        }
+    }
+
+    /// File `ino` was closed (`Op::CloseFile`). At its last close, with nothing in
+    /// flight, a plain MP4 whose sample tables have been seen is ended, which
+    /// indexes it whole (its `moov` comes last). Other files stay followed: a writer
+    /// may open the file again to append, and a transport stream's parser needs no
+    /// end (only its last frame waits for one).
+    pub(super) fn index_closed(&mut self, ino: Ino) {
+        let plain = self
+            .live_indexes
+            .get(&ino)
+            .and_then(|l| l.builder.as_ref())
+            .is_some_and(|b| b.indexer().has_plain_tables());
+        if plain && self.vol.open_count(ino) == 0 && self.file_idle(ino) {
+            self.index_file_ended(ino);
         }
     }
 

@@ -208,6 +208,55 @@ pub enum RefuseCause {
     Other,
 }
 
+/// What moved a live recording's UTC against its media time (`What::ClockStep`;
+/// `media::keyframes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClockChange {
+    /// The host's wall clock stepped forward: applied (the recording's UTC jumps).
+    HostForward,
+    /// The host's wall clock stepped back: not applied (UTC never goes back; the
+    /// recording's UTC goes on by its media time).
+    HostBack,
+    /// The source's media time fell behind the monotonic clock: re-anchored
+    /// forward.
+    SourceBehind,
+    /// The source's media time ran ahead of the monotonic clock (a fast clock, not
+    /// an import): re-anchored, its UTC held until real time catches up.
+    SourceAhead,
+}
+
+impl ClockChange {
+    fn code(self) -> u16 {
+        match self {
+            ClockChange::HostForward => 1,
+            ClockChange::HostBack => 2,
+            ClockChange::SourceBehind => 3,
+            ClockChange::SourceAhead => 4,
+        }
+    }
+    fn from_code(c: u16) -> Option<ClockChange> {
+        match c {
+            1 => Some(ClockChange::HostForward),
+            2 => Some(ClockChange::HostBack),
+            3 => Some(ClockChange::SourceBehind),
+            4 => Some(ClockChange::SourceAhead),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ClockChange::HostForward => "host_forward",
+            ClockChange::HostBack => "host_back",
+            ClockChange::SourceBehind => "source_behind",
+            ClockChange::SourceAhead => "source_ahead",
+        }
+    }
+    /// Whether the recording's UTC anchor moved (the keyframe index flags it).
+    pub fn applied(self) -> bool {
+        self != ClockChange::HostBack
+    }
+}
+
 impl RefuseCause {
     fn code(self) -> u16 {
         match self {
@@ -297,6 +346,14 @@ pub enum What {
         used_bytes: u64,
         data_bytes: u64,
     },
+    /// A live recording's clock moved against its media time by `step_ns` (the
+    /// magnitude), seen at byte `offset` of the file (`media::keyframes`).
+    ClockStep {
+        ino: u32,
+        change: ClockChange,
+        step_ns: u64,
+        offset: u64,
+    },
 }
 
 /// One event as stored.
@@ -326,6 +383,7 @@ impl What {
             What::WriteNoSpace { .. } => (7, "write_no_space"),
             What::Space { up: true, .. } => (8, "space_low"),
             What::Space { up: false, .. } => (9, "space_ok"),
+            What::ClockStep { .. } => (10, "clock_step"),
         }
     }
 
@@ -337,7 +395,8 @@ impl What {
             | What::StreamRefused { ino, .. }
             | What::StreamEnded { ino, .. }
             | What::StreamFailed { ino, .. }
-            | What::WriteNoSpace { ino, .. } => Some(ino),
+            | What::WriteNoSpace { ino, .. }
+            | What::ClockStep { ino, .. } => Some(ino),
             What::Recovery { .. } | What::Space { .. } => None,
         }
     }
@@ -411,6 +470,12 @@ impl What {
                 data_bytes,
                 ..
             } => (level_pct, 0, [used_bytes, data_bytes, 0, 0, 0]),
+            What::ClockStep {
+                ino,
+                change,
+                step_ns,
+                offset,
+            } => (change.code(), ino, [step_ns, offset, 0, 0, 0]),
         }
     }
 
@@ -469,6 +534,12 @@ impl What {
                 level_pct: code,
                 used_bytes: v[0],
                 data_bytes: v[1],
+            },
+            10 => What::ClockStep {
+                ino,
+                change: ClockChange::from_code(code)?,
+                step_ns: v[0],
+                offset: v[1],
             },
             _ => return None,
         })
@@ -602,6 +673,18 @@ mod tests {
                 level_pct: 90,
                 used_bytes: 80,
                 data_bytes: 100,
+            },
+            What::ClockStep {
+                ino: 9,
+                change: ClockChange::HostForward,
+                step_ns: 3_600_000_000_000,
+                offset: 1 << 20,
+            },
+            What::ClockStep {
+                ino: 9,
+                change: ClockChange::SourceAhead,
+                step_ns: 1_200_000_000,
+                offset: 0,
             },
         ]
     }

@@ -130,6 +130,19 @@ impl Indexer {
     }
 
     /// The video codec, once the program map named it.
+    /// Bytes at `offset`, already fed, were written again: whether the parser can go
+    /// on (an MP4 muxer setting the size of the `mdat` it left open; see
+    /// `Mp4Parser::patch`). Otherwise its view is no longer the file's.
+    pub fn patch(&mut self, offset: u64, bytes: &[u8]) -> bool {
+        self.container == Container::Mp4 && self.mp4.patch(offset, bytes)
+    }
+
+    /// A plain MP4 whose sample tables have been seen: it can be indexed whole by
+    /// [`Indexer::finish`] (the engine does at its writer's last close).
+    pub fn has_plain_tables(&self) -> bool {
+        self.container == Container::Mp4 && self.mp4.has_plain_tables()
+    }
+
     pub fn codec(&self) -> Option<Codec> {
         self.ts.codec()
     }

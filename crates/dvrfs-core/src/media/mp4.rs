@@ -69,6 +69,9 @@ pub struct Mp4Parser {
     init: Vec<u8>,
     /// A plain MP4's `moov` (no `mvex`): its sample tables make the frames at the end.
     plain: Option<Vec<u8>>,
+    /// Where the box being skipped to the end of the file (size 0) starts: a
+    /// muxer writing a plain MP4 sets its `mdat`'s size last ([`Mp4Parser::patch`]).
+    open_box: Option<u64>,
     /// Frames described by a `moof` whose bytes have not all gone by yet.
     waiting: std::collections::VecDeque<Frame>,
     out: Vec<Frame>,
@@ -133,6 +136,7 @@ impl Mp4Parser {
             ftyp: Vec::new(),
             init: Vec::new(),
             plain: None,
+            open_box: None,
             waiting: Default::default(),
             out: Vec::new(),
             next_number: 0,
@@ -237,7 +241,10 @@ impl Mp4Parser {
                 }
                 State::Skip(Some(b))
             }
-            None => State::Skip(None),
+            None => {
+                self.open_box = Some(start);
+                State::Skip(None)
+            }
         };
         if !matches!(self.state, State::Gather { .. }) {
             self.buf.clear();
@@ -475,6 +482,37 @@ impl Mp4Parser {
         }
     }
 
+    /// Bytes at `offset`, already fed, were written again. Taken (true) only where
+    /// it is a muxer closing the box it left open (size 0, "to the end of the
+    /// file": ffmpeg's `mdat`) at the current end, so that the next box (the
+    /// `moov`) is read: the 32-bit size at the box's start, or a 64-bit header in
+    /// the 8 bytes before it (a `free`/`wide` box turned into the size). Anything
+    /// else is not taken: the caller stops following the file.
+    pub fn patch(&mut self, offset: u64, bytes: &[u8]) -> bool {
+        let (Some(start), State::Skip(None)) = (self.open_box, &self.state) else {
+            return false;
+        };
+        let end = match (offset, bytes.len()) {
+            (o, 4) if o == start => u32_at(bytes, 0).map(|s| start + u64::from(s)),
+            (o, 16) if o + 8 == start && &bytes[4..8] == b"mdat" && u32_at(bytes, 0) == Some(1) => {
+                u64_at(bytes, 8).map(|s| o + s)
+            }
+            _ => None,
+        };
+        if end != Some(self.pos) {
+            return false;
+        }
+        self.open_box = None;
+        self.state = State::Header;
+        true
+    }
+
+    /// Whether this is a plain MP4 whose `moov` (its sample tables) has been seen:
+    /// [`Mp4Parser::finish`] then gives its frames.
+    pub fn has_plain_tables(&self) -> bool {
+        self.plain.is_some() && self.video.is_some()
+    }
+
     /// The end of the file: frames whose bytes did not all arrive are not reported.
     pub fn finish(&mut self) {
         self.release();
@@ -515,5 +553,56 @@ impl Mp4Parser {
             );
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn be32(x: u32) -> [u8; 4] {
+        [(x >> 24) as u8, (x >> 16) as u8, (x >> 8) as u8, x as u8]
+    }
+
+    fn be64(x: u64) -> Vec<u8> {
+        [be32((x >> 32) as u32), be32(x as u32)].concat()
+    }
+
+    /// `ftyp`, then an `mdat` left open (size 0) with 100 bytes: where the `mdat`
+    /// starts.
+    fn open_mdat(p: &mut Mp4Parser) -> u64 {
+        let mut b = boxed(b"ftyp", b"isom\0\0\x02\0");
+        let at = b.len() as u64;
+        b.extend_from_slice(&[0, 0, 0, 0]);
+        b.extend_from_slice(b"mdat");
+        b.extend_from_slice(&[7; 100]);
+        p.feed(&b);
+        at
+    }
+
+    #[test]
+    fn an_open_mdat_closed_at_the_end_lets_the_next_box_be_read() {
+        let mut p = Mp4Parser::new();
+        let at = open_mdat(&mut p);
+        let end = at + 108;
+        // Not its size field, a size that is not the end, a 64-bit header that
+        // does not end there: refused, nothing changed.
+        assert!(!p.patch(at + 4, &be32(108)));
+        assert!(!p.patch(at, &be32(107)));
+        let mut wide = vec![0, 0, 0, 1];
+        wide.extend_from_slice(b"mdat");
+        wide.extend_from_slice(&be64(115));
+        assert!(!p.patch(at - 8, &wide));
+        assert!(p.patch(at, &be32((end - at) as u32)));
+        assert!(matches!(p.state, State::Header));
+        // Taken once: the box is closed.
+        assert!(!p.patch(at, &be32((end - at) as u32)));
+        // The 64-bit form: the 8 bytes before the mdat turned into its header.
+        let mut p = Mp4Parser::new();
+        let at = open_mdat(&mut p);
+        let mut wide = vec![0, 0, 0, 1];
+        wide.extend_from_slice(b"mdat");
+        wide.extend_from_slice(&be64(116));
+        assert!(p.patch(at - 8, &wide));
     }
 }
