@@ -33,6 +33,13 @@ pub const MIN_JOURNAL_BLOCKS: u64 = 256;
 /// default stream request, so a stream's reads are checked without reading more.
 pub const DEFAULT_SUM_GRANULE_BYTES: u64 = 512 << 10;
 
+/// Data bytes one frame-index block is kept for in the dynamic area (3 MiB): a
+/// block holds 101 keyframes, so this covers a one-minute chunk (each chunk's index
+/// takes a block of its own) at 400 kbit/s and up, or a long file with a keyframe
+/// a second at 240 kbit/s and up. On a volume of 4 MiB blocks that is 0.13 % of
+/// the data area.
+pub const INDEX_DATA_BYTES_PER_BLOCK: u64 = 3 << 20;
+
 /// Event-log blocks mkfs gives a volume: 32 x 31 = 992 events (128 KiB), the
 /// newest kept when it wraps. At a few events per recording (admitted, ended) that
 /// is days of an NVR's history; what it is for is the last hours before an operator
@@ -85,6 +92,10 @@ pub struct MkfsParams {
     pub event_ring_blocks: Option<u64>,
     /// The tail log (`FEATURE_TAIL_LOG`, FORMAT.md section 11a).
     pub tail_log: TailLogSize,
+    /// The dynamic area has room for frame indexes, one block per
+    /// [`INDEX_DATA_BYTES_PER_BLOCK`] of data (mkfs since 2026-11-28); `false`: the
+    /// area as sized before (for finding older volumes' backup regions).
+    pub index_share: bool,
 }
 
 impl MkfsParams {
@@ -103,6 +114,7 @@ impl MkfsParams {
             sum_granule_bytes: Some(DEFAULT_SUM_GRANULE_BYTES.min(DEFAULT_DATA_BLOCK_BYTES)),
             event_ring_blocks: Some(DEFAULT_EVENT_RING_BLOCKS),
             tail_log: TailLogSize::Auto,
+            index_share: true,
         }
     }
 }
@@ -133,8 +145,15 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
     // Sized for the worst case of every data block being its own run (ZRR), with the
     // doubling indirect extents wasting up to half, plus directories and symlinks.
     let inode_table_blocks = div_ceil(inodes, INODES_PER_BLOCK as u64);
-    let dynamic_blocks =
-        256 + div_ceil(inodes, 8) + div_ceil(2 * upper_blocks, RUNS_PER_BLOCK as u64);
+    // And frame indexes: one block per INDEX_DATA_BYTES_PER_BLOCK of data.
+    let index_blocks = match p.index_share {
+        true => div_ceil(upper_blocks * bs, INDEX_DATA_BYTES_PER_BLOCK),
+        false => 0,
+    };
+    let dynamic_blocks = 256
+        + div_ceil(inodes, 8)
+        + index_blocks
+        + div_ceil(2 * upper_blocks, RUNS_PER_BLOCK as u64);
     let data_bitmap_blocks = div_ceil(upper_blocks.max(1), BITS_PER_BITMAP_BLOCK);
     let meta_bitmap_blocks = div_ceil(dynamic_blocks, BITS_PER_BITMAP_BLOCK);
     let sum_granule_bytes = sum_granule_bytes(p)?;

@@ -457,3 +457,29 @@ fn a_root_inode_that_is_not_a_directory_is_replaced_in_one_repair() {
         assert_eq!(back, pattern(99, len), "mode {mode:o}");
     }
 }
+
+/// Case 6 on a volume made before mkfs gave the dynamic area a share for frame
+/// indexes (a smaller area, so its backup region is elsewhere): it still opens from
+/// its backup region's copy.
+#[test]
+fn an_older_layouts_backup_superblock_serves_too() {
+    let mut dev = common::formatted_with(8 << 30, 4 << 20, AllocPolicy::Zrr, 5, |p| {
+        p.index_share = false
+    });
+    {
+        let mut fs = Fs::open(dev.clone(), OpenOptions::writable()).unwrap();
+        let f = fs.create(fs.root(), b"old.ts", 0o644, 0, 0, 1).unwrap();
+        fs.write(f, 0, &pattern(3, 5000), 2).unwrap();
+        fs.sync().unwrap();
+        dev = fs.close().unwrap();
+    }
+    let sb = superblock(&dev);
+    dev.poke(0, &[0u8; META_BLOCK_BYTES]);
+    dev.poke(sb.last_copy_offset(), &[0u8; META_BLOCK_BYTES]);
+    let mut fs = Fs::open(dev, OpenOptions::read_only()).unwrap();
+    assert_eq!(fs.load_report().superblock_from, "backup-region copy");
+    let f = fs.lookup(fs.root(), b"old.ts").unwrap();
+    let mut buf = vec![0u8; 5000];
+    assert_eq!(fs.read(f, 0, &mut buf).unwrap(), 5000);
+    assert_eq!(buf, pattern(3, 5000));
+}

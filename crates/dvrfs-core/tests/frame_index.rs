@@ -303,3 +303,49 @@ fn a_volume_made_before_frame_indexes_gains_the_feature_with_its_first_index() {
     assert_ne!(superblock(&dev).features & FEATURE_FRAME_INDEX, 0);
     assert_fsck_clean(&dev);
 }
+
+#[test]
+fn a_default_volume_has_index_room_for_a_chunk_in_every_data_block() {
+    // 4 GiB of 4 MiB blocks, default inodes: a chunk per data block (a minute at
+    // 530 kbit/s), each with a one-leaf index, in stream directories of 60. Before
+    // the dynamic area had an index share (256 + one block per 8 inodes for names
+    // and indexes), the 364th index found no room.
+    let mut fs = open_rw(volume_of(4 << 30));
+    let data_blocks = fs.superblock().data_blocks;
+    let root = fs.root();
+    let mut dir = root;
+    let mut made = 0u64;
+    loop {
+        if made.is_multiple_of(60) {
+            match fs.mkdir(root, format!("cam{made}").as_bytes(), 0o755, 0, 0, 1) {
+                Ok(d) => dir = d,
+                Err(e) => panic!("directory after {made} chunks: {e}"),
+            }
+        }
+        let f = match fs.create(dir, format!("{made:05}.ts").as_bytes(), 0o644, 0, 0, 1) {
+            Ok(f) => f,
+            Err(Error::NoInodes(_)) => break,
+            Err(e) => panic!("chunk {made}: {e}"),
+        };
+        match fs.write(f, 0, &[0u8; 4096], 2) {
+            Ok(()) => {}
+            Err(Error::NoSpace { .. }) => break,
+            Err(e) => panic!("chunk {made}: {e}"),
+        }
+        fs.append_frames(f, &[FrameEntry { len: 100, ..key(0) }], 3)
+            .unwrap_or_else(|e| panic!("chunk {made}'s index: {e}"));
+        assert_eq!(fs.frame_info(f).unwrap().keyframes, 1, "chunk {made}");
+        made += 1;
+    }
+    // Every data block (less the directories' inodes) holds an indexed chunk.
+    assert!(
+        made + 30 >= data_blocks,
+        "{made} chunks of {data_blocks} blocks"
+    );
+    fs.sync().unwrap();
+    assert_fsck_clean(&fs.close().unwrap());
+}
+
+fn volume_of(bytes: u64) -> MemDevice {
+    formatted(bytes, 4 << 20, AllocPolicy::Zrr, 7)
+}

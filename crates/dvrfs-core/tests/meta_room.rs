@@ -23,7 +23,8 @@ const INODE_BYTES: usize = 256;
 const I_SIZE: usize = 16;
 
 /// 128 MiB of 64 KiB blocks, ZRR (several zones: one run per block of a file), 2,048
-/// inodes: a dynamic area of 256 + 256 + 17 = 529 blocks.
+/// inodes: a dynamic area of 256 + 256 + 43 (frame indexes: 128 MiB / 3 MiB) + 17 =
+/// 572 blocks.
 fn small_volume() -> MemDevice {
     formatted_with(128 << 20, BLOCK, AllocPolicy::Zrr, 3, |p| {
         p.inodes = Some(2048)

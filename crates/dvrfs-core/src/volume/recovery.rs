@@ -446,10 +446,12 @@ fn standard_backup_places(size: u64) -> Vec<u64> {
     let mut out = vec![];
     let mut bs = crate::layout::MIN_DATA_BLOCK_BYTES;
     while bs <= crate::layout::MAX_DATA_BLOCK_BYTES {
-        // With the default checksums, and without (volumes made before them).
-        for sums in [true, false] {
+        // With the default checksums, and without (volumes made before them); with
+        // the frame indexes' share, and without (made before it).
+        for (sums, index_share) in [(true, true), (true, false), (false, false)] {
             let mut p = crate::layout::MkfsParams::new(size, [0; 16], 0);
             p.data_block_bytes = bs;
+            p.index_share = index_share;
             if !sums {
                 p.sum_granule_bytes = None;
             }

@@ -4,9 +4,12 @@
 //! 4,084 bytes of entries, so at least one per non-empty directory), symlink blocks
 //! (one per link whose target is too long for its inode record, or every link on a
 //! volume without `FEATURE_INLINE_SYMLINKS`), and indirect run blocks, the block
-//! maps of files with more than six runs. mkfs sizes the area as
-//! `256 + ceil(inodes / 8) + ceil(2 * data_blocks / 253)` (`layout.rs`): the last
-//! term is for file maps, the rest for names.
+//! maps of files with more than six runs; and frame-index blocks (a file's
+//! keyframes). mkfs sizes the area as `256 + ceil(inodes / 8) + ceil(data_bytes /
+//! 3 MiB) + ceil(2 * data_blocks / 253)` (`layout.rs`; the third term since
+//! 2026-11-28): the last term is for file maps, the rest for names and frame
+//! indexes, which share it (an index that finds no room is flagged incomplete, the
+//! recording goes on).
 //!
 //! Nothing used to stop names from taking the file maps' share: about 2,400 long
 //! symlinks filled the area of a 64 GiB volume, and from then on every new file
