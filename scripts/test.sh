@@ -84,4 +84,6 @@ else
   fuzz image "${FUZZ_SECONDS:-120}" "the damage"
   # The media parser (issue 25): any bytes, whole and in pieces, the same frames.
   fuzz media "${FUZZ_MEDIA_SECONDS:-30}" "the split"
+  # What export and trick play write (issue 25): the fMP4 retimer, the trick-play TS.
+  fuzz clip "${FUZZ_CLIP_SECONDS:-20}" "which writer and what it broke"
 fi

@@ -167,7 +167,7 @@ fn crash_at(image: &MemDevice, ops: &[COp], k: u64, mode: CrashMode, seed: u64) 
 }
 
 fn check_all_crash_points(alloc: AllocPolicy, mode: CrashMode, seed: u64) {
-    let image = formatted(24 << 20, BLOCK, alloc, seed);
+    let image = formatted(25 << 20, BLOCK, alloc, seed);
     let ops = workload(seed, 110);
     let r = reference(&image, &ops);
     eprintln!(

@@ -337,6 +337,23 @@ fn the_fuzz_corpus_passes_the_oracle() {
     assert!(n >= 3, "the seeds are there");
 }
 
+/// Every input kept in the clip writers' corpus (`fuzz/corpus/clip`) passes their
+/// fuzz target's oracle (`media::clip_oracle`) here too.
+#[test]
+fn the_clip_fuzz_corpus_passes_the_oracle() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/clip");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        let data = std::fs::read(&p).unwrap();
+        if let Err(why) = dvrfs_core::media::clip_oracle::check(&data) {
+            panic!("{}: {why}", p.display());
+        }
+        n += 1;
+    }
+    assert!(n >= 2, "the seeds are there");
+}
+
 /// A small fixture read once for the property tests (none when ffmpeg is missing).
 fn sample() -> Option<&'static [u8]> {
     static SAMPLE: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();

@@ -17,6 +17,7 @@
 
 mod be;
 mod chunker;
+pub mod clip_oracle;
 mod es;
 mod keyframes;
 mod mp4;

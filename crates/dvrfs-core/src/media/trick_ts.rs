@@ -138,6 +138,11 @@ impl TrickTs {
         self.video_pid
     }
 
+    /// The PMT's PID (the source's, kept).
+    pub fn pmt_pid(&self) -> u16 {
+        self.pmt_pid
+    }
+
     fn stamp(&mut self, p: &mut [u8], which: usize) {
         p[3] = (p[3] & 0xF0) | (self.cc[which] & 0x0F);
         self.cc[which] = self.cc[which].wrapping_add(1);
