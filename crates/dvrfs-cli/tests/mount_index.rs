@@ -26,6 +26,18 @@ fn keyframes_attr(path: &Path) -> Result<String, String> {
     }
 }
 
+/// A 12-second plain MP4 (its `moov` last) by ffmpeg at `out`, a keyframe every 2 s.
+fn plain_mp4(out: &Path) {
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i"])
+        .arg("testsrc2=size=320x240:rate=25:duration=12")
+        .args(["-c:v", "libx264", "-g", "50"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// The keyframe offsets in `path`'s `user.dvrfs.keyframes`, once it has a complete
 /// index: the mount learns of a file's last close when the kernel releases it,
 /// after close(2) returns, so the attribute is polled until it shows one.
@@ -129,14 +141,7 @@ fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
     // A plain MP4 (its sample tables last) copied in is indexed whole at its last
     // close.
     let mp4 = dir.path().join("plain.mp4");
-    let o = Command::new("ffmpeg")
-        .args(["-v", "error", "-f", "lavfi", "-i"])
-        .arg("testsrc2=size=320x240:rate=25:duration=12")
-        .args(["-c:v", "libx264", "-g", "50"])
-        .arg(&mp4)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    plain_mp4(&mp4);
     std::fs::copy(&mp4, cam.join("plain.mp4")).unwrap();
     let want = key_positions(&mp4);
     assert_eq!(want.len(), 6, "12 s, a keyframe every 2 s");
@@ -144,14 +149,7 @@ fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
     // ffmpeg writing one straight into the mount: it leaves the `mdat` open and
     // sets its size before it writes the `moov`.
     let direct = cam.join("direct.mp4");
-    let o = Command::new("ffmpeg")
-        .args(["-v", "error", "-f", "lavfi", "-i"])
-        .arg("testsrc2=size=320x240:rate=25:duration=12")
-        .args(["-c:v", "libx264", "-g", "50"])
-        .arg(&direct)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    plain_mp4(&direct);
     let want = key_positions(&direct);
     assert_eq!(want.len(), 6);
     assert_eq!(indexed_offsets(&direct), want);
