@@ -56,8 +56,10 @@ fn children(b: &[u8], mut at: usize, end: usize) -> Vec<([u8; 4], usize, usize)>
             0 => (8, (end - at) as u64),
             s => (8, u64::from(s)),
         };
-        if size < head as u64 || at as u64 + size > end as u64 {
-            break;
+        // `checked_add`: a 64-bit size near 2^64 must end the walk, not wrap.
+        match (at as u64).checked_add(size) {
+            Some(stop) if size >= head as u64 && stop <= end as u64 => {}
+            _ => break,
         }
         out.push((kind, at + head, at + size as usize));
         at += size as usize;
@@ -314,6 +316,20 @@ mod tests {
         assert!(out[bad..] == clip[bad..]);
         assert_eq!(out.len(), clip.len());
         assert!(r.gave_up().is_some());
+    }
+
+    /// A child of the moof whose 64-bit size is near 2^64 ends the walk (found by the
+    /// clip fuzz target: the sum of its offset and size wrapped).
+    #[test]
+    fn a_64_bit_child_size_near_the_top_ends_the_walk() {
+        let mut child = vec![0, 0, 0, 1];
+        child.extend_from_slice(b"traf");
+        child.extend_from_slice(&(u64::MAX - 3).to_be_bytes_shifted());
+        let moof = bx(b"moof", &child);
+        let clip = [moof.clone(), bx(b"mdat", &[7; 20])].concat();
+        let (out, r) = run(&clip, 3);
+        assert!(out == clip);
+        assert_eq!(r.gave_up(), None);
     }
 
     proptest::proptest! {
