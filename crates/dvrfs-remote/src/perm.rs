@@ -218,6 +218,7 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
             StreamDir::Write => need(v, peer, *ino, W, "for a recording"),
         },
         Op::StreamRoll { ino, .. } => need(v, peer, *ino, W, "for a recording to roll on to"),
+        Op::StreamQueue { ino, .. } => need(v, peer, *ino, R, "for a playback to go on into"),
         Op::Fsync
         | Op::StreamRead { .. }
         | Op::StreamWrite { .. }

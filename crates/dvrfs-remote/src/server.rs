@@ -391,7 +391,8 @@ impl Conn {
                     Op::StreamRead { stream, .. }
                     | Op::StreamWrite { stream, .. }
                     | Op::StreamSync { stream }
-                    | Op::StreamRoll { stream, .. } => self.own_stream(*stream, false)?,
+                    | Op::StreamRoll { stream, .. }
+                    | Op::StreamQueue { stream, .. } => self.own_stream(*stream, false)?,
                     Op::StreamClose { stream } => {
                         self.own_stream(*stream, true)?;
                         if let Some(g) = &self.gate {

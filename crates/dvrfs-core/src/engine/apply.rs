@@ -267,7 +267,8 @@ fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
         | Op::StreamWrite { .. }
         | Op::StreamClose { .. }
         | Op::StreamSync { .. }
-        | Op::StreamRoll { .. } => {
+        | Op::StreamRoll { .. }
+        | Op::StreamQueue { .. } => {
             unreachable!("handled elsewhere")
         }
     }

@@ -378,7 +378,8 @@ impl Engine {
             | Op::StreamWrite { .. }
             | Op::StreamClose { .. }
             | Op::StreamSync { .. }
-            | Op::StreamRoll { .. }) => {
+            | Op::StreamRoll { .. }
+            | Op::StreamQueue { .. }) => {
                 if let Err(e) = self.stream_submit(id, op, now) {
                     self.completions.push_back(Completion {
                         op: id,

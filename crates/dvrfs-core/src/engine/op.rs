@@ -127,6 +127,16 @@ pub enum Op {
         stream: StreamId,
         ino: Ino,
     },
+    /// A playback goes on into another file (the next chunk of a stream) once it
+    /// has fetched to the end of its file and of every file queued before this
+    /// one: from byte `from` of `ino` (past a chunk's head), in one position space
+    /// under the same admission, rate credit and buffer, so the boundary costs no
+    /// start-up and no deadline (`engine/stream/playback.rs`). Completes at once.
+    StreamQueue {
+        stream: StreamId,
+        ino: Ino,
+        from: u64,
+    },
     /// Append keyframes to a regular file's frame index (`volume/frame_index.rs`):
     /// each within the file's size as applied, in order after the last. Goes to disk
     /// with the data it describes, in the next commit. An index that finds no room
@@ -168,6 +178,7 @@ impl Op {
             Op::StreamClose { .. } => "stream close",
             Op::StreamSync { .. } => "stream sync",
             Op::StreamRoll { .. } => "stream roll",
+            Op::StreamQueue { .. } => "stream queue",
             Op::AppendFrames { .. } => "append frames",
             Op::DropFrameIndex { .. } => "drop frame index",
             Op::Fsync => "fsync",

@@ -46,6 +46,7 @@ mod admit;
 mod events;
 mod hold;
 mod memory;
+mod playback;
 mod recording;
 mod roll;
 mod share;
@@ -54,6 +55,7 @@ mod tail_log;
 pub use admit::{gather_period_ns, stream_ask, GatherMode};
 pub use hold::RECORDING_BUSY;
 pub(super) use hold::STREAM_RELEASE_OWNER;
+use playback::PlayFile;
 pub use recording::GATHER_LEAD_NS;
 pub use share::{KeptShare, MAX_KEEP_FRACTION};
 pub(super) use tail_log::InFlightUnlogged;
@@ -179,7 +181,10 @@ pub struct StreamStats {
 
 /// A prefetched request of a read stream.
 struct Chunk {
+    /// Where in the playback's position space (`stream/playback.rs`).
     offset: u64,
+    /// Its file ([`PlayFile::seq`]).
+    file: u64,
     len: usize,
     /// The engine's read, while it runs.
     op: Option<OpId>,
@@ -229,6 +234,11 @@ pub(super) struct Stream {
     /// Read: admitted idle ([`StreamSpec::idle`]): nothing prefetched until a read.
     idle: bool,
     chunks: VecDeque<Chunk>,
+    /// Read: the files played, the one at the playout point first, then the one
+    /// being fetched and those queued after it, each held (`stream/playback.rs`).
+    play: VecDeque<PlayFile>,
+    /// Read: the file being fetched, an index into `play`.
+    fetch_file: usize,
     /// A read came back short (the file shrank): nothing after it is delivered.
     ended: bool,
     // write
@@ -395,6 +405,13 @@ impl Engine {
             next_fetch: start,
             idle: spec.idle && spec.dir == StreamDir::Read,
             chunks: VecDeque::new(),
+            play: VecDeque::from([PlayFile {
+                seq: 0,
+                ino,
+                from: start,
+                base: Some(start),
+            }]),
+            fetch_file: 0,
             ended: false,
             fill: None,
             fill_len: 0,
@@ -425,6 +442,17 @@ impl Engine {
             Op::StreamWrite { stream, data } => (stream, Some(data), StreamDir::Write),
             Op::StreamClose { stream } => (stream, None, StreamDir::Read),
             Op::StreamRoll { stream, ino } => return self.stream_roll_submit(id, stream, ino, now),
+            Op::StreamQueue { stream, ino, from } => {
+                self.stream_queue_submit(stream, ino, from, now)?;
+                self.completions.push_back(super::Completion {
+                    op: id,
+                    result: Ok(Output::Done),
+                    deadline_ns: None,
+                    submit_ns: now.mono_ns,
+                    done_ns: now.mono_ns,
+                });
+                return Ok(());
+            }
             Op::StreamSync { stream } => {
                 let Some(s) = self.streams.get_mut(&stream).filter(|s| !s.closed) else {
                     return Err(Error::InvalidArgument(format!(
@@ -584,128 +612,6 @@ impl Engine {
         changed
     }
 
-    fn read_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
-        let t = now.mono_ns;
-        let mut changed = false;
-        let size = self
-            .vol
-            .stat(self.streams[&sid].info.ino)
-            .map(|s| s.size_bytes)
-            .unwrap_or(0);
-        let s = self.streams.get_mut(&sid).expect("listed");
-        s.update_credit(t);
-        s.wake_ns = None;
-        // Serve the waiting reads from the buffer, as the credit allows.
-        let mut finished = vec![];
-        while let Some(w) = s.waiting.front_mut() {
-            let want = w.buf.len() - w.done;
-            // Drop consumed chunks; a failed one fails the read and is skipped.
-            let mut failed = None;
-            while let Some(c) = s.chunks.front() {
-                if c.op.is_some() {
-                    break;
-                }
-                if let Some(e) = &c.error {
-                    failed = Some(Error::io(
-                        "prefetching a stream",
-                        std::io::Error::other(e.to_string()),
-                    ));
-                    s.pos = c.offset + c.len as u64;
-                    s.chunks.pop_front();
-                    break;
-                }
-                if c.taken < c.bytes {
-                    break;
-                }
-                if c.bytes < c.len {
-                    s.ended = true;
-                }
-                s.chunks.pop_front();
-                changed = true;
-            }
-            if let Some(e) = failed {
-                let w = s.waiting.pop_front().expect("front");
-                finished.push((w, Err(e)));
-                changed = true;
-                continue;
-            }
-            let at_end = s.chunks.is_empty() && (s.ended || s.next_fetch >= size);
-            if want == 0 || at_end {
-                let w = s.waiting.pop_front().expect("front");
-                finished.push((w, Ok(())));
-                changed = true;
-                continue;
-            }
-            let Some(c) = s.chunks.front_mut().filter(|c| c.op.is_none()) else {
-                // The data is not there yet: a stall if the rate allowed it.
-                if s.credit >= granule(s.info.request_bytes, want) && !w.stalled {
-                    w.stalled = true;
-                    s.stats.stalls += 1;
-                }
-                break;
-            };
-            let avail = c.bytes - c.taken;
-            let n = want.min(avail).min(s.credit.max(0.0).floor() as usize);
-            if n < granule(s.info.request_bytes, want).min(avail as f64) as usize || n == 0 {
-                let need = granule(s.info.request_bytes, want).min(avail as f64);
-                s.wake_ns = Some(s.credit_time(need).max(t + 1));
-                break;
-            }
-            if let Some(src) = c.buf.as_ref() {
-                buf::copy(src, c.taken, &mut w.buf, w.done, n);
-            }
-            c.taken += n;
-            w.done += n;
-            s.pos += n as u64;
-            s.credit -= n as f64;
-            s.stats.app_bytes += n as u64;
-            changed = true;
-        }
-        for (w, r) in finished {
-            let r = r.map(|()| w.done);
-            self.stream_finish_read(w, r, now);
-        }
-        // Keep the buffer full: requests due when the playout point could reach them.
-        let s = self.streams.get_mut(&sid).expect("listed");
-        let mut issue = vec![];
-        while !s.closed
-            && !s.idle
-            && !s.ended
-            && (s.chunks.len() as u32) < s.info.depth
-            && s.next_fetch < size
-        {
-            let len = (size - s.next_fetch).min(s.info.request_bytes) as usize;
-            let ahead = s.next_fetch as f64 - s.pos as f64 - s.credit;
-            let deadline = s.deadline(ahead, t);
-            issue.push((s.next_fetch, len, deadline));
-            s.chunks.push_back(Chunk {
-                offset: s.next_fetch,
-                len,
-                op: None,
-                buf: None,
-                bytes: 0,
-                taken: 0,
-                error: None,
-            });
-            s.next_fetch += len as u64;
-        }
-        let (ino, virt) = (s.info.ino, s.virtual_bufs);
-        for (offset, len, deadline) in issue {
-            let buf = if virt {
-                IoBuf::virtual_len(len)
-            } else {
-                IoBuf::zeroed(len)
-            };
-            let op = self.submit_internal(Op::Read { ino, offset, buf }, deadline, sid, now);
-            let s = self.streams.get_mut(&sid).expect("listed");
-            if let Some(c) = s.chunks.iter_mut().find(|c| c.offset == offset) {
-                c.op = Some(op);
-            }
-            changed = true;
-        }
-        changed
-    }
-
     /// An engine request of a stream finished.
     pub(super) fn stream_io_done(
         &mut self,
@@ -811,7 +717,13 @@ impl Engine {
             self.index_file_ended(s.info.ino);
         }
         // Unused preallocation goes back with the last holder (`Volume::close_file`).
-        self.stream_release(s.info.ino, now);
+        match s.info.dir {
+            StreamDir::Write => self.stream_release(s.info.ino, now),
+            StreamDir::Read => {
+                let files: Vec<_> = s.play.iter().copied().collect();
+                self.play_files_released(&files, now)
+            }
+        }
         self.stream_end_event(&s, now);
         if let Some(id) = s.close_op {
             let result = match s.error {

@@ -157,6 +157,9 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
         Op::StreamRoll { stream, ino } => {
             e.u8(23).u32(*stream).u32(*ino);
         }
+        Op::StreamQueue { stream, ino, from } => {
+            e.u8(24).u32(*stream).u32(*ino).u64(*from);
+        }
     }
 }
 
@@ -307,6 +310,11 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
         23 => Op::StreamRoll {
             stream: d.u32("stream")?,
             ino: d.u32("ino")?,
+        },
+        24 => Op::StreamQueue {
+            stream: d.u32("stream")?,
+            ino: d.u32("ino")?,
+            from: d.u64("from")?,
         },
         k => return Err(Malformed(format!("operation {k} is unknown"))),
     })

@@ -66,6 +66,20 @@ impl Engine {
             let e = per_file.entry(s.info.ino).or_default();
             e.0 += 1;
             e.1 += u32::from(s.info.dir == StreamDir::Write);
+            if s.info.dir == StreamDir::Read {
+                // A playback holds every file it has (`stream/playback.rs`), its own first.
+                if s.play.front().map(|f| f.ino) != Some(s.info.ino) {
+                    return Err(format!(
+                        "playback {} is on inode {} but its first file is {:?}",
+                        s.info.id,
+                        s.info.ino,
+                        s.play.front()
+                    ));
+                }
+                for f in s.play.iter().skip(1) {
+                    per_file.entry(f.ino).or_default().0 += 1;
+                }
+            }
         }
         for (ino, (streams, recordings)) in per_file {
             let held = self.vol.open_count(ino);
