@@ -61,7 +61,7 @@ pub enum Command {
     /// Record a stream into a new file at a reserved rate (from a file or stdin)
     Record(crate::cmd_stream::RecordArgs),
     /// Play a file at a reserved rate (to a file or stdout)
-    Play(crate::cmd_stream::PlayArgs),
+    Play(crate::cmd_play::PlayArgs),
     /// Mount a volume over FUSE (a daemon until unmounted; --foreground to stay)
     Mount(crate::cmd_mount::MountArgs),
     /// Show a volume's open streams, disk load, admission headroom and space

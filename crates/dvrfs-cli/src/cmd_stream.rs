@@ -1,4 +1,5 @@
-//! `record` and `play`: one stream reservation each, through the runtime.
+//! `record` (and what `play`, `cmd_play.rs`, shares with it): one stream reservation
+//! each, through the runtime.
 //!
 //! `record` opens a write stream on a new file (admission; the recording's size is
 //! held at open, from `--size`, `--duration` times the rate, or the input file's
@@ -9,9 +10,9 @@
 //! SIGINT, SIGTERM and SIGHUP stop it cleanly, even while the input is quiet: it stops
 //! taking input, closes the stream (which writes the partial last request), commits,
 //! prints the report saying which signal, and exits with 128 + the signal (see
-//! [`crate::interrupt`] for how a blocked read is cut short). `play` opens a read
-//! stream (optionally `--from` a time into the file, at `--speed` times the rate) and
-//! copies what the engine prefetches to a file or stdout, at the rate.
+//! [`crate::interrupt`] for how a blocked read is cut short). `play` (`cmd_play.rs`)
+//! opens a read stream on a file or a stream directory's chunks and copies what the
+//! engine prefetches to a file or stdout, at the rate.
 //!
 //! Both print what they reserved and how the stream fared: requests, late requests
 //! (deadline misses), stalls, the smallest margin. A late request never loses data
@@ -19,7 +20,7 @@
 //! says so and exits with status 1.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -103,42 +104,9 @@ pub struct RecordArgs {
     pub stream: StreamArgs,
 }
 
-#[derive(Args, Debug)]
-pub struct PlayArgs {
-    pub target: PathBuf,
-    /// The file to play
-    pub path: String,
-    /// Where the bytes go: a local file or `-` (stdout)
-    #[arg(long, default_value = "-")]
-    pub output: PathBuf,
-    /// Overwrite an existing local --output file (without it, play refuses, as get does)
-    #[arg(long)]
-    pub force: bool,
-    /// Start at the last keyframe at or before this point, found through the file's
-    /// frame index: an RFC 3339 time, a local time in --tz, +DURATION after the
-    /// first frame (90s alone means the same), -DURATION before the end, or frame:N.
-    /// The output starts with the stream's PAT and PMT (or MP4 init segment). A file
-    /// without an index takes only a duration: that far in at the rate
-    #[arg(long, allow_hyphen_values = true)]
-    pub from: Option<String>,
-    /// Zone of a local --from time (an IANA name) [default: the host's]
-    #[arg(long)]
-    pub tz: Option<String>,
-    /// Trick play of a file with a frame index (an MPEG-TS): 2 to 32 fast forward,
-    /// -2 to -32 rewind, reading only the keyframes shown, with a reservation of
-    /// their own. Without an index: 2 to 64 reads every byte that much faster
-    #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
-    pub speed: i32,
-    #[command(flatten)]
-    pub stream: StreamArgs,
-}
-
-/// The fastest `play --speed`: 64 times the rate (a fast forward).
-pub const MAX_PLAY_SPEED: i32 = 64;
-
-struct Setup {
-    rt: Handle,
-    spec: StreamSpec,
+pub(crate) struct Setup {
+    pub(crate) rt: Handle,
+    pub(crate) spec: StreamSpec,
 }
 
 /// The emulated disk (`--device-model`) and what stream admission checks against: the
@@ -167,7 +135,12 @@ pub fn admission(
 }
 
 /// Opens the runtime with the stream flags' device model or bandwidth.
-fn open(target: &Path, access: Access, a: &StreamArgs, dir: StreamDir) -> CliResult<Setup> {
+pub(crate) fn open(
+    target: &Path,
+    access: Access,
+    a: &StreamArgs,
+    dir: StreamDir,
+) -> CliResult<Setup> {
     let rate_bps = crate::limits::stream_rate("--rate", &a.rate)?;
     let request_bytes = crate::limits::stream_request(
         "--request",
@@ -246,7 +219,13 @@ pub(crate) fn open_stream(rt: &Handle, ino: u32, spec: StreamSpec) -> CliResult<
     }
 }
 
-fn status_line(what: &str, bytes: u64, started: Instant, st: &StreamStats, extra: &str) -> String {
+pub(crate) fn status_line(
+    what: &str,
+    bytes: u64,
+    started: Instant,
+    st: &StreamStats,
+    extra: &str,
+) -> String {
     format!(
         "{what}: {} in {:.1} s, {} requests, {} late, {} stalls{extra}",
         human_bytes(bytes),
@@ -258,18 +237,18 @@ fn status_line(what: &str, bytes: u64, started: Instant, st: &StreamStats, extra
 }
 
 /// What the final report names.
-struct Ran<'a> {
-    what: &'a str,
-    path: &'a str,
-    /// A chunked recording: the chunks it made.
-    chunks: Option<u64>,
-    admission: &'a str,
-    json: bool,
+pub(crate) struct Ran<'a> {
+    pub(crate) what: &'a str,
+    pub(crate) path: &'a str,
+    /// A chunked recording: the chunks it made; a stream played: the chunks it went through.
+    pub(crate) chunks: Option<u64>,
+    pub(crate) admission: &'a str,
+    pub(crate) json: bool,
     /// The signal that stopped it early, if one did.
-    interrupted: Option<libc::c_int>,
+    pub(crate) interrupted: Option<libc::c_int>,
 }
 
-fn report(
+pub(crate) fn report(
     r: Ran<'_>,
     info: &StreamInfo,
     st: &StreamStats,
@@ -617,155 +596,6 @@ pub(crate) fn close_stream(rt: &Handle, id: u32) -> CliResult<StreamStats> {
     }
 }
 
-fn admission_name(rt: &Handle) -> CliResult<String> {
+pub(crate) fn admission_name(rt: &Handle) -> CliResult<String> {
     Ok(rt.admission()?.unwrap_or_else(|| "nothing".to_string()))
-}
-
-pub fn play(a: &PlayArgs) -> CliResult<u8> {
-    // The flag checked before anything is opened: the range any file takes.
-    if a.speed < 0 {
-        crate::args::trick_speed(a.speed)?;
-    } else {
-        crate::args::check_range("--speed", a.speed, 1..=MAX_PLAY_SPEED)?;
-    }
-    let Setup { rt, mut spec } = open(&a.target, Access::Read, &a.stream, StreamDir::Read)?;
-    let ino = rt.resolve(&a.path)?;
-    let st = rt.stat(ino)?;
-    if st.kind != Kind::File {
-        return Err(CliError::new(format!("{} is not a regular file", a.path))
-            .hint("play reads one file; list a directory with `dvrfs ls`"));
-    }
-    let keys = if a.speed == 1 {
-        vec![]
-    } else {
-        rt.keyframes(ino)?.entries
-    };
-    if keys.is_empty() {
-        if a.speed < 0 {
-            return Err(CliError::usage(
-                format!(
-                    "--speed {}: rewinding needs {}'s frame index",
-                    a.speed, a.path
-                ),
-                format!("build it with `dvrfs reindex TARGET {}`", a.path),
-            ));
-        }
-        crate::args::check_range("--speed", a.speed, 1..=MAX_PLAY_SPEED)?;
-    } else {
-        crate::args::trick_speed(a.speed)?;
-    }
-    let rate_bytes = spec.rate_bps / 8.0;
-    let zone = crate::timespec::Zone::new(a.tz.as_deref())?;
-    let mut head = vec![];
-    if !keys.is_empty() {
-        // Trick play: from the keyframe --from names, else the first (the last
-        // when rewinding).
-        let start = match &a.from {
-            None if a.speed < 0 => keys.len() - 1,
-            None => 0,
-            Some(f) => {
-                let s =
-                    crate::seek::start_of(&rt, ino, &a.path, st.size_bytes, f, &zone, rate_bytes)?;
-                let k = s.keyframe.expect("an indexed file starts at a keyframe");
-                keys.partition_point(|e| e.offset < k.offset)
-            }
-        };
-        let mut sink: Box<dyn Write> = if a.output.as_os_str() == "-" {
-            Box::new(io::BufWriter::new(io::stdout().lock()))
-        } else {
-            Box::new(crate::cmd_data::create_local(&a.output, a.force)?)
-        };
-        crate::interrupt::catch();
-        let r = crate::trick_play::trick_play(
-            &rt,
-            ino,
-            &a.path,
-            st.size_bytes,
-            &keys,
-            start,
-            a.speed,
-            spec,
-            &mut *sink,
-            a.stream.json,
-        );
-        drop(sink);
-        rt.close()?;
-        return r;
-    }
-    if let Some(f) = &a.from {
-        let start = crate::seek::start_of(&rt, ino, &a.path, st.size_bytes, f, &zone, rate_bytes)?;
-        if let Some(k) = start.keyframe {
-            eprintln!(
-                "play: from keyframe {} at byte {} ({})",
-                k.number,
-                k.offset,
-                zone.show(k.utc_ns)
-            );
-        }
-        spec.start_bytes = start.offset;
-        head = start.head;
-    }
-    spec.rate_bps *= a.speed as f64;
-    let total = st.size_bytes - spec.start_bytes;
-    let mut sink: Box<dyn Write> = if a.output.as_os_str() == "-" {
-        Box::new(io::stdout().lock())
-    } else {
-        Box::new(crate::cmd_data::create_local(&a.output, a.force)?)
-    };
-    let info = open_stream(&rt, ino, spec)?;
-    let admission = admission_name(&rt)?;
-    let started = Instant::now();
-    let pb = progress(total, true, "play");
-    let mut moved = 0u64;
-    let mut last = Instant::now();
-    let result = (|| -> CliResult<()> {
-        sink.write_all(&head)
-            .map_err(|e| local_io(&a.output, "error writing", e))?;
-        let mut buf = IoBuf::zeroed(info.request_bytes as usize);
-        loop {
-            let out = rt.run(
-                Op::StreamRead {
-                    stream: info.id,
-                    buf,
-                },
-                None,
-                OWNER,
-            )?;
-            let Output::Read { buf: b, bytes } = out else {
-                unreachable!("a stream read returns bytes")
-            };
-            if bytes == 0 {
-                break;
-            }
-            let data = &b.bytes().expect("real memory")[..bytes];
-            sink.write_all(data)
-                .map_err(|e| local_io(&a.output, "error writing", e))?;
-            moved += bytes as u64;
-            pb.set_position(moved);
-            buf = b;
-            if last.elapsed() >= Duration::from_secs(1) {
-                last = Instant::now();
-                if let Some((_, st)) = rt.stream(info.id)? {
-                    pb.set_message(status_line("play", moved, started, &st, ""));
-                }
-            }
-        }
-        sink.flush()
-            .map_err(|e| local_io(&a.output, "error writing", e))
-    })();
-    let closed = close_stream(&rt, info.id);
-    pb.finish_and_clear();
-    let elapsed = started.elapsed();
-    rt.close()?;
-    result?;
-    let stats = closed?;
-    let ran = Ran {
-        what: "play",
-        path: &a.path,
-        chunks: None,
-        admission: &admission,
-        json: a.stream.json,
-        interrupted: None,
-    };
-    report(ran, &info, &stats, moved, elapsed)
 }

@@ -24,6 +24,7 @@ mod cmd_files;
 mod cmd_fs;
 mod cmd_index;
 mod cmd_mount;
+mod cmd_play;
 mod cmd_scrub;
 mod cmd_sim;
 mod cmd_status;
@@ -141,7 +142,7 @@ fn run_command(command: &Command) -> CliResult<u8> {
         Command::Bench(a) => cmd_bench::bench(a),
         Command::Demo(a) => cmd_bench::demo(a),
         Command::Calibrate(a) => cmd_calibrate::calibrate(a),
-        Command::Play(a) => cmd_stream::play(a),
+        Command::Play(a) => cmd_play::play(a),
         Command::Mount(a) => cmd_mount::mount(a),
         Command::Scrub(a) => cmd_scrub::scrub(a),
         Command::Status(a) => cmd_status::status(a),

@@ -1,9 +1,10 @@
-//! Where `play --from` starts, through the file's frame index (FORMAT.md section 10c):
-//! the last keyframe at or before the moment or frame asked for, found by a binary
-//! search of the index (never by scanning the file), and the head a player needs
-//! first when the output starts there: the transport stream's PAT and PMT, or the
-//! fragmented MP4's init segment, read from the start of the file. A file without an
-//! index keeps the old meaning of a plain duration: that far in at the stream's rate.
+//! Where `play --from` starts, through the frame index (FORMAT.md section 10c): the
+//! last keyframe at or before the moment or frame asked for, in a one-file recording
+//! or across a stream directory's chunks (`recording.rs`: binary searches of the
+//! index, never a scan of the data), and the head a player needs first when the
+//! output starts there: the transport stream's PAT and PMT, or the fragmented MP4's
+//! init segment, read from the start of that chunk. A file without an index keeps
+//! the old meaning of a plain duration: that far in at the stream's rate.
 
 use dvrfs_core::format::frame_index::FrameEntry;
 use dvrfs_core::media::{Container, Indexer};
@@ -13,6 +14,7 @@ use dvrfs_remote::Handle;
 
 use crate::args::parse_duration_ms;
 use crate::error::{CliError, CliResult};
+use crate::recording::Recording;
 use crate::timespec::{parse_at, At, Zone};
 
 /// Bytes of the file's start read for the head, at most.
@@ -25,7 +27,9 @@ const HEAD_READ_BYTES: u64 = 256 << 10;
 
 /// Where a playback starts.
 pub struct Start {
-    /// The first byte of the file played.
+    /// The recording's chunk it starts in.
+    pub chunk: usize,
+    /// The first byte of that chunk played.
     pub offset: u64,
     /// What goes out before it (PAT and PMT, or the init segment); empty from byte 0.
     pub head: Vec<u8>,
@@ -33,72 +37,56 @@ pub struct Start {
     pub keyframe: Option<FrameEntry>,
 }
 
-/// Where `--from TEXT` starts file `ino` (`size` bytes, played at `rate_bytes`/s).
+/// `--from TEXT` as a point of a recording (a plain duration, `90s`, is `+90s`).
+pub fn parse_from(text: &str, zone: &Zone) -> CliResult<At> {
+    match parse_duration_ms("--from", text) {
+        Ok(ms) => Ok(At::SinceStart(ms * 1_000_000)),
+        Err(_) => parse_at("--from", text, zone),
+    }
+}
+
+/// Where `--from TEXT` starts recording `rec`, played at `rate_bytes`/s.
 pub fn start_of(
     rt: &Handle,
-    ino: Ino,
-    path: &str,
-    size: u64,
+    rec: &Recording,
     text: &str,
     zone: &Zone,
     rate_bytes: f64,
 ) -> CliResult<Start> {
-    let index = rt.keyframes(ino)?;
-    // A plain duration (`90s`): the old form, as `+90s`.
-    let at = match parse_duration_ms("--from", text) {
-        Ok(ms) => At::SinceStart(ms * 1_000_000),
-        Err(_) => parse_at("--from", text, zone)?,
-    };
-    let entries = &index.entries;
-    let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
-        return match at {
-            At::SinceStart(ns) => {
-                let offset = (rate_bytes * ns as f64 / 1e9) as u64;
-                if offset >= size {
-                    return Err(CliError::usage(
-                        format!("--from {text} is past the end of {path} ({size} bytes at the rate)"),
-                        "give a time within the recording",
-                    ));
-                }
-                Ok(Start {
-                    offset,
-                    head: vec![],
-                    keyframe: None,
-                })
-            }
-            _ => Err(CliError::new(format!(
+    let at = parse_from(text, zone)?;
+    if rec.first().is_none() && !rec.dir {
+        // One file without an index: a duration is that far in at the rate.
+        let (path, size) = (&rec.path, rec.chunks[0].size);
+        let At::SinceStart(ns) = at else {
+            return Err(CliError::new(format!(
                 "{path} has no frame index: --from {text} needs one"
             ))
-            .hint(format!("build it with `dvrfs reindex TARGET {path}` (or give a plain duration: that far in at the rate)"))),
+            .hint(format!("build it with `dvrfs reindex TARGET {path}` (or give a plain duration: that far in at the rate)")));
         };
-    };
-    let show = |t: i64| zone.show(t);
-    let before_utc = |t: i64| entries.partition_point(|e| e.utc_ns <= t).checked_sub(1);
-    let k = match at {
-        At::SinceStart(ns) => before_utc(first.utc_ns.saturating_add(ns as i64)),
-        At::BeforeEnd(ns) => before_utc(last.utc_ns.saturating_sub(ns as i64)),
-        At::Utc(t) => before_utc(t),
-        At::Frame(n) => entries
-            .partition_point(|e| u64::from(e.number) <= n)
-            .checked_sub(1),
-    };
-    let Some(k) = k else {
-        return Err(CliError::usage(
-            format!(
-                "--from {text} is before {path}'s first keyframe ({}, frame {})",
-                show(first.utc_ns),
-                first.number
-            ),
-            "give a time or frame within the recording (`dvrfs keyframes` lists them)",
-        ));
-    };
-    let e = entries[k];
+        let offset = (rate_bytes * ns as f64 / 1e9) as u64;
+        if offset >= size {
+            return Err(CliError::usage(
+                format!("--from {text} is past the end of {path} ({size} bytes at the rate)"),
+                "give a time within the recording",
+            ));
+        }
+        return Ok(Start {
+            chunk: 0,
+            offset,
+            head: vec![],
+            keyframe: None,
+        });
+    }
+    let p = rec.start_at("--from", text, at, zone)?;
+    let chunk = &rec.chunks[p.chunk];
+    let e = *rec.entry(p);
     let head = if e.offset == 0 {
         vec![]
     } else {
-        head_of(rt, ino, size.min(HEAD_SCAN_BYTES).min(e.offset))?.bytes
+        head_of(rt, chunk.ino, chunk.size.min(HEAD_SCAN_BYTES).min(e.offset))?.bytes
     };
     Ok(Start {
+        chunk: p.chunk,
         offset: e.offset,
         head,
         keyframe: Some(e),

@@ -163,7 +163,8 @@ fn play_from_a_time_or_a_frame_starts_at_the_keyframe_before_it_and_decodes() {
         ("90s", -1.0, 0),
         ("frame:130", 5.0, 175),
         ("2026-11-28T14:00:07.2Z", 7.0, 125),
-        ("-3s", 8.0, 100),
+        // The end is the last keyframe (11 s) plus one keyframe interval.
+        ("-3s", 9.0, 75),
     ] {
         let r = dvrfs([
             "play", i, "/rec.ts", "--rate", "8M", "--output", o, "--force", "--from", from,

@@ -223,7 +223,8 @@ fn bad_flags_and_paths_say_what_is_wrong() {
         dvrfs(&args)
     };
     fails(play("/nope.ts", &["--rate", "8M"]), "no such file");
-    fails(play("/", &["--rate", "8M"]), "not a regular file");
+    ok(dvrfs(["mkdir", &img.display().to_string(), "/empty"]));
+    fails(play("/empty", &["--rate", "8M"]), "not a recording");
     fails(
         play("/x.ts", &["--rate", "8M", "--from", "1h"]),
         "past the end",

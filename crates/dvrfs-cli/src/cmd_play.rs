@@ -1,0 +1,294 @@
+//! `play`: one file, or a stream directory's chunks as one recording, under one read
+//! stream reservation.
+//!
+//! - **Where it starts.** At byte 0 of the first chunk, or `--from` a time or frame:
+//!   the last keyframe at or before it, found through the frame index across the
+//!   chunks (`seek.rs`), the chunk's PAT and PMT (or init segment) written first.
+//! - **Across chunks** (`Op::StreamQueue`, `engine/stream/playback.rs`). The stream
+//!   is opened on the chunk it starts in; each later chunk is queued from its first
+//!   keyframe (its head left out: the output's head came once, and a fragmented
+//!   MP4's second init segment would break it), a few buffers ahead of what has been
+//!   played, so the engine's prefetch goes on from chunk to chunk under the same
+//!   admission and buffer: no re-admission, no start-up and no stall at a boundary.
+//!   It plays the chunks there when it starts, up to the end of the last one as it
+//!   is recorded then.
+//! - **Trick play** (`--speed` other than 1 on an indexed recording) is
+//!   `trick_play.rs`, across chunks the same way; without an index `--speed N` reads
+//!   every byte N times faster.
+//!
+//! It prints what it reserved and how the stream fared, as `record` does
+//! (`cmd_stream.rs`); a late request or a stall makes it exit with status 1.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use dvrfs_core::engine::{StreamDir, StreamInfo};
+use dvrfs_core::meta::Ino;
+use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
+use dvrfs_remote::Handle;
+
+use crate::cmd_stream::{
+    admission_name, close_stream, open, open_stream, report, status_line, Ran, Setup, StreamArgs,
+};
+use crate::error::{local_io, CliError, CliResult};
+use crate::output::progress;
+use crate::recording::{Pos, Recording};
+use crate::target::Access;
+
+/// The fastest `play --speed`: 64 times the rate (a fast forward).
+pub const MAX_PLAY_SPEED: i32 = 64;
+/// Owner id of the playback's own operations.
+const OWNER: u32 = 0;
+/// Bytes of chunks queued ahead of what has been played, in stream buffers: enough
+/// that the prefetch (one buffer ahead) never reaches the end of the queued chunks.
+const QUEUE_AHEAD_BUFFERS: u64 = 3;
+
+#[derive(Args, Debug)]
+pub struct PlayArgs {
+    pub target: PathBuf,
+    /// The file to play, or a stream directory (its chunks in name order, as one
+    /// recording)
+    pub path: String,
+    /// Where the bytes go: a local file or `-` (stdout)
+    #[arg(long, default_value = "-")]
+    pub output: PathBuf,
+    /// Overwrite an existing local --output file (without it, play refuses, as get does)
+    #[arg(long)]
+    pub force: bool,
+    /// Start at the last keyframe at or before this point, found through the frame
+    /// index (across a stream's chunks): an RFC 3339 time, a local time in --tz,
+    /// +DURATION after the first frame (90s alone means the same), -DURATION before
+    /// the end, or frame:N (one file's frames). The output starts with the stream's
+    /// PAT and PMT (or MP4 init segment). A file without an index takes only a
+    /// duration: that far in at the rate
+    #[arg(long, allow_hyphen_values = true)]
+    pub from: Option<String>,
+    /// Zone of a local --from time (an IANA name) [default: the host's]
+    #[arg(long)]
+    pub tz: Option<String>,
+    /// Trick play of a recording with a frame index (an MPEG-TS): 2 to 32 fast
+    /// forward, -2 to -32 rewind, reading only the keyframes shown, with a
+    /// reservation of their own. Without an index: 2 to 64 reads every byte that
+    /// much faster
+    #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
+    pub speed: i32,
+    #[command(flatten)]
+    pub stream: StreamArgs,
+}
+
+/// A chunk the playback goes through: its file, its first byte played and its size.
+struct Part {
+    ino: Ino,
+    from: u64,
+    size: u64,
+}
+
+impl Part {
+    fn bytes(&self) -> u64 {
+        self.size.saturating_sub(self.from)
+    }
+}
+
+pub fn play(a: &PlayArgs) -> CliResult<u8> {
+    // The flag checked before anything is opened: the range any file takes.
+    if a.speed < 0 {
+        crate::args::trick_speed(a.speed)?;
+    } else {
+        crate::args::check_range("--speed", a.speed, 1..=MAX_PLAY_SPEED)?;
+    }
+    let Setup { rt, mut spec } = open(&a.target, Access::Read, &a.stream, StreamDir::Read)?;
+    let rec = Recording::open(&rt, &a.path)?;
+    let zone = crate::timespec::Zone::new(a.tz.as_deref())?;
+    let indexed = rec.first().is_some();
+    let sink = |buffered: bool| -> CliResult<Box<dyn Write>> {
+        Ok(match a.output.as_os_str() == "-" {
+            true if buffered => Box::new(io::BufWriter::new(io::stdout().lock())),
+            true => Box::new(io::stdout().lock()),
+            false => Box::new(crate::cmd_data::create_local(&a.output, a.force)?),
+        })
+    };
+    let rate_bytes = spec.rate_bps / 8.0;
+    if a.speed != 1 && indexed {
+        crate::args::trick_speed(a.speed)?;
+        // Trick play: from the keyframe --from names, else the first (the last
+        // when rewinding).
+        let start = match &a.from {
+            None if a.speed < 0 => rec.last().expect("indexed"),
+            None => rec.first().expect("indexed"),
+            Some(f) => {
+                let s = crate::seek::start_of(&rt, &rec, f, &zone, rate_bytes)?;
+                let keys = &rec.chunks[s.chunk].keyframes;
+                let k = s
+                    .keyframe
+                    .expect("an indexed recording starts at a keyframe");
+                Pos {
+                    chunk: s.chunk,
+                    key: keys.partition_point(|e| e.offset < k.offset),
+                }
+            }
+        };
+        let mut out = sink(true)?;
+        crate::interrupt::catch();
+        let r = crate::trick_play::trick_play(
+            &rt,
+            &rec,
+            start,
+            a.speed,
+            spec,
+            &mut *out,
+            a.stream.json,
+        );
+        drop(out);
+        rt.close()?;
+        return r;
+    }
+    if a.speed < 0 {
+        return Err(CliError::usage(
+            format!(
+                "--speed {}: rewinding needs {}'s frame index",
+                a.speed, a.path
+            ),
+            format!("build it with `dvrfs reindex TARGET {}`", a.path),
+        ));
+    }
+    let mut head = vec![];
+    let mut first = Part {
+        ino: rec.chunks[0].ino,
+        from: 0,
+        size: rec.chunks[0].size,
+    };
+    let mut first_chunk = 0;
+    if let Some(f) = &a.from {
+        let start = crate::seek::start_of(&rt, &rec, f, &zone, rate_bytes)?;
+        let chunk = &rec.chunks[start.chunk];
+        if let Some(k) = start.keyframe {
+            let what = match rec.dir {
+                true => format!(" of {}", chunk.path),
+                false => String::new(),
+            };
+            eprintln!(
+                "play: from keyframe {}{what} at byte {} ({})",
+                k.number,
+                k.offset,
+                zone.show(k.utc_ns)
+            );
+        }
+        first = Part {
+            ino: chunk.ino,
+            from: start.offset,
+            size: chunk.size,
+        };
+        first_chunk = start.chunk;
+        head = start.head;
+    }
+    // The later chunks, each from its first keyframe (its head left out).
+    let rest: Vec<Part> = rec.chunks[first_chunk + 1..]
+        .iter()
+        .map(|c| Part {
+            ino: c.ino,
+            from: c.data_start(),
+            size: c.size,
+        })
+        .collect();
+    let total = first.bytes() + rest.iter().map(Part::bytes).sum::<u64>();
+    spec.start_bytes = first.from;
+    spec.rate_bps *= a.speed as f64;
+    let mut out = sink(false)?;
+    let info = open_stream(&rt, first.ino, spec)?;
+    let admission = admission_name(&rt)?;
+    let started = Instant::now();
+    let pb = progress(total, true, "play");
+    let mut moved = 0u64;
+    let mut last = Instant::now();
+    let mut queue = Queue {
+        rest: &rest,
+        next: 0,
+        queued_end: first.bytes(),
+    };
+    let result = (|| -> CliResult<()> {
+        out.write_all(&head)
+            .map_err(|e| local_io(&a.output, "error writing", e))?;
+        let mut buf = IoBuf::zeroed(info.request_bytes as usize);
+        loop {
+            queue.top_up(&rt, &info, moved)?;
+            let r = rt.run(
+                Op::StreamRead {
+                    stream: info.id,
+                    buf,
+                },
+                None,
+                OWNER,
+            )?;
+            let Output::Read { buf: b, bytes } = r else {
+                unreachable!("a stream read returns bytes")
+            };
+            if bytes == 0 {
+                break;
+            }
+            let data = &b.bytes().expect("real memory")[..bytes];
+            out.write_all(data)
+                .map_err(|e| local_io(&a.output, "error writing", e))?;
+            moved += bytes as u64;
+            pb.set_position(moved);
+            buf = b;
+            if last.elapsed() >= Duration::from_secs(1) {
+                last = Instant::now();
+                if let Some((_, st)) = rt.stream(info.id)? {
+                    pb.set_message(status_line("play", moved, started, &st, ""));
+                }
+            }
+        }
+        out.flush()
+            .map_err(|e| local_io(&a.output, "error writing", e))
+    })();
+    let closed = close_stream(&rt, info.id);
+    pb.finish_and_clear();
+    let elapsed = started.elapsed();
+    rt.close()?;
+    result?;
+    let stats = closed?;
+    let ran = Ran {
+        what: "play",
+        path: &a.path,
+        chunks: rec.dir.then_some(1 + queue.next as u64),
+        admission: &admission,
+        json: a.stream.json,
+        interrupted: None,
+    };
+    report(ran, &info, &stats, moved, elapsed)
+}
+
+/// The chunks still to queue on the playback, and how far the queued ones reach.
+struct Queue<'a> {
+    rest: &'a [Part],
+    next: usize,
+    /// Bytes of the playback up to the end of the last chunk queued.
+    queued_end: u64,
+}
+
+impl Queue<'_> {
+    /// Queues chunks until they reach [`QUEUE_AHEAD_BUFFERS`] buffers past `played`
+    /// (the engine holds at most so many files at once: one it refuses is queued
+    /// at a later call).
+    fn top_up(&mut self, rt: &Handle, info: &StreamInfo, played: u64) -> CliResult<()> {
+        let ahead = QUEUE_AHEAD_BUFFERS * (info.buffer_bytes + info.request_bytes);
+        while self.next < self.rest.len() && self.queued_end < played + ahead {
+            let p = &self.rest[self.next];
+            let op = Op::StreamQueue {
+                stream: info.id,
+                ino: p.ino,
+                from: p.from,
+            };
+            match rt.run(op, None, OWNER) {
+                Ok(_) => {}
+                Err(dvrfs_runtime::RuntimeError::Engine(CoreError::Refused(_))) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+            self.queued_end += p.bytes();
+            self.next += 1;
+        }
+        Ok(())
+    }
+}
