@@ -7,7 +7,7 @@
 use crate::registry::{self, lock};
 use crate::{dvrfs, dvrfs_keyframe, fail, guard};
 use dvrfs_core::format::frame_index::FrameEntry;
-use std::ffi::c_int;
+use std::ffi::{c_char, c_int};
 
 fn to_c(e: &FrameEntry) -> dvrfs_keyframe {
     dvrfs_keyframe {
@@ -128,5 +128,69 @@ pub unsafe extern "C" fn dvrfs_seek_time(
         found(&keys, k, out, || {
             format!("{utc_ns} ns since the epoch is before the file's first keyframe")
         })
+    })
+}
+
+/// The last keyframe at or before UTC `utc_ns` across the recording at `path`: a
+/// stream directory's chunks (its regular files not starting with `.`, in name
+/// order) or one file. Writes the chunk's path (`path`, `/`, its name; `path`
+/// itself for a file) as a NUL-terminated string into `chunk` (`chunk_len` bytes)
+/// and the keyframe into `*out` (when not NULL), and returns the keyframe's index in
+/// that chunk's index; a negative error code otherwise (`-ENOENT`: no index, or the
+/// moment is before the first keyframe; `-ERANGE`: the chunk's path does not fit).
+/// Open the chunk with `dvrfs_file_open` and read it from `out->offset` (after its
+/// head), or play on with `dvrfs_stream_queue` for the chunks after it.
+///
+/// # Safety
+/// `fs` is any value (checked); `path` is a NUL-terminated string; `chunk` is
+/// writable for `chunk_len` bytes; `out` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn dvrfs_seek_stream_time(
+    fs: *mut dvrfs,
+    path: *const c_char,
+    utc_ns: i64,
+    chunk: *mut c_char,
+    chunk_len: usize,
+    out: *mut dvrfs_keyframe,
+) -> i64 {
+    guard(|| {
+        let d = registry::volume(fs)?;
+        let path = crate::cpath(path)?;
+        if chunk.is_null() {
+            return Err(fail(libc::EFAULT, "the chunk path buffer is NULL"));
+        }
+        let ino = d.vol.resolve_bytes(path)?;
+        let shown = String::from_utf8_lossy(path);
+        let Some(s) = d.vol.seek_stream_time(ino, utc_ns)? else {
+            return Err(fail(
+                libc::ENOENT,
+                format!("{shown} has no keyframe at or before {utc_ns} ns since the epoch (no frame index, or the moment is before its first keyframe)"),
+            ));
+        };
+        let mut full = path.to_vec();
+        if !s.name.is_empty() {
+            while full.last() == Some(&b'/') {
+                full.pop();
+            }
+            full.push(b'/');
+            full.extend_from_slice(&s.name);
+        }
+        if full.len() + 1 > chunk_len {
+            return Err(fail(
+                libc::ERANGE,
+                format!(
+                    "the chunk's path takes {} bytes with its NUL, the buffer {chunk_len}",
+                    full.len() + 1
+                ),
+            ));
+        }
+        full.push(0);
+        // SAFETY: writable for `chunk_len >= full.len()` bytes, by contract.
+        unsafe { std::ptr::copy_nonoverlapping(full.as_ptr().cast(), chunk, full.len()) };
+        // SAFETY: NULL or writable, by contract.
+        if let Some(o) = unsafe { out.as_mut() } {
+            *o = to_c(&s.entry);
+        }
+        Ok(s.key as i64)
     })
 }

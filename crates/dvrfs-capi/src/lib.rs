@@ -39,9 +39,12 @@ mod registry;
 mod stream;
 
 pub use aio::{dvrfs_aio_cancel, dvrfs_aio_check, dvrfs_aio_poll, dvrfs_aio_start};
-pub use index::{dvrfs_keyframes, dvrfs_seek_frame, dvrfs_seek_time};
+pub use index::{dvrfs_keyframes, dvrfs_seek_frame, dvrfs_seek_stream_time, dvrfs_seek_time};
 pub use registry::dvrfs;
-pub use stream::{dvrfs_stream_close, dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_write};
+pub use stream::{
+    dvrfs_stream_close, dvrfs_stream_open, dvrfs_stream_queue, dvrfs_stream_read,
+    dvrfs_stream_write,
+};
 
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, Op, Output};
@@ -70,6 +73,9 @@ pub const DVRFS_STREAM_WRITE: c_int = 1;
 pub const DVRFS_OPEN_FILES_MAX: c_int = 65536;
 /// Control blocks one `dvrfs_aio_poll` looks at, at most.
 pub const DVRFS_AIO_POLL_MAX: c_int = 4096;
+/// Files a playback holds at once, at most (its own and those `dvrfs_stream_queue`
+/// queued): `-EBUSY` beyond.
+pub const DVRFS_PLAY_FILES_MAX: c_int = dvrfs_core::engine::MAX_PLAY_FILES as c_int;
 /// Bytes one `dvrfs_stream_read` gives at most (a longer buffer gets this much); a
 /// longer `dvrfs_stream_write` is taken in pieces of this size.
 pub const DVRFS_STREAM_IO_MAX: u64 = 16 << 20;
@@ -378,7 +384,7 @@ fn resolve_parent(d: &Vol, path: &[u8]) -> Result<(Ino, Vec<u8>), Fail> {
 /// A path inside the volume: the bytes of a NUL-terminated string, UTF-8 or not (a
 /// name is any bytes but `/` and NUL, and the mount creates whatever its programs
 /// ask for).
-fn cpath<'a>(p: *const c_char) -> Result<&'a [u8], Fail> {
+pub(crate) fn cpath<'a>(p: *const c_char) -> Result<&'a [u8], Fail> {
     if p.is_null() {
         return Err(fail(libc::EFAULT, "the path is NULL"));
     }

@@ -207,6 +207,51 @@ pub unsafe extern "C" fn dvrfs_stream_close(
     })
 }
 
+/// Queues file `fd` on playback stream `sid`, from byte `from`: once the playback has
+/// read to the end of its file (and of the files queued before), it goes on into
+/// this one, under the same reservation and buffer, so a stream directory's chunks
+/// play as one stream with no new admission and no gap at a boundary (pass a chunk's
+/// first keyframe offset as `from` to leave its head out). The playback holds the
+/// file from now on, also after `dvrfs_file_close(fd)` or `dvrfs_unlink` of its name.
+/// Returns 0 or a negative error code (`-EBADF`: not a stream or file number of this
+/// handle; `-EINVAL`: a recording, `from` past the file's end; `-EBUSY`: the playback
+/// holds `DVRFS_PLAY_FILES_MAX` files, queue it once it has played some).
+///
+/// # Safety
+/// `fs` is any value (checked).
+#[no_mangle]
+pub unsafe extern "C" fn dvrfs_stream_queue(
+    fs: *mut dvrfs,
+    sid: c_int,
+    fd: c_int,
+    from: u64,
+) -> c_int {
+    guard_int(|| {
+        let d = registry::volume(fs)?;
+        // Held while the file is queued, so its number cannot be closed and the file
+        // freed under it.
+        let tables = lock(&d.tables);
+        let s = tables.stream(sid)?;
+        if s.dir != StreamDir::Read {
+            return Err(fail(
+                libc::EINVAL,
+                format!("stream {sid} is a recording: only a playback goes on into another file"),
+            ));
+        }
+        let ino = tables.ino(fd)?;
+        d.vol.run(
+            Op::StreamQueue {
+                stream: sid as u32,
+                ino,
+                from,
+            },
+            None,
+            0,
+        )?;
+        Ok(0)
+    })
+}
+
 /// The volume of a stream read or write: the handle, a buffer, and stream `sid`
 /// open on this handle in direction `dir`, checked before anything is allocated.
 fn stream_io(

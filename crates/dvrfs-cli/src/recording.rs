@@ -278,13 +278,8 @@ impl Recording {
 
     /// The last keyframe at or before UTC `t`.
     fn at_or_before_utc(&self, t: i64) -> Option<Pos> {
-        let chunk = self
-            .chunks
-            .iter()
-            .rposition(|c| c.keyframes.first().is_some_and(|k| k.utc_ns <= t))?;
-        let keys = &self.chunks[chunk].keyframes;
-        let key = keys.partition_point(|k| k.utc_ns <= t) - 1;
-        Some(Pos { chunk, key })
+        let keys: Vec<&[FrameEntry]> = self.chunks.iter().map(|c| &c.keyframes[..]).collect();
+        dvrfs_remote::proto::seek_chunks_time(&keys, t).map(|(chunk, key)| Pos { chunk, key })
     }
 
     /// The first keyframe at or after UTC `t`.

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use dvrfs_core::engine::{StreamId, StreamInfo, StreamSpec, StreamStats};
 use dvrfs_core::format::dir::Kind;
+use dvrfs_core::format::frame_index::FrameEntry;
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, Op, Output, Stat};
 use dvrfs_runtime::{Done, Runtime, RuntimeError, Ticket};
@@ -16,6 +17,20 @@ use crate::proto::Figures;
 /// A file of a stream directory: its name, inode, size and frame index
 /// ([`Handle::chunks_of`]).
 pub type ChunkFile = (Vec<u8>, Ino, u64, crate::proto::Keyframes);
+
+/// A keyframe of a stream found by time ([`Handle::seek_stream_time`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamSeek {
+    /// Its chunk: the place in name order, the name in the directory (empty for a
+    /// file) and the inode.
+    pub chunk: usize,
+    pub name: Vec<u8>,
+    pub ino: Ino,
+    /// Its place in the chunk's index, and the entry (read the chunk from
+    /// `entry.offset`, after its head, to play from it).
+    pub key: usize,
+    pub entry: FrameEntry,
+}
 
 pub type Result<T> = std::result::Result<T, RuntimeError>;
 
@@ -236,6 +251,30 @@ impl Handle {
         };
         out.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(out)
+    }
+
+    /// Where a player starts to show UTC `utc_ns` of the recording at `ino`: the last
+    /// keyframe at or before it across a stream directory's chunks (as
+    /// [`Handle::chunks_of`] lists them), or in a file (a one-chunk stream, `name`
+    /// empty). None before the first keyframe or without an index.
+    pub fn seek_stream_time(&self, ino: Ino, utc_ns: i64) -> Result<Option<StreamSeek>> {
+        let chunks = match self.stat(ino)?.kind {
+            Kind::Dir => self.chunks_of(ino)?,
+            _ => vec![(vec![], ino, 0, self.keyframes(ino)?)],
+        };
+        let keys: Vec<&[FrameEntry]> = chunks.iter().map(|c| c.3.entries.as_slice()).collect();
+        Ok(
+            crate::proto::seek_chunks_time(&keys, utc_ns).map(|(chunk, key)| {
+                let c = &chunks[chunk];
+                StreamSeek {
+                    chunk,
+                    name: c.0.clone(),
+                    ino: c.1,
+                    key,
+                    entry: c.3.entries[key],
+                }
+            }),
+        )
     }
 
     /// File `ino`'s frame index (its keyframes, and whether it covers them all).

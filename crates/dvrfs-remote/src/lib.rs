@@ -34,7 +34,7 @@ use dvrfs_runtime::{Runtime, RuntimeError};
 
 pub use client::{Client, ConnectError};
 pub use gate::StreamGate;
-pub use handle::Handle;
+pub use handle::{Handle, StreamSeek};
 pub use server::{Server, ServerConfig};
 
 /// `CLOCK_MONOTONIC` now, ns.

@@ -89,7 +89,7 @@ pub use status::{
 };
 pub use stream::{
     gather_period_ns, stream_ask, GatherMode, KeptShare, StreamDir, StreamId, StreamInfo,
-    StreamSpec, StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS, MAX_KEEP_FRACTION,
+    StreamSpec, StreamStats, AUTO_SLACK_NS, GATHER_LEAD_NS, MAX_KEEP_FRACTION, MAX_PLAY_FILES,
     MAX_STREAM_BUFFER_BYTES, MAX_STREAM_REQUEST_BYTES, RECORDING_BUSY,
 };
 

@@ -56,6 +56,7 @@ pub use admit::{gather_period_ns, stream_ask, GatherMode};
 pub use hold::RECORDING_BUSY;
 pub(super) use hold::STREAM_RELEASE_OWNER;
 use playback::PlayFile;
+pub use playback::MAX_PLAY_FILES;
 pub use recording::GATHER_LEAD_NS;
 pub use share::{KeptShare, MAX_KEEP_FRACTION};
 pub(super) use tail_log::InFlightUnlogged;

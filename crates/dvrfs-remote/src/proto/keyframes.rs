@@ -47,6 +47,19 @@ pub struct Keyframes {
     pub entries: Vec<FrameEntry>,
 }
 
+/// The last keyframe at or before UTC `utc_ns` across a stream's chunks (each
+/// chunk's keyframes, the chunks in name order, which `record --chunk` makes time
+/// order): (chunk, keyframe). The chunk is the last whose first keyframe is at or
+/// before the moment; a chunk without an index is passed over. None before the
+/// stream's first keyframe.
+pub fn seek_chunks_time(chunks: &[&[FrameEntry]], utc_ns: i64) -> Option<(usize, usize)> {
+    let chunk = chunks
+        .iter()
+        .rposition(|c| c.first().is_some_and(|k| k.utc_ns <= utc_ns))?;
+    let keys = chunks[chunk];
+    Some((chunk, keys.partition_point(|k| k.utc_ns <= utc_ns) - 1))
+}
+
 impl Keyframes {
     /// File `ino`'s index in volume `v`.
     pub fn of(v: &dvrfs_core::Volume, ino: dvrfs_core::meta::Ino) -> dvrfs_core::Result<Keyframes> {

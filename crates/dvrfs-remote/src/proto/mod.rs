@@ -35,7 +35,7 @@ mod value;
 
 use error::{decode_error, encode_error};
 pub use events::EventLog;
-pub use keyframes::Keyframes;
+pub use keyframes::{seek_chunks_time, Keyframes};
 use op::{decode_op, encode_op};
 use value::{
     decode_dir, decode_info, decode_stat, decode_stats, encode_info, encode_stat, encode_stats,
