@@ -23,6 +23,8 @@
 //!   `now + (o - pp - credit) / r`. At open the credit starts at `-(depth - 1.5) d`, so
 //!   the first byte is due one buffer's slack after the open: the start-up latency is
 //!   the slack every later request gets, the same guarantee from the first byte on.
+//!   The files queued after the stream's own (`Op::StreamQueue`, the chunks of a
+//!   stream) continue its offsets: one run of bytes (`stream/playback.rs`).
 //! - **Write-behind** (write, `stream/recording.rs`). Bytes the application writes
 //!   are copied into the buffer (`depth` requests) and the operation completes at
 //!   once; each full request is written at the end of the file, due when the buffer
