@@ -223,7 +223,7 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
     let uuid = uuid_string(&rt.volume_uuid()?);
     // The chunks' seals, when the stream directory keeps a chain.
     let sealed: Vec<crate::chain::Record> = match rec.dir {
-        true => crate::chain::read(&mut &rt, rt.resolve(&rec.path)?)?
+        true => crate::chain::read(&mut crate::chain::Via(&rt), rt.resolve(&rec.path)?)?
             .map(|(_, c)| c.records)
             .unwrap_or_default(),
         false => vec![],

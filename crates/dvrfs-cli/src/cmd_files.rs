@@ -378,7 +378,8 @@ pub fn rm(a: &RmArgs) -> CliResult<u8> {
             kind => {
                 fs.unlink(parent, &name, now_ns())?;
                 // A chunk its stream directory's chain sealed: the removal recorded.
-                crate::chain::record_removal(&mut fs, parent, &name, kind, "dvrfs rm", now_ns())?;
+                let at = crate::timespec::rfc3339(now_ns());
+                crate::chain::record_removal(&mut crate::chain::OnFs(&mut fs), parent, &name, kind, "dvrfs rm", &at)?;
             }
         }
         fs.tick()?;

@@ -75,7 +75,7 @@ pub fn verify(a: &VerifyArgs) -> CliResult<u8> {
         ))
         .hint("give the directory `dvrfs record --chunk` recorded into"));
     }
-    let Some((_, ch)) = chain::read(&mut &rt, dir)? else {
+    let Some((_, ch)) = chain::read(&mut chain::Via(&rt), dir)? else {
         return Err(CliError::new(format!(
             "{} has no integrity chain ({})",
             a.path,

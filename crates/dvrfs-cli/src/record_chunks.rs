@@ -198,7 +198,7 @@ impl Chunks {
             bytes: 0,
             chain_tip: [0; 32],
         };
-        c.chain_tip = chain::read(&mut { rt }, dir)?.map_or([0; 32], |(_, ch)| ch.tip());
+        c.chain_tip = chain::read(&mut chain::Via(rt), dir)?.map_or([0; 32], |(_, ch)| ch.tip());
         let first = c.create_next(rt)?;
         Ok((c, first))
     }
@@ -291,18 +291,15 @@ impl Chunks {
     fn seal(&mut self, rt: &Handle, to_ns: i64) -> CliResult<()> {
         let sha: [u8; 32] = std::mem::take(&mut self.hash).finalize().into();
         let bytes = std::mem::take(&mut self.bytes);
-        let chain = chain::link(&self.chain_tip, &sha, bytes, &self.name);
-        let r = chain::Record::Chunk {
+        let seal = dvrfs_core::chain::Seal {
             name: self.name.clone(),
             bytes,
             sha256: sha,
             from: rfc3339(self.last_ns),
             to: rfc3339(to_ns),
-            prev: self.chain_tip,
-            chain,
         };
-        self.chain_tip = chain;
-        chain::append(&mut { rt }, self.dir, &r)
+        self.chain_tip = dvrfs_core::chain::seal(&mut chain::Via(rt), self.dir, &self.chain_tip, seal)?;
+        Ok(())
     }
 
     /// What goes into the chunk being written: counted and hashed, then written.

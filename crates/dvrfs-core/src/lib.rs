@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod alloc;
+pub mod chain;
 pub mod device;
 pub mod disk;
 pub mod driver;
