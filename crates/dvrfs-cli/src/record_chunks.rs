@@ -298,7 +298,8 @@ impl Chunks {
             from: rfc3339(self.last_ns),
             to: rfc3339(to_ns),
         };
-        self.chain_tip = dvrfs_core::chain::seal(&mut chain::Via(rt), self.dir, &self.chain_tip, seal)?;
+        self.chain_tip =
+            dvrfs_core::chain::seal(&mut chain::Via(rt), self.dir, &self.chain_tip, seal)?;
         Ok(())
     }
 

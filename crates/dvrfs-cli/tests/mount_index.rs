@@ -3,7 +3,8 @@
 //! indexed as it is written, and its index, read through the `user.dvrfs.keyframes`
 //! extended attribute, has exactly ffprobe's keyframes; a plain MP4 copied in, or
 //! written by ffmpeg straight into the mount, is indexed from its sample tables at
-//! its last close. Needs root, /dev/fuse and
+//! its last close; each is sealed in the directory's integrity chain at its close
+//! and `dvrfs verify` finds them intact. Needs root, /dev/fuse and
 //! ffmpeg (SKIP with the reason where missing).
 
 mod common;
@@ -64,6 +65,25 @@ fn indexed_offsets(path: &Path) -> Vec<u64> {
     offsets
 }
 
+/// `dvrfs verify MNT /cam --json` once `count` files are sealed: the mount seals a
+/// file at its release, which the kernel sends after close(2) returns, so verify is
+/// polled until nothing it lists is unsealed.
+fn sealed(mnt: &Path, count: usize) -> serde_json::Value {
+    let mut polls = 0;
+    loop {
+        let o = dvrfs(["verify", mnt.to_str().unwrap(), "/cam", "--json"]);
+        let v = json(&String::from_utf8_lossy(&o.stdout));
+        let n = v["chunks"].as_array().map_or(0, |c| c.len());
+        if n == count && v["unsealed"].as_array().is_some_and(|u| u.is_empty()) {
+            assert!(o.status.success(), "{v}");
+            return v;
+        }
+        polls += 1;
+        assert!(polls < 1_000, "never all sealed: {v}");
+        std::thread::yield_now();
+    }
+}
+
 #[test]
 fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
     need_fuse!();
@@ -76,6 +96,8 @@ fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
     let m = Mount::new(dir.path(), &img, &[]);
     let cam = m.path("cam");
     std::fs::create_dir(&cam).unwrap();
+    // A stream directory: what is written in it through the mount is sealed.
+    std::fs::write(cam.join(".chain"), b"").unwrap();
     // 35 s at 25 fps, a keyframe every 2 s, cut into 10 s segments.
     let o = Command::new("ffmpeg")
         .args(["-v", "error", "-f", "lavfi", "-i"])
@@ -98,6 +120,7 @@ fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
     let mut names: Vec<String> = std::fs::read_dir(&cam)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('.'))
         .collect();
     names.sort();
     assert_eq!(names, ["000.ts", "001.ts", "002.ts", "003.ts"]);
@@ -158,6 +181,39 @@ fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
     std::fs::write(cam.join("notes.txt"), b"not a video\n".repeat(1000)).unwrap();
     let e = keyframes_attr(&cam.join("notes.txt")).unwrap_err();
     assert!(e.contains("No such attribute"), "{e}");
+
+    // Each file was sealed at its last close (the segments hashed as they were
+    // written, the MP4 ffmpeg went back into read back): verify finds every one
+    // intact, each segment with its UTC range from its index.
+    let v = sealed(&m.mnt, 7);
+    let chunks = v["chunks"].as_array().unwrap();
+    for c in chunks {
+        assert_eq!(c["state"], "intact", "{v}");
+    }
+    let mut sealed_names: Vec<&str> = chunks
+        .iter()
+        .map(|c| c["chunk"].as_str().unwrap())
+        .collect();
+    sealed_names.sort();
+    assert_eq!(
+        sealed_names,
+        [
+            "000.ts",
+            "001.ts",
+            "002.ts",
+            "003.ts",
+            "direct.mp4",
+            "notes.txt",
+            "plain.mp4"
+        ]
+    );
+    for c in chunks
+        .iter()
+        .filter(|c| c["chunk"].as_str().unwrap().ends_with(".ts"))
+    {
+        assert!(!c["from"].as_str().unwrap().is_empty(), "{c}");
+    }
+    assert_eq!(v["chain_intact"], true, "{v}");
     m.unmount();
     assert_clean(&img);
 }

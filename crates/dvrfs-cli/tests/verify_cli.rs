@@ -1,9 +1,10 @@
 //! `dvrfs verify` (issue 25, test 5): the chunks `record --chunk` sealed in a
 //! stream directory's chain check intact; one byte flipped in a chunk through the
-//! mount fails verify naming the chunk and its UTC range; a chunk removed with
-//! `dvrfs rm` is deleted with a record, one removed through the mount is missing;
-//! a chain line altered breaks the chain there; a file the chain never sealed is
-//! listed as unsealed. Prints SKIP where ffmpeg or FUSE is missing.
+//! mount fails verify naming the chunk and its UTC range (it is never sealed
+//! again); a chunk removed with `dvrfs rm` or through the mount is deleted with a
+//! record, one whose record is gone is missing; a file written through the mount is
+//! sealed at its close, one still open is unsealed; a chain line altered breaks the
+//! chain there. Prints SKIP where ffmpeg or FUSE is missing.
 
 mod common;
 
@@ -85,8 +86,10 @@ fn verify_tells_intact_deleted_missing_and_modified_apart() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("--force"));
     assert_eq!(verify(&img).1, 0, "the refused rm left the chain");
 
-    // Through the mount: one byte flipped in the third chunk, the fourth removed
-    // without a record, a file the chain never sealed; verify through the daemon.
+    // Through the mount: one byte flipped in the third chunk (opened and written
+    // again: never sealed again), the fourth removed (recorded by the mount), a note
+    // written (sealed at its close, as a camera's segment would be), a file still
+    // open (unsealed); verify through the daemon.
     let m = Mount::new(d.path(), &img, &[]);
     let third = m.path(&format!("cam/{}", names[2]));
     let mut f = std::fs::OpenOptions::new()
@@ -102,14 +105,30 @@ fn verify_tells_intact_deleted_missing_and_modified_apart() {
     drop(f);
     std::fs::remove_file(m.path(&format!("cam/{}", names[3]))).unwrap();
     std::fs::write(m.path("cam/notes.txt"), b"a note").unwrap();
+    let mut open = std::fs::File::create(m.path("cam/open.ts")).unwrap();
+    open.write_all(b"in progress").unwrap();
+    open.flush().unwrap();
     let (v, status) = verify(&m.mnt);
     assert_eq!(status, 4, "{v}");
     assert_eq!(
         states(&v),
-        vec!["deleted", "intact", "modified", "missing", "intact"],
+        vec!["deleted", "intact", "modified", "deleted", "intact", "intact"],
         "{v}"
     );
-    assert_eq!(v["unsealed"], serde_json::json!(["notes.txt"]));
+    assert_eq!(v["chunks"][5]["chunk"], "notes.txt", "{v}");
+    assert_eq!(v["unsealed"], serde_json::json!(["open.ts"]));
+    let chain = m.path("cam/.chain");
+    let text = std::fs::read_to_string(&chain).unwrap();
+    let by_mount = text
+        .lines()
+        .find(|l| l.contains(&format!("\"deleted\":\"{}\"", names[3])))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(by_mount.contains("dvrfs mount (uid 0, pid "), "{by_mount}");
+    // The mount's record removed from the chain: the fourth chunk is missing.
+    std::fs::write(&chain, text.replace(&format!("{by_mount}\n"), "")).unwrap();
+    let (v, _) = verify(&m.mnt);
+    assert_eq!(states(&v)[3], "missing", "{v}");
+    drop(open);
     // The text names the modified chunk and its UTC range, and fails.
     let o = dvrfs(["verify", m.mnt.to_str().unwrap(), "/cam"]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -129,7 +148,6 @@ fn verify_tells_intact_deleted_missing_and_modified_apart() {
     assert!(err.contains("1 modified, 1 missing"), "{err}");
 
     // The chain altered to hide the change: its line's hash rewritten.
-    let chain = m.path("cam/.chain");
     let text = std::fs::read_to_string(&chain).unwrap();
     let found = c["found_sha256"].as_str().unwrap();
     let sealed = c["sha256"].as_str().unwrap();

@@ -16,6 +16,7 @@ impl DvrfsFs {
     ) -> Result<FileAttr, Errno> {
         let owner = req.pid();
         if let Some(size) = size {
+            self.seals.unhashed(ino);
             let s = self.stat(ino)?;
             if s.kind == Kind::Dir {
                 return Err(libc::EISDIR);

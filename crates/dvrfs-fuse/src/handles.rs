@@ -86,7 +86,13 @@ impl DvrfsFs {
             s.drop_reads(&self.rt);
             r
         };
-        r.and(self.forget_if_closed(h.ino, &st, owner))
+        let r = r.and(self.forget_if_closed(h.ino, &st, owner));
+        // The last close: what was written is applied (and indexed), so it is sealed
+        // now if it was made in a stream directory (`seal.rs`).
+        if r.is_ok() {
+            self.seals.closed(&self.rt, h.ino);
+        }
+        r
     }
 
     /// Drops the state of a file nobody has open (and with no stream waiting for an

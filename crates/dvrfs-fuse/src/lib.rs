@@ -28,6 +28,7 @@ pub mod memory;
 pub mod park;
 pub mod quota;
 mod read;
+mod seal;
 pub mod share;
 mod size;
 pub mod stream;
@@ -190,6 +191,8 @@ pub struct DvrfsFs {
     /// Per-user books of reservations, and the reaper of pending ones ([`quota`]).
     quota: Arc<quota::Quota>,
     _reaper: quota::Reaper,
+    /// Files finished and removed in stream directories: their chain ([`seal`]).
+    seals: seal::Sealing,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -257,6 +260,7 @@ impl DvrfsFs {
             ended,
             quota,
             _reaper,
+            seals: seal::Sealing::default(),
         })
     }
 
@@ -531,13 +535,14 @@ impl Filesystem for DvrfsFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let r = Self::ino(parent).and_then(|p| {
-            self.run(
-                Op::Unlink {
-                    parent: p,
-                    name: name.as_bytes().to_vec(),
-                },
-                req.pid(),
-            )
+            let op = Op::Unlink {
+                parent: p,
+                name: name.as_bytes().to_vec(),
+            };
+            self.run(op, req.pid())?;
+            let (uid, pid) = (req.uid(), req.pid());
+            self.seals.removed(&self.rt, p, name.as_bytes(), uid, pid);
+            Ok(())
         });
         reply_result!(reply, r, |_| reply.ok())
     }
@@ -691,6 +696,7 @@ impl Filesystem for DvrfsFs {
         let r = Self::ino(parent).and_then(|p| {
             let ino = self.do_create(req, p, name.as_bytes(), mode, Kind::File)?;
             lock(&self.ended).remove(ino);
+            self.seals.created(&self.rt, p, name.as_bytes(), ino);
             // A new file has no read stream (a directory's default is a recording's).
             let (fh, _) = self.open_handle(req, ino, direct)?;
             if let Err(e) = self.inherit_reservation(req, p, ino) {

@@ -48,6 +48,7 @@ impl DvrfsFs {
             uid: req.uid(),
             share: self.quota.root_share(),
         };
+        self.seals.wrote(h.ino, offset, data);
         let r = if st.stream.is_some() {
             match st.stream_write(&self.rt, offset, data, req.pid(), reply) {
                 Ok(()) => return,
@@ -66,7 +67,10 @@ impl DvrfsFs {
         };
         match r {
             (Ok(n), reply) => reply.written(n as u32),
-            (Err(e), reply) => reply.error(err(e)),
+            (Err(e), reply) => {
+                self.seals.unhashed(h.ino);
+                reply.error(err(e))
+            }
         }
     }
 }
