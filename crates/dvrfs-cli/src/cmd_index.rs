@@ -141,7 +141,7 @@ fn flags_text(f: u32) -> String {
         v.push("discontinuity");
     }
     if f & FLAG_CLOCK_STEP != 0 {
-        v.push("clock step");
+        v.push("clock-step");
     }
     if f & FLAG_IMPORT != 0 {
         v.push("import");

@@ -83,7 +83,7 @@ fn chunks(img: &Path) -> Vec<(String, i64, i64, bool)> {
             assert!(!kf.is_empty(), "{n}: no keyframes");
             let stepped = kf
                 .iter()
-                .any(|e| e["flags"].as_str().unwrap().contains("clock step"));
+                .any(|e| e["flags"].as_str().unwrap().contains("clock-step"));
             (
                 n,
                 utc(&kf[0]["utc"]),
