@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use dvrfs_core::format::frame_index::{FLAG_CLOCK_STEP, FLAG_DISCONTINUITY};
-use dvrfs_core::media::{Container, Mp4Retimer};
+use dvrfs_core::media::{Container, Mp4Retimer, TsTrim};
 use dvrfs_core::meta::Ino;
 use dvrfs_remote::Handle;
 
@@ -101,6 +101,8 @@ struct Sink {
     hash: Sha256,
     bytes: u64,
     retimer: Option<Mp4Retimer>,
+    /// A transport-stream clip's other streams trimmed to its video.
+    trim: Option<TsTrim>,
 }
 
 impl Sink {
@@ -116,6 +118,7 @@ impl Sink {
             hash: Sha256::new(),
             bytes: 0,
             retimer: None,
+            trim: None,
         })
     }
 
@@ -124,13 +127,15 @@ impl Sink {
     }
 
     fn write(&mut self, b: &[u8]) -> CliResult<()> {
-        match self.retimer.as_mut() {
-            Some(r) => {
-                let out = r.feed(b);
-                self.put(&out)
-            }
-            None => self.put(b),
+        if let Some(r) = self.retimer.as_mut() {
+            let out = r.feed(b);
+            return self.put(&out);
         }
+        if let Some(t) = self.trim.as_mut() {
+            let out = t.feed(b);
+            return self.put(&out);
+        }
+        self.put(b)
     }
 
     fn put(&mut self, b: &[u8]) -> CliResult<()> {
@@ -142,7 +147,19 @@ impl Sink {
         Ok(())
     }
 
+    /// Packets the trim dropped.
+    fn trimmed(&self) -> u64 {
+        self.trim.as_ref().map_or(0, TsTrim::dropped_packets)
+    }
+
     fn finish(mut self) -> CliResult<(u64, String)> {
+        if let Some(mut t) = self.trim.take() {
+            let rest = t.finish();
+            self.put(&rest)?;
+            if let Some(why) = t.gave_up() {
+                eprintln!("export: the clip's audio was left untrimmed from where it met {why}");
+            }
+        }
         if let Some(mut r) = self.retimer.take() {
             let rest = r.finish();
             self.put(&rest)?;
@@ -234,6 +251,17 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
     if container == Container::Mp4 {
         sink.retimer = Some(Mp4Retimer::new());
     }
+    if container == Container::Ts {
+        // The audio muxed ahead of the video past its end (and behind it before its
+        // start) dropped, so the clip lasts as long as its video. A clip from the
+        // file's first byte has its tables in place: read for the trim.
+        let tables = match head.is_empty() {
+            true => head_of(&rt, rec.chunks[from.chunk].ino, 0)?.bytes,
+            false => head.clone(),
+        };
+        let end = to.map(|p| rec.entry(p).pts_90k);
+        sink.trim = TsTrim::new(&tables, rec.entry(from).pts_90k, end).ok();
+    }
     let copied = (|| -> CliResult<Vec<Value>> {
         sink.write(&head)?;
         let mut sources = vec![];
@@ -272,6 +300,7 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
         }
     };
     let to_stdout = sink.is_stdout();
+    let trimmed = sink.trimmed();
     let (bytes, sha) = sink.finish()?;
     rt.close()?;
     let first = rec.entry(from);
@@ -286,6 +315,7 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
         "bytes": bytes,
         "sha256": sha,
         "head_bytes": head.len(),
+        "trimmed_packets": trimmed,
         "stream": rec.path,
         "volume_uuid": uuid,
         "from": rfc3339(first.utc_ns),

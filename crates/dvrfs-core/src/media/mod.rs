@@ -27,12 +27,14 @@ mod retime;
 mod synth;
 mod trick_ts;
 mod ts;
+mod ts_trim;
 
 pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
 pub use keyframes::KeyframeBuilder;
 pub use retime::Mp4Retimer;
 pub use trick_ts::TrickTs;
+pub use ts_trim::TsTrim;
 
 /// 90 kHz ticks, the unit of MPEG presentation times.
 pub const TICKS_PER_SECOND: i64 = 90_000;
