@@ -7,11 +7,14 @@
 //!   and drops `sidx`/`mfra`);
 //! - the trick-play writer ([`TrickTs`]), given a head it accepts, gives whole
 //!   188-byte packets for any keyframe bytes, the PAT and then the PMT first, of
-//!   PID 0, the PMT's and the video's only, each with the sync byte.
+//!   PID 0, the PMT's and the video's only, each with the sync byte;
+//! - the transport-stream clip trim ([`TsTrim`]), given the same head, gives the
+//!   same bytes however its input is split, never more than it was given, and
+//!   drops no packet of PID 0, the PMT's or the video's.
 //!
 //! A panic in either is a failure too (the fuzzer catches it).
 
-use super::{Mp4Retimer, TrickTs};
+use super::{Mp4Retimer, TrickTs, TsTrim};
 
 const PACKET: usize = 188;
 
@@ -53,6 +56,41 @@ pub fn check(data: &[u8]) -> Result<(), String> {
     let Ok(mut t) = TrickTs::new(head) else {
         return Ok(());
     };
+    // The clip's audio trim: split-invariant, never growing, nothing of the tables
+    // or the video dropped.
+    let span = (
+        i64::from(sel) * 90_000,
+        Some(i64::from(sel) * 90_000 + 900_000),
+    );
+    let trimmed = |piece: usize| {
+        let mut tr = TsTrim::new(head, span.0, span.1).expect("TrickTs took the head");
+        let mut out = Vec::new();
+        for c in rest.chunks(piece.max(1)) {
+            out.extend(tr.feed(c));
+        }
+        out.extend(tr.finish());
+        out
+    };
+    let whole_trim = trimmed(rest.len());
+    if whole_trim != trimmed(piece) {
+        return Err(format!(
+            "ts trim: split into {piece}-byte pieces, other bytes"
+        ));
+    }
+    if whole_trim.len() > rest.len() {
+        return Err(format!(
+            "ts trim: {} bytes out of {}",
+            whole_trim.len(),
+            rest.len()
+        ));
+    }
+    let aligned = rest.len() % PACKET == 0 && rest.chunks_exact(PACKET).all(|x| x[0] == 0x47);
+    let count = |b: &[u8], p: u16| b.chunks_exact(PACKET).filter(|x| pid(x) == p).count();
+    for p in [0, t.pmt_pid(), t.video_pid()] {
+        if aligned && count(&whole_trim, p) != count(rest, p) {
+            return Err(format!("ts trim: a packet of PID {p} dropped"));
+        }
+    }
     let allowed = [0, t.pmt_pid(), t.video_pid()];
     for (k, part) in body.chunks(piece).take(4).enumerate() {
         let out = t.keyframe(part, i64::from(sel) * 3600 * k as i64);

@@ -104,8 +104,8 @@ impl TsTrim {
             return true;
         }
         if let Some(t) = pes_pts(p) {
-            let inside = ahead(t, self.start_90k) >= 0
-                && self.end_90k.is_none_or(|e| ahead(t, e) < 0);
+            let inside =
+                ahead(t, self.start_90k) >= 0 && self.end_90k.is_none_or(|e| ahead(t, e) < 0);
             self.keep.insert(pid, inside);
         }
         let keep = self.keep.get(&pid).copied().unwrap_or(true);
