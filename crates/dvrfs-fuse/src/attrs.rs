@@ -185,6 +185,49 @@ impl DvrfsFs {
         Ok(all)
     }
 
+    /// `readdir`: the entries from `offset` on, as many as the reply holds.
+    pub(crate) fn list(&self, ino: INodeNo, offset: u64, mut reply: ReplyDirectory) {
+        match Self::ino(ino).and_then(|i| self.do_readdir(i)) {
+            Ok(all) => {
+                for (k, (name, ino, kind)) in all.iter().enumerate().skip(offset as usize) {
+                    if reply.add(
+                        INodeNo(*ino as u64),
+                        k as u64 + 1,
+                        file_type(*kind),
+                        OsStr::from_bytes(name),
+                    ) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    /// `readdirplus`: the same, each with its attributes.
+    pub(crate) fn list_plus(&self, ino: INodeNo, offset: u64, mut reply: ReplyDirectoryPlus) {
+        match Self::ino(ino).and_then(|i| self.do_readdir(i)) {
+            Ok(all) => {
+                for (k, (name, ino, _)) in all.iter().enumerate().skip(offset as usize) {
+                    let Ok(s) = self.stat(*ino) else { continue };
+                    if reply.add(
+                        INodeNo(*ino as u64),
+                        k as u64 + 1,
+                        OsStr::from_bytes(name),
+                        &TTL,
+                        &self.attr(&s),
+                        Generation(s.generation as u64),
+                    ) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
     /// `statfs`: the share kept for root ([`crate::share`]) counts as free
     /// (`f_bfree`) but not as available to users (`f_bavail`), as ext4's reserved
     /// blocks do, so `df` as a user shows what the user can write.

@@ -844,24 +844,9 @@ impl Filesystem for DvrfsFs {
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        match Self::ino(ino).and_then(|i| self.do_readdir(i)) {
-            Ok(all) => {
-                for (k, (name, ino, kind)) in all.iter().enumerate().skip(offset as usize) {
-                    if reply.add(
-                        INodeNo(*ino as u64),
-                        k as u64 + 1,
-                        file_type(*kind),
-                        OsStr::from_bytes(name),
-                    ) {
-                        break;
-                    }
-                }
-                reply.ok()
-            }
-            Err(e) => reply.error(err(e)),
-        }
+        self.list(ino, offset, reply)
     }
 
     fn readdirplus(
@@ -870,27 +855,9 @@ impl Filesystem for DvrfsFs {
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectoryPlus,
+        reply: ReplyDirectoryPlus,
     ) {
-        match Self::ino(ino).and_then(|i| self.do_readdir(i)) {
-            Ok(all) => {
-                for (k, (name, ino, _)) in all.iter().enumerate().skip(offset as usize) {
-                    let Ok(s) = self.stat(*ino) else { continue };
-                    if reply.add(
-                        INodeNo(*ino as u64),
-                        k as u64 + 1,
-                        OsStr::from_bytes(name),
-                        &TTL,
-                        &self.attr(&s),
-                        Generation(s.generation as u64),
-                    ) {
-                        break;
-                    }
-                }
-                reply.ok()
-            }
-            Err(e) => reply.error(err(e)),
-        }
+        self.list_plus(ino, offset, reply)
     }
 
     fn fsyncdir(
