@@ -42,8 +42,8 @@ pub use aio::{dvrfs_aio_cancel, dvrfs_aio_check, dvrfs_aio_poll, dvrfs_aio_start
 pub use index::{dvrfs_keyframes, dvrfs_seek_frame, dvrfs_seek_stream_time, dvrfs_seek_time};
 pub use registry::dvrfs;
 pub use stream::{
-    dvrfs_stream_close, dvrfs_stream_open, dvrfs_stream_queue, dvrfs_stream_read,
-    dvrfs_stream_write,
+    dvrfs_stream_close, dvrfs_stream_follow, dvrfs_stream_open, dvrfs_stream_queue,
+    dvrfs_stream_read, dvrfs_stream_write,
 };
 
 use dvrfs_core::meta::Ino;

@@ -252,6 +252,32 @@ pub unsafe extern "C" fn dvrfs_stream_queue(
     })
 }
 
+/// Makes playback stream `sid` follow its last file while a recording writes it
+/// (watching live): at the end of what is there, `dvrfs_stream_read` waits for the
+/// recording's next bytes instead of returning 0 (not counted as a stall), and
+/// returns 0 once the recording has ended. A reader that catches up with the
+/// recording starts again one slack behind it. Returns 0 or a negative error code
+/// (`-EBADF`: not a stream of this handle; `-EINVAL`: a recording).
+///
+/// # Safety
+/// `fs` is any value (checked).
+#[no_mangle]
+pub unsafe extern "C" fn dvrfs_stream_follow(fs: *mut dvrfs, sid: c_int) -> c_int {
+    guard_int(|| {
+        let d = registry::volume(fs)?;
+        let s = lock(&d.tables).stream(sid)?;
+        if s.dir != StreamDir::Read {
+            return Err(fail(
+                libc::EINVAL,
+                format!("stream {sid} is a recording: only a playback follows one"),
+            ));
+        }
+        d.vol
+            .run(Op::StreamFollow { stream: sid as u32 }, None, 0)?;
+        Ok(0)
+    })
+}
+
 /// The volume of a stream read or write: the handle, a buffer, and stream `sid`
 /// open on this handle in direction `dir`, checked before anything is allocated.
 fn stream_io(

@@ -10,8 +10,8 @@ mod common;
 use common::{c, image, in_child, last_error, open};
 use dvrfs::{
     dvrfs_close, dvrfs_file_open, dvrfs_keyframe, dvrfs_keyframes, dvrfs_seek_frame,
-    dvrfs_seek_stream_time, dvrfs_seek_time, dvrfs_stream_close, dvrfs_stream_open,
-    dvrfs_stream_queue, dvrfs_stream_read, dvrfs_stream_spec, DVRFS_STREAM_READ,
+    dvrfs_seek_stream_time, dvrfs_seek_time, dvrfs_stream_close, dvrfs_stream_follow,
+    dvrfs_stream_open, dvrfs_stream_queue, dvrfs_stream_read, dvrfs_stream_spec, DVRFS_STREAM_READ,
 };
 use dvrfs_core::driver::Fs;
 use dvrfs_core::format::frame_index::FrameEntry;
@@ -241,6 +241,9 @@ fn a_stream_seeks_by_time_across_chunks_and_plays_on_through_them() {
                     -libc::EINVAL
                 );
                 assert!(last_error().contains("past the end"), "{}", last_error());
+                // Following: no recording on these chunks, so the end is the end.
+                assert_eq!(dvrfs_stream_follow(fs, sid), 0, "{}", last_error());
+                assert_eq!(dvrfs_stream_follow(fs, 999), -libc::EBADF);
                 let mut got = vec![];
                 let mut buf = vec![0u8; 300_000];
                 loop {

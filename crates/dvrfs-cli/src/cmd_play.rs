@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use dvrfs_core::engine::{StreamDir, StreamInfo};
+use dvrfs_core::format::dir::Kind;
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
 use dvrfs_remote::Handle;
@@ -74,9 +75,21 @@ pub struct PlayArgs {
     /// much faster
     #[arg(long, default_value_t = 1, allow_hyphen_values = true)]
     pub speed: i32,
+    /// Follow the recording as it goes on (watching live): at the end of what is
+    /// there, wait for the recording's next bytes and the chunks it makes after
+    /// (each from its first keyframe); ends when the recording has ended and nothing
+    /// new has come for 5 s. A reader that catches up with live falls back one
+    /// buffer's slack behind it
+    #[arg(long)]
+    pub follow: bool,
     #[command(flatten)]
     pub stream: StreamArgs,
 }
+
+/// How often `--follow` looks for new bytes and chunks at the end.
+const FOLLOW_POLL: Duration = Duration::from_millis(100);
+/// `--follow` ends once nothing new has come for this long.
+const FOLLOW_IDLE: Duration = Duration::from_secs(5);
 
 /// A chunk the playback goes through: its file, its first byte played and its size.
 struct Part {
@@ -197,15 +210,33 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
     spec.rate_bps *= a.speed as f64;
     let mut out = sink(false)?;
     let info = open_stream(&rt, first.ino, spec)?;
+    if a.follow {
+        rt.run(Op::StreamFollow { stream: info.id }, None, OWNER)?;
+    }
     let admission = admission_name(&rt)?;
     let started = Instant::now();
     let pb = progress(total, true, "play");
     let mut moved = 0u64;
     let mut last = Instant::now();
     let mut queue = Queue {
-        rest: &rest,
+        rest,
         next: 0,
         queued_end: first.bytes(),
+    };
+    let mut follow = Follow {
+        dir: match rec.dir {
+            true => Some(rt.resolve(&rec.path)?),
+            false => None,
+        },
+        last_name: rec
+            .chunks
+            .last()
+            .map(|c| c.path.rsplit('/').next().unwrap_or("").to_string()),
+        last: (
+            rec.chunks[rec.chunks.len() - 1].ino,
+            rec.chunks[rec.chunks.len() - 1].size,
+        ),
+        changed: Instant::now(),
     };
     let result = (|| -> CliResult<()> {
         out.write_all(&head)
@@ -225,8 +256,22 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
                 unreachable!("a stream read returns bytes")
             };
             if bytes == 0 {
-                break;
+                if !a.follow {
+                    break;
+                }
+                buf = b;
+                match follow.step(&rt, &mut queue)? {
+                    true => continue,
+                    false if follow.changed.elapsed() >= FOLLOW_IDLE => break,
+                    false => {
+                        std::thread::sleep(FOLLOW_POLL);
+                        crate::interrupt::check("play")?;
+                        continue;
+                    }
+                }
             }
+            // The idle time `--follow` ends at counts from the last byte that came.
+            follow.changed = Instant::now();
             let data = &b.bytes().expect("real memory")[..bytes];
             out.write_all(data)
                 .map_err(|e| local_io(&a.output, "error writing", e))?;
@@ -260,15 +305,68 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
     report(ran, &info, &stats, moved, elapsed)
 }
 
+/// `--follow` at the end of what is there: the recording's directory (None: one
+/// file), its last chunk's name, the last file and its size as last seen, and when
+/// something new last came (a byte read, a chunk found, the last file grown).
+struct Follow {
+    dir: Option<Ino>,
+    last_name: Option<String>,
+    last: (Ino, u64),
+    changed: Instant,
+}
+
+impl Follow {
+    /// Looks for what came since: the last file grown, new chunks with a keyframe
+    /// (queued). Whether anything did.
+    fn step(&mut self, rt: &Handle, queue: &mut Queue) -> CliResult<bool> {
+        let mut new = false;
+        if let Some(dir) = self.dir {
+            let mut names: Vec<(String, Ino)> = rt
+                .readdir(dir)?
+                .into_iter()
+                .filter(|(n, _, k)| *k == Kind::File && !n.starts_with(b"."))
+                .map(|(n, i, _)| (String::from_utf8_lossy(&n).into_owned(), i))
+                .filter(|(n, _)| self.last_name.as_ref().is_none_or(|l| n > l))
+                .collect();
+            names.sort();
+            for (name, ino) in names {
+                // Queued from its first keyframe, once it has one (its head left out).
+                let Some(k) = rt.keyframes(ino)?.entries.first().copied() else {
+                    break;
+                };
+                let size = rt.stat(ino)?.size_bytes;
+                queue.rest.push(Part {
+                    ino,
+                    from: k.offset,
+                    size,
+                });
+                self.last_name = Some(name);
+                self.last = (ino, size);
+                new = true;
+            }
+        }
+        let size = rt.stat(self.last.0)?.size_bytes;
+        if size > self.last.1 {
+            // (`queued_end` not moved on: counting short only queues the next sooner.)
+            self.last.1 = size;
+            new = true;
+        }
+        if new {
+            self.changed = Instant::now();
+        }
+        Ok(new)
+    }
+}
+
 /// The chunks still to queue on the playback, and how far the queued ones reach.
-struct Queue<'a> {
-    rest: &'a [Part],
+struct Queue {
+    rest: Vec<Part>,
     next: usize,
     /// Bytes of the playback up to the end of the last chunk queued.
     queued_end: u64,
 }
 
-impl Queue<'_> {
+impl Queue {
     /// Queues chunks until they reach [`QUEUE_AHEAD_BUFFERS`] buffers past `played`
     /// (the engine holds at most so many files at once: one it refuses is queued
     /// at a later call).

@@ -4,7 +4,8 @@
 //! time in a later chunk, in MPEG-TS and fragmented MP4: every frame of the source
 //! from the starting keyframe on, once, in order, decoding without a word from
 //! `ffmpeg -v error`, with no late request and no stall; trick play forward and
-//! back across the chunks shows every keyframe. Prints SKIP where ffmpeg is missing
+//! back across the chunks shows every keyframe; `--follow` plays a live recording
+//! to its end as its chunks are made. Prints SKIP where ffmpeg (or FUSE) is missing
 //! (the test command installs it).
 
 mod common;
@@ -176,5 +177,77 @@ fn trick_play_walks_a_streams_keyframes_across_its_chunks() {
         assert!(frames.iter().all(|f| f.0), "{speed}: keyframes only");
         assert!(decode_errors(&out).is_empty(), "{speed}");
     }
+    assert_clean(&img);
+}
+
+/// `play --follow` of a stream being recorded (watching live): started once the
+/// recording's first chunk has a keyframe, it plays every frame the recording gets,
+/// across its chunks as they are made, and ends once the recording has ended; no
+/// miss and no stall (waiting at the live edge is not one).
+#[test]
+fn follow_plays_a_live_recording_to_its_end_across_its_chunks() {
+    if !ffmpeg_here() {
+        return;
+    }
+    if let Some(why) = common::fuse_missing() {
+        println!("SKIP: {why}");
+        return;
+    }
+    use std::process::{Command, Stdio};
+    let d = tempdir();
+    let src = av_recording(d.path(), "cam.ts", 12, AT_4_MBITS);
+    let img = d.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let m = common::Mount::new(d.path(), &img, &[]);
+    let s = img.to_str().unwrap();
+    let mut feed = Command::new("ffmpeg")
+        .args(["-v", "error", "-re", "-i"])
+        .arg(&src)
+        .args(["-c", "copy", "-f", "mpegts", "-"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run ffmpeg");
+    let rec = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args([
+            "record", s, "/live", "--chunk", "4s", "--rate", "6M", "--json",
+        ])
+        .stdin(feed.stdout.take().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dvrfs record");
+    // Once the first chunk has a keyframe (the timeline has a span).
+    let mut polls = 0;
+    loop {
+        let o = dvrfs(["timeline", s, "/live", "--json"]);
+        let started = o.status.success()
+            && json(&String::from_utf8_lossy(&o.stdout))["spans"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty());
+        if started {
+            break;
+        }
+        polls += 1;
+        assert!(polls < 100_000, "the recording never started");
+        std::thread::yield_now();
+    }
+    let out = d.path().join("live.ts");
+    let player = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["play", s, "/live", "--follow", "--rate", "6M", "--json"])
+        .args(["--output", out.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dvrfs play");
+    let r = json(&ok(rec.wait_with_output().unwrap()));
+    assert!(feed.wait().unwrap().success());
+    assert_eq!(r["chunks"].as_u64(), Some(3), "{r}");
+    let p = json(&ok(player.wait_with_output().unwrap()));
+    assert_eq!(p["chunks"].as_u64(), Some(3), "{p}");
+    assert_eq!(p["deadline_misses"].as_u64(), Some(0), "{p}");
+    assert_eq!(p["stalls"].as_u64(), Some(0), "{p}");
+    assert_frames_from(&out, &video_packets(&src), 0.0);
+    assert!(decode_errors(&out).is_empty());
+    m.unmount();
     assert_clean(&img);
 }

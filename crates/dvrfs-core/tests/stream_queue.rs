@@ -3,7 +3,8 @@
 //! each file's from its queued start, in order, under one admission; the boundary
 //! costs no stall and no late request; a queued file is held (an unlinked one still
 //! plays, and is freed at the end); a file still being recorded is followed to its
-//! end before the next; the refusals leave the playback as it was.
+//! end before the next; a following playback waits at a recording's live edge;
+//! the refusals leave the playback as it was.
 
 mod common;
 
@@ -247,6 +248,73 @@ fn a_refused_queue_leaves_the_playback_as_it_was() {
     close(&mut e, &mut d, play.id);
     close(&mut e, &mut d, rec.id);
     let err = queue(&mut e, &mut d, play.id, small, 0).unwrap_err();
+    assert!(err.to_string().contains("is not open"), "{err}");
+    e.check().unwrap();
+}
+
+/// `Op::StreamFollow`: a playback at the end of a file being recorded waits for the
+/// recording's next bytes (no stall, no 0-byte end) and starts again one slack
+/// later when they come; once the recording ends, the playback ends with it. Without
+/// it the same read ends at what is there.
+#[test]
+fn a_following_playback_waits_at_the_live_edge_and_ends_with_the_recording() {
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 8);
+    let live = d.create(&mut e, "live");
+    let rec = open(&mut e, &mut d, live, spec(StreamDir::Write, 16.0, 4 << 20)).unwrap();
+    let data = pattern(1_500_000);
+    let write = |e: &mut Engine, d: &mut Drive, bytes: &[u8]| {
+        let op = Op::StreamWrite {
+            stream: rec.id,
+            data: IoBuf::from_slice(bytes),
+        };
+        d.run(e, op).unwrap();
+        d.run(e, Op::StreamSync { stream: rec.id }).unwrap();
+    };
+    write(&mut e, &mut d, &data[..400_000]);
+    let plain = open(&mut e, &mut d, live, spec(StreamDir::Read, 16.0, 0)).unwrap();
+    assert_eq!(read_all(&mut e, &mut d, plain.id, 100_000).len(), 400_000);
+    close(&mut e, &mut d, plain.id);
+    let play = open(&mut e, &mut d, live, spec(StreamDir::Read, 16.0, 0)).unwrap();
+    d.run(&mut e, Op::StreamFollow { stream: play.id }).unwrap();
+    let mut got = vec![];
+    let read = |e: &mut Engine, d: &mut Drive| {
+        let op = Op::StreamRead {
+            stream: play.id,
+            buf: IoBuf::zeroed(100_000),
+        };
+        e.submit(op, None, 1, d.now()).unwrap()
+    };
+    // Up to the edge.
+    while got.len() < 400_000 {
+        let id = read(&mut e, &mut d);
+        let Output::Read { buf, bytes } = d.wait(&mut e, id).result.unwrap() else {
+            panic!("a read")
+        };
+        assert!(bytes > 0);
+        got.extend_from_slice(&buf.bytes().unwrap()[..bytes]);
+    }
+    // Past it: the read waits for the recording.
+    let id = read(&mut e, &mut d);
+    let t = d.t;
+    d.run_until(&mut e, t + 3_000 * MS);
+    assert!(
+        !d.others.iter().any(|c| c.op == id),
+        "the read ended at the edge"
+    );
+    write(&mut e, &mut d, &data[400_000..900_000]);
+    let Output::Read { buf, bytes } = d.wait(&mut e, id).result.unwrap() else {
+        panic!("a read")
+    };
+    got.extend_from_slice(&buf.bytes().unwrap()[..bytes]);
+    write(&mut e, &mut d, &data[900_000..]);
+    close(&mut e, &mut d, rec.id);
+    got.extend(read_all(&mut e, &mut d, play.id, 100_000));
+    assert!(got == data, "every byte of the recording, then the end");
+    let stats = close(&mut e, &mut d, play.id);
+    assert_eq!((stats.stalls, stats.late), (0, 0), "{stats:?}");
+    let err = d
+        .run(&mut e, Op::StreamFollow { stream: play.id })
+        .unwrap_err();
     assert!(err.to_string().contains("is not open"), "{err}");
     e.check().unwrap();
 }

@@ -223,7 +223,8 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
         | Op::StreamRead { .. }
         | Op::StreamWrite { .. }
         | Op::StreamClose { .. }
-        | Op::StreamSync { .. } => Ok(()),
+        | Op::StreamSync { .. }
+        | Op::StreamFollow { .. } => Ok(()),
         Op::Unmount => Err(denied(
             "unmounting through the socket (unmount the mount point: umount)",
         )),

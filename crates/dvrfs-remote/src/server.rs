@@ -392,7 +392,8 @@ impl Conn {
                     | Op::StreamWrite { stream, .. }
                     | Op::StreamSync { stream }
                     | Op::StreamRoll { stream, .. }
-                    | Op::StreamQueue { stream, .. } => self.own_stream(*stream, false)?,
+                    | Op::StreamQueue { stream, .. }
+                    | Op::StreamFollow { stream } => self.own_stream(*stream, false)?,
                     Op::StreamClose { stream } => {
                         self.own_stream(*stream, true)?;
                         if let Some(g) = &self.gate {

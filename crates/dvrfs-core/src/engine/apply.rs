@@ -268,7 +268,8 @@ fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
         | Op::StreamClose { .. }
         | Op::StreamSync { .. }
         | Op::StreamRoll { .. }
-        | Op::StreamQueue { .. } => {
+        | Op::StreamQueue { .. }
+        | Op::StreamFollow { .. } => {
             unreachable!("handled elsewhere")
         }
     }

@@ -379,7 +379,8 @@ impl Engine {
             | Op::StreamClose { .. }
             | Op::StreamSync { .. }
             | Op::StreamRoll { .. }
-            | Op::StreamQueue { .. }) => {
+            | Op::StreamQueue { .. }
+            | Op::StreamFollow { .. }) => {
                 if let Err(e) = self.stream_submit(id, op, now) {
                     self.completions.push_back(Completion {
                         op: id,

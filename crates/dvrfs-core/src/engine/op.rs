@@ -137,6 +137,14 @@ pub enum Op {
         ino: Ino,
         from: u64,
     },
+    /// A playback follows its last file while a recording writes it (watching
+    /// live): at the end of what is there its reads wait for the recording's next
+    /// bytes instead of ending, without counting a stall, and when bytes come it
+    /// starts again as at its open, the next byte due one slack later
+    /// (`engine/stream/playback.rs`). Completes at once.
+    StreamFollow {
+        stream: StreamId,
+    },
     /// Append keyframes to a regular file's frame index (`volume/frame_index.rs`):
     /// each within the file's size as applied, in order after the last. Goes to disk
     /// with the data it describes, in the next commit. An index that finds no room
@@ -179,6 +187,7 @@ impl Op {
             Op::StreamSync { .. } => "stream sync",
             Op::StreamRoll { .. } => "stream roll",
             Op::StreamQueue { .. } => "stream queue",
+            Op::StreamFollow { .. } => "stream follow",
             Op::AppendFrames { .. } => "append frames",
             Op::DropFrameIndex { .. } => "drop frame index",
             Op::Fsync => "fsync",

@@ -242,6 +242,11 @@ pub(super) struct Stream {
     play: VecDeque<PlayFile>,
     /// Read: the file being fetched, an index into `play`.
     fetch_file: usize,
+    /// Read: follows its last file while a recording writes it (`Op::StreamFollow`).
+    follow: bool,
+    /// Read: at the end of what is there (waiting at a live edge, or a read ended
+    /// there): the next bytes start it again as at its open.
+    at_edge: bool,
     /// A read came back short (the file shrank): nothing after it is delivered.
     ended: bool,
     // write
@@ -415,6 +420,8 @@ impl Engine {
                 base: Some(start),
             }]),
             fetch_file: 0,
+            follow: false,
+            at_edge: false,
             ended: false,
             fill: None,
             fill_len: 0,
@@ -445,8 +452,14 @@ impl Engine {
             Op::StreamWrite { stream, data } => (stream, Some(data), StreamDir::Write),
             Op::StreamClose { stream } => (stream, None, StreamDir::Read),
             Op::StreamRoll { stream, ino } => return self.stream_roll_submit(id, stream, ino, now),
-            Op::StreamQueue { stream, ino, from } => {
-                self.stream_queue_submit(stream, ino, from, now)?;
+            op @ (Op::StreamQueue { .. } | Op::StreamFollow { .. }) => {
+                match op {
+                    Op::StreamQueue { stream, ino, from } => {
+                        self.stream_queue_submit(stream, ino, from, now)?
+                    }
+                    Op::StreamFollow { stream } => self.stream_follow_submit(stream, now)?,
+                    _ => unreachable!("matched above"),
+                }
                 self.completions.push_back(super::Completion {
                     op: id,
                     result: Ok(Output::Done),

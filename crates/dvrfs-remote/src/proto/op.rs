@@ -160,6 +160,9 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
         Op::StreamQueue { stream, ino, from } => {
             e.u8(24).u32(*stream).u32(*ino).u64(*from);
         }
+        Op::StreamFollow { stream } => {
+            e.u8(25).u32(*stream);
+        }
     }
 }
 
@@ -315,6 +318,9 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
             stream: d.u32("stream")?,
             ino: d.u32("ino")?,
             from: d.u64("from")?,
+        },
+        25 => Op::StreamFollow {
+            stream: d.u32("stream")?,
         },
         k => return Err(Malformed(format!("operation {k} is unknown"))),
     })

@@ -20,6 +20,14 @@
 //!   the prefetch waits for its bytes, as a reader following a recording would), it
 //!   goes on into the next queued file. With nothing queued, the end of the file is
 //!   the end of the playback, as before.
+//! - **Following a recording** (`Op::StreamFollow`, watching live). At the end of
+//!   its last file while a recording writes it, a following playback's reads wait
+//!   for the recording's next bytes instead of ending; the wait is the recording's,
+//!   not the disk's, so it is no stall. When bytes come after such a wait (or after
+//!   a read ended there), the playback starts again as at its open, its next byte
+//!   due one slack later: at the edge the credit has grown to its burst, and
+//!   deadlines counted from it would be due before the bytes existed. Once no
+//!   recording writes the file, the end is the end.
 //! - **Holds.** A queued file is held from the queueing (`Volume::open_file`, as the
 //!   stream's own file): removing its last name leaves an orphan the playback still
 //!   reads, freed when the playback lets it go. A file is let go once the playout
@@ -100,6 +108,21 @@ impl Engine {
         Ok(())
     }
 
+    /// `Op::StreamFollow`: playback `sid` follows its last file while it is recorded.
+    pub(super) fn stream_follow_submit(&mut self, sid: StreamId, now: Now) -> Result<()> {
+        let Some(s) = self.streams.get_mut(&sid).filter(|s| !s.closed) else {
+            return Err(Error::InvalidArgument(format!("stream {sid} is not open")));
+        };
+        if s.info.dir != StreamDir::Read {
+            return Err(Error::InvalidArgument(format!(
+                "stream {sid} is a recording: only a playback follows one"
+            )));
+        }
+        s.follow = true;
+        s.wake(now);
+        Ok(())
+    }
+
     /// Size of file `ino` now, and whether a recording may still make it longer.
     fn play_file_size(&self, ino: Ino) -> (u64, bool) {
         let size = self.vol.stat(ino).map(|s| s.size_bytes).unwrap_or(0);
@@ -108,8 +131,9 @@ impl Engine {
 
     /// Moves the prefetch of stream `sid` on into its next file while it has fetched
     /// its file to the end (module docs). The fetched file's size now, and whether
-    /// the playback is at its end there (nothing queued after it).
-    fn play_fetch_file(&mut self, sid: StreamId) -> (u64, bool) {
+    /// the playback is at its end there (nothing queued after it), and whether a
+    /// recording is still writing it.
+    fn play_fetch_file(&mut self, sid: StreamId) -> (u64, bool, bool) {
         loop {
             let s = &self.streams[&sid];
             let f = s.play[s.fetch_file];
@@ -117,7 +141,7 @@ impl Engine {
             let at = f.from + (s.next_fetch - f.base.expect("the fetched file has its base"));
             let last = s.fetch_file + 1 == s.play.len();
             if at < size || growing || last {
-                return (size, last);
+                return (size, last, growing);
             }
             let s = self.streams.get_mut(&sid).expect("listed");
             s.fetch_file += 1;
@@ -148,7 +172,7 @@ impl Engine {
     pub(super) fn read_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
         let t = now.mono_ns;
         let mut changed = false;
-        let (size, last) = self.play_fetch_file(sid);
+        let (size, last, growing) = self.play_fetch_file(sid);
         let s = self.streams.get_mut(&sid).expect("listed");
         s.update_credit(t);
         s.wake_ns = None;
@@ -157,6 +181,16 @@ impl Engine {
             let at = f.from + (s.next_fetch - f.base.expect("fetched"));
             at >= size
         };
+        // Following a recording: at the end of what is there the reads wait for it.
+        let live_edge = s.follow && last && fetch_end && growing;
+        if s.at_edge && !fetch_end && s.chunks.is_empty() {
+            // New bytes after the edge: the playback starts again as at its open,
+            // its next byte due one slack later (a reader that caught up with a
+            // recording falls back that far behind it, with a whole slack).
+            s.at_edge = false;
+            s.credit = -(s.info.slack_ns as f64 / 1e9 * s.rate);
+            s.credit_at = t;
+        }
         // Serve the waiting reads from the buffer, as the credit allows.
         let mut finished = vec![];
         while let Some(w) = s.waiting.front_mut() {
@@ -191,12 +225,20 @@ impl Engine {
                 changed = true;
                 continue;
             }
-            let at_end = s.chunks.is_empty() && (s.ended || (last && fetch_end));
+            let at_end = s.chunks.is_empty() && (s.ended || (last && fetch_end && !live_edge));
+            if at_end && s.follow {
+                s.at_edge = true;
+            }
             if want == 0 || at_end {
                 let w = s.waiting.pop_front().expect("front");
                 finished.push((w, Ok(())));
                 changed = true;
                 continue;
+            }
+            if live_edge && s.chunks.is_empty() {
+                // Waiting for the recording, not for the disk: no stall.
+                s.at_edge = true;
+                break;
             }
             let Some(c) = s.chunks.front_mut().filter(|c| c.op.is_none()) else {
                 // The data is not there yet: a stall if the rate allowed it.
@@ -231,7 +273,7 @@ impl Engine {
         // Keep the buffer full: requests due when the playout point could reach them.
         let mut issue = vec![];
         loop {
-            let (size, _) = self.play_fetch_file(sid);
+            let (size, _, _) = self.play_fetch_file(sid);
             let s = self.streams.get_mut(&sid).expect("listed");
             let f = s.play[s.fetch_file];
             let at = f.from + (s.next_fetch - f.base.expect("fetched"));
