@@ -1,9 +1,10 @@
 //! `dvrfs verify` (issue 25, test 5): the chunks `record --chunk` sealed in a
 //! stream directory's chain check intact; one byte flipped in a chunk through the
 //! mount fails verify naming the chunk and its UTC range (it is never sealed
-//! again); a chunk removed with `dvrfs rm` or through the mount is deleted with a
-//! record, one whose record is gone is missing; a file written through the mount is
-//! sealed at its close, one still open is unsealed; a chain line altered breaks the
+//! again); a chunk removed with `dvrfs rm` or through the mount, or renamed away
+//! through it, is deleted with a record, one whose record is gone is missing; a file
+//! written through the mount is sealed at its close (under the name a rename gave it
+//! before), one still open is unsealed; a chain line altered breaks the
 //! chain there. Prints SKIP where ffmpeg or FUSE is missing.
 
 mod common;
@@ -105,18 +106,55 @@ fn verify_tells_intact_deleted_missing_and_modified_apart() {
     drop(f);
     std::fs::remove_file(m.path(&format!("cam/{}", names[3]))).unwrap();
     std::fs::write(m.path("cam/notes.txt"), b"a note").unwrap();
+    // The fifth renamed away: recorded as removed by the rename.
+    std::fs::rename(m.path(&format!("cam/{}", names[4])), m.path("cam/moved.ts")).unwrap();
+    // A muxer's temporary name, renamed before its close: sealed as its final name.
+    let mut tmp = std::fs::File::create(m.path("cam/seg.ts.tmp")).unwrap();
+    tmp.write_all(&[7u8; 5000]).unwrap();
+    std::fs::rename(m.path("cam/seg.ts.tmp"), m.path("cam/seg.ts")).unwrap();
+    drop(tmp);
     let mut open = std::fs::File::create(m.path("cam/open.ts")).unwrap();
     open.write_all(b"in progress").unwrap();
     open.flush().unwrap();
-    let (v, status) = verify(&m.mnt);
+    // The mount seals a file when the kernel releases it, just after close(2)
+    // returns: polled until the two closed files are sealed.
+    let mut polls = 0;
+    let (v, status) = loop {
+        let (v, status) = verify(&m.mnt);
+        if v["chunks"].as_array().unwrap().len() == 7 {
+            break (v, status);
+        }
+        polls += 1;
+        assert!(polls < 1_000, "never sealed: {v}");
+        std::thread::yield_now();
+    };
     assert_eq!(status, 4, "{v}");
+    let state = |name: &str| {
+        v["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["chunk"] == name)
+            .map(|c| c["state"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{name} not sealed: {v}"))
+    };
+    let want = [
+        (names[0].as_str(), "deleted"),
+        (names[1].as_str(), "intact"),
+        (names[2].as_str(), "modified"),
+        (names[3].as_str(), "deleted"),
+        (names[4].as_str(), "deleted"),
+        ("notes.txt", "intact"),
+        ("seg.ts", "intact"),
+    ];
+    for (name, st) in want {
+        assert_eq!(state(name), st, "{name}: {v}");
+    }
     assert_eq!(
-        states(&v),
-        vec!["deleted", "intact", "modified", "deleted", "intact", "intact"],
+        v["unsealed"],
+        serde_json::json!(["moved.ts", "open.ts"]),
         "{v}"
     );
-    assert_eq!(v["chunks"][5]["chunk"], "notes.txt", "{v}");
-    assert_eq!(v["unsealed"], serde_json::json!(["open.ts"]));
     let chain = m.path("cam/.chain");
     let text = std::fs::read_to_string(&chain).unwrap();
     let by_mount = text
@@ -124,6 +162,11 @@ fn verify_tells_intact_deleted_missing_and_modified_apart() {
         .find(|l| l.contains(&format!("\"deleted\":\"{}\"", names[3])))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(by_mount.contains("dvrfs mount (uid 0, pid "), "{by_mount}");
+    let renamed = text
+        .lines()
+        .find(|l| l.contains(&format!("\"deleted\":\"{}\"", names[4])))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(renamed.contains("renamed to moved.ts"), "{renamed}");
     // The mount's record removed from the chain: the fourth chunk is missing.
     std::fs::write(&chain, text.replace(&format!("{by_mount}\n"), "")).unwrap();
     let (v, _) = verify(&m.mnt);

@@ -622,7 +622,10 @@ impl Filesystem for DvrfsFs {
                     dst_name: newname.as_bytes().to_vec(),
                 },
                 req.pid(),
-            )
+            )?;
+            let (from, to) = ((p, name.as_bytes()), (np, newname.as_bytes()));
+            self.seals.renamed(&self.rt, from, to, req.uid(), req.pid());
+            Ok(())
         })();
         reply_result!(reply, r, |_| reply.ok())
     }

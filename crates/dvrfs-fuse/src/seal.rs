@@ -25,9 +25,15 @@
 //!
 //! A seal or record that cannot be written (the disk full, an I/O error) does not
 //! fail the application's close or unlink; it goes to the daemon's log, and `verify`
-//! then shows the chunk unsealed or missing. Not covered: a rename onto a sealed
-//! name (the replaced chunk shows missing), and files written through the daemon's
-//! API by other programs (`record --chunk` seals its own).
+//! then shows the chunk unsealed or missing.
+//! - **A rename** of a sealed name out of its name is recorded as its removal
+//!   (`by` ending `, renamed to NEW`); a file still being written follows its new
+//!   name (a muxer's `x.ts.tmp` renamed to `x.ts` before its close is sealed as
+//!   `x.ts`; one renamed after its close was sealed under the old name).
+//!
+//! Not covered: a rename onto a sealed name (the replaced chunk shows modified or
+//! intact, as its new bytes say), and files written through the daemon's API by
+//! other programs (`record --chunk` seals its own).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -269,14 +275,51 @@ impl Sealing {
         Ok(())
     }
 
+    /// `from` in directory `from_dir` was renamed to `to` in `to_dir` by process
+    /// `pid` of user `uid`: a sealed name that left its directory is recorded as
+    /// removed ("renamed to"), and a file being written there follows its new name
+    /// (sealed under it, if its new directory keeps a chain).
+    pub(crate) fn renamed(
+        &self,
+        rt: &Runtime,
+        (from_dir, from): (Ino, &[u8]),
+        (to_dir, to): (Ino, &[u8]),
+        uid: u32,
+        pid: u32,
+    ) {
+        if (from_dir, from) == (to_dir, to) {
+            return;
+        }
+        let how = format!(", renamed to {}", String::from_utf8_lossy(to));
+        self.record(rt, from_dir, from, uid, pid, &how);
+        let name = to.to_vec();
+        let Ok(Ok(ino)) = rt.query(move |v| v.lookup(to_dir, &name)) else {
+            return;
+        };
+        let mut files = lock(&self.files);
+        if let Some(h) = files.get_mut(&ino) {
+            let chain = matches!(Store(rt).find(to_dir, CHAIN_NAME), Ok(Some(_)));
+            if to.starts_with(b".") || !chain {
+                files.remove(&ino);
+            } else {
+                h.dir = to_dir;
+                h.name = to.to_vec();
+            }
+        }
+    }
+
     /// `name` (not a directory) was removed from directory `dir` by process `pid` of
     /// user `uid`: recorded if the chain there sealed it.
     pub(crate) fn removed(&self, rt: &Runtime, dir: Ino, name: &[u8], uid: u32, pid: u32) {
+        self.record(rt, dir, name, uid, pid, "");
+    }
+
+    fn record(&self, rt: &Runtime, dir: Ino, name: &[u8], uid: u32, pid: u32, how: &str) {
         let _one = lock(&self.chain);
         let now_ns = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as i64);
-        let by = format!("dvrfs mount (uid {uid}, pid {pid})");
+        let by = format!("dvrfs mount (uid {uid}, pid {pid}){how}");
         let r = chain::record_removal(&mut Store(rt), dir, name, Kind::File, &by, &rfc3339(now_ns));
         if let Err(why) = r {
             eprintln!(
