@@ -8,7 +8,9 @@
 
 mod common;
 
-use common::drive::{open_stream as open, pattern, setup, stream_spec as spec, Drive, MS};
+use common::drive::{
+    open_stream as open, pattern, setup, stream_spec as spec, stream_write, Drive, MS,
+};
 use dvrfs_core::disk::Admission;
 use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir, StreamStats};
 use dvrfs_core::Error;
@@ -179,16 +181,7 @@ fn a_file_being_recorded_is_followed_to_its_end_before_the_next() {
     let next = file(&mut e, &mut d, "next", &next_data);
     let rec = open(&mut e, &mut d, live, spec(StreamDir::Write, 16.0, 4 << 20)).unwrap();
     let data = pattern(1 << 20);
-    let write = |e: &mut Engine, d: &mut Drive, bytes: &[u8]| {
-        d.run(
-            e,
-            Op::StreamWrite {
-                stream: rec.id,
-                data: IoBuf::from_slice(bytes),
-            },
-        )
-        .unwrap();
-    };
+    let write = |e: &mut Engine, d: &mut Drive, bytes: &[u8]| stream_write(e, d, rec.id, bytes);
     write(&mut e, &mut d, &data[..600_000]);
     d.run(&mut e, Op::StreamSync { stream: rec.id }).unwrap();
     let play = open(&mut e, &mut d, live, spec(StreamDir::Read, 16.0, 0)).unwrap();
@@ -263,11 +256,7 @@ fn a_following_playback_waits_at_the_live_edge_and_ends_with_the_recording() {
     let rec = open(&mut e, &mut d, live, spec(StreamDir::Write, 16.0, 4 << 20)).unwrap();
     let data = pattern(1_500_000);
     let write = |e: &mut Engine, d: &mut Drive, bytes: &[u8]| {
-        let op = Op::StreamWrite {
-            stream: rec.id,
-            data: IoBuf::from_slice(bytes),
-        };
-        d.run(e, op).unwrap();
+        stream_write(e, d, rec.id, bytes);
         d.run(e, Op::StreamSync { stream: rec.id }).unwrap();
     };
     write(&mut e, &mut d, &data[..400_000]);

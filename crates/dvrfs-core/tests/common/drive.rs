@@ -250,3 +250,13 @@ pub fn open_stream(
 pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 31 % 251) as u8).collect()
 }
+
+/// Hands `bytes` to write stream `stream` (its buffer takes them; the engine writes
+/// behind).
+pub fn stream_write(e: &mut Engine, d: &mut Drive, stream: u32, bytes: &[u8]) {
+    let op = Op::StreamWrite {
+        stream,
+        data: dvrfs_core::engine::IoBuf::from_slice(bytes),
+    };
+    d.run(e, op).unwrap();
+}
