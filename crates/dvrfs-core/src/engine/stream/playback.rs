@@ -171,7 +171,6 @@ impl Engine {
 
     pub(super) fn read_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
         let t = now.mono_ns;
-        let mut changed = false;
         let (size, last, growing) = self.play_fetch_file(sid);
         let s = self.streams.get_mut(&sid).expect("listed");
         s.update_credit(t);
@@ -191,6 +190,20 @@ impl Engine {
             s.credit = -(s.info.slack_ns as f64 / 1e9 * s.rate);
             s.credit_at = t;
         }
+        let end_here = last && fetch_end && !live_edge;
+        let mut changed = self.serve_reads(sid, now, end_here, live_edge);
+        self.play_files_left(sid, now);
+        changed |= self.prefetch(sid, now);
+        changed
+    }
+
+    /// Serves stream `sid`'s waiting reads from its buffer, as the credit allows:
+    /// `end_here`, the playback has fetched all there is; `live_edge`, it waits at
+    /// a recording's edge. Whether anything changed.
+    fn serve_reads(&mut self, sid: StreamId, now: Now, end_here: bool, live_edge: bool) -> bool {
+        let t = now.mono_ns;
+        let mut changed = false;
+        let s = self.streams.get_mut(&sid).expect("listed");
         // Serve the waiting reads from the buffer, as the credit allows.
         let mut finished = vec![];
         while let Some(w) = s.waiting.front_mut() {
@@ -225,7 +238,7 @@ impl Engine {
                 changed = true;
                 continue;
             }
-            let at_end = s.chunks.is_empty() && (s.ended || (last && fetch_end && !live_edge));
+            let at_end = s.chunks.is_empty() && (s.ended || end_here);
             if at_end && s.follow {
                 s.at_edge = true;
             }
@@ -269,7 +282,13 @@ impl Engine {
             let r = r.map(|()| w.done);
             self.stream_finish_read(w, r, now);
         }
-        self.play_files_left(sid, now);
+        changed
+    }
+
+    /// Keeps stream `sid`'s buffer full. Whether it issued a request.
+    fn prefetch(&mut self, sid: StreamId, now: Now) -> bool {
+        let t = now.mono_ns;
+        let mut changed = false;
         // Keep the buffer full: requests due when the playout point could reach them.
         let mut issue = vec![];
         loop {
