@@ -10,7 +10,7 @@ mod common;
 
 use common::{
     assert_clean, av_recording, decode_errors, dvrfs, fails, ffmpeg_here, json, mkfs, ok, probe,
-    tempdir, video_packets, AT_4_MBITS,
+    record_chunked, tempdir, video_packets, AT_4_MBITS,
 };
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -21,22 +21,6 @@ fn sha256(path: &Path) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// Records `input` into the stream directory `dir` in chunks of `chunk`.
-fn record(img: &Path, dir: &str, input: &Path, chunk: &str) -> serde_json::Value {
-    json(&ok(dvrfs([
-        "record",
-        img.to_str().unwrap(),
-        dir,
-        "--chunk",
-        chunk,
-        "--input",
-        input.to_str().unwrap(),
-        "--rate",
-        "200M",
-        "--json",
-    ])))
 }
 
 /// `export` of `path` from `from` to `to` into `out`: its manifest.
@@ -78,7 +62,7 @@ fn a_clip_across_chunks_lasts_what_was_asked_decodes_and_matches_its_manifest() 
     let ts = av_recording(d.path(), "cam.ts", 600, AT_4_MBITS);
     let img = d.path().join("v.img");
     mkfs(&img, "2G", &[]);
-    let r = record(&img, "/cam", &ts, "1m");
+    let r = record_chunked(&img, "/cam", &ts, "1m");
     assert_eq!(r["chunks"].as_u64(), Some(10), "{r}");
 
     // 61 s to 245 s crosses the chunks at 120 s, 180 s and 240 s.
@@ -297,7 +281,7 @@ fn an_fmp4_clip_across_chunks_starts_at_zero_and_decodes() {
     let mp4 = av_recording(d.path(), "cam.mp4", 120, &["-preset", "ultrafast"]);
     let img = d.path().join("v.img");
     mkfs(&img, "1G", &[]);
-    let r = record(&img, "/cam", &mp4, "30s");
+    let r = record_chunked(&img, "/cam", &mp4, "30s");
     assert_eq!(r["chunks"].as_u64(), Some(4), "{r}");
     // 21 s to 69 s: the keyframes at 20 s and 70 s, across the chunks at 30 s and 60 s.
     let clip = d.path().join("clip.mp4");

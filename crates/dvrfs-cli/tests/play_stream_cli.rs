@@ -18,19 +18,9 @@ use std::path::Path;
 
 /// Records `input` into `/cam` in chunks of `chunk`: how many it made.
 fn record(img: &Path, input: &Path, chunk: &str) -> u64 {
-    let r = json(&ok(dvrfs([
-        "record",
-        img.to_str().unwrap(),
-        "/cam",
-        "--chunk",
-        chunk,
-        "--input",
-        input.to_str().unwrap(),
-        "--rate",
-        "200M",
-        "--json",
-    ])));
-    r["chunks"].as_u64().unwrap()
+    common::record_chunked(img, "/cam", input, chunk)["chunks"]
+        .as_u64()
+        .unwrap()
 }
 
 /// `play IMG /cam` with `extra` flags into `out`: its JSON report.

@@ -126,3 +126,21 @@ pub fn video_packets(path: &Path) -> Vec<(bool, f64)> {
         .map(|p| (is_key(p), p["pts_time"].as_str().unwrap().parse().unwrap()))
         .collect()
 }
+
+/// `dvrfs record IMG DIR --chunk CHUNK --input INPUT` at a rate far above the
+/// input's (an import): its JSON report.
+pub fn record_chunked(img: &Path, dir: &str, input: &Path, chunk: &str) -> serde_json::Value {
+    let o = super::dvrfs([
+        "record",
+        img.to_str().unwrap(),
+        dir,
+        "--chunk",
+        chunk,
+        "--input",
+        input.to_str().unwrap(),
+        "--rate",
+        "200M",
+        "--json",
+    ]);
+    super::json(&super::ok(o))
+}
