@@ -10,7 +10,7 @@
 //! a GOP that [`Recording::end_utc`] and the timeline say is one.
 
 use dvrfs_core::format::dir::Kind;
-use dvrfs_core::format::frame_index::FrameEntry;
+use dvrfs_core::format::frame_index::{median_interval_ns, FrameEntry};
 use dvrfs_core::meta::Ino;
 use dvrfs_remote::Handle;
 
@@ -44,16 +44,7 @@ impl Chunk {
 
     /// The median interval between its keyframes, ns (0 with fewer than two).
     pub fn keyframe_interval_ns(&self) -> i64 {
-        let mut gaps: Vec<i64> = self
-            .keyframes
-            .windows(2)
-            .map(|w| w[1].utc_ns - w[0].utc_ns)
-            .collect();
-        if gaps.is_empty() {
-            return 0;
-        }
-        gaps.sort_unstable();
-        gaps[gaps.len() / 2]
+        median_interval_ns(&self.keyframes)
     }
 
     /// When its last frame ends, estimated: its last keyframe plus one keyframe
@@ -172,13 +163,7 @@ pub fn name_utc(name: &str) -> Option<i64> {
 
 impl Recording {
     pub fn new(path: &str, dir: bool, chunks: Vec<Chunk>) -> Recording {
-        let utcs: Vec<i64> = chunks
-            .iter()
-            .flat_map(|c| c.keyframes.iter().map(|k| k.utc_ns))
-            .collect();
-        let mut gaps: Vec<i64> = utcs.windows(2).map(|w| w[1] - w[0]).collect();
-        gaps.sort_unstable();
-        let interval_ns = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
+        let interval_ns = median_interval_ns(chunks.iter().flat_map(|c| &c.keyframes));
         Recording {
             path: path.to_string(),
             dir,

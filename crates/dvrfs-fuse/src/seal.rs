@@ -156,9 +156,7 @@ fn utc_range(keys: &[FrameEntry]) -> (String, String) {
     let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
         return (String::new(), String::new());
     };
-    let mut gaps: Vec<i64> = keys.windows(2).map(|w| w[1].utc_ns - w[0].utc_ns).collect();
-    gaps.sort_unstable();
-    let interval = gaps.get(gaps.len() / 2).copied().unwrap_or(0);
+    let interval = dvrfs_core::format::frame_index::median_interval_ns(keys);
     (
         rfc3339(first.utc_ns),
         rfc3339(last.utc_ns.saturating_add(interval)),

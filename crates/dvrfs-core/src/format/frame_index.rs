@@ -89,6 +89,16 @@ pub struct FrameEntry {
     pub utc_ns: i64,
 }
 
+/// The median UTC interval between consecutive keyframes of `keys`, ns (0 with
+/// fewer than two): what a recording's end is estimated by (its last keyframe plus
+/// one interval), as the CLI's commands and the mount's seals count it.
+pub fn median_interval_ns<'a>(keys: impl IntoIterator<Item = &'a FrameEntry>) -> i64 {
+    let utcs: Vec<i64> = keys.into_iter().map(|k| k.utc_ns).collect();
+    let mut gaps: Vec<i64> = utcs.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_unstable();
+    gaps.get(gaps.len() / 2).copied().unwrap_or(0)
+}
+
 /// A branch's child.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Child {
