@@ -35,7 +35,7 @@ use crate::cmd_stream::{
 };
 use crate::error::{local_io, CliError, CliResult};
 use crate::output::progress;
-use crate::recording::{Pos, Recording};
+use crate::recording::Recording;
 use crate::target::Access;
 
 /// The fastest `play --speed`: 64 times the rate (a fast forward).
@@ -132,14 +132,9 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
             None => rec.first().expect("indexed"),
             Some(f) => {
                 let s = crate::seek::start_of(&rt, &rec, f, &zone, rate_bytes)?;
-                let keys = &rec.chunks[s.chunk].keyframes;
-                let k = s
-                    .keyframe
-                    .expect("an indexed recording starts at a keyframe");
-                Pos {
-                    chunk: s.chunk,
-                    key: keys.partition_point(|e| e.offset < k.offset),
-                }
+                s.keyframe
+                    .expect("an indexed recording starts at a keyframe")
+                    .1
             }
         };
         let mut out = sink(true)?;
@@ -176,7 +171,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
     if let Some(f) = &a.from {
         let start = crate::seek::start_of(&rt, &rec, f, &zone, rate_bytes)?;
         let chunk = &rec.chunks[start.chunk];
-        if let Some(k) = start.keyframe {
+        if let Some((k, _)) = start.keyframe {
             let what = match rec.dir {
                 true => format!(" of {}", chunk.path),
                 false => String::new(),

@@ -14,7 +14,7 @@ use dvrfs_remote::Handle;
 
 use crate::args::parse_duration_ms;
 use crate::error::{CliError, CliResult};
-use crate::recording::Recording;
+use crate::recording::{Pos, Recording};
 use crate::timespec::{parse_at, At, Zone};
 
 /// Bytes of the file's start read for the head, at most.
@@ -33,8 +33,9 @@ pub struct Start {
     pub offset: u64,
     /// What goes out before it (PAT and PMT, or the init segment); empty from byte 0.
     pub head: Vec<u8>,
-    /// The keyframe it starts at, when the index found it.
-    pub keyframe: Option<FrameEntry>,
+    /// The keyframe it starts at, when the index found it, and its place in the
+    /// recording.
+    pub keyframe: Option<(FrameEntry, Pos)>,
 }
 
 /// `--from TEXT` as a point of a recording (a plain duration, `90s`, is `+90s`).
@@ -89,7 +90,7 @@ pub fn start_of(
         chunk: p.chunk,
         offset: e.offset,
         head,
-        keyframe: Some(e),
+        keyframe: Some((e, p)),
     })
 }
 
