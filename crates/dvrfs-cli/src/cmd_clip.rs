@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use dvrfs_core::format::frame_index::{FLAG_CLOCK_STEP, FLAG_DISCONTINUITY};
-use dvrfs_core::media::{Container, Mp4Retimer, TsTrim};
+use dvrfs_core::media::{Container, Mp4Retimer, TrickMp4, TsTrim};
 use dvrfs_core::meta::Ino;
 use dvrfs_remote::Handle;
 
@@ -366,20 +366,48 @@ pub fn keyframe(a: &KeyframeArgs) -> CliResult<u8> {
     let (head, container) = head_before(&rt, &rec, p)?;
     let chunk = &rec.chunks[p.chunk];
     let e = *rec.entry(p);
-    // A transport stream's keyframe is its own packets; an MP4's sample needs its
-    // fragment's moof and mdat around it: the fragment, up to the next keyframe's.
-    let end = match container {
-        Container::Mp4 => chunk
-            .keyframes
-            .get(p.key + 1)
-            .map_or(chunk.size, |n| n.offset),
-        _ => e.offset + u64::from(e.data_delta) + u64::from(e.len),
+    // A transport stream's keyframe is its own packets. An MP4's is its sample
+    // alone, in a fragment of its own after an init segment of the video track
+    // (`media::TrickMp4`): one picture at its time in the source, from a fragmented
+    // or a plain MP4 alike.
+    let (head, end) = match container {
+        Container::Mp4 => {
+            let moov = crate::seek::mp4_head(&rt, chunk.ino, chunk.size, &chunk.path)?;
+            let mut mp4 = TrickMp4::new(&moov).map_err(|why| {
+                CliError::new(format!(
+                    "{}: cannot take a keyframe alone: {why}",
+                    chunk.path
+                ))
+            })?;
+            let at = e.offset + u64::from(e.data_delta);
+            let mut sample = Vec::with_capacity(e.len as usize);
+            read_range(
+                &rt,
+                chunk.ino,
+                &chunk.path,
+                at,
+                at + u64::from(e.len),
+                &mut |b| {
+                    sample.extend_from_slice(b);
+                    Ok(())
+                },
+            )?;
+            let shown_90k = rec.interval_ns * 9 / 100_000;
+            let mut file = mp4.init_segment().to_vec();
+            file.extend(mp4.keyframe(&sample, e.pts_90k, shown_90k));
+            (file, None)
+        }
+        _ => (
+            head,
+            Some(e.offset + u64::from(e.data_delta) + u64::from(e.len)),
+        ),
     };
     crate::interrupt::catch();
     let mut sink = Sink::create(&a.output, a.force)?;
-    let copied = sink
-        .write(&head)
-        .and_then(|()| copy_range(&rt, chunk.ino, &chunk.path, e.offset, end, &mut sink));
+    let copied = sink.write(&head).and_then(|()| match end {
+        Some(end) => copy_range(&rt, chunk.ino, &chunk.path, e.offset, end, &mut sink).map(drop),
+        None => Ok(()),
+    });
     if let Err(err) = copied {
         sink.abandon();
         return Err(err);

@@ -7,7 +7,7 @@
 //! the old meaning of a plain duration: that far in at the stream's rate.
 
 use dvrfs_core::format::frame_index::FrameEntry;
-use dvrfs_core::media::{Container, Indexer};
+use dvrfs_core::media::{box_header, Container, Indexer};
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{IoBuf, Op, Output};
 use dvrfs_remote::Handle;
@@ -92,6 +92,64 @@ pub fn start_of(
         head,
         keyframe: Some((e, p)),
     })
+}
+
+/// The largest `moov` read whole ([`mp4_head`]): an hour of a plain 30 fps MP4's
+/// sample tables take about 2 MiB.
+const MOOV_MAX_BYTES: u64 = 64 << 20;
+/// The most top-level boxes walked looking for the `moov` (a fragmented MP4 has two
+/// a fragment, and its `moov` comes first).
+const MP4_TOP_BOXES_MAX: usize = 4096;
+
+/// An MP4's `ftyp` and first `moov`, wherever they are in file `ino` of `size`
+/// bytes (a plain MP4's `moov` usually comes after its `mdat`): found by walking the
+/// top-level boxes' headers, 16 bytes read for each, and read whole.
+pub fn mp4_head(rt: &Handle, ino: Ino, size: u64, path: &str) -> CliResult<Vec<u8>> {
+    let read = |offset: u64, len: u64| -> CliResult<Vec<u8>> {
+        let op = Op::Read {
+            ino,
+            offset,
+            buf: IoBuf::zeroed(len as usize),
+        };
+        let Output::Read { buf, bytes } = rt.run(op, None, 0)? else {
+            unreachable!("a read returns bytes")
+        };
+        Ok(buf.bytes().expect("a memory buffer")[..bytes].to_vec())
+    };
+    let mut head = vec![];
+    let mut at = 0u64;
+    for _ in 0..MP4_TOP_BOXES_MAX {
+        if at + 8 > size {
+            break;
+        }
+        let h = read(at, 16.min(size - at))?;
+        let Some((kind, box_size)) = box_header(&h, size - at) else {
+            break; // damage
+        };
+        let kind = &kind;
+        if at.checked_add(box_size).is_none_or(|end| end > size) {
+            break; // a box the file ends inside
+        }
+        if kind == b"ftyp" || kind == b"moov" {
+            if box_size > MOOV_MAX_BYTES {
+                return Err(CliError::new(format!(
+                    "{path}: its {} box is {box_size} bytes, more than the {MOOV_MAX_BYTES} read whole",
+                    String::from_utf8_lossy(kind)
+                )));
+            }
+            head.extend(read(at, box_size)?);
+            if kind == b"moov" {
+                return Ok(head);
+            }
+        }
+        at += box_size;
+    }
+    Err(CliError::new(format!(
+        "{path}: no moov box found (an MP4 whose writer did not finish it?)"
+    ))
+    .hint(format!(
+        "`dvrfs keyframes TARGET {path}` lists what its index holds"
+    )))
 }
 
 /// A file's head and container.

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use dvrfs_core::engine::StreamSpec;
 use dvrfs_core::format::frame_index::FrameEntry;
-use dvrfs_core::media::{Container, TrickTs, TICKS_PER_SECOND};
+use dvrfs_core::media::{Container, TrickMp4, TrickTs, TICKS_PER_SECOND};
 use dvrfs_core::{IoBuf, Op, Output};
 use dvrfs_remote::Handle;
 use serde_json::json;
@@ -103,6 +103,51 @@ pub fn plan(times: &[i64], start: usize, speed: i32) -> Vec<Shown> {
     out
 }
 
+/// What the keyframes go out as.
+enum Trick {
+    Ts(TrickTs),
+    Mp4(TrickMp4),
+}
+
+impl Trick {
+    /// For recording `rec`, whose first keyframe is at `first`: from its first
+    /// chunk's head (the same source's chunks share their tables or init segment).
+    fn new(rt: &Handle, rec: &Recording, first: Pos) -> CliResult<Trick> {
+        let chunk = &rec.chunks[first.chunk];
+        let head = crate::seek::head_of(rt, chunk.ino, rec.entry(first).offset)?;
+        let cannot = |why: String| {
+            CliError::new(format!(
+                "{}: cannot play keyframes alone: {why}",
+                chunk.path
+            ))
+        };
+        match head.container {
+            Container::Ts => Ok(Trick::Ts(TrickTs::new(&head.bytes).map_err(cannot)?)),
+            Container::Mp4 => {
+                let head = crate::seek::mp4_head(rt, chunk.ino, chunk.size, &chunk.path)?;
+                Ok(Trick::Mp4(TrickMp4::new(&head).map_err(cannot)?))
+            }
+            _ => Err(cannot("it is neither MPEG-TS nor MP4".into())),
+        }
+    }
+
+    /// What goes out before the first keyframe.
+    fn head(&self) -> Vec<u8> {
+        match self {
+            Trick::Ts(_) => vec![], // each keyframe carries its PAT and PMT
+            Trick::Mp4(m) => m.init_segment().to_vec(),
+        }
+    }
+
+    /// A keyframe's bytes as read, shown at `pts` for `duration` (90 kHz).
+    fn keyframe(&mut self, bytes: &[u8], pts: i64, duration: i64) -> Vec<u8> {
+        match self {
+            Trick::Ts(t) => t.keyframe(bytes, pts),
+            Trick::Mp4(m) => m.keyframe(bytes, pts, duration),
+        }
+    }
+}
+
 /// Plays recording `rec` at `speed` from keyframe `start` into `sink`; `spec` is
 /// the playback's (its rate unused: the reservation is the keyframes').
 pub fn trick_play(
@@ -128,15 +173,8 @@ pub fn trick_play(
         })
         .collect();
     let first = rec.first().expect("trick play has an index");
-    let head = crate::seek::head_of(rt, rec.chunks[first.chunk].ino, rec.entry(first).offset)?;
-    if head.container != Container::Ts {
-        return Err(CliError::new(format!(
-            "{path}: trick play of an MP4 is not built yet (transport streams only)"
-        ))
-        .hint("play it at --speed 1, or `dvrfs export` a clip"));
-    }
-    let mut ts = TrickTs::new(&head.bytes)
-        .map_err(|why| CliError::new(format!("{path}: cannot play keyframes alone: {why}")))?;
+    let mut out = Trick::new(rt, rec, first)?;
+    let samples_alone = matches!(out, Trick::Mp4(_));
     let entries: Vec<&FrameEntry> = keys.iter().map(|k| k.1).collect();
     let times = media_times(&entries, rec.interval_ns);
     let start = keys
@@ -147,11 +185,19 @@ pub fn trick_play(
     let span = |k: usize| {
         let (p, e) = keys[k];
         let chunk = &rec.chunks[p.chunk];
-        (
-            chunk.ino,
-            e.offset,
-            (e.offset + u64::from(e.data_delta) + u64::from(e.len)).min(chunk.size),
-        )
+        let (from, to) = match samples_alone {
+            // The keyframe's packets, from the one that starts its PES.
+            false => (
+                e.offset,
+                e.offset + u64::from(e.data_delta) + u64::from(e.len),
+            ),
+            // An MP4 sample alone: the output's fragment is made around it.
+            true => {
+                let at = e.offset + u64::from(e.data_delta);
+                (at, at + u64::from(e.len))
+            }
+        };
+        (chunk.ino, from.min(chunk.size), to.min(chunk.size))
     };
     let bytes: u64 = shown
         .iter()
@@ -208,13 +254,21 @@ pub fn trick_play(
             }
             read += bytes as u64;
             let pts = BASE_90K + (s.at_s * TICKS_PER_SECOND as f64).round() as i64;
-            let out = ts.keyframe(&buf.bytes().expect("a memory buffer")[..bytes], pts);
+            let shown_for = shown
+                .get(i + 1)
+                .map_or(1.0 / MAX_KEYFRAMES_PER_S, |n| n.at_s - s.at_s);
+            let duration = (shown_for * TICKS_PER_SECOND as f64).round() as i64;
+            let keyframe = &buf.bytes().expect("a memory buffer")[..bytes];
+            let mut bytes_out = out.keyframe(keyframe, pts, duration);
+            if i == 0 {
+                bytes_out.splice(0..0, out.head());
+            }
             // Shown on time, not before: a player reads as fast as it is fed.
             if let Some(wait) = due(s).checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
             // Out now, not when a buffer fills: a player shows it when it comes.
-            sink.write_all(&out)
+            sink.write_all(&bytes_out)
                 .and_then(|()| sink.flush())
                 .map_err(|e| CliError::new(format!("error writing the output: {e}")))?;
             crate::interrupt::check("play")?;

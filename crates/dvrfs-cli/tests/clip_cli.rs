@@ -306,7 +306,7 @@ fn an_fmp4_clip_across_chunks_starts_at_zero_and_decodes() {
     assert_eq!(m["to_is_end"], true, "{m}");
     assert_eq!(video_packets(&tail).len(), 16 * 25);
     assert!(decode_errors(&tail).is_empty());
-    // A keyframe of an MP4: its fragment after the init segment, one picture first.
+    // A keyframe of an MP4: its sample alone in a fragment after the init segment.
     let kf = d.path().join("kf.mp4");
     ok(dvrfs([
         "keyframe",
@@ -318,7 +318,8 @@ fn an_fmp4_clip_across_chunks_starts_at_zero_and_decodes() {
         kf.to_str().unwrap(),
     ]));
     let frames = video_packets(&kf);
-    assert!(frames[0].0 && !frames.is_empty(), "{frames:?}");
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    assert!(frames[0].0, "{frames:?}");
     assert!(decode_errors(&kf).is_empty());
     assert_clean(&img);
 }

@@ -1,4 +1,4 @@
-//! `dvrfs play --speed N` on an indexed transport stream (issue 25, test 3): trick
+//! `dvrfs play --speed N` on an indexed transport stream or MP4 (issue 25, test 3): trick
 //! play shows keyframes only, the right number, over the source's duration / N to
 //! within 5% by ffprobe, decoding without a word from `ffmpeg -v error`, having read
 //! at most 10% of the recording's bytes; `--speed -8` shows the same pictures in
@@ -19,10 +19,15 @@ use std::process::{Child, Command, Stdio};
 
 /// `play --speed speed` of `/cam.ts` into `out`: its JSON report.
 fn trick(img: &Path, speed: &str, out: &Path) -> serde_json::Value {
+    trick_of(img, "/cam.ts", speed, out)
+}
+
+/// `play --speed speed` of `path` into `out`: its JSON report.
+fn trick_of(img: &Path, path: &str, speed: &str, out: &Path) -> serde_json::Value {
     json(&ok(dvrfs([
         "play",
         img.to_str().unwrap(),
-        "/cam.ts",
+        path,
         "--rate",
         "4M",
         "--speed",
@@ -125,6 +130,79 @@ fn fast_forward_and_rewind_show_keyframes_only_on_time() {
             "play", s, "/text", "--rate", "4M", "--speed", "-8", "--output", o,
         ]),
         "rewinding needs /text's frame index",
+    );
+}
+
+/// Trick play of an MP4, fragmented (a camera's or ffmpeg's fMP4) and plain (its
+/// `moov` after the `mdat`, as ffmpeg writes by default): the output is a fragmented
+/// MP4 of the video track's keyframes alone, one fragment each, that ffprobe sees
+/// as keyframes only, shown over the source's duration / 8, decoding silently;
+/// only the samples are read (under 10% of the bytes); rewinding shows the same
+/// pictures last first.
+#[test]
+fn trick_play_of_fragmented_and_plain_mp4() {
+    if !ffmpeg_here() {
+        return;
+    }
+    let d = tempdir();
+    // 40 s at 4 Mbit/s, a keyframe every 2 s: 20 keyframes.
+    let frag = av_recording(d.path(), "cam.mp4", 40, AT_4_MBITS);
+    let plain = d.path().join("plain.mp4");
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(&frag)
+        .args(["-c", "copy"])
+        .arg(&plain)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let img = d.path().join("v.img");
+    mkfs(&img, "1G", &[]);
+    let s = img.to_str().unwrap();
+    for (local, name) in [(&frag, "/frag.mp4"), (&plain, "/plain.mp4")] {
+        ok(dvrfs(["put", s, local.to_str().unwrap(), name]));
+        let size = std::fs::metadata(local).unwrap().len();
+        let ff = d.path().join(format!("ff{}", &name[1..]));
+        let r = trick_of(&img, name, "8", &ff);
+        assert_eq!(r["keyframes_shown"], 20, "{name}: {r}");
+        assert_eq!(r["late_reads"], 0, "{name}: {r}");
+        let bytes_read = r["bytes_read"].as_u64().unwrap();
+        assert!(
+            bytes_read * 10 <= size,
+            "{name}: read {bytes_read} of {size} bytes"
+        );
+        let p = video_packets(&ff);
+        assert_eq!(p.len(), 20, "{name}: {p:?}");
+        assert!(p.iter().all(|x| x.0), "{name}: only keyframes");
+        // 19 keyframe intervals of 2 s at 8x, and the last shown for one more.
+        let shown = p[19].1 - p[0].1 + 0.25;
+        assert!((shown - 5.0).abs() <= 0.25, "{name}: {shown} s, not 40 / 8");
+        let errors = decode_errors(&ff);
+        assert!(errors.is_empty(), "{name}: {errors}");
+
+        let rw = d.path().join(format!("rw{}", &name[1..]));
+        let r = trick_of(&img, name, "-8", &rw);
+        assert_eq!(r["keyframes_shown"], 20, "{name}: {r}");
+        let mut fwd = picture_hashes(&ff);
+        assert_eq!(fwd.len(), 20, "{name}");
+        fwd.reverse();
+        assert_eq!(picture_hashes(&rw), fwd, "{name}");
+
+        // `dvrfs keyframe` of an MP4: the sample alone, one picture, the same one
+        // trick play shows for that moment (the keyframe at 10 s, the sixth).
+        let kf = d.path().join(format!("kf{}", &name[1..]));
+        let o = kf.to_str().unwrap();
+        ok(dvrfs(["keyframe", s, name, "--at", "+11s", "--output", o]));
+        let p = video_packets(&kf);
+        assert_eq!(p.len(), 1, "{name}: {p:?}");
+        assert!(p[0].0, "{name}");
+        assert!(decode_errors(&kf).is_empty(), "{name}");
+        assert_eq!(picture_hashes(&kf), [fwd[20 - 1 - 5].clone()], "{name}");
+    }
+    // The same pictures from both sources: the plain MP4 is the fragmented one remuxed.
+    assert_eq!(
+        picture_hashes(&d.path().join("fffrag.mp4")),
+        picture_hashes(&d.path().join("ffplain.mp4"))
     );
 }
 

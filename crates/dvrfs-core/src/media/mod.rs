@@ -25,6 +25,7 @@ mod mp4_tables;
 mod retime;
 #[cfg(test)]
 mod synth;
+mod trick_mp4;
 mod trick_ts;
 mod ts;
 mod ts_trim;
@@ -32,7 +33,9 @@ mod ts_trim;
 pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
 pub use keyframes::KeyframeBuilder;
+pub use mp4::box_header;
 pub use retime::Mp4Retimer;
+pub use trick_mp4::TrickMp4;
 pub use trick_ts::TrickTs;
 pub use ts_trim::TsTrim;
 

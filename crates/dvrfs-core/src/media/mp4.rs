@@ -30,6 +30,19 @@ pub fn looks_like_mp4(head: &[u8]) -> bool {
     head.len() >= 8 && matches!(&head[4..8], b"ftyp" | b"styp" | b"moov" | b"moof" | b"sidx")
 }
 
+/// A top-level box's type and whole size from its first 8 or 16 bytes `h` (a size
+/// of 0 runs to the end: `left` bytes from the box's start); `None` for a header
+/// cut short or a size below the header's.
+pub fn box_header(h: &[u8], left: u64) -> Option<([u8; 4], u64)> {
+    let kind: [u8; 4] = h.get(4..8)?.try_into().ok()?;
+    let (head, size) = match u32_at(h, 0)? {
+        1 => (16, u64_at(h, 8)?),
+        0 => (8, left),
+        s => (8, u64::from(s)),
+    };
+    (size >= head).then_some((kind, size))
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Track {
     id: u32,
@@ -80,7 +93,7 @@ pub struct Mp4Parser {
 }
 
 /// The child boxes of a box's payload: (type, payload).
-fn children(mut b: &[u8]) -> Vec<([u8; 4], &[u8])> {
+pub(super) fn children(mut b: &[u8]) -> Vec<([u8; 4], &[u8])> {
     let mut out = Vec::new();
     while b.len() >= 8 {
         let Some(size) = u32_at(b, 0) else { break };
