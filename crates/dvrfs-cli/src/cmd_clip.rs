@@ -237,6 +237,19 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
     }
     let ranges = rec.ranges(from, to);
     let (head, container) = head_before(&rt, &rec, from)?;
+    // A plain MP4's samples from a keyframe go out as a fragmented MP4.
+    let mut plain = match container {
+        Container::Mp4 => crate::plain_mp4::pieces(&rt, &rec, from, to)?,
+        _ => None,
+    };
+    let (head, ranges) = match &plain {
+        Some(p) => (
+            p.first()
+                .map_or_else(Vec::new, |p| p.remux.init_segment().to_vec()),
+            p.iter().map(|p| (p.chunk, p.start, p.end)).collect(),
+        ),
+        None => (head, ranges),
+    };
     let uuid = uuid_string(&rt.volume_uuid()?);
     // The chunks' seals, when the stream directory keeps a chain.
     let sealed: Vec<crate::chain::Record> = match rec.dir {
@@ -248,7 +261,7 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
     crate::interrupt::catch();
     let started = Instant::now();
     let mut sink = Sink::create(&a.output, a.force)?;
-    if container == Container::Mp4 {
+    if container == Container::Mp4 && plain.is_none() {
         sink.retimer = Some(Mp4Retimer::new());
     }
     if container == Container::Ts {
@@ -265,9 +278,14 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
     let copied = (|| -> CliResult<Vec<Value>> {
         sink.write(&head)?;
         let mut sources = vec![];
-        for &(c, start, end) in &ranges {
+        for (i, &(c, start, end)) in ranges.iter().enumerate() {
             let chunk = &rec.chunks[c];
-            let sha = copy_range(&rt, chunk.ino, &chunk.path, start, end, &mut sink)?;
+            let sha = match plain.as_mut() {
+                Some(pieces) => {
+                    crate::plain_mp4::run(&rt, &rec, &mut pieces[i], &mut |b| sink.write(b))?
+                }
+                None => copy_range(&rt, chunk.ino, &chunk.path, start, end, &mut sink)?,
+            };
             let mut source = json!({
                 "path": chunk.path,
                 "from_byte": start,

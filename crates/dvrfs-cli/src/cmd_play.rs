@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use dvrfs_core::engine::{StreamDir, StreamInfo};
 use dvrfs_core::format::dir::Kind;
+use dvrfs_core::media::Container;
 use dvrfs_core::meta::Ino;
 use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
 use dvrfs_remote::Handle;
@@ -168,6 +169,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
         size: rec.chunks[0].size,
     };
     let mut first_chunk = 0;
+    let mut first_key = rec.first();
     if let Some(f) = &a.from {
         let start = crate::seek::start_of(&rt, &rec, f, &zone, rate_bytes)?;
         let chunk = &rec.chunks[start.chunk];
@@ -189,10 +191,11 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
             size: chunk.size,
         };
         first_chunk = start.chunk;
+        first_key = start.keyframe.map(|k| k.1);
         head = start.head;
     }
     // The later chunks, each from its first keyframe (its head left out).
-    let rest: Vec<Part> = rec.chunks[first_chunk + 1..]
+    let mut rest: Vec<Part> = rec.chunks[first_chunk + 1..]
         .iter()
         .map(|c| Part {
             ino: c.ino,
@@ -200,6 +203,35 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
             size: c.size,
         })
         .collect();
+    // A plain MP4 from a keyframe, or its later chunks, go out remuxed.
+    let mut plain = None;
+    if let Some(start) = first_key.filter(|_| a.from.is_some() || rec.chunks.len() > 1) {
+        let chunk = &rec.chunks[start.chunk];
+        let mp4 = crate::seek::head_of(&rt, chunk.ino, 0)?.container == Container::Mp4;
+        if let Some(pieces) = mp4
+            .then(|| crate::plain_mp4::pieces(&rt, &rec, start, None))
+            .transpose()?
+            .flatten()
+        {
+            if a.follow {
+                return Err(CliError::usage(
+                    format!("--follow of {}: a plain MP4 plays only once it is finished (its moov comes last)", a.path),
+                    "record fragmented MP4 or MPEG-TS to watch it live",
+                ));
+            }
+            let part = |p: &crate::plain_mp4::Piece| Part {
+                ino: rec.chunks[p.chunk].ino,
+                from: p.start,
+                size: rec.chunks[p.chunk].size,
+            };
+            first = pieces.first().map_or(first, part);
+            rest = pieces.iter().skip(1).map(part).collect();
+            head = pieces
+                .first()
+                .map_or_else(Vec::new, |p| p.remux.init_segment().to_vec());
+            plain = Some(crate::plain_mp4::Feed::new(&rec, pieces));
+        }
+    }
     let total = first.bytes() + rest.iter().map(Part::bytes).sum::<u64>();
     spec.start_bytes = first.from;
     spec.rate_bps *= a.speed as f64;
@@ -268,6 +300,14 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
             // The idle time `--follow` ends at counts from the last byte that came.
             follow.changed = Instant::now();
             let data = &b.bytes().expect("real memory")[..bytes];
+            let remuxed;
+            let data = match plain.as_mut() {
+                Some(p) => {
+                    remuxed = p.feed(data)?;
+                    &remuxed[..]
+                }
+                None => data,
+            };
             out.write_all(data)
                 .map_err(|e| local_io(&a.output, "error writing", e))?;
             moved += bytes as u64;
@@ -279,6 +319,9 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
                     pb.set_message(status_line("play", moved, started, &st, ""));
                 }
             }
+        }
+        if let Some(p) = &plain {
+            p.finish()?;
         }
         out.flush()
             .map_err(|e| local_io(&a.output, "error writing", e))

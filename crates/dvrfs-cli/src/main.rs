@@ -38,6 +38,7 @@ mod limits;
 mod mount_quota;
 mod ospath;
 mod own_mount;
+mod plain_mp4;
 mod plot;
 mod record_chunks;
 mod recording;

@@ -16,12 +16,15 @@
 //! MP4); a file that is neither is reported as such and costs nothing more.
 
 mod be;
+mod boxes;
 mod chunker;
 pub mod clip_oracle;
 mod es;
 mod keyframes;
 mod mp4;
 mod mp4_tables;
+mod mp4_write;
+mod remux_mp4;
 mod retime;
 #[cfg(test)]
 mod synth;
@@ -30,10 +33,11 @@ mod trick_ts;
 mod ts;
 mod ts_trim;
 
+pub use boxes::box_header;
 pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
 pub use keyframes::KeyframeBuilder;
-pub use mp4::box_header;
+pub use remux_mp4::{is_plain as is_plain_mp4, Mp4Remux};
 pub use retime::Mp4Retimer;
 pub use trick_mp4::TrickMp4;
 pub use trick_ts::TrickTs;

@@ -14,6 +14,7 @@
 //! (`mp4_tables.rs`).
 
 use super::be::{u32_at, u64_at};
+use super::boxes::children;
 use super::{Counters, Frame, TICKS_PER_SECOND};
 
 /// The largest `moov` or `moof` gathered; a larger one is skipped (and its fragment
@@ -28,19 +29,6 @@ const NON_SYNC: u32 = 0x0001_0000;
 /// Whether `head` starts with an ISO BMFF box a recording begins with.
 pub fn looks_like_mp4(head: &[u8]) -> bool {
     head.len() >= 8 && matches!(&head[4..8], b"ftyp" | b"styp" | b"moov" | b"moof" | b"sidx")
-}
-
-/// A top-level box's type and whole size from its first 8 or 16 bytes `h` (a size
-/// of 0 runs to the end: `left` bytes from the box's start); `None` for a header
-/// cut short or a size below the header's.
-pub fn box_header(h: &[u8], left: u64) -> Option<([u8; 4], u64)> {
-    let kind: [u8; 4] = h.get(4..8)?.try_into().ok()?;
-    let (head, size) = match u32_at(h, 0)? {
-        1 => (16, u64_at(h, 8)?),
-        0 => (8, left),
-        s => (8, u64::from(s)),
-    };
-    (size >= head).then_some((kind, size))
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -90,29 +78,6 @@ pub struct Mp4Parser {
     out: Vec<Frame>,
     next_number: u64,
     counters: Counters,
-}
-
-/// The child boxes of a box's payload: (type, payload).
-pub(super) fn children(mut b: &[u8]) -> Vec<([u8; 4], &[u8])> {
-    let mut out = Vec::new();
-    while b.len() >= 8 {
-        let Some(size) = u32_at(b, 0) else { break };
-        let kind = [b[4], b[5], b[6], b[7]];
-        let (hdr, size) = match size {
-            1 => match u64_at(b, 8) {
-                Some(s) => (16usize, s),
-                None => break,
-            },
-            0 => (8, b.len() as u64),
-            s => (8, u64::from(s)),
-        };
-        if size < hdr as u64 || size > b.len() as u64 {
-            break;
-        }
-        out.push((kind, &b[hdr..size as usize]));
-        b = &b[size as usize..];
-    }
-    out
 }
 
 /// A box of `kind` around `payload` (a 32-bit size: gathered boxes are at most

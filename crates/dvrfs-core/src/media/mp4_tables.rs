@@ -35,22 +35,54 @@ pub struct Tables<'a> {
     pub stss: Option<&'a [u8]>,
 }
 
-/// The frames the tables describe, in decode order; empty when a table that is
+/// One sample as the tables give it, in the track's timescale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    pub offset: u64,
+    pub size: u32,
+    /// Decode time, from the track's start.
+    pub dts: u64,
+    pub duration: u32,
+    /// Composition offset: presentation time less decode time.
+    pub cto: i32,
+    pub sync: bool,
+}
+
+/// The tables of an `stbl`'s payload.
+pub fn tables_of(stbl: &[u8]) -> Tables<'_> {
+    let child = |kind: &[u8; 4]| {
+        super::boxes::children(stbl)
+            .into_iter()
+            .find(|(k, _)| k == kind)
+            .map(|(_, p)| p)
+    };
+    Tables {
+        stsz: child(b"stsz"),
+        stco: child(b"stco"),
+        co64: child(b"co64"),
+        stsc: child(b"stsc"),
+        stts: child(b"stts"),
+        ctts: child(b"ctts"),
+        stss: child(b"stss"),
+    }
+}
+
+/// The samples the tables describe, in decode order; empty when a table that is
 /// needed is missing.
-pub fn frames(t: &Tables, timescale: u32) -> Vec<Frame> {
+pub fn samples(t: &Tables) -> Vec<Sample> {
     let Some(stsz) = t.stsz else {
         return Vec::new();
     };
     let uniform = u32_at(stsz, 4).unwrap_or(0);
     let count = (u32_at(stsz, 8).unwrap_or(0) as usize).min(MAX_SAMPLES);
-    let sizes: Vec<u64> = if uniform != 0 {
-        vec![u64::from(uniform); count]
+    let sizes: Vec<u32> = if uniform != 0 {
+        vec![uniform; count]
     } else {
         stsz.get(12..)
             .unwrap_or(&[])
             .chunks_exact(4)
             .take(count)
-            .map(|e| u64::from(u32_at(e, 0).unwrap_or(0)))
+            .map(|e| u32_at(e, 0).unwrap_or(0))
             .collect()
     };
     let chunk_offsets: Vec<u64> = match (t.stco, t.co64) {
@@ -87,7 +119,7 @@ pub fn frames(t: &Tables, timescale: u32) -> Vec<Frame> {
                 break 'chunks;
             };
             offsets.push(at);
-            at = at.saturating_add(size);
+            at = at.saturating_add(u64::from(size));
         }
     }
     let n = offsets.len();
@@ -96,20 +128,40 @@ pub fn frames(t: &Tables, timescale: u32) -> Vec<Frame> {
     let sync: Option<std::collections::BTreeSet<u32>> = t
         .stss
         .map(|b| entries(b, 4).filter_map(|e| u32_at(e, 0)).collect());
-    let mut dts = 0i64;
-    let ts = i128::from(timescale.max(1));
+    let mut dts = 0u64;
     (0..n)
         .map(|i| {
-            let cto = i64::from(ctts.get(i).copied().unwrap_or(0) as i32);
-            let pts = dts.saturating_add(cto);
-            dts = dts.saturating_add(i64::from(durations.get(i).copied().unwrap_or(0)));
-            Frame {
+            let duration = durations.get(i).copied().unwrap_or(0);
+            let s = Sample {
                 offset: offsets[i],
-                data_offset: offsets[i],
-                len: sizes[i],
+                size: sizes[i],
+                dts,
+                duration,
+                cto: ctts.get(i).copied().unwrap_or(0) as i32,
+                sync: sync.as_ref().is_none_or(|s| s.contains(&(i as u32 + 1))),
+            };
+            dts = dts.saturating_add(u64::from(duration));
+            s
+        })
+        .collect()
+}
+
+/// The frames the tables describe, in decode order; empty when a table that is
+/// needed is missing.
+pub fn frames(t: &Tables, timescale: u32) -> Vec<Frame> {
+    let ts = i128::from(timescale.max(1));
+    samples(t)
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let pts = (s.dts as i64).saturating_add(i64::from(s.cto));
+            Frame {
+                offset: s.offset,
+                data_offset: s.offset,
+                len: u64::from(s.size),
                 number: i as u64,
                 pts_90k: (i128::from(pts) * i128::from(TICKS_PER_SECOND) / ts) as i64,
-                keyframe: sync.as_ref().is_none_or(|s| s.contains(&(i as u32 + 1))),
+                keyframe: s.sync,
                 discontinuity: false,
             }
         })
