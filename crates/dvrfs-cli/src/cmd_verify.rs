@@ -7,7 +7,6 @@
 use clap::Args;
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use dvrfs_core::format::dir::Kind;
@@ -86,17 +85,8 @@ pub fn verify(a: &VerifyArgs) -> CliResult<u8> {
         ));
     };
     let base = a.path.trim_end_matches('/');
-    let deleted: Vec<(&str, &str, &str)> = ch
-        .records
-        .iter()
-        .filter_map(|r| match r {
-            Record::Deleted { name, at, by } => Some((name.as_str(), at.as_str(), by.as_str())),
-            _ => None,
-        })
-        .collect();
-    let mut sealed = BTreeSet::new();
     let mut results = vec![];
-    for r in &ch.records {
+    for (i, r) in ch.records.iter().enumerate() {
         let Record::Chunk {
             name,
             bytes,
@@ -108,38 +98,49 @@ pub fn verify(a: &VerifyArgs) -> CliResult<u8> {
         else {
             continue;
         };
-        sealed.insert(name.clone());
         let path = format!("{base}/{name}");
-        let state = match rt.lookup(dir, name.as_bytes()) {
-            Err(_) => match deleted.iter().rev().find(|d| d.0 == name) {
-                Some(&(_, at, by)) => State::Deleted {
-                    at: at.into(),
-                    by: by.into(),
-                },
-                None => State::Missing,
-            },
-            Ok(ino) => {
-                let size = rt.stat(ino)?.size_bytes;
-                let mut h = Sha256::new();
-                match read_range(&rt, ino, &path, 0, size, &mut |b| {
-                    h.update(b);
-                    Ok(())
-                }) {
-                    Err(e) if crate::interrupt::received().is_some() => return Err(e),
-                    Err(e) => State::Unreadable(e.message),
-                    Ok(()) => {
-                        let got: [u8; 32] = h.finalize().into();
-                        if got == *sha256 && size == *bytes {
-                            State::Intact
-                        } else {
-                            State::Modified {
-                                bytes: size,
-                                sha256: hex(&got),
+        // What became of this generation of the name: the first `deleted` line for
+        // it after its seal, unless the name was sealed again before one.
+        let mut after = ch.records[i + 1..].iter().filter_map(|r| match r {
+            Record::Deleted { name: n, at, by } if n == name => Some(Some((at, by))),
+            Record::Chunk { name: n, .. } if n == name => Some(None),
+            _ => None,
+        });
+        let live = match after.next() {
+            Some(Some((at, by))) => Some(State::Deleted {
+                at: at.clone(),
+                by: by.clone(),
+            }),
+            Some(None) => Some(State::Missing), // sealed again without a record
+            None => None,
+        };
+        let state = match live {
+            Some(st) => st,
+            None => match rt.lookup(dir, name.as_bytes()) {
+                Err(_) => State::Missing,
+                Ok(ino) => {
+                    let size = rt.stat(ino)?.size_bytes;
+                    let mut h = Sha256::new();
+                    match read_range(&rt, ino, &path, 0, size, &mut |b| {
+                        h.update(b);
+                        Ok(())
+                    }) {
+                        Err(e) if crate::interrupt::received().is_some() => return Err(e),
+                        Err(e) => State::Unreadable(e.message),
+                        Ok(()) => {
+                            let got: [u8; 32] = h.finalize().into();
+                            if got == *sha256 && size == *bytes {
+                                State::Intact
+                            } else {
+                                State::Modified {
+                                    bytes: size,
+                                    sha256: hex(&got),
+                                }
                             }
                         }
                     }
                 }
-            }
+            },
         };
         results.push((
             name.clone(),
@@ -155,7 +156,7 @@ pub fn verify(a: &VerifyArgs) -> CliResult<u8> {
         .into_iter()
         .filter(|(n, _, k)| *k == Kind::File && !n.starts_with(b"."))
         .map(|(n, _, _)| String::from_utf8_lossy(&n).into_owned())
-        .filter(|n| !sealed.contains(n))
+        .filter(|n| !ch.sealed(n))
         .collect();
     rt.close()?;
     let broken = ch.broken_links();

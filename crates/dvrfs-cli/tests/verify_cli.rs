@@ -5,7 +5,8 @@
 //! through it, is deleted with a record, one whose record is gone is missing; a file
 //! written through the mount is sealed at its close (under the name a rename gave it
 //! before), one still open is unsealed; a chain line altered breaks the
-//! chain there. Prints SKIP where ffmpeg or FUSE is missing.
+//! chain there; a file renamed onto a sealed name records the replaced chunk's
+//! removal and is sealed under the name, a second generation. Prints SKIP where ffmpeg or FUSE is missing.
 
 mod common;
 
@@ -200,6 +201,51 @@ fn verify_tells_intact_deleted_missing_and_modified_apart() {
     assert_eq!(v["chunks"][2]["state"], "intact", "{v}");
     assert_eq!(v["chain_intact"], false);
     assert_eq!(v["chain_breaks"][0]["chunk"], names[2].as_str(), "{v}");
+
+    // A muxer's temporary file renamed onto the sealed `seg.ts` before its close:
+    // the replaced chunk is recorded as removed, and the new file is sealed under
+    // the name at its close, a second generation of it.
+    let mut tmp = std::fs::File::create(m.path("cam/seg.ts.tmp2")).unwrap();
+    tmp.write_all(&[9u8; 7000]).unwrap();
+    std::fs::rename(m.path("cam/seg.ts.tmp2"), m.path("cam/seg.ts")).unwrap();
+    drop(tmp);
+    let mut polls = 0;
+    let v = loop {
+        let (v, _) = verify(&m.mnt);
+        let seg: Vec<&serde_json::Value> = v["chunks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["chunk"] == "seg.ts")
+            .collect();
+        if seg.len() == 2 {
+            break v;
+        }
+        polls += 1;
+        assert!(polls < 1_000, "never sealed again: {v}");
+        std::thread::yield_now();
+    };
+    let seg: Vec<&serde_json::Value> = v["chunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["chunk"] == "seg.ts")
+        .collect();
+    assert_eq!(seg[0]["state"], "deleted", "{v}");
+    let by = seg[0]["deleted_by"].as_str().unwrap();
+    assert!(
+        by.contains("replaced by seg.ts.tmp2 renamed onto it"),
+        "{by}"
+    );
+    assert_eq!(
+        (&seg[1]["state"], &seg[1]["bytes"]),
+        (&"intact".into(), &7000.into()),
+        "{v}"
+    );
+    assert!(
+        !v["unsealed"].as_array().unwrap().contains(&"seg.ts".into()),
+        "{v}"
+    );
     m.unmount();
     assert_clean(&img);
 }

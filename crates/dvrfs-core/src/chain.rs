@@ -163,11 +163,20 @@ impl Chain {
             .unwrap_or([0; 32])
     }
 
-    /// Whether a chunk line names `name`.
+    /// Whether `name`'s seal stands: a chunk line names it and no `deleted` line
+    /// for it follows the last such line. A name deleted with a record (removed,
+    /// renamed away, replaced by a rename) is free: a new file under it may be
+    /// sealed again, a later generation of the name.
     pub fn sealed(&self, name: &str) -> bool {
-        self.records
-            .iter()
-            .any(|r| matches!(r, Record::Chunk { name: n, .. } if n == name))
+        let mut live = false;
+        for r in &self.records {
+            match r {
+                Record::Chunk { name: n, .. } if n == name => live = true,
+                Record::Deleted { name: n, .. } if n == name => live = false,
+                _ => {}
+            }
+        }
+        live
     }
 
     /// Where the links break: (the chunk line's name, why), in order.
@@ -345,7 +354,11 @@ mod tests {
             by: "rm".into(),
         };
         let c = chain_of(&[a.clone(), b.clone(), d.clone()]);
-        assert_eq!(c.records, vec![a, b.clone(), d]);
+        assert_eq!(c.records, vec![a.clone(), b.clone(), d.clone()]);
+        // a.ts deleted with a record: its name is free again; sealed anew, it stands.
+        assert!(!c.sealed("a.ts") && c.sealed("b.ts") && !c.sealed("x.ts"));
+        let a2 = chunk(c.tip(), "a.ts", 50, 9);
+        assert!(chain_of(&[a.clone(), b.clone(), d, a2]).sealed("a.ts"));
         assert!(c.bad_lines.is_empty());
         assert!(c.broken_links().is_empty());
         let Record::Chunk { chain: tip, .. } = b else {

@@ -614,6 +614,9 @@ impl Filesystem for DvrfsFs {
                     Err(e) => return Err(e),
                 }
             }
+            // A file the rename replaces: its removal is recorded if it was sealed.
+            let dst = self.lookup_of(np, newname.as_bytes()).ok();
+            let replaced = dst.is_some() && dst != self.lookup_of(p, name.as_bytes()).ok();
             self.run(
                 Op::Rename {
                     src_parent: p,
@@ -624,7 +627,8 @@ impl Filesystem for DvrfsFs {
                 req.pid(),
             )?;
             let (from, to) = ((p, name.as_bytes()), (np, newname.as_bytes()));
-            self.seals.renamed(&self.rt, from, to, req.uid(), req.pid());
+            let who = (req.uid(), req.pid());
+            self.seals.renamed(&self.rt, from, to, replaced, who);
             Ok(())
         })();
         reply_result!(reply, r, |_| reply.ok())

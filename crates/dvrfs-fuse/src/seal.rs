@@ -16,8 +16,8 @@
 //!   engine has its index then: its first keyframe's UTC is `from`, its last plus
 //!   one keyframe interval `to`), under the name the file has then in that
 //!   directory: a file renamed elsewhere or removed before its close is not sealed.
-//!   A name the chain already sealed is never sealed again: a finished chunk
-//!   opened and written later shows as modified, never as re-sealed.
+//!   A name whose seal stands is never sealed again: a finished chunk opened and
+//!   written later shows as modified, never as re-sealed.
 //! - **A removal** (`unlink`) of a name the chain sealed appends a `deleted` line,
 //!   `by` naming the mount and the process (`dvrfs mount (uid U, pid P)`).
 //! - One chain is appended at a time (a lock), so two segments finished together
@@ -31,9 +31,13 @@
 //!   name (a muxer's `x.ts.tmp` renamed to `x.ts` before its close is sealed as
 //!   `x.ts`; one renamed after its close was sealed under the old name).
 //!
-//! Not covered: a rename onto a sealed name (the replaced chunk shows modified or
-//! intact, as its new bytes say), and files written through the daemon's API by
-//! other programs (`record --chunk` seals its own).
+//! - **A rename onto a sealed name** records the replaced chunk's removal (`by`
+//!   ending `, replaced by OLD renamed onto it`). A name whose seal was recorded as
+//!   removed is free: a file finished under it later is sealed again, a new
+//!   generation of the name (`verify` lists each).
+//!
+//! Not covered: files written through the daemon's API by other programs (`record
+//! --chunk` seals its own).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -274,22 +278,31 @@ impl Sealing {
     }
 
     /// `from` in directory `from_dir` was renamed to `to` in `to_dir` by process
-    /// `pid` of user `uid`: a sealed name that left its directory is recorded as
-    /// removed ("renamed to"), and a file being written there follows its new name
-    /// (sealed under it, if its new directory keeps a chain).
+    /// `pid` of user `uid`, replacing a file there if `replaced`: a sealed name that
+    /// left its directory is recorded as removed ("renamed to"), a sealed file the
+    /// rename replaced too ("replaced by"), and a file being written there follows
+    /// its new name (sealed under it, if its new directory keeps a chain: the name's
+    /// earlier seal was just recorded as removed).
     pub(crate) fn renamed(
         &self,
         rt: &Runtime,
         (from_dir, from): (Ino, &[u8]),
         (to_dir, to): (Ino, &[u8]),
-        uid: u32,
-        pid: u32,
+        replaced: bool,
+        (uid, pid): (u32, u32),
     ) {
         if (from_dir, from) == (to_dir, to) {
             return;
         }
         let how = format!(", renamed to {}", String::from_utf8_lossy(to));
         self.record(rt, from_dir, from, uid, pid, &how);
+        if replaced {
+            let how = format!(
+                ", replaced by {} renamed onto it",
+                String::from_utf8_lossy(from)
+            );
+            self.record(rt, to_dir, to, uid, pid, &how);
+        }
         let name = to.to_vec();
         let Ok(Ok(ino)) = rt.query(move |v| v.lookup(to_dir, &name)) else {
             return;
