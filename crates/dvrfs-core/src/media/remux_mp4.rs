@@ -335,3 +335,154 @@ impl Mp4Remux {
         self.gave_up.as_deref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::media::be::be32;
+    use crate::media::mp4_write::{boxed, full};
+    use crate::media::{Container, Indexer};
+
+    /// A full box of u32 fields.
+    fn table(kind: &[u8; 4], fields: &[u32]) -> Vec<u8> {
+        full(
+            kind,
+            0,
+            0,
+            &fields.iter().flat_map(|&v| be32(v)).collect::<Vec<_>>(),
+        )
+    }
+
+    /// A plain MP4: four 40-ms video frames (keyframes 0 and 2; 90 kHz) and eight
+    /// 20-ms audio frames (48 kHz), interleaved two video frames then four audio
+    /// frames; video sample `i` is 100 bytes of `i`, audio `j` 50 bytes of `0x80 + j`.
+    /// (the file, its head: `ftyp` and `moov`).
+    fn plain_file() -> (Vec<u8>, Vec<u8>) {
+        let ftyp = boxed(b"ftyp", b"isom\0\0\0\x01");
+        let mut data = vec![];
+        let mdat_at = (ftyp.len() + 8) as u32;
+        let (mut vchunks, mut achunks) = (vec![], vec![]);
+        for half in 0..2u8 {
+            vchunks.push(mdat_at + data.len() as u32);
+            for i in 0..2 {
+                data.extend([half * 2 + i; 100]);
+            }
+            achunks.push(mdat_at + data.len() as u32);
+            for j in 0..4 {
+                data.extend([0x80 + half * 4 + j; 50]);
+            }
+        }
+        let trak = |id: u32, handler: &[u8; 4], ts: u32, stbl: Vec<u8>| {
+            let mut tkhd = vec![0u8; 84];
+            tkhd[12..16].copy_from_slice(&be32(id));
+            let mut mdhd = vec![0u8; 24];
+            mdhd[12..16].copy_from_slice(&be32(ts));
+            let mut hdlr = vec![0u8; 24];
+            hdlr[8..12].copy_from_slice(handler);
+            let minf = boxed(b"minf", &boxed(b"stbl", &stbl));
+            let mdia = [boxed(b"mdhd", &mdhd), boxed(b"hdlr", &hdlr), minf].concat();
+            boxed(
+                b"trak",
+                &[boxed(b"tkhd", &tkhd), boxed(b"mdia", &mdia)].concat(),
+            )
+        };
+        let stsd = boxed(b"stsd", b"\0\0\0\0\0\0\0\x01an entry");
+        let video = [
+            stsd.clone(),
+            table(b"stts", &[1, 4, 3600]),
+            table(b"stss", &[2, 1, 3]),
+            table(b"stsz", &[0, 4, 100, 100, 100, 100]),
+            table(b"stsc", &[1, 1, 2, 1]),
+            table(b"stco", &[2, vchunks[0], vchunks[1]]),
+        ]
+        .concat();
+        let audio = [
+            stsd,
+            table(b"stts", &[1, 8, 960]),
+            table(b"stsz", &[50, 8]),
+            table(b"stsc", &[1, 1, 4, 1]),
+            table(b"stco", &[2, achunks[0], achunks[1]]),
+        ]
+        .concat();
+        let moov = boxed(
+            b"moov",
+            &[
+                boxed(b"mvhd", &[0; 100]),
+                trak(1, b"vide", 90_000, video),
+                trak(2, b"soun", 48_000, audio),
+            ]
+            .concat(),
+        );
+        let file = [ftyp.clone(), boxed(b"mdat", &data), moov.clone()].concat();
+        (file, [ftyp, moov].concat())
+    }
+
+    /// What `r` puts out for `file` fed in `piece`-byte pieces from its byte range.
+    fn run(r: &mut Mp4Remux, file: &[u8], piece: usize) -> Vec<u8> {
+        let (lo, hi) = r.byte_range().expect("samples selected");
+        let mut out = r.init_segment().to_vec();
+        let mut at = lo as usize;
+        for p in file[lo as usize..hi as usize].chunks(piece) {
+            out.extend(r.feed(at as u64, p));
+            at += p.len();
+        }
+        out
+    }
+
+    #[test]
+    fn the_samples_from_a_keyframe_go_out_as_fragments_whatever_the_split() {
+        let (file, head) = plain_file();
+        for (from, want) in [(0u64, vec![0u8, 1, 2, 3]), (2, vec![2, 3])] {
+            for piece in [1, 7, 1000] {
+                let mut r = Mp4Remux::new(&head).expect("a plain MP4");
+                r.select(from, None).expect("a keyframe");
+                let out = run(&mut r, &file, piece);
+                assert_eq!((r.left(), r.gave_up()), (0, None));
+                let mut ix = Indexer::new();
+                ix.feed(&out);
+                assert_eq!(ix.container(), Container::Mp4);
+                let frames = ix.drain();
+                let firsts: Vec<u8> = frames.iter().map(|f| out[f.data_offset as usize]).collect();
+                assert_eq!(firsts, want, "from {from}, pieces of {piece}");
+                let pts: Vec<i64> = frames.iter().map(|f| f.pts_90k).collect();
+                assert_eq!(
+                    pts,
+                    (0..want.len() as i64).map(|i| i * 3600).collect::<Vec<_>>()
+                );
+                let keys: Vec<bool> = frames.iter().map(|f| f.keyframe).collect();
+                assert_eq!(keys[0], true);
+                assert_eq!(keys.iter().filter(|&&k| k).count(), want.len() / 2);
+                // The audio from the keyframe's time on, each frame once.
+                let audio: Vec<u8> = (0x80..0x88u8)
+                    .filter(|b| out.windows(50).any(|w| w.iter().all(|x| x == b)))
+                    .collect();
+                let first_audio = 0x80 + 2 * from as u8;
+                assert_eq!(audio, (first_audio..0x88).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    #[test]
+    fn bytes_out_of_order_or_not_a_keyframe_are_refused_saying_so() {
+        let (file, head) = plain_file();
+        let mut r = Mp4Remux::new(&head).expect("a plain MP4");
+        assert!(r.select(1, None).unwrap_err().contains("not a keyframe"));
+        r.select(0, Some(2)).expect("the first GOP");
+        let (lo, hi) = r.byte_range().unwrap();
+        let mid = (lo + hi) / 2;
+        // Read from the middle: the fragment's first bytes never came.
+        assert!(r.feed(mid, &file[mid as usize..hi as usize]).is_empty());
+        assert_eq!(r.left(), 1);
+        let why = r.gave_up().expect("gave up");
+        assert!(why.contains("before the bytes read"), "{why}");
+        // A piece that does not follow the last.
+        let mut r = Mp4Remux::new(&head).expect("a plain MP4");
+        r.select(0, None).expect("all of it");
+        assert!(r.feed(lo, &file[lo as usize..lo as usize + 10]).is_empty());
+        assert!(r.feed(lo + 20, &file[lo as usize + 20..]).is_empty());
+        assert_eq!(r.left(), 2);
+        let why = r.gave_up().expect("gave up");
+        assert!(why.contains("out of order"), "{why}");
+        assert!(Mp4Remux::new(b"not an mp4").is_err());
+    }
+}
