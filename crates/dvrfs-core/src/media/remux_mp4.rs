@@ -450,7 +450,7 @@ mod tests {
                     (0..want.len() as i64).map(|i| i * 3600).collect::<Vec<_>>()
                 );
                 let keys: Vec<bool> = frames.iter().map(|f| f.keyframe).collect();
-                assert_eq!(keys[0], true);
+                assert!(keys[0]);
                 assert_eq!(keys.iter().filter(|&&k| k).count(), want.len() / 2);
                 // The audio from the keyframe's time on, each frame once.
                 let audio: Vec<u8> = (0x80..0x88u8)
