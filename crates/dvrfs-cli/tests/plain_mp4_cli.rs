@@ -10,35 +10,11 @@
 mod common;
 
 use common::{
-    assert_clean, av_recording, decode_errors, dvrfs, ffmpeg_here, json, mkfs, ok, probe,
-    sha256_file, tempdir, video_packets, AT_4_MBITS,
+    assert_clean, av_recording, decode_errors, dvrfs, ffmpeg_here, json, mkfs, ok, picture_hashes,
+    probe, remux, sha256_file, tempdir, video_packets, AT_4_MBITS,
 };
 use std::path::Path;
 use std::process::Command;
-
-fn ffmpeg(args: &[&str]) {
-    let o = Command::new("ffmpeg")
-        .args(["-v", "error"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-}
-
-/// The decoded pictures' MD5s, in order.
-fn pictures(path: &Path) -> Vec<String> {
-    let o = Command::new("ffmpeg")
-        .args(["-v", "error", "-i"])
-        .arg(path)
-        .args(["-map", "0:v", "-f", "framemd5", "-"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.rsplit(',').next().map(|h| h.trim().to_string()))
-        .collect()
-}
 
 /// `path` shows exactly the pictures `want`, in order, starting at a keyframe,
 /// with audio, decoding silently.
@@ -48,7 +24,7 @@ fn check_clip(path: &Path, want: &[String], what: &str) {
         p.first().is_some_and(|f| f.0),
         "{what}: starts at a keyframe"
     );
-    let got = pictures(path);
+    let got = picture_hashes(path);
     assert_eq!(got.len(), want.len(), "{what}: pictures");
     assert!(got == want, "{what}: not the source's pictures in order");
     let o = Command::new("ffprobe")
@@ -112,30 +88,22 @@ fn a_plain_mp4_plays_and_exports_from_a_keyframe_as_fragmented_mp4() {
     // and cut by ffmpeg's segment muxer into four plain MP4 segments of 10 s.
     let frag = av_recording(d.path(), "src.mp4", 40, AT_4_MBITS);
     let plain = d.path().join("plain.mp4");
-    ffmpeg(&[
-        "-i",
-        frag.to_str().unwrap(),
-        "-c",
-        "copy",
-        plain.to_str().unwrap(),
-    ]);
+    remux(&frag, &plain, &[]);
     let pattern = d.path().join("seg%03d.mp4");
-    ffmpeg(&[
-        "-i",
-        frag.to_str().unwrap(),
-        "-c",
-        "copy",
+    let segments = [
         "-f",
         "segment",
         "-segment_time",
         "10",
         "-segment_format",
         "mp4",
-        "-reset_timestamps",
-        "1",
-        pattern.to_str().unwrap(),
-    ]);
-    let source = pictures(&plain);
+    ];
+    remux(
+        &frag,
+        &pattern,
+        &[&segments[..], &["-reset_timestamps", "1"]].concat(),
+    );
+    let source = picture_hashes(&plain);
     assert_eq!(source.len(), 1000);
     let img = d.path().join("v.img");
     mkfs(&img, "1G", &[]);

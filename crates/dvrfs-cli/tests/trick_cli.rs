@@ -11,8 +11,8 @@
 mod common;
 
 use common::{
-    av_recording, decode_errors, dvrfs, fails, ffmpeg_here, fuse_missing, json, mkfs, ok, tempdir,
-    video_packets, Mount, AT_4_MBITS,
+    av_recording, decode_errors, dvrfs, fails, ffmpeg_here, fuse_missing, json, mkfs, ok,
+    picture_hashes, remux, tempdir, video_packets, Mount, AT_4_MBITS,
 };
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -36,21 +36,6 @@ fn trick_of(img: &Path, path: &str, speed: &str, out: &Path) -> serde_json::Valu
         out.to_str().unwrap(),
         "--json",
     ])))
-}
-
-/// The decoded pictures' MD5s, in order.
-fn picture_hashes(path: &Path) -> Vec<String> {
-    let o = Command::new("ffmpeg")
-        .args(["-v", "error", "-i"])
-        .arg(path)
-        .args(["-map", "0:v", "-f", "framemd5", "-"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.rsplit(',').next().map(|h| h.trim().to_string()))
-        .collect()
 }
 
 #[test]
@@ -148,14 +133,7 @@ fn trick_play_of_fragmented_and_plain_mp4() {
     // 40 s at 4 Mbit/s, a keyframe every 2 s: 20 keyframes.
     let frag = av_recording(d.path(), "cam.mp4", 40, AT_4_MBITS);
     let plain = d.path().join("plain.mp4");
-    let o = Command::new("ffmpeg")
-        .args(["-v", "error", "-i"])
-        .arg(&frag)
-        .args(["-c", "copy"])
-        .arg(&plain)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    remux(&frag, &plain, &[]);
     let img = d.path().join("v.img");
     mkfs(&img, "1G", &[]);
     let s = img.to_str().unwrap();

@@ -209,28 +209,21 @@ fn verify_tells_intact_deleted_missing_and_modified_apart() {
     tmp.write_all(&[9u8; 7000]).unwrap();
     std::fs::rename(m.path("cam/seg.ts.tmp2"), m.path("cam/seg.ts")).unwrap();
     drop(tmp);
+    let generations = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        let chunks = v["chunks"].as_array().unwrap().iter();
+        chunks.filter(|c| c["chunk"] == "seg.ts").cloned().collect()
+    };
     let mut polls = 0;
-    let v = loop {
+    let (v, seg) = loop {
         let (v, _) = verify(&m.mnt);
-        let seg: Vec<&serde_json::Value> = v["chunks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|c| c["chunk"] == "seg.ts")
-            .collect();
+        let seg = generations(&v);
         if seg.len() == 2 {
-            break v;
+            break (v, seg);
         }
         polls += 1;
         assert!(polls < 1_000, "never sealed again: {v}");
         std::thread::yield_now();
     };
-    let seg: Vec<&serde_json::Value> = v["chunks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["chunk"] == "seg.ts")
-        .collect();
     assert_eq!(seg[0]["state"], "deleted", "{v}");
     let by = seg[0]["deleted_by"].as_str().unwrap();
     assert!(

@@ -144,3 +144,34 @@ pub fn record_chunked(img: &Path, dir: &str, input: &Path, chunk: &str) -> serde
     ]);
     super::json(&super::ok(o))
 }
+
+/// The decoded pictures' MD5s of the first video stream of `path`, in order (ffmpeg's
+/// `framemd5`): two files show the same pictures when these are equal.
+pub fn picture_hashes(path: &Path) -> Vec<String> {
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(path)
+        .args(["-map", "0:v", "-f", "framemd5", "-"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(',').next().map(|h| h.trim().to_string()))
+        .collect()
+}
+
+/// `src` remuxed by ffmpeg (`-c copy`, nothing re-encoded) into `dst`, whose
+/// extension and `extra` options say the container: `plain.mp4` without options is
+/// a plain MP4, its `moov` after its `mdat`, as ffmpeg writes by default.
+pub fn remux(src: &Path, dst: &Path, extra: &[&str]) {
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-i"])
+        .arg(src)
+        .args(["-c", "copy"])
+        .args(extra)
+        .arg(dst)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}

@@ -6,8 +6,8 @@ mod mount;
 mod users;
 #[allow(unused_imports)]
 pub use media::{
-    av_recording, decode_errors, ffmpeg_here, key_positions, probe, record_chunked, video_packets,
-    AT_4_MBITS,
+    av_recording, decode_errors, ffmpeg_here, key_positions, picture_hashes, probe, record_chunked,
+    remux, video_packets, AT_4_MBITS,
 };
 #[allow(unused_imports)]
 pub use mount::{field, getfattr, setfattr, Mount};
