@@ -10,11 +10,15 @@
 //!   PID 0, the PMT's and the video's only, each with the sync byte;
 //! - the transport-stream clip trim ([`TsTrim`]), given the same head, gives the
 //!   same bytes however its input is split, never more than it was given, and
-//!   drops no packet of PID 0, the PMT's or the video's.
+//!   drops no packet of PID 0, the PMT's or the video's;
+//! - the MP4 trick-play writer ([`TrickMp4`]), given the input as a head it
+//!   accepts, makes a keyframe the parser reads back as one keyframe of its bytes;
+//!   a plain MP4's remux ([`Mp4Remux`]) of the input gives the same bytes however
+//!   it is split.
 //!
 //! A panic in either is a failure too (the fuzzer catches it).
 
-use super::{Mp4Retimer, TrickTs, TsTrim};
+use super::{Indexer, Mp4Remux, Mp4Retimer, TrickMp4, TrickTs, TsTrim};
 
 const PACKET: usize = 188;
 
@@ -30,6 +34,56 @@ fn retimed(data: &[u8], piece: usize) -> Vec<u8> {
 
 fn pid(p: &[u8]) -> u16 {
     (u16::from(p[1] & 0x1F) << 8) | u16::from(p[2])
+}
+
+/// The MP4 writers, given `data` as a head: a trick-play keyframe after the init
+/// segment [`TrickMp4`] makes is read back by the parser as one keyframe of the
+/// sample's bytes; a plain MP4's remux ([`Mp4Remux`]) of `data` as the file gives
+/// the same bytes however its input is split.
+fn mp4_writers(data: &[u8], sel: u8, piece: usize) -> Result<(), String> {
+    if let Ok(mut t) = TrickMp4::new(data) {
+        let sample = &data[..data.len().min(usize::from(sel) * 3)];
+        let mut file = t.init_segment().to_vec();
+        file.extend(t.keyframe(sample, i64::from(sel) * 3600, 3600));
+        let mut ix = Indexer::new();
+        ix.feed(&file);
+        let mut frames = ix.drain();
+        frames.extend(ix.finish()); // a file this short is told apart at its end
+        let one = match frames.as_slice() {
+            [f] => f.keyframe && f.len == sample.len() as u64,
+            _ => false,
+        };
+        if !one {
+            return Err(format!("trick mp4: read back as {frames:?}"));
+        }
+    }
+    let Ok(mut r) = Mp4Remux::new(data) else {
+        return Ok(());
+    };
+    if r.select(u64::from(sel % 4), None).is_err() {
+        return Ok(());
+    }
+    let Some((lo, hi)) = r.byte_range() else {
+        return Ok(());
+    };
+    let (lo, hi) = (lo.min(data.len() as u64), hi.min(data.len() as u64));
+    let again = |r: &Mp4Remux, piece: usize| {
+        let mut r = r.clone();
+        let mut out = vec![];
+        let mut at = lo;
+        for c in data[lo as usize..hi as usize].chunks(piece.max(1)) {
+            out.extend(r.feed(at, c));
+            at += c.len() as u64;
+        }
+        (out, r.left())
+    };
+    if again(&r, data.len()) != again(&r, piece) {
+        return Err(format!(
+            "remux: split into {piece}-byte pieces, other bytes"
+        ));
+    }
+    let _ = r.feed(lo, &data[lo as usize..hi as usize]);
+    Ok(())
 }
 
 /// Checks one input (see the module docs); what is wrong, if anything.
@@ -51,6 +105,7 @@ pub fn check(data: &[u8]) -> Result<(), String> {
             rest.len()
         ));
     }
+    mp4_writers(rest, sel, piece)?;
     let head_len = (usize::from(sel % 8) + 1) * PACKET;
     let (head, body) = rest.split_at(head_len.min(rest.len()));
     let Ok(mut t) = TrickTs::new(head) else {

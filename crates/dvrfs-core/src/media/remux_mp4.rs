@@ -34,7 +34,7 @@ use super::TICKS_PER_SECOND;
 /// The most source bytes held while a fragment's samples come in.
 pub const MAX_WINDOW_BYTES: usize = 64 << 20;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Track {
     /// The output's track id.
     id: u32,
@@ -46,7 +46,7 @@ struct Track {
 }
 
 /// The samples of one fragment: per track, a range of its samples.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Planned {
     parts: Vec<(usize, Range<usize>)>,
     lo: u64,
@@ -54,7 +54,7 @@ struct Planned {
 }
 
 /// See the module docs.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Mp4Remux {
     init: Vec<u8>,
     tracks: Vec<Track>,
@@ -116,8 +116,8 @@ impl Mp4Remux {
             init: self.init.clone(),
             tracks: Self::tracks(&kept, &first)?,
             plan: VecDeque::new(),
-            sequence: self.sequence + self.plan.len() as u32,
-            offset_90k: self.offset_90k + self.end_90k,
+            sequence: self.sequence.wrapping_add(self.plan.len() as u32),
+            offset_90k: self.offset_90k.saturating_add(self.end_90k),
             end_90k: 0,
             window: vec![],
             window_at: 0,
@@ -172,7 +172,9 @@ impl Mp4Remux {
         let time_of = |i: usize| -> u64 {
             match video.get(i) {
                 Some(s) => s.dts,
-                None => video[n - 1].dts + u64::from(video[n - 1].duration),
+                None => video[n - 1]
+                    .dts
+                    .saturating_add(u64::from(video[n - 1].duration)),
             }
         };
         let cuts: Vec<usize> = (from..to)
@@ -217,7 +219,10 @@ impl Mp4Remux {
                 .iter()
                 .flat_map(|(t, r)| self.tracks[*t].samples[r.clone()].iter())
                 .fold((u64::MAX, 0), |(lo, hi), s| {
-                    (lo.min(s.offset), hi.max(s.offset + u64::from(s.size)))
+                    (
+                        lo.min(s.offset),
+                        hi.max(s.offset.saturating_add(u64::from(s.size))),
+                    )
                 });
             self.plan.push_back(Planned { parts, lo, hi });
         }
@@ -295,7 +300,7 @@ impl Mp4Remux {
             let ss = &track.samples[r.clone()];
             let offset = (i128::from(self.offset_90k) * i128::from(track.timescale)
                 / i128::from(TICKS_PER_SECOND)) as u64;
-            let base = ss[0].dts - track.base + offset;
+            let base = (ss[0].dts - track.base).saturating_add(offset);
             let mut data = Vec::with_capacity(ss.iter().map(|s| s.size as usize).sum());
             let run = ss
                 .iter()
