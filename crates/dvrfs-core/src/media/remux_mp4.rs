@@ -39,10 +39,17 @@ struct Track {
     /// The output's track id.
     id: u32,
     timescale: u32,
-    video: bool,
+    /// The `hdlr` type: `vide` or `soun`.
+    handler: [u8; 4],
     samples: Vec<Sample>,
     /// The decode time (this track's timescale) that is the clip's 0.
     base: u64,
+}
+
+impl Track {
+    fn video(&self) -> bool {
+        &self.handler == b"vide"
+    }
 }
 
 /// The samples of one fragment: per track, a range of its samples.
@@ -84,17 +91,8 @@ impl Mp4Remux {
     /// saying what it lacks.
     pub fn new(head: &[u8]) -> Result<Mp4Remux, String> {
         let (init, kept) = fragmented_init(head, &|h| h == b"vide" || h == b"soun")?;
-        Ok(Mp4Remux {
-            init,
-            tracks: Self::tracks(&kept, &kept)?,
-            plan: VecDeque::new(),
-            sequence: 0,
-            offset_90k: 0,
-            end_90k: 0,
-            window: vec![],
-            window_at: 0,
-            gave_up: None,
-        })
+        let ids: Vec<([u8; 4], u32)> = kept.iter().map(|k| (k.handler, k.id)).collect();
+        Ok(Self::starting(init, Self::tracks(&kept, &ids)?, 0, 0))
     }
 
     /// The next chunk of the same recording (module docs): `head` is its own; its
@@ -102,49 +100,51 @@ impl Mp4Remux {
     /// `self`'s planned video ends.
     pub fn continuing(&self, head: &[u8]) -> Result<Mp4Remux, String> {
         let (_, kept) = fragmented_init(head, &|h| h == b"vide" || h == b"soun")?;
-        let first: Vec<KeptTrack> = self
-            .tracks
-            .iter()
-            .map(|t| KeptTrack {
-                id: t.id,
-                timescale: t.timescale,
-                handler: if t.video { *b"vide" } else { *b"soun" },
-                stbl: vec![],
-            })
-            .collect();
-        Ok(Mp4Remux {
-            init: self.init.clone(),
-            tracks: Self::tracks(&kept, &first)?,
+        let ids: Vec<([u8; 4], u32)> = self.tracks.iter().map(|t| (t.handler, t.id)).collect();
+        Ok(Self::starting(
+            self.init.clone(),
+            Self::tracks(&kept, &ids)?,
+            self.sequence.wrapping_add(self.plan.len() as u32),
+            self.offset_90k.saturating_add(self.end_90k),
+        ))
+    }
+
+    /// A remux of `tracks` after `init`, its fragments numbered on from
+    /// `sequence`, its times from `offset_90k`; nothing selected yet.
+    fn starting(init: Vec<u8>, tracks: Vec<Track>, sequence: u32, offset_90k: i64) -> Mp4Remux {
+        Mp4Remux {
+            init,
+            tracks,
             plan: VecDeque::new(),
-            sequence: self.sequence.wrapping_add(self.plan.len() as u32),
-            offset_90k: self.offset_90k.saturating_add(self.end_90k),
+            sequence,
+            offset_90k,
             end_90k: 0,
             window: vec![],
             window_at: 0,
             gave_up: None,
-        })
+        }
     }
 
-    /// The tracks `kept` of a source, put out under the ids of `out`'s tracks of
-    /// the same kind (those `out` lacks are left out); the video first.
-    fn tracks(kept: &[KeptTrack], out: &[KeptTrack]) -> Result<Vec<Track>, String> {
+    /// The tracks `kept` of a source, put out under the ids `ids` gives their kind
+    /// (handler) (a kind it lacks is left out); the video first.
+    fn tracks(kept: &[KeptTrack], ids: &[([u8; 4], u32)]) -> Result<Vec<Track>, String> {
         let mut tracks: Vec<Track> = kept
             .iter()
             .filter_map(|k| {
-                let o = out.iter().find(|o| o.handler == k.handler)?;
+                let &(handler, id) = ids.iter().find(|(h, _)| *h == k.handler)?;
                 Some(Track {
-                    id: o.id,
+                    id,
                     timescale: k.timescale,
-                    video: &k.handler == b"vide",
+                    handler,
                     samples: samples(&tables_of(&k.stbl)),
                     base: 0,
                 })
             })
             .collect();
-        tracks.sort_by_key(|t| !t.video);
+        tracks.sort_by_key(|t| !t.video());
         match tracks.first() {
-            Some(t) if t.video && !t.samples.is_empty() => Ok(tracks),
-            Some(t) if t.video => Err("its video track has no samples in its tables".into()),
+            Some(t) if t.video() && !t.samples.is_empty() => Ok(tracks),
+            Some(t) if t.video() => Err("its video track has no samples in its tables".into()),
             _ => Err("it has no video track".into()),
         }
     }
