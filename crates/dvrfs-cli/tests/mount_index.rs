@@ -4,7 +4,8 @@
 //! extended attribute, has exactly ffprobe's keyframes; a plain MP4 copied in, or
 //! written by ffmpeg straight into the mount, is indexed from its sample tables at
 //! its last close; each is sealed in the directory's integrity chain at its close
-//! and `dvrfs verify` finds them intact. Needs root, /dev/fuse and
+//! and `dvrfs verify` finds them intact. A recording appended to after a remount
+//! has its index picked up again where it stopped. Needs root, /dev/fuse and
 //! ffmpeg (SKIP with the reason where missing).
 
 mod common;
@@ -214,6 +215,69 @@ fn segments_written_by_ffmpeg_through_the_mount_show_ffprobes_keyframes() {
         assert!(!c["from"].as_str().unwrap().is_empty(), "{c}");
     }
     assert_eq!(v["chain_intact"], true, "{v}");
+    m.unmount();
+    assert_clean(&img);
+}
+
+#[test]
+fn a_recording_appended_to_after_a_remount_has_its_index_picked_up_again() {
+    need_fuse!();
+    if !ffmpeg_here() {
+        return;
+    }
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    // 20 s of MPEG-TS, a keyframe every 2 s.
+    let src = dir.path().join("rec.ts");
+    let o = Command::new("ffmpeg")
+        .args(["-v", "error", "-f", "lavfi", "-i"])
+        .arg("testsrc2=size=320x240:rate=25:duration=20")
+        .args(["-c:v", "libx264", "-g", "50"])
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bytes = std::fs::read(&src).unwrap();
+    let want = key_positions(&src);
+    assert_eq!(want.len(), 10);
+    let half = bytes.len() / 2 / 188 * 188;
+    // The first half written, the volume unmounted (the daemon, and with it what it
+    // knew of the file, gone), mounted again, and the second half appended.
+    let m = Mount::new(dir.path(), &img, &[]);
+    std::fs::write(m.path("rec.ts"), &bytes[..half]).unwrap();
+    m.unmount();
+    let m = Mount::new(dir.path(), &img, &[]);
+    let rec = m.path("rec.ts");
+    let first = indexed_offsets(&rec);
+    assert!(
+        first.len() < want.len() && want.starts_with(&first),
+        "{first:?}"
+    );
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&rec).unwrap();
+        f.write_all(&bytes[half..]).unwrap();
+    }
+    // The whole file's keyframes, the index complete: it is flagged incomplete
+    // while the daemon reads the file back from its last keyframe, so polled.
+    let whole = format!("keyframes={} complete=yes", want.len());
+    let mut polls = 0;
+    let text = loop {
+        let t = keyframes_attr(&rec).unwrap_or_default();
+        if t.starts_with(&whole) || polls == 10_000 {
+            break t;
+        }
+        polls += 1;
+        std::thread::yield_now();
+    };
+    let got: Vec<u64> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
+    assert!(text.starts_with(&whole), "{text}");
+    assert_eq!(got, want);
     m.unmount();
     assert_clean(&img);
 }

@@ -1,24 +1,26 @@
 //! Frame indexes built by the engine while files are written (`engine/indexing.rs`):
 //! an ffmpeg recording written in pieces, or recorded through a stream reservation,
-//! gets exactly ffprobe's keyframes, timed by the wall clock of its writes; a
-//! rewrite, an append the engine did not follow, and a crash leave an index that is
-//! flagged or covers the committed data; a file that is not media costs nothing.
+//! gets exactly ffprobe's keyframes, timed by the wall clock of its writes; a crash
+//! leaves an index that covers the committed data, and a writer going on after it
+//! (or a crash's replayed tail) has it picked up again where it stopped; a rewrite
+//! leaves it flagged; a file that is not media costs nothing.
 //! Prints SKIP where ffmpeg or ffprobe is missing.
 
 mod common;
 
-use common::drive::{open_stream, setup, stream_spec, Drive};
+use common::drive::{engine_on, open_stream, setup, stream_spec, stream_write, Drive, MS};
 use common::ffmpeg::{fixture, probe, scratch, tools};
 use common::{assert_fsck_clean, formatted, open_rw};
 use dvrfs_core::device::MemDevice;
 use dvrfs_core::disk::Admission;
 use dvrfs_core::driver::blocking::ManualClock;
-use dvrfs_core::engine::{Engine, Op, StreamDir};
+use dvrfs_core::engine::{Engine, Op, StreamDir, StreamSpec};
 use dvrfs_core::format::frame_index::FLAG_IMPORT;
 use dvrfs_core::format::superblock::AllocPolicy;
+use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::media::TICKS_PER_SECOND;
 use dvrfs_core::tools::reindex::{reindex, Start};
-use dvrfs_core::volume::OpenOptions;
+use dvrfs_core::volume::{OpenOptions, Volume};
 use dvrfs_core::{Fs, IoBuf};
 use std::path::Path;
 
@@ -148,7 +150,7 @@ fn a_copy_faster_than_real_time_turns_into_an_import_and_a_rewrite_flags_the_ind
 }
 
 #[test]
-fn after_a_crash_the_index_covers_the_committed_data_and_later_appends_flag_it() {
+fn after_a_crash_the_index_covers_the_committed_data_and_goes_on_with_later_appends() {
     if !tools() {
         return;
     }
@@ -177,10 +179,67 @@ fn after_a_crash_the_index_covers_the_committed_data_and_later_appends_flag_it()
         assert!(e.offset + u64::from(e.data_delta) + u64::from(e.len) <= size);
     }
     assert!(fs.frame_info(f).unwrap().complete);
-    // The recorder goes on after the crash: this open did not follow the file.
-    fs.write(f, size, &bytes[half..half + PIECE], T0).unwrap();
-    assert!(!fs.frame_info(f).unwrap().complete);
+    let before = ix.entries().last().copied().unwrap();
+    // The recorder goes on after the crash: this open did not follow the file, it
+    // picks the index up again from its last keyframe and follows on.
+    for (k, piece) in bytes[half..].chunks(PIECE).enumerate() {
+        fs.write(f, (half + k * PIECE) as u64, piece, T0 + 3_600_000_000_000)
+            .unwrap();
+    }
+    fs.close_file(f).unwrap();
+    let info = fs.frame_info(f).unwrap();
+    assert!(info.complete, "{info:?}");
+    let ix = fs.frame_index(f).unwrap().unwrap().clone();
+    let offsets: Vec<u64> = ix.entries().iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, keys.iter().map(|k| k.0).collect::<Vec<_>>());
+    for (e, k) in ix.entries().iter().zip(&keys) {
+        assert_eq!(e.pts_90k, k.1);
+    }
+    // Numbered and timed on from the keyframe stored last (by the media time: the
+    // writer's wall clock an hour later does not move it).
+    let numbers: Vec<u32> = ix.entries().iter().map(|e| e.number).collect();
+    assert_eq!(
+        numbers,
+        (0..numbers.len() as u32)
+            .map(|k| 25 * k)
+            .collect::<Vec<_>>()
+    );
+    for e in ix.entries().iter().filter(|e| e.offset > before.offset) {
+        let media_ns = (e.pts_90k - before.pts_90k) * 100_000 / 9;
+        assert_eq!(e.utc_ns - before.utc_ns, media_ns, "keyframe {}", e.number);
+    }
     fs.sync().unwrap();
+    assert_fsck_clean(&fs.close().unwrap());
+}
+
+#[test]
+fn a_rewrite_after_an_index_was_picked_up_again_flags_it() {
+    if !tools() {
+        return;
+    }
+    let d = scratch();
+    let (bytes, _) = recording(&d.0);
+    let mut v = volume();
+    let half = bytes.len() / 2 / PIECE * PIECE;
+    let f = write_pieces(&mut v, b"rec.ts", &bytes[..half], |_| T0);
+    let dev = v.0.close().unwrap();
+    // A clean reopen's append picks the index up again; a write into the file's
+    // middle after it cuts the index there and flags it.
+    let mut fs = open_rw(dev);
+    fs.write(f, half as u64, &bytes[half..half + PIECE], T0)
+        .unwrap();
+    let info = fs.frame_info(f).unwrap();
+    assert!(info.complete, "{info:?}");
+    fs.write(f, 1000, &bytes[1000..2000], T0).unwrap();
+    let cut = fs.frame_info(f).unwrap();
+    assert!(!cut.complete);
+    assert!(cut.keyframes < info.keyframes, "{cut:?}");
+    // Flagged stays flagged: a later reopen's append does not resume it.
+    let mut fs = open_rw(fs.close().unwrap());
+    let end = fs.stat(f).unwrap().size_bytes;
+    fs.write(f, end, &bytes[half + PIECE..half + 2 * PIECE], T0)
+        .unwrap();
+    assert!(!fs.frame_info(f).unwrap().complete);
     assert_fsck_clean(&fs.close().unwrap());
 }
 
@@ -228,4 +287,70 @@ fn a_stream_recording_is_indexed_with_ffprobes_keyframes() {
     // the end, not 10: still a live recording.
     assert!(ix.entries().iter().all(|e| e.flags & FLAG_IMPORT == 0));
     assert!(e.volume().frame_info(f).unwrap().complete);
+}
+
+#[test]
+fn a_recordings_tail_replayed_after_a_crash_is_indexed_on_from_where_the_index_stopped() {
+    if !tools() {
+        return;
+    }
+    let dd = scratch();
+    let (bytes, keys) = recording_of(&dd.0, 20);
+    let dev = common::formatted_with(256 << 20, 1 << 20, AllocPolicy::Zrr, 5, |p| {
+        p.tail_log = TailLogSize::Blocks(1024)
+    });
+    let (mut e, mut d) = engine_on(&dev, Some(Admission::bandwidth(100e6, 0.1)));
+    let f = d.create(&mut e, "cam.ts");
+    // Its media rate: a 512 KiB request takes seconds to fill, so the recording's
+    // partial requests go to the tail log at its gather points.
+    let rate = bytes.len() as f64 * 8.0 / 20.0;
+    let spec = StreamSpec {
+        request_bytes: 512 << 10,
+        buffer_bytes: None,
+        ..stream_spec(StreamDir::Write, rate / 1e6, bytes.len() as u64 + (4 << 20))
+    };
+    let s = open_stream(&mut e, &mut d, f, spec).unwrap();
+    d.run(&mut e, Op::Fsync).unwrap();
+    // Handed over in real time, 40 ms at a time, for 15 s; then the power goes.
+    let (tick, mut handed) = (40 * MS, 0);
+    for k in 1..=375 {
+        let due = (rate / 8.0 * (k * tick) as f64 / 1e9) as usize;
+        if due > handed {
+            stream_write(&mut e, &mut d, s.id, &bytes[handed..due]);
+            handed = due;
+        }
+        d.run_until(&mut e, k * tick);
+    }
+    let media = d.durable_at(d.t);
+    let (committed, _) = Volume::load(&media, &OpenOptions::read_only()).unwrap();
+    let indexed = committed.frame_info(f).unwrap();
+    assert!(indexed.complete && indexed.keyframes > 0, "{indexed:?}");
+    assert!(committed.load_report().tail_log.replay_bytes > 0);
+    // The writable open replays the logged bytes into the file: its index goes on
+    // over them.
+    let (mut e, mut d) = engine_on(&media, None);
+    d.run(&mut e, Op::Fsync).unwrap();
+    assert!(e.volume().load_report().tail_log.replayed);
+    let size = e.volume().stat(f).unwrap().size_bytes;
+    assert_eq!(d.read_file(&mut e, f)[..], bytes[..size as usize]);
+    let info = e.volume().frame_info(f).unwrap();
+    assert!(info.complete, "{info:?}");
+    let ix = e.volume().frame_index(f).unwrap().unwrap().clone();
+    // Every keyframe of the durable bytes but one whose frame is not whole yet.
+    let within: Vec<u64> = keys.iter().map(|k| k.0).filter(|&p| p < size).collect();
+    let got: Vec<u64> = ix.entries().iter().map(|e| e.offset).collect();
+    assert!(
+        got.len() > indexed.keyframes as usize
+            && within.starts_with(&got)
+            && got.len() + 1 >= within.len(),
+        "indexed {got:?}, ffprobe {within:?} within {size} bytes"
+    );
+    // Timed on by the media time from the keyframe the index held last.
+    let last = indexed.last.unwrap();
+    for e in ix.entries().iter().filter(|e| e.offset > last.offset) {
+        assert_eq!(
+            e.utc_ns - last.utc_ns,
+            (e.pts_90k - last.pts_90k) * 100_000 / 9
+        );
+    }
 }

@@ -10,7 +10,8 @@ use common::ffmpeg::{fixture, have, probe, scratch, tools};
 use std::path::Path;
 use std::process::Command;
 
-use dvrfs_core::media::{Container, Frame, Indexer, TICKS_PER_SECOND};
+use dvrfs_core::format::frame_index::FrameEntry;
+use dvrfs_core::media::{Container, Frame, Indexer, KeyframeBuilder, TICKS_PER_SECOND};
 use proptest::prelude::*;
 
 /// The parser's frames of `bytes`, fed in pieces of `piece` bytes.
@@ -435,4 +436,72 @@ proptest! {
             prop_assert!(f.data_offset + f.len <= b.len() as u64);
         }
     }
+}
+
+/// The keyframes of `bytes` indexed whole, and indexed again by a builder resumed
+/// at each of them (the file's head fed first, then the bytes from that keyframe
+/// on, in pieces): the same keyframes after it, each entry equal. Returns the count.
+fn resumes_at_every_keyframe(bytes: &[u8]) -> usize {
+    const T0: i64 = 1_795_000_000_000_000_000;
+    let mut whole = KeyframeBuilder::import(T0);
+    let mut all = whole.feed(bytes);
+    all.extend(whole.finish());
+    let head = &bytes[..bytes.len().min(1 << 20)];
+    for (k, last) in all.iter().enumerate() {
+        let mut b = KeyframeBuilder::resume_at(head, last).expect("a head to go on from");
+        let mut got = Vec::new();
+        for piece in bytes[last.offset as usize..].chunks(4099) {
+            got.extend(b.feed(piece));
+        }
+        got.extend(b.finish());
+        assert!(!b.resume_broken(), "keyframe {k}");
+        assert_eq!(got[..], all[k + 1..], "resumed at keyframe {k}");
+    }
+    // Where the index says a keyframe is that is not there (another time): the
+    // resume gives nothing and says so.
+    let last = all[all.len() / 2];
+    let wrong = FrameEntry {
+        pts_90k: last.pts_90k + 1,
+        ..last
+    };
+    let mut b = KeyframeBuilder::resume_at(head, &wrong).unwrap();
+    assert!(b.feed(&bytes[last.offset as usize..]).is_empty());
+    assert!(b.resume_broken());
+    all.len()
+}
+
+#[test]
+fn an_index_resumed_at_any_keyframe_goes_on_as_the_whole_files() {
+    if !tools() {
+        return;
+    }
+    let d = scratch();
+    let x264 = ["-c:v", "libx264", "-g", "25", "-bf", "2"];
+    // A transport stream whose PTS wraps on the way (resumed before and after it).
+    let ts = fixture(&d.0, "wrap.ts", 10, &x264, &["-output_ts_offset", "95438"]);
+    assert_eq!(resumes_at_every_keyframe(&std::fs::read(ts).unwrap()), 10);
+    // Fragmented MP4, a fragment per keyframe, and fragments of 3 s holding three
+    // keyframes each (a keyframe that is not its fragment's first sample).
+    let frag = ["-movflags", "frag_keyframe+empty_moov+default_base_moof"];
+    let mp4 = fixture(&d.0, "frag.mp4", 8, &x264, &frag);
+    assert_eq!(resumes_at_every_keyframe(&std::fs::read(mp4).unwrap()), 8);
+    let long = [
+        "-movflags",
+        "empty_moov+default_base_moof",
+        "-frag_duration",
+        "3000000",
+    ];
+    let mp4 = fixture(&d.0, "long.mp4", 9, &x264, &long);
+    assert_eq!(resumes_at_every_keyframe(&std::fs::read(mp4).unwrap()), 9);
+    // A head that is not media: nothing to go on from.
+    let any = FrameEntry {
+        offset: 0,
+        data_delta: 0,
+        len: 1,
+        number: 0,
+        flags: 0,
+        pts_90k: 0,
+        utc_ns: 0,
+    };
+    assert!(KeyframeBuilder::resume_at(&[0x11; 4096], &any).is_none());
 }

@@ -11,7 +11,9 @@
 //! [`Volume`]: crate::volume::Volume
 
 use super::checksums::access_crcs;
-use super::{stream, tail_log, Body, Completion, Engine, IoBuf, Now, Op, OpId, Output, Stage};
+use super::{
+    index_resume, stream, tail_log, Body, Completion, Engine, IoBuf, Now, Op, OpId, Output, Stage,
+};
 use crate::error::{Error, Result};
 use crate::meta::Ino;
 use crate::qos::RtOutcome;
@@ -58,6 +60,9 @@ impl Engine {
             Op::CloseFile { ino } => Some(ino),
             _ => None,
         };
+        if let Op::DropFrameIndex { ino, .. } | Op::AppendFrames { ino, .. } = &op {
+            self.index_taken_over(*ino);
+        }
         let result = apply_namespace(&mut self.vol, op, now.wall_ns);
         if let (Some(ino), Ok(_)) = (closed, &result) {
             self.index_closed(ino);
@@ -133,7 +138,7 @@ impl Engine {
                             Body::Write { data, offset, .. } => {
                                 // Its bytes are the file's now: the frame index follows.
                                 let (size, bytes) = (plan.size_before, data.bytes());
-                                self.index_applied(ino, offset, size, bytes, submit);
+                                self.index_applied(ino, (offset, size), bytes, submit, now);
                                 Ok(Output::Write { data })
                             }
                             _ => Ok(Output::Done),
@@ -194,6 +199,10 @@ impl Engine {
         }
         if st.owner == tail_log::TAIL_REPLAY_OWNER {
             self.tail_replay_write_done(result);
+            return;
+        }
+        if st.owner == index_resume::INDEX_RESUME_OWNER {
+            self.index_resume_read_done(id, result, now);
             return;
         }
         if let (Err(Error::NoSpace { .. }), Some(ino)) = (&result, st.body.file()) {

@@ -22,7 +22,9 @@
 //!   cut the keyframes a rewrite changed); except an MP4 muxer setting the size of
 //!   the `mdat` it left open (ffmpeg writing a plain MP4: its `moov` follows);
 //! - an append to an indexed file the engine is not following (written before this
-//!   open, a crash's replay): flagged incomplete, the keyframes stored stay;
+//!   open, a crash's replay): its index is picked up again from its last keyframe
+//!   (`engine/index_resume.rs`), flagged incomplete only until it has caught up, or
+//!   for good where it cannot go on (the keyframes stored stay);
 //! - a keyframe the index refuses, or no room: flagged incomplete;
 //! - a file truncated to 0 and written again starts over.
 //!
@@ -33,48 +35,26 @@
 //! (`Op::CloseFile`: the mount's release, the APIs' close).
 //! Simulated writes carry no bytes and are not indexed.
 
+use super::live_index::LiveIndex;
 use super::{Engine, Now};
 use crate::format::events::What;
-use crate::media::{Container, KeyframeBuilder};
+use crate::media::{ClockNote, Container, KeyframeBuilder};
 use crate::meta::Ino;
-use std::collections::HashMap;
 
 /// Files followed at once; past it, files that no longer exist are forgotten.
 const MAX_LIVE: usize = 4096;
 
-/// One file being indexed as it is written.
-#[derive(Debug)]
-pub(super) struct LiveIndex {
-    /// `None`: the file is not media; its appends are followed only so that they
-    /// do not count as unfollowed (an index its writer keeps itself stays whole).
-    builder: Option<KeyframeBuilder>,
-    /// The generation of the inode it follows (a number reused is another file).
-    generation: u32,
-    /// Bytes fed: the file's applied size when it follows it.
-    fed: u64,
-    /// A recording rolled on to this file from that one (`Op::StreamRoll`): its
-    /// first frame is timed from where that file's index left off.
-    continues: Option<Ino>,
-    /// A file whose recording has rolled on and whose writes have all landed: its
-    /// parser is gone (`builder` is `None`), and this is what the next file of the
-    /// recording is timed from, until that file starts.
-    seed: Option<Box<KeyframeBuilder>>,
-}
-
-/// The files being indexed.
-pub(super) type LiveIndexes = HashMap<Ino, LiveIndex>;
-
 impl Engine {
     /// A write of `data` at `offset` to `ino`, which had `size_before` bytes, was
-    /// applied; `submit` is when it was submitted: feed it and store what it
-    /// completes.
+    /// applied; `submit` is when it was submitted, `now` is now: feed it and store
+    /// what it completes.
     pub(super) fn index_applied(
         &mut self,
         ino: Ino,
-        offset: u64,
-        size_before: u64,
+        (offset, size_before): (u64, u64),
         data: Option<&[u8]>,
         submit: Now,
+        now: Now,
     ) {
         let Some(data) = data else {
             return; // the simulator's writes carry no bytes
@@ -86,30 +66,16 @@ impl Engine {
             return;
         }
         let start_over = offset == 0 && size_before == 0;
+        let end = offset + data.len() as u64;
+        if !start_over && self.index_resume_write(ino, generation, offset, end) {
+            return;
+        }
         let followed = self
             .live_indexes
             .get(&ino)
             .is_some_and(|l| l.generation == generation && l.fed == offset);
         if start_over {
-            let continues = self
-                .live_indexes
-                .get(&ino)
-                .filter(|l| l.generation == generation && l.fed == 0)
-                .and_then(|l| l.continues);
-            let builder = match continues {
-                Some(from) => self.continuing_from(from),
-                None => KeyframeBuilder::live(),
-            };
-            self.live_indexes.insert(
-                ino,
-                LiveIndex {
-                    builder: Some(builder),
-                    generation,
-                    fed: 0,
-                    continues: None,
-                    seed: None,
-                },
-            );
+            self.index_start_over(ino, generation);
         } else if !followed {
             // A rewrite of bytes already fed that the parser can take (an MP4
             // muxer setting its `mdat`'s size at the end): still followed.
@@ -122,11 +88,14 @@ impl Engine {
                 return;
             }
             self.live_indexes.remove(&ino);
+            if offset == size_before && self.index_resume_start(ino, generation, offset, end, now) {
+                return;
+            }
             self.index_unfollowed(ino);
             return;
         }
         let live = self.live_indexes.get_mut(&ino).expect("followed or new");
-        live.fed = offset + data.len() as u64;
+        live.fed = end;
         let Some(builder) = live.builder.as_mut() else {
             return;
         };
@@ -136,15 +105,7 @@ impl Engine {
             live.builder = None; // its parser's memory goes
             return;
         }
-        for n in notes {
-            let what = What::ClockStep {
-                ino,
-                change: n.change,
-                step_ns: n.step_ns,
-                offset: n.offset,
-            };
-            self.vol.push_event(submit.mono_ns, submit.wall_ns, what);
-        }
+        self.index_clock_notes(ino, notes, submit);
         if entries.is_empty() {
             return;
         }
@@ -160,9 +121,46 @@ impl Engine {
             // Files gone, and files that are not media (an index their writer
             // keeps would then be flagged at their next append: rare, and safe).
             self.live_indexes.retain(|&i, l| {
-                (l.builder.is_some() || l.seed.is_some())
+                (l.builder.is_some() || l.seed.is_some() || l.resume.is_some())
                     && vol.file_generation(i) == Some(l.generation)
             });
+        }
+    }
+
+    /// File `ino` is written from its first byte: it is indexed afresh, timed on
+    /// from the file its recording rolled on from, if it did.
+    fn index_start_over(&mut self, ino: Ino, generation: u32) {
+        let continues = self
+            .live_indexes
+            .get(&ino)
+            .filter(|l| l.generation == generation && l.fed == 0)
+            .and_then(|l| l.continues);
+        let builder = match continues {
+            Some(from) => self.continuing_from(from),
+            None => KeyframeBuilder::live(),
+        };
+        let live = LiveIndex {
+            builder: Some(builder),
+            generation,
+            fed: 0,
+            continues: None,
+            seed: None,
+            resume: None,
+        };
+        self.live_indexes.insert(ino, live);
+    }
+
+    /// The clock moves a file's parser saw in bytes written at `at`, logged as
+    /// `clock_step` events.
+    pub(super) fn index_clock_notes(&mut self, ino: Ino, notes: Vec<ClockNote>, at: Now) {
+        for n in notes {
+            let what = What::ClockStep {
+                ino,
+                change: n.change,
+                step_ns: n.step_ns,
+                offset: n.offset,
+            };
+            self.vol.push_event(at.mono_ns, at.wall_ns, what);
         }
     }
 
@@ -181,6 +179,7 @@ impl Engine {
                 fed: 0,
                 continues: Some(from),
                 seed: None,
+                resume: None,
             },
         );
     }
@@ -228,6 +227,10 @@ impl Engine {
         let Some(l) = self.live_indexes.get_mut(&ino) else {
             return;
         };
+        if let Some(r) = l.resume.as_mut() {
+            r.ended = true; // ended when the resume has caught up
+            return;
+        }
         let Some(mut builder) = l.builder.take() else {
             return;
         };

@@ -67,8 +67,10 @@ mod checksums;
 mod commit;
 mod device;
 mod events;
+mod index_resume;
 mod indexing;
 mod last_sector;
+mod live_index;
 mod op;
 mod op_state;
 mod ordering;
@@ -198,7 +200,7 @@ pub struct Engine {
     /// The last sector of files being appended to (`last_sector.rs`).
     last_sectors: last_sector::LastSectors,
     /// Files indexed as they are written (`indexing.rs`).
-    live_indexes: indexing::LiveIndexes,
+    live_indexes: live_index::LiveIndexes,
     streams: BTreeMap<StreamId, stream::Stream>,
     next_stream: StreamId,
     admission: Option<Admission>,
@@ -259,7 +261,7 @@ impl Engine {
             started_ns: now.mono_ns,
             gather_lead_ns: stream::GATHER_LEAD_NS.min(interval_ns / 4),
             last_sectors: last_sector::LastSectors::default(),
-            live_indexes: indexing::LiveIndexes::new(),
+            live_indexes: live_index::LiveIndexes::new(),
             streams: BTreeMap::new(),
             next_stream: 1,
             admission: cfg.admission,

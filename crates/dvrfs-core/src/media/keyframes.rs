@@ -126,6 +126,14 @@ pub struct KeyframeBuilder {
     frames: u64,
     keyframes: u64,
     skipped_keyframes: u64,
+    /// Resuming ([`KeyframeBuilder::resume_at`]): the keyframe stored last, not yet
+    /// seen again.
+    resume: Option<FrameEntry>,
+    /// Added to the parser's frame numbers once the resumed keyframe was seen (a
+    /// fragment's samples before it are numbered from the one it was told).
+    number_shift: i64,
+    /// The bytes where the resumed keyframe was stored held something else.
+    resume_broken: bool,
 }
 
 impl KeyframeBuilder {
@@ -151,6 +159,9 @@ impl KeyframeBuilder {
             frames: 0,
             keyframes: 0,
             skipped_keyframes: 0,
+            resume: None,
+            number_shift: 0,
+            resume_broken: false,
         }
     }
 
@@ -186,6 +197,40 @@ impl KeyframeBuilder {
             next.last_utc_ns = self.last_utc_ns;
         }
         next
+    }
+
+    /// A builder that goes on with a file whose index was built before this one (a
+    /// writer's reopen, a crash's replay): `head` is the file's first bytes (its
+    /// tables or init segment; the frames in it are not given), `last` the keyframe
+    /// its index holds last. Feed it the file from `last.offset` on: that keyframe
+    /// is recognised (the same bytes and media time) and not given again, the
+    /// frames after it are numbered on from its number and timed on from its UTC by
+    /// their media time (an import stays one; a live file's clocks are consulted
+    /// again at its next discontinuity, which anchors it to the wall clock). `None`
+    /// when the head does not let the parser go on (not a transport stream with a
+    /// program map naming its video, nor a fragmented MP4 with a video track).
+    pub fn resume_at(head: &[u8], last: &FrameEntry) -> Option<KeyframeBuilder> {
+        let mut b = KeyframeBuilder::import(last.utc_ns);
+        b.live = last.flags & FLAG_IMPORT == 0;
+        b.indexer.feed(head);
+        b.indexer.drain();
+        if !b
+            .indexer
+            .resume_at(last.offset, u64::from(last.number), last.pts_90k)
+        {
+            return None;
+        }
+        b.anchor = Some((last.pts_90k, last.utc_ns));
+        b.last_utc_ns = last.utc_ns;
+        b.last_timed = Some((last.pts_90k, last.utc_ns));
+        b.resume = Some(*last);
+        Some(b)
+    }
+
+    /// A resumed file's bytes were not what its index said (the keyframe stored last
+    /// is not where it was): nothing more is given, its index cannot go on.
+    pub fn resume_broken(&self) -> bool {
+        self.resume_broken
     }
 
     /// Whether a next file can be timed from this one: it timed a frame, or was
@@ -252,6 +297,9 @@ impl KeyframeBuilder {
         }
         let mut out = Vec::new();
         for f in frames {
+            let Some(f) = self.resumed(f) else {
+                continue;
+            };
             self.frames += 1;
             let utc = self.utc_of(&f);
             if !f.keyframe {
@@ -278,6 +326,32 @@ impl KeyframeBuilder {
             self.keyframes += 1;
         }
         out
+    }
+
+    /// Frame `f` as given after a resume ([`KeyframeBuilder::resume_at`]): `None`
+    /// for the frames before the keyframe stored last and for that keyframe (it
+    /// sets the frame interval's start); later frames renumbered on from it.
+    fn resumed(&mut self, f: Frame) -> Option<Frame> {
+        if self.resume_broken {
+            return None;
+        }
+        let Some(last) = self.resume else {
+            let number = f.number.checked_add_signed(self.number_shift)?;
+            return Some(Frame { number, ..f });
+        };
+        let at = last.offset + u64::from(last.data_delta);
+        if f.offset == last.offset && f.data_offset < at {
+            return None; // its fragment's samples before it
+        }
+        if f.data_offset == at && f.keyframe && f.pts_90k == last.pts_90k {
+            self.resume = None;
+            self.number_shift = i64::from(last.number) - f.number as i64;
+            self.last_pts = Some(f.pts_90k);
+            self.frames += 1;
+            return None;
+        }
+        self.resume_broken = true;
+        None
     }
 
     /// The UTC of frame `f` (see the module docs); moves the anchor at a

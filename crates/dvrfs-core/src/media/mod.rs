@@ -36,7 +36,7 @@ mod ts_trim;
 pub use boxes::box_header;
 pub use chunker::{ChunkLimit, Chunker, Piece};
 pub use es::Codec;
-pub use keyframes::KeyframeBuilder;
+pub use keyframes::{ClockNote, KeyframeBuilder};
 pub use remux_mp4::{is_plain as is_plain_mp4, Mp4Remux};
 pub use retime::Mp4Retimer;
 pub use trick_mp4::TrickMp4;
@@ -229,6 +229,24 @@ impl Indexer {
             Container::Mp4 => self.mp4.feed(&head),
             _ => {}
         }
+    }
+
+    /// Goes on parsing at file offset `offset`, where a frame numbered `number`
+    /// with PTS `pts_90k` (unwrapped) starts: the file's bytes from there are fed
+    /// next, as if every byte before had been. For a recording's index picked up
+    /// again after a reopen (`engine/indexing.rs`): fed the file's head first, so
+    /// that its tables or init segment are known. Whether it can: a transport
+    /// stream whose map named its video, or a fragmented MP4 whose `moov` did.
+    pub fn resume_at(&mut self, offset: u64, number: u64, pts_90k: i64) -> bool {
+        let resumed = match self.container {
+            Container::Ts => self.ts.resume_at(offset, number, pts_90k),
+            Container::Mp4 => self.mp4.resume_at(offset, number),
+            Container::Unknown | Container::Other => false,
+        };
+        if resumed {
+            self.fed = offset;
+        }
+        resumed
     }
 
     /// The frames completed so far, in file order (each once).

@@ -491,6 +491,24 @@ impl Mp4Parser {
         self.plain.is_some() && self.video.is_some()
     }
 
+    /// Goes on parsing at file offset `offset`, a fragment's `moof` (a keyframe's,
+    /// stored before: `KeyframeBuilder::resume_at`), its first sample numbered
+    /// `number`; what was being gathered or waited for is dropped, the init segment
+    /// stays. Whether it can: a fragmented MP4 whose `moov` named a video track.
+    pub fn resume_at(&mut self, offset: u64, number: u64) -> bool {
+        if self.video.is_none() || self.plain.is_some() {
+            return false;
+        }
+        self.pos = offset;
+        self.state = State::Header;
+        self.buf.clear();
+        self.open_box = None;
+        self.waiting.clear();
+        self.out.clear();
+        self.next_number = number;
+        true
+    }
+
     /// The end of the file: frames whose bytes did not all arrive are not reported.
     pub fn finish(&mut self) {
         self.release();

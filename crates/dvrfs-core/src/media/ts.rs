@@ -386,6 +386,29 @@ impl TsParser {
         raw + self.wraps * PTS_WRAP
     }
 
+    /// Goes on parsing at file offset `offset`, the packet that starts the frame
+    /// numbered `number` whose PTS unwraps to `pts_90k` (a keyframe stored before:
+    /// `KeyframeBuilder::resume_at`): what was carried or being assembled is
+    /// dropped, the tables stay. Whether it can: the program map named the video.
+    pub fn resume_at(&mut self, offset: u64, number: u64, pts_90k: i64) -> bool {
+        if self.video.is_none() {
+            return false;
+        }
+        self.pos = offset;
+        self.carry.clear();
+        self.synced = true;
+        self.section = None;
+        self.section_packets.clear();
+        self.open = None;
+        self.flagged = false;
+        self.next_number = number;
+        self.last_raw_pts = Some(pts_90k.rem_euclid(PTS_WRAP));
+        self.wraps = pts_90k.div_euclid(PTS_WRAP);
+        self.last_pts = Some(pts_90k);
+        self.out.clear();
+        true
+    }
+
     /// The end of the file.
     pub fn finish(&mut self) {
         let end = self.pos + self.carry.len() as u64;

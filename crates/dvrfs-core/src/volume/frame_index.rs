@@ -271,6 +271,27 @@ impl Volume {
         Ok(())
     }
 
+    /// The engine picked file `ino`'s index up again after a reopen and has found
+    /// every keyframe of its data since the last one stored (`entries`): the
+    /// incomplete flag it set when it started is cleared and they are appended, in
+    /// the same transaction. Refused as [`Volume::append_frames`] refuses, and then
+    /// the file stays flagged.
+    pub fn complete_frame_index(
+        &mut self,
+        ino: Ino,
+        entries: &[FrameEntry],
+    ) -> Result<IndexAppend> {
+        self.check_writable()?;
+        self.file(ino)?;
+        self.inode_mut(ino)?.attr.flags &= !FLAG_INDEX_INCOMPLETE;
+        self.dirty_inode(ino);
+        let appended = self.append_frames(ino, entries);
+        if appended.is_err() {
+            self.inode_mut(ino)?.attr.flags |= FLAG_INDEX_INCOMPLETE;
+        }
+        appended
+    }
+
     /// File `ino` was cut to `size`: its index keeps the keyframes whose bytes remain
     /// and frees the blocks it no longer needs. (A cut to 0 drops it.)
     pub(super) fn cut_frame_index(&mut self, ino: Ino, size: u64) {
