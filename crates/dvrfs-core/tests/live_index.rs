@@ -251,6 +251,33 @@ fn a_file_that_is_not_media_is_dropped_from_indexing_at_once() {
     assert_eq!(fs.engine().live_indexes(), 0);
     assert_eq!(fs.frame_info(f).unwrap().keyframes, 0);
     assert!(fs.frame_info(f).unwrap().complete);
+    // Appended to after a reopen: its start is read to tell, and it stays a file
+    // without an index, complete.
+    let mut fs = open_rw(fs.close().unwrap());
+    fs.write(f, 1 << 20, &common::pattern(4, 4096), T0).unwrap();
+    assert_eq!(fs.engine().live_indexes(), 0);
+    let info = fs.frame_info(f).unwrap();
+    assert!(info.complete && info.keyframes == 0, "{info:?}");
+}
+
+#[test]
+fn a_recording_cut_before_its_first_keyframe_was_stored_is_indexed_from_its_start() {
+    if !tools() {
+        return;
+    }
+    let d = scratch();
+    let (bytes, keys) = recording(&d.0);
+    // Its tables and the first keyframe's first packets: no frame is whole yet.
+    let mut v = volume();
+    let f = write_pieces(&mut v, b"rec.ts", &bytes[..2 * 188 + 10 * 188], |_| T0);
+    let mut fs = open_rw(v.0.close().unwrap());
+    assert_eq!(fs.frame_info(f).unwrap().keyframes, 0);
+    let at = fs.stat(f).unwrap().size_bytes as usize;
+    fs.write(f, at as u64, &bytes[at..], T0).unwrap();
+    let ix = fs.frame_index(f).unwrap().expect("indexed").clone();
+    let offsets: Vec<u64> = ix.entries().iter().map(|e| e.offset).collect();
+    assert_eq!(offsets, keys.iter().map(|k| k.0).collect::<Vec<_>>());
+    assert!(fs.frame_info(f).unwrap().complete);
 }
 
 /// Records `bytes` through a write stream of `mbit` Mbit/s in `PIECE` writes.

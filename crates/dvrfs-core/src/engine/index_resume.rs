@@ -13,7 +13,9 @@
 //! file to its applied size it follows the file's writes again as if it had never
 //! stopped. A file whose index was empty (a recording cut before its first
 //! keyframe, or a file that is not media) is read from its start, if it is at most
-//! [`FRESH_MAX_BYTES`].
+//! [`FRESH_MAX_BYTES`]: its first [`DETECT_READ`] bytes tell whether it is media
+//! (if not, nothing more is read and its appends are followed as a non-media
+//! file's).
 //!
 //! **Honest while it runs.** The index is flagged incomplete when the resume starts
 //! and the flag is cleared, with the keyframes found appended, in one step when it
@@ -47,6 +49,8 @@ const HEAD_BYTES: u64 = 1 << 20;
 const TAIL_MAX_BYTES: u64 = 32 << 20;
 /// The largest file with an empty index that is read from its start.
 const FRESH_MAX_BYTES: u64 = 4 << 20;
+/// The first read of a file with an empty index.
+const DETECT_READ: u64 = 64 << 10;
 /// One read of a resume.
 const READ_PIECE: u64 = 4 << 20;
 /// A resume that has read this much without catching up with the file's appends
@@ -80,7 +84,9 @@ impl Engine {
                 HEAD_BYTES.min(old_size)
             }
             None if old_size > FRESH_MAX_BYTES => return false,
-            None => READ_PIECE.min(new_size),
+            // A first read enough to tell media from anything else (which costs
+            // no more then).
+            None => DETECT_READ.min(new_size),
         };
         let reading = self.index_resume_read_at(ino, 0, len, now);
         let builder = info.last.is_none().then(KeyframeBuilder::live);

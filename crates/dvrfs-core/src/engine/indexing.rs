@@ -13,9 +13,10 @@
 //! against the monotonic clock (`KeyframeBuilder::live`); a move of the clocks is
 //! logged as a `clock_step` event.
 //!
-//! A file that is not media stays followed (cheaply: its length and generation), so
-//! that an index its writer stores itself (`Op::AppendFrames`) is not taken for one
-//! its appends left behind. What stops live indexing of a file, and what its index
+//! A file that is not media stays followed (cheaply: its length and generation),
+//! whatever is written where, so that an index its writer stores itself
+//! (`Op::AppendFrames`) is not taken for one its appends left behind, and its next
+//! append is not a resume. What stops live indexing of a file, and what its index
 //! then says:
 //! - a write that is not the next append (a rewrite, a hole): the parser's view is
 //!   no longer the file's, so the file is flagged incomplete (the volume has already
@@ -77,6 +78,9 @@ impl Engine {
         if start_over {
             self.index_start_over(ino, generation);
         } else if !followed {
+            if self.index_non_media_write(ino, generation, offset, end) {
+                return;
+            }
             // A rewrite of bytes already fed that the parser can take (an MP4
             // muxer setting its `mdat`'s size at the end): still followed.
             let patched = self.live_indexes.get_mut(&ino).is_some_and(|l| {
@@ -125,6 +129,27 @@ impl Engine {
                     && vol.file_generation(i) == Some(l.generation)
             });
         }
+    }
+
+    /// A write of `[offset, end)` that is not the next append reached file `ino`
+    /// (`generation`), followed as a file that is not media: a rewrite changes
+    /// nothing of that, so it stays followed (a hole flags an index its writer
+    /// keeps). Whether it was such a file.
+    fn index_non_media_write(&mut self, ino: Ino, generation: u32, offset: u64, end: u64) -> bool {
+        let Some(l) = self.live_indexes.get_mut(&ino).filter(|l| {
+            l.generation == generation
+                && l.builder.is_none()
+                && l.seed.is_none()
+                && l.resume.is_none()
+        }) else {
+            return false;
+        };
+        let hole = offset > l.fed;
+        l.fed = l.fed.max(end);
+        if hole {
+            self.index_unfollowed(ino);
+        }
+        true
     }
 
     /// File `ino` is written from its first byte: it is indexed afresh, timed on
