@@ -247,6 +247,7 @@ pub fn plan(p: &MkfsParams) -> Result<Superblock> {
         tail_log_blocks,
         tail_log_tail: 0,
         tail_log_head: 0,
+        retention: crate::format::superblock::VolumeRetention::default(),
     };
     sb.validate()
         .map_err(|e| Error::InvalidArgument(format!("internal layout error: {e}")))?;
@@ -330,6 +331,7 @@ fn features(events_blocks: u64, tail_log_blocks: u64) -> u32 {
     crate::format::superblock::FEATURE_MAP_SUMS
         | crate::format::superblock::FEATURE_INLINE_SYMLINKS
         | crate::format::superblock::FEATURE_FRAME_INDEX
+        | crate::format::superblock::FEATURE_RETENTION
         | match events_blocks {
             0 => 0,
             _ => crate::format::superblock::FEATURE_EVENTS,

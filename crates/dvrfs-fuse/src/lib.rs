@@ -475,6 +475,7 @@ impl Filesystem for DvrfsFs {
             uid,
             gid,
             stream_default: None,
+            retention: None,
             mtime_ns: mtime.map(|t| match t {
                 TimeOrNow::SpecificTime(t) => wall_ns(t),
                 TimeOrNow::Now => wall_ns(SystemTime::now()),

@@ -228,6 +228,10 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
         Op::Unmount => Err(denied(
             "unmounting through the socket (unmount the mount point: umount)",
         )),
+        Op::SetVolumeRetention(_) if peer.is_root() => Ok(()),
+        Op::SetVolumeRetention(_) => Err(denied(
+            "setting the volume's retention policy (only root may: it decides what is deleted on the whole volume)",
+        )),
     }
 }
 

@@ -353,6 +353,16 @@ impl<D: Device> Fs<D> {
             .map(|_| ())
     }
 
+    /// Sets the volume's retention policy (`Op::SetVolumeRetention`).
+    pub fn set_volume_retention(
+        &mut self,
+        r: crate::format::superblock::VolumeRetention,
+        now_ns: i64,
+    ) -> Result<()> {
+        self.run(Op::SetVolumeRetention(r), None, now_ns)
+            .map(|_| ())
+    }
+
     /// Drops file `ino`'s frame index (`Op::DropFrameIndex`).
     pub fn drop_frame_index(&mut self, ino: Ino, incomplete: bool, now_ns: i64) -> Result<()> {
         self.run(Op::DropFrameIndex { ino, incomplete }, None, now_ns)

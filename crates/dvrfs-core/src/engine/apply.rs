@@ -263,6 +263,7 @@ fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
         Op::OpenFile { ino } => v.open_file(ino).map(|_| Output::Done),
         Op::CloseFile { ino } => v.close_file(ino).map(|_| Output::Done),
         Op::AppendFrames { ino, entries } => v.append_frames(ino, &entries).map(|_| Output::Done),
+        Op::SetVolumeRetention(r) => v.set_volume_retention(r).map(|_| Output::Done),
         Op::DropFrameIndex { ino, incomplete } => {
             v.drop_frame_index(ino, incomplete).map(|_| Output::Done)
         }

@@ -4,6 +4,7 @@ use super::buf::IoBuf;
 use super::stream::{StreamId, StreamInfo, StreamSpec, StreamStats};
 use crate::error::Error;
 use crate::format::frame_index::FrameEntry;
+use crate::format::superblock::VolumeRetention;
 use crate::meta::Ino;
 use crate::volume::SetAttr;
 
@@ -159,6 +160,9 @@ pub enum Op {
         ino: Ino,
         incomplete: bool,
     },
+    /// Set the volume's retention policy (`dvrfs retention TARGET / --high --low
+    /// --protected-max`; all 0 clears it).
+    SetVolumeRetention(VolumeRetention),
     /// Commit everything and empty the journal (a clean unmount). The engine accepts no
     /// operation after it.
     Unmount,
@@ -190,6 +194,7 @@ impl Op {
             Op::StreamFollow { .. } => "stream follow",
             Op::AppendFrames { .. } => "append frames",
             Op::DropFrameIndex { .. } => "drop frame index",
+            Op::SetVolumeRetention(_) => "set volume retention",
             Op::Fsync => "fsync",
             Op::Unmount => "unmount",
         }

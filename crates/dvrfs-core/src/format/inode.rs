@@ -89,6 +89,13 @@ const I_FRAME_NUM: usize = I_BITRATE + 8; // u32 frame rate numerator
 const I_FRAME_DEN: usize = I_FRAME_NUM + 4; // u32 frame rate denominator
 const I_FRAME_ROOT: usize = I_FRAME_DEN + 4; // u64 frame index root block (reserved)
 const I_FRAME_COUNT: usize = I_FRAME_ROOT + 8; // u64 (reserved)
+                                               // A directory with FLAG_RETENTION: its retention policy in the bytes a regular file
+                                               // keeps its frame rate and frame index in (a directory has neither).
+const I_RET_MAX_AGE: usize = I_FRAME_NUM; // u32 seconds, 0 = none
+const I_RET_MIN_AGE: usize = I_RET_MAX_AGE + 4; // u32 seconds, 0 = none
+const I_RET_MAX_BYTES: usize = I_RET_MIN_AGE + 4; // u64 bytes, 0 = none
+const I_RET_RESERVED: usize = I_RET_MAX_BYTES + 8; // u64 zero
+const _: () = assert!(I_RET_MAX_BYTES == I_FRAME_ROOT && I_RET_RESERVED + 8 == I_RUN_COUNT);
 const I_RUN_COUNT: usize = I_FRAME_COUNT + 8; // u32
 const I_INDIRECT: usize = I_RUN_COUNT + 4; // [u32; INDIRECT_SLOTS]
 const I_INLINE: usize = I_INDIRECT + 4 * INDIRECT_SLOTS; // [Run; INLINE_RUNS]
@@ -195,6 +202,28 @@ pub const FLAG_STREAM_WRITE: u32 = 1 << 1;
 /// write changed bytes it had indexed, or fsck dropped a damaged one. `dvrfs
 /// reindex` builds it again and clears the bit.
 pub const FLAG_INDEX_INCOMPLETE: u32 = 1 << 2;
+/// `flags` bit of a directory: it carries a retention policy ([`StreamRetention`])
+/// for the streams in and below it (a volume with `FEATURE_RETENTION`).
+pub const FLAG_RETENTION: u32 = 1 << 2;
+
+/// A directory's retention policy (FORMAT.md section 7, `dvrfs retention`): for the
+/// stream it is, or each stream below it that has none of its own. 0 = not set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamRetention {
+    /// Chunks older than this go, free space or not (a legal maximum).
+    pub max_age_s: u32,
+    /// Chunks younger than this are kept while older ones can go (a wish: reported
+    /// when unmet, never a reason to stop a recording).
+    pub min_age_s: u32,
+    /// The stream's oldest chunks go while it holds more than this.
+    pub max_bytes: u64,
+}
+
+impl StreamRetention {
+    pub fn is_none(&self) -> bool {
+        *self == StreamRetention::default()
+    }
+}
 
 /// A directory's default stream reservation, as stored in its inode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,6 +262,8 @@ pub struct InodeRecord {
     /// Directories with [`FLAG_STREAM_DEFAULT`]: see [`StreamDefault`]; 0 otherwise.
     pub stream_secs: u32,
     pub stream_request_kib: u32,
+    /// Directories with [`FLAG_RETENTION`]: their policy; zero otherwise.
+    pub retention: StreamRetention,
 }
 
 impl InodeRecord {
@@ -251,6 +282,28 @@ impl InodeRecord {
                 secs: self.stream_secs,
                 request_kib: self.stream_request_kib,
             })
+    }
+
+    /// A directory's retention policy, if it carries one.
+    pub fn retention(&self) -> Option<StreamRetention> {
+        (self.mode & S_IFMT == S_IFDIR && self.flags & FLAG_RETENTION != 0)
+            .then_some(self.retention)
+            .filter(|r| !r.is_none())
+    }
+
+    /// Sets (or, with none or an empty one, clears) a directory's retention policy.
+    pub fn set_retention(&mut self, r: Option<StreamRetention>) {
+        debug_assert_eq!(self.mode & S_IFMT, S_IFDIR, "a policy on a directory only");
+        match r.filter(|r| !r.is_none()) {
+            Some(r) => {
+                self.flags |= FLAG_RETENTION;
+                self.retention = r;
+            }
+            None => {
+                self.flags &= !FLAG_RETENTION;
+                self.retention = StreamRetention::default();
+            }
+        }
     }
 
     /// Sets or clears a directory's default reservation.
@@ -314,6 +367,19 @@ impl InodeRecord {
         }
         put_u32(b, I_STREAM_SECS, self.stream_secs);
         put_u32(b, I_STREAM_REQUEST_KIB, self.stream_request_kib);
+        if self.mode & S_IFMT == S_IFDIR && self.flags & FLAG_RETENTION != 0 {
+            assert!(
+                self.stream.frame_rate_num == 0
+                    && self.stream.frame_rate_den == 0
+                    && self.frame_index_root == 0
+                    && self.frame_count == 0,
+                "a directory with frame fields (a dvrfs bug)"
+            );
+            put_u32(b, I_RET_MAX_AGE, self.retention.max_age_s);
+            put_u32(b, I_RET_MIN_AGE, self.retention.min_age_s);
+            put_u64(b, I_RET_MAX_BYTES, self.retention.max_bytes);
+            put_u64(b, I_RET_RESERVED, 0);
+        }
     }
 
     pub fn decode(b: &[u8]) -> InodeRecord {
@@ -336,6 +402,32 @@ impl InodeRecord {
         let inline = (0..inline_n)
             .map(|k| Run::decode(&b[I_INLINE + RUN_BYTES * k..I_INLINE + RUN_BYTES * (k + 1)]))
             .collect();
+        let flags = get_u32(b, I_FLAGS);
+        if mode & S_IFMT == S_IFDIR && flags & FLAG_RETENTION != 0 {
+            let mut rec = InodeRecord::decode_fields(b, mode, size_bytes, run_count);
+            rec.indirect = indirect;
+            rec.inline = inline;
+            rec.stream.frame_rate_num = 0;
+            rec.stream.frame_rate_den = 0;
+            rec.frame_index_root = 0;
+            rec.frame_count = 0;
+            rec.retention = StreamRetention {
+                max_age_s: get_u32(b, I_RET_MAX_AGE),
+                min_age_s: get_u32(b, I_RET_MIN_AGE),
+                max_bytes: get_u64(b, I_RET_MAX_BYTES),
+            };
+            return rec;
+        }
+        InodeRecord {
+            indirect,
+            inline,
+            inline_target,
+            ..InodeRecord::decode_fields(b, mode, size_bytes, run_count)
+        }
+    }
+
+    /// The fields every record decodes alike (no map, no retention).
+    fn decode_fields(b: &[u8], mode: u32, size_bytes: u64, run_count: u32) -> InodeRecord {
         InodeRecord {
             mode,
             nlink: get_u32(b, I_NLINK),
@@ -354,11 +446,12 @@ impl InodeRecord {
             frame_index_root: get_u64(b, I_FRAME_ROOT),
             frame_count: get_u64(b, I_FRAME_COUNT),
             run_count,
-            indirect,
-            inline,
-            inline_target,
+            indirect: [0; INDIRECT_SLOTS],
+            inline: Vec::new(),
+            inline_target: Vec::new(),
             stream_secs: get_u32(b, I_STREAM_SECS),
             stream_request_kib: get_u32(b, I_STREAM_REQUEST_KIB),
+            retention: StreamRetention::default(),
         }
     }
 }
@@ -437,6 +530,7 @@ mod tests {
             inline_target: vec![],
             stream_secs: 7200,
             stream_request_kib: 512,
+            retention: StreamRetention::default(),
         };
         let mut b = [0u8; INODE_BYTES];
         rec.encode(&mut b);
@@ -530,6 +624,52 @@ mod tests {
         f.mode = S_IFREG | 0o644;
         f.set_stream_default(Some(d));
         assert_eq!(f.stream_default(), None);
+    }
+
+    #[test]
+    fn a_directory_retention_policy_round_trips_and_clears() {
+        let mut rec = InodeRecord {
+            mode: S_IFDIR | 0o755,
+            nlink: 2,
+            ..Default::default()
+        };
+        assert_eq!(rec.retention(), None);
+        let r = StreamRetention {
+            max_age_s: 30 * 86_400,
+            min_age_s: 7 * 86_400,
+            max_bytes: 500 << 30,
+        };
+        rec.set_retention(Some(r));
+        let mut b = [0u8; INODE_BYTES];
+        rec.encode(&mut b);
+        assert_eq!(InodeRecord::decode(&b).retention(), Some(r));
+        assert_eq!(
+            u32::from_le_bytes(b[56..60].try_into().unwrap()),
+            30 * 86_400
+        );
+        assert_eq!(
+            u32::from_le_bytes(b[60..64].try_into().unwrap()),
+            7 * 86_400
+        );
+        assert_eq!(u64::from_le_bytes(b[64..72].try_into().unwrap()), 500 << 30);
+        assert_eq!(
+            u32::from_le_bytes(b[44..48].try_into().unwrap()),
+            FLAG_RETENTION
+        );
+        // Decoded, a directory's policy bytes are not a frame index.
+        assert_eq!(InodeRecord::decode(&b).frame_index_root, 0);
+        rec.set_retention(Some(StreamRetention::default()));
+        rec.encode(&mut b);
+        assert_eq!(InodeRecord::decode(&b).retention(), None);
+        assert!(b[44..48].iter().chain(&b[56..80]).all(|&x| x == 0));
+        // A regular file's bit 2 is its index flag, never a policy.
+        let mut f = InodeRecord::decode(&b);
+        f.mode = S_IFREG | 0o644;
+        f.flags = FLAG_INDEX_INCOMPLETE;
+        f.frame_index_root = 9;
+        f.encode(&mut b);
+        let back = InodeRecord::decode(&b);
+        assert_eq!((back.retention(), back.frame_index_root), (None, 9));
     }
 
     #[test]

@@ -121,6 +121,20 @@ pub struct Superblock {
     /// recovery. Committed with every transaction, like `last_txn`.
     pub tail_log_tail: u64,
     pub tail_log_head: u64,
+    /// The volume's retention policy ([`FEATURE_RETENTION`]; all 0 without one).
+    pub retention: VolumeRetention,
+}
+
+/// The volume's retention policy (`dvrfs retention TARGET / --high --low
+/// --protected-max`), in thousandths of the data region. 0 = not set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VolumeRetention {
+    /// Above this share used, the oldest unprotected chunks go ...
+    pub high_permille: u16,
+    /// ... down to this share.
+    pub low_permille: u16,
+    /// Protected clips may hold at most this share.
+    pub protected_max_permille: u16,
 }
 
 /// Every regular file's inode record carries its map checksum (FORMAT.md section 7):
@@ -149,12 +163,19 @@ pub const FEATURE_INLINE_SYMLINKS: u32 = 8;
 /// that does not know the bit refuses the volume (it would free a file without its
 /// index blocks, and read their blocks as leaked).
 pub const FEATURE_FRAME_INDEX: u32 = 16;
+/// Retention policies are stored: the volume's in the superblock (`retention_*`),
+/// a stream directory's in its inode record (`inode::FLAG_RETENTION`, FORMAT.md
+/// sections 5 and 7). Set by mkfs since 2026-11-29, and by the first policy stored
+/// on a volume without it: a build that does not know the bit refuses the volume
+/// (it would read a directory's policy as a frame index and clear it).
+pub const FEATURE_RETENTION: u32 = 32;
 /// The feature bits this build knows; a superblock with another is malformed.
 pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS
     | FEATURE_EVENTS
     | FEATURE_TAIL_LOG
     | FEATURE_INLINE_SYMLINKS
-    | FEATURE_FRAME_INDEX;
+    | FEATURE_FRAME_INDEX
+    | FEATURE_RETENTION;
 /// Fewest blocks of a tail log (two 512 KiB requests and their headers).
 pub const MIN_TAIL_LOG_BLOCKS: u64 = 258;
 /// Data block size bounds (a power of two in this range; FORMAT.md section 3).
@@ -185,14 +206,18 @@ const S_ZONE_BLOCKS: usize = S_ZONE_COUNT + 4;
 const S_PREALLOC: usize = S_ZONE_BLOCKS + 8;
 const S_COMMIT_MS: usize = S_PREALLOC + 4;
 const S_ZRR_CURSOR: usize = S_COMMIT_MS + 4;
-const S_PAD: usize = S_ZRR_CURSOR + 4; // u32 zero
-const S_LAST_TXN: usize = S_PAD + 4;
+const S_RET_HIGH: usize = S_ZRR_CURSOR + 4; // u16 permille
+const S_RET_LOW: usize = S_RET_HIGH + 2; // u16 permille
+const S_LAST_TXN: usize = S_RET_LOW + 2;
+const _: () = assert!(S_RET_HIGH == 164 && S_LAST_TXN == 168);
 const S_CREATED: usize = S_LAST_TXN + 8;
 const S_INODE_BLOCKS_USED: usize = S_CREATED + 8;
 const S_SUMS: usize = S_INODE_BLOCKS_USED + 8; // start u64, blocks u64
 const S_SUM_GRANULE: usize = S_SUMS + 16;
 const S_FEATURES: usize = S_SUM_GRANULE + 8; // u32 + 4 zero bytes
+const S_RET_PROTECTED: usize = S_FEATURES + 4; // u16 permille + u16 zero
 const S_EVENTS: usize = S_FEATURES + 8; // start u64, blocks u64
+const _: () = assert!(S_RET_PROTECTED == 220);
 /// Bytes of the superblock payload in use; the rest is zero (reserved).
 pub const SUPERBLOCK_USED_BYTES: usize = S_EVENTS + 16;
 const _: () = assert!(S_EVENTS == 224);
@@ -235,6 +260,11 @@ impl Superblock {
     /// Files may carry a frame index ([`FEATURE_FRAME_INDEX`]).
     pub fn has_frame_index(&self) -> bool {
         self.features & FEATURE_FRAME_INDEX != 0
+    }
+
+    /// Retention policies may be stored ([`FEATURE_RETENTION`]).
+    pub fn has_retention(&self) -> bool {
+        self.features & FEATURE_RETENTION != 0
     }
 
     /// Short symlink targets live in their inode records ([`FEATURE_INLINE_SYMLINKS`]).
@@ -361,6 +391,10 @@ impl Superblock {
         put_u64(p, S_SUMS + 8, self.sum_blocks);
         put_u64(p, S_SUM_GRANULE, self.sum_granule_bytes);
         put_u32(p, S_FEATURES, self.features);
+        let r = self.retention;
+        put_u16(p, S_RET_HIGH, r.high_permille);
+        put_u16(p, S_RET_LOW, r.low_permille);
+        put_u16(p, S_RET_PROTECTED, r.protected_max_permille);
         put_u64(p, S_EVENTS, self.events_start);
         put_u64(p, S_EVENTS + 8, self.events_blocks);
         if self.has_tail_log() {
@@ -437,8 +471,16 @@ impl Superblock {
             tail_log_blocks: 0,
             tail_log_tail: 0,
             tail_log_head: 0,
+            retention: VolumeRetention::default(),
         };
         let mut sb = sb;
+        if sb.has_retention() {
+            sb.retention = VolumeRetention {
+                high_permille: get_u16(p, S_RET_HIGH),
+                low_permille: get_u16(p, S_RET_LOW),
+                protected_max_permille: get_u16(p, S_RET_PROTECTED),
+            };
+        }
         if sb.has_tail_log() {
             use super::tail_log::{SBT_BLOCKS, SBT_HEAD, SBT_START, SBT_TAIL};
             sb.tail_log_start = get_u64(p, SBT_START);
@@ -472,6 +514,15 @@ impl Superblock {
         let m = |what| Err(BlockError::Malformed(what));
         if self.features & !KNOWN_FEATURES != 0 {
             return m("feature bits");
+        }
+        let r = self.retention;
+        let pair_ok = (r.high_permille == 0 && r.low_permille == 0)
+            || (0 < r.low_permille && r.low_permille <= r.high_permille && r.high_permille <= 1000);
+        if (!self.has_retention() && r != VolumeRetention::default())
+            || !pair_ok
+            || r.protected_max_permille > 1000
+        {
+            return m("retention policy");
         }
         let bs = self.data_block_bytes;
         if !bs.is_power_of_two() || !(MIN_DATA_BLOCK_BYTES..=MAX_DATA_BLOCK_BYTES).contains(&bs) {

@@ -35,6 +35,7 @@ mod parents;
 mod read;
 mod reader;
 pub mod recovery;
+mod retention;
 mod room;
 mod runs;
 mod symlink;

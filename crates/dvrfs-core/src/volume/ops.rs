@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::format::dir::MAX_NAME_BYTES;
-use crate::format::inode::{InodeRecord, StreamDefault, S_IFDIR, S_IFREG};
+use crate::format::inode::{InodeRecord, StreamDefault, StreamRetention, S_IFDIR, S_IFREG};
 
 /// Attribute changes for [`Fs::set_attr`]; `None` leaves a field alone.
 #[derive(Clone, Debug, Default)]
@@ -15,6 +15,8 @@ pub struct SetAttr {
     pub mtime_ns: Option<i64>,
     /// A directory's default stream reservation: `Some(None)` clears it.
     pub stream_default: Option<Option<StreamDefault>>,
+    /// A directory's retention policy (`dvrfs retention`): `Some(None)` clears it.
+    pub retention: Option<Option<StreamRetention>>,
 }
 
 /// Checks a single path component.
@@ -525,6 +527,14 @@ impl Volume {
                     "a default stream reservation needs a rate".into(),
                 ));
             }
+        }
+        if let Some(r) = set.retention {
+            if self.inode(ino)?.kind() != Some(Kind::Dir) {
+                return Err(Error::InvalidArgument(format!(
+                    "inode {ino} is not a directory: a retention policy is set on a stream's directory (or a directory of streams)"
+                )));
+            }
+            self.store_dir_retention(ino, r)?;
         }
         let a = &mut self.inode_mut(ino)?.attr;
         if let Some(d) = set.stream_default {

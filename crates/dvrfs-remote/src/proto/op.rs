@@ -3,7 +3,8 @@
 //! buffers; `client`).
 
 use dvrfs_core::engine::{StreamDir, StreamSpec};
-use dvrfs_core::format::inode::StreamDefault;
+use dvrfs_core::format::inode::{StreamDefault, StreamRetention};
+use dvrfs_core::format::superblock::VolumeRetention;
 use dvrfs_core::volume::SetAttr;
 use dvrfs_core::{IoBuf, Op};
 
@@ -111,6 +112,11 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
                     .u32(d.secs)
                     .u32(d.request_kib),
             };
+            match &set.retention {
+                None => e.u8(0),
+                Some(None) => e.u8(1),
+                Some(Some(r)) => e.u8(2).u32(r.max_age_s).u32(r.min_age_s).u64(r.max_bytes),
+            };
         }
         Op::OpenFile { ino } => {
             e.u8(12).u32(*ino);
@@ -153,6 +159,12 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
         }
         Op::DropFrameIndex { ino, incomplete } => {
             e.u8(22).u32(*ino).bool(*incomplete);
+        }
+        Op::SetVolumeRetention(r) => {
+            e.u8(26)
+                .u32(u32::from(r.high_permille))
+                .u32(u32::from(r.low_permille))
+                .u32(u32::from(r.protected_max_permille));
         }
         Op::StreamRoll { stream, ino } => {
             e.u8(23).u32(*stream).u32(*ino);
@@ -267,6 +279,16 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
                     })),
                     v => return Err(Malformed(format!("stream default tag {v}"))),
                 },
+                retention: match d.u8("retention")? {
+                    0 => None,
+                    1 => Some(None),
+                    2 => Some(Some(StreamRetention {
+                        max_age_s: d.u32("max age")?,
+                        min_age_s: d.u32("min age")?,
+                        max_bytes: d.u64("max size")?,
+                    })),
+                    v => return Err(Malformed(format!("retention tag {v}"))),
+                },
             };
             Op::SetAttr { ino, set }
         }
@@ -310,6 +332,16 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
             ino: d.u32("ino")?,
             incomplete: d.bool("incomplete")?,
         },
+        26 => {
+            let mut share = |what| -> DecResult<u16> {
+                u16::try_from(d.u32(what)?).map_err(|_| Malformed(format!("{what} out of range")))
+            };
+            Op::SetVolumeRetention(VolumeRetention {
+                high_permille: share("high")?,
+                low_permille: share("low")?,
+                protected_max_permille: share("protected max")?,
+            })
+        }
         23 => Op::StreamRoll {
             stream: d.u32("stream")?,
             ino: d.u32("ino")?,

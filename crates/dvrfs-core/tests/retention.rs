@@ -1,0 +1,209 @@
+//! Retention policies as the volume stores them (FORMAT.md sections 5 and 7): the
+//! volume's in the superblock, a stream directory's in its inode record, read back
+//! after a reopen, inherited by the streams below a directory, refused where they
+//! make no sense, and a volume made before them gaining the feature bit with its
+//! first policy.
+
+mod common;
+
+use common::damage::superblock;
+use common::{assert_fsck_clean, formatted, open_rw};
+use dvrfs_core::format::inode::StreamRetention;
+use dvrfs_core::format::superblock::{AllocPolicy, VolumeRetention, FEATURE_RETENTION};
+use dvrfs_core::volume::SetAttr;
+use dvrfs_core::Error;
+
+const DAY: u32 = 86_400;
+
+fn policy(max_age_days: u32, min_age_days: u32, max_gib: u64) -> StreamRetention {
+    StreamRetention {
+        max_age_s: max_age_days * DAY,
+        min_age_s: min_age_days * DAY,
+        max_bytes: max_gib << 30,
+    }
+}
+
+fn set_policy(r: Option<StreamRetention>) -> SetAttr {
+    SetAttr {
+        retention: Some(r),
+        ..SetAttr::default()
+    }
+}
+
+#[test]
+fn policies_are_stored_read_back_and_inherited() {
+    let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3);
+    assert_ne!(
+        superblock(&dev).features & FEATURE_RETENTION,
+        0,
+        "set by mkfs"
+    );
+    let mut fs = open_rw(dev);
+    assert_eq!(
+        fs.engine().volume().volume_retention(),
+        VolumeRetention::default()
+    );
+    let vol = VolumeRetention {
+        high_permille: 950,
+        low_permille: 900,
+        protected_max_permille: 200,
+    };
+    fs.set_volume_retention(vol, 1).unwrap();
+    let root = fs.root();
+    let cams = fs.mkdir(root, b"cams", 0o755, 0, 0, 1).unwrap();
+    let cam1 = fs.mkdir(cams, b"cam1", 0o755, 0, 0, 1).unwrap();
+    let lobby = fs.mkdir(root, b"lobby", 0o755, 0, 0, 1).unwrap();
+    fs.set_attr(cams, &set_policy(Some(policy(30, 7, 500))), 2)
+        .unwrap();
+    fs.set_attr(lobby, &set_policy(Some(policy(0, 0, 25))), 2)
+        .unwrap();
+    let dev = fs.close().unwrap();
+    let fs = open_rw(dev);
+    let v = fs.engine().volume();
+    assert_eq!(v.volume_retention(), vol);
+    assert_eq!(v.dir_retention(cams), Some(policy(30, 7, 500)));
+    assert_eq!(v.dir_retention(cam1), None);
+    // A stream below a directory of streams is governed by that directory's.
+    assert_eq!(
+        v.effective_retention(cam1),
+        Some((cams, policy(30, 7, 500)))
+    );
+    assert_eq!(
+        v.effective_retention(lobby),
+        Some((lobby, policy(0, 0, 25)))
+    );
+    assert_eq!(v.effective_retention(root), None);
+    let dev = fs.close().unwrap();
+    assert_fsck_clean(&dev);
+    // Cleared: nothing left, and the record's bytes are zero again.
+    let mut fs = open_rw(dev);
+    fs.set_attr(cams, &set_policy(None), 3).unwrap();
+    fs.set_volume_retention(VolumeRetention::default(), 3)
+        .unwrap();
+    let fs = open_rw(fs.close().unwrap());
+    assert_eq!(fs.engine().volume().effective_retention(cam1), None);
+    assert_eq!(
+        fs.engine().volume().volume_retention(),
+        VolumeRetention::default()
+    );
+    assert_fsck_clean(&fs.close().unwrap());
+}
+
+#[test]
+fn policies_that_make_no_sense_are_refused_with_the_reason() {
+    let mut fs = open_rw(formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3));
+    let root = fs.root();
+    let f = fs.create(root, b"clip.ts", 0o644, 0, 0, 1).unwrap();
+    let refused = |r: Result<(), Error>| match r {
+        Err(Error::InvalidArgument(m)) => m,
+        r => panic!("not refused: {r:?}"),
+    };
+    let m = refused(fs.set_attr(f, &set_policy(Some(policy(1, 0, 0))), 2));
+    assert!(m.contains("not a directory"), "{m}");
+    let m = refused(fs.set_attr(root, &set_policy(Some(policy(7, 30, 0))), 2));
+    assert!(m.contains("--min-age") && m.contains("--max-age"), "{m}");
+    let m = refused(fs.set_volume_retention(
+        VolumeRetention {
+            high_permille: 900,
+            low_permille: 950,
+            protected_max_permille: 0,
+        },
+        2,
+    ));
+    assert!(m.contains("--low 95%") && m.contains("--high 90%"), "{m}");
+    let m = refused(fs.set_volume_retention(
+        VolumeRetention {
+            high_permille: 950,
+            low_permille: 0,
+            protected_max_permille: 0,
+        },
+        2,
+    ));
+    assert!(m.contains("both"), "{m}");
+    // Nothing was stored.
+    assert_eq!(fs.engine().volume().dir_retention(root), None);
+    assert_eq!(
+        fs.engine().volume().volume_retention(),
+        VolumeRetention::default()
+    );
+}
+
+#[test]
+fn a_volume_made_before_retention_gains_the_feature_with_its_first_policy() {
+    let mut dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3);
+    let mut sb = superblock(&dev);
+    sb.features &= !FEATURE_RETENTION;
+    let image = sb.encode(0);
+    for off in [0, sb.backup_offset(0), sb.device_bytes - 4096] {
+        dev.poke(off, &image[..]);
+    }
+    let mut fs = open_rw(dev);
+    let d = fs.mkdir(fs.root(), b"cam", 0o755, 0, 0, 1).unwrap();
+    fs.sync().unwrap();
+    let dev = fs.close().unwrap();
+    assert_eq!(
+        superblock(&dev).features & FEATURE_RETENTION,
+        0,
+        "not without a policy"
+    );
+    let mut fs = open_rw(dev);
+    fs.set_attr(d, &set_policy(Some(policy(30, 0, 0))), 2)
+        .unwrap();
+    let dev = fs.close().unwrap();
+    assert_ne!(superblock(&dev).features & FEATURE_RETENTION, 0);
+    assert_fsck_clean(&dev);
+    let fs = open_rw(dev);
+    assert_eq!(
+        fs.engine().volume().dir_retention(d),
+        Some(policy(30, 0, 0))
+    );
+}
+
+#[test]
+fn a_superblock_with_a_policy_out_of_its_bounds_is_malformed() {
+    use dvrfs_core::format::superblock::Superblock;
+    use dvrfs_core::format::{parse_header, seal_block, META_BLOCK_BYTES};
+    let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3);
+    let mut b = vec![0u8; META_BLOCK_BYTES];
+    dev.peek(0, &mut b);
+    let h = parse_header(&b).unwrap();
+    // Block offsets 212..216 (payload 164): high, low; 268 (payload 220): protected.
+    let with = |b: &[u8], edit: &dyn Fn(&mut [u8])| {
+        let mut c = b.to_vec();
+        edit(&mut c);
+        seal_block(&mut c, &h);
+        Superblock::decode(&c).map(|s| s.retention)
+    };
+    let put16 = |c: &mut [u8], at: usize, v: u16| c[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    let ok = with(&b, &|c| {
+        put16(c, 212, 950);
+        put16(c, 214, 900);
+        put16(c, 268, 200);
+    });
+    assert_eq!(ok.unwrap().high_permille, 950);
+    let cases: [(&str, Box<dyn Fn(&mut [u8])>); 4] = [
+        (
+            "low above high",
+            Box::new(move |c| {
+                put16(c, 212, 900);
+                put16(c, 214, 950);
+            }),
+        ),
+        ("only high", Box::new(move |c| put16(c, 212, 900))),
+        (
+            "above 100%",
+            Box::new(move |c| {
+                put16(c, 212, 1001);
+                put16(c, 214, 900);
+            }),
+        ),
+        (
+            "protected above 100%",
+            Box::new(move |c| put16(c, 268, 1001)),
+        ),
+    ];
+    for (what, edit) in cases {
+        let e = with(&b, &*edit).expect_err(what);
+        assert!(format!("{e}").contains("retention"), "{what}: {e}");
+    }
+}
