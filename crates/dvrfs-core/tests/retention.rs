@@ -181,7 +181,8 @@ fn a_superblock_with_a_policy_out_of_its_bounds_is_malformed() {
         put16(c, 268, 200);
     });
     assert_eq!(ok.unwrap().high_permille, 950);
-    let cases: [(&str, Box<dyn Fn(&mut [u8])>); 4] = [
+    type Edit = Box<dyn Fn(&mut [u8])>;
+    let cases: [(&str, Edit); 4] = [
         (
             "low above high",
             Box::new(move |c| {
