@@ -17,7 +17,7 @@ use crate::error::{CliError, CliResult};
     about = "dvrfs: a real-time file system for DVR/NVR recording",
     long_about = "dvrfs: a real-time file system for DVR/NVR recording.\n\n\
                   TARGET is an image file or a block device. Sizes take K/M/G/T binary \
-                  suffixes (1K = 1024), times take ms/s/m/h."
+                  suffixes (1K = 1024), times take ms/s/m/h/d."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -80,6 +80,8 @@ pub enum Command {
     Timeline(crate::cmd_clip::TimelineArgs),
     /// Check a stream directory's chunks against its integrity chain: intact, deleted, missing or modified
     Verify(crate::cmd_verify::VerifyArgs),
+    /// Set or show retention policies: a stream's max age, min age and size, the volume's high and low marks
+    Retention(crate::cmd_retention::RetentionArgs),
     /// Serve an image as an emulated hard disk (DIR/disk over FUSE, a loop device with --attach); --stop DIR ends it
     Emulate(crate::cmd_emulate::EmulateArgs),
 }
@@ -247,7 +249,7 @@ pub fn parse_duration_ms(flag: &str, text: &str) -> CliResult<u64> {
     dvrfs_core::units::duration_ms(text).map_err(|why| {
         CliError::usage(
             format!("invalid {flag} {text:?}: {why}"),
-            "give a whole number with a unit: ms, s, m or h, e.g. 500ms or 1s",
+            "give a whole number with a unit: ms, s, m, h or d, e.g. 500ms, 1s or 30d",
         )
     })
 }

@@ -603,6 +603,7 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         "last_txn": sb.last_txn,
         "checksum_granule": sb.sum_granule_bytes,
         "event_log_events": event_capacity,
+        "retention": crate::cmd_retention::volume_json(&sb.retention),
         "superblock_from": load.superblock_from,
         "io_backend": backend.name(),
         "regions": {
@@ -683,6 +684,10 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
     match event_capacity {
         0 => outln!("  event log        none (a volume made before 2026-11-27)"),
         n => outln!("  event log        the last {n} events (dvrfs events)"),
+    }
+    match crate::cmd_retention::volume_text(&sb.retention) {
+        Some(t) => outln!("  retention        {t} (dvrfs retention --list)"),
+        None => outln!("  retention        no volume policy (dvrfs retention)"),
     }
     match &no_uring {
         None => outln!("  I/O back end     {} (put, get)", backend.name()),

@@ -25,6 +25,7 @@ mod cmd_fs;
 mod cmd_index;
 mod cmd_mount;
 mod cmd_play;
+mod cmd_retention;
 mod cmd_scrub;
 mod cmd_sim;
 mod cmd_status;
@@ -117,6 +118,7 @@ fn target_of(command: &Command) -> Option<&std::path::Path> {
         Command::Keyframe(a) => &a.target,
         Command::Timeline(a) => &a.target,
         Command::Verify(a) => &a.target,
+        Command::Retention(a) => &a.target,
         // `--stop DIR` has no image.
         Command::Emulate(a) => return a.image.as_deref(),
         // The simulator has no device.
@@ -149,6 +151,7 @@ fn run_command(command: &Command) -> CliResult<u8> {
         Command::Status(a) => cmd_status::status(a),
         Command::Events(a) => cmd_events::events(a),
         Command::Reindex(a) => cmd_index::reindex(a),
+        Command::Retention(a) => cmd_retention::retention(a),
         Command::Keyframes(a) => cmd_index::keyframes(a),
         Command::Export(a) => cmd_clip::export(a),
         Command::Keyframe(a) => cmd_clip::keyframe(a),

@@ -59,8 +59,9 @@ pub fn duration_ms(text: &str) -> Result<u64, String> {
         "s" => 1000,
         "m" | "min" => 60_000,
         "h" => 3_600_000,
-        "" => return Err("the unit is missing (ms, s, m or h)".into()),
-        u => return Err(format!("unknown unit {u:?} (ms, s, m or h)")),
+        "d" => 86_400_000,
+        "" => return Err("the unit is missing (ms, s, m, h or d)".into()),
+        u => return Err(format!("unknown unit {u:?} (ms, s, m, h or d)")),
     };
     number
         .checked_mul(per_ms)

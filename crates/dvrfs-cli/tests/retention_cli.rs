@@ -1,0 +1,150 @@
+//! `dvrfs retention` (issue 26): policies set on stream directories and on the
+//! volume, changed flag by flag, shown with where they come from, listed, kept
+//! across a reopen (and through `fsck`), cleared, and refused with a reason where
+//! they make no sense.
+
+mod common;
+
+use common::*;
+
+fn retention(img: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["retention", img.to_str().unwrap()];
+    all.extend_from_slice(args);
+    dvrfs(all)
+}
+
+#[test]
+fn policies_are_set_shown_listed_and_cleared() {
+    let dir = tempdir();
+    let img = dir.path().join("r.img");
+    mkfs(&img, "1G", &[]);
+    ok(dvrfs([
+        "mkdir",
+        img.to_str().unwrap(),
+        "/cams",
+        "/cams/cam1",
+        "/lobby",
+    ]));
+    let out = ok(retention(
+        &img,
+        &[
+            "/cams",
+            "--max-age",
+            "30d",
+            "--min-age",
+            "7d",
+            "--max-size",
+            "500G",
+        ],
+    ));
+    assert!(
+        out.starts_with("/cams: max-age 30d, min-age 7d, max-size 500G\n"),
+        "{out}"
+    );
+    ok(retention(
+        &img,
+        &[
+            "/",
+            "--high",
+            "95%",
+            "--low",
+            "90%",
+            "--protected-max",
+            "20%",
+        ],
+    ));
+    // One flag changes only its part.
+    ok(retention(&img, &["/cams", "--max-size", "400G"]));
+    ok(retention(&img, &["/lobby", "--max-size", "25G"]));
+    assert_clean(&img);
+    assert_eq!(info(&img)["retention"]["protected_max_pct"], 20.0);
+    // A stream below a directory of streams is governed by it.
+    let out = ok(retention(&img, &["/cams/cam1"]));
+    assert_eq!(
+        out,
+        "/cams/cam1: max-age 30d, min-age 7d, max-size 400G (from /cams)\nvolume: high 95%, low 90%, protected-max 20%\n"
+    );
+    let v = json(&ok(retention(&img, &["/cams/cam1", "--json"])));
+    assert_eq!(v["stream"]["from"], "/cams");
+    assert_eq!(v["stream"]["max_size_bytes"], 400u64 << 30);
+    assert_eq!(v["volume"]["low_pct"], 90.0);
+    let v = json(&ok(retention(&img, &["--list", "--json"])));
+    let paths: Vec<&str> = v["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["/cams", "/lobby"]);
+    assert_eq!(v["streams"][0]["max_age_s"], 30 * 86_400);
+    assert_eq!(v["streams"][1]["max_age_s"], serde_json::Value::Null);
+    assert_eq!(v["volume"]["high_pct"], 95.0);
+    // Cleared: the stream's, then the volume's with the root's.
+    ok(retention(&img, &["/cams", "--clear"]));
+    let out = ok(retention(&img, &["/cams/cam1"]));
+    assert!(out.starts_with("/cams/cam1: no policy"), "{out}");
+    ok(retention(&img, &["/", "--clear"]));
+    let v = json(&ok(retention(&img, &["--list", "--json"])));
+    assert_eq!(v["volume"], serde_json::Value::Null);
+    assert_eq!(v["streams"].as_array().unwrap().len(), 1);
+    assert_clean(&img);
+}
+
+#[test]
+fn policies_that_make_no_sense_are_refused_and_change_nothing() {
+    let dir = tempdir();
+    let img = dir.path().join("r.img");
+    mkfs(&img, "1G", &[]);
+    ok(dvrfs(["mkdir", img.to_str().unwrap(), "/cam"]));
+    ok(retention(&img, &["/cam", "--max-age", "30d"]));
+    fails(
+        retention(&img, &["/cam", "--min-age", "40d"]),
+        "--min-age 40d is longer than --max-age 30d",
+    );
+    fails(
+        retention(&img, &["/", "--high", "90%", "--low", "95%"]),
+        "--low 95% is above --high 90%",
+    );
+    fails(
+        retention(&img, &["/", "--high", "90%"]),
+        "both --high and --low",
+    );
+    fails(
+        retention(&img, &["/", "--high", "120%", "--low", "90%"]),
+        "not a share",
+    );
+    fails(
+        retention(&img, &["/cam", "--high", "95%", "--low", "90%"]),
+        "give PATH /",
+    );
+    fails(
+        retention(&img, &["/cam", "--max-age", "3w"]),
+        "unknown unit",
+    );
+    fails(
+        retention(&img, &["/cam", "--clear", "--max-age", "1d"]),
+        "give it alone",
+    );
+    fails(
+        retention(&img, &["/nothing", "--max-age", "1d"]),
+        "no such file",
+    );
+    fails(retention(&img, &[]), "needs a PATH");
+    let local = dir.path().join("a.ts");
+    std::fs::write(&local, b"x").unwrap();
+    ok(dvrfs([
+        "put",
+        img.to_str().unwrap(),
+        local.to_str().unwrap(),
+        "/cam/a.ts",
+    ]));
+    fails(
+        retention(&img, &["/cam/a.ts", "--max-age", "1d"]),
+        "not a directory",
+    );
+    let out = ok(retention(&img, &["/cam"]));
+    assert!(
+        out.starts_with("/cam: max-age 30d\nvolume: no policy"),
+        "{out}"
+    );
+}
