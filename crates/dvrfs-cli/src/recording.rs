@@ -140,25 +140,7 @@ pub struct Recording {
 
 /// The UTC a chunk's name says: `YYYYMMDDTHHMMSS.mmmZ` before the extension.
 pub fn name_utc(name: &str) -> Option<i64> {
-    let stem = name.get(..20)?;
-    let (date, rest) = stem.split_at(8);
-    let rest = rest.strip_prefix('T')?;
-    let (hms, frac) = rest.split_at(6);
-    let ms = frac.strip_prefix('.')?.strip_suffix('Z')?;
-    if !(date.bytes().chain(hms.bytes()).chain(ms.bytes())).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let text = format!(
-        "{}-{}-{}T{}:{}:{}.{ms}Z",
-        &date[..4],
-        &date[4..6],
-        &date[6..],
-        &hms[..2],
-        &hms[2..4],
-        &hms[4..]
-    );
-    let t: jiff::Timestamp = text.parse().ok()?;
-    i64::try_from(t.as_nanosecond()).ok()
+    dvrfs_core::retention::chunk_name_utc(name)
 }
 
 impl Recording {

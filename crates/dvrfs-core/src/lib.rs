@@ -16,6 +16,7 @@ pub mod layout;
 pub mod media;
 pub mod meta;
 pub mod qos;
+pub mod retention;
 pub mod sched;
 pub mod sim;
 pub mod tools;

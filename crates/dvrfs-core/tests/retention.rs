@@ -208,3 +208,82 @@ fn a_superblock_with_a_policy_out_of_its_bounds_is_malformed() {
         assert!(format!("{e}").contains("retention"), "{what}: {e}");
     }
 }
+
+#[test]
+fn a_snapshot_finds_the_streams_and_the_plan_takes_their_oldest_chunks() {
+    use dvrfs_core::retention::{plan, PlanInput, Reason, Snapshot};
+    use std::collections::BTreeSet;
+    const T0: i64 = 1_795_890_524_496_000_000; // 20261128T182844.496Z
+    let mut fs = open_rw(formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3));
+    let root = fs.root();
+    // /cams/cam1: chunks named by their UTC start, a minute apart, under /cams's
+    // policy; /door: a chain makes it a stream; /docs: neither, never touched.
+    let cams = fs.mkdir(root, b"cams", 0o755, 0, 0, 1).unwrap();
+    let cam1 = fs.mkdir(cams, b"cam1", 0o755, 0, 0, 1).unwrap();
+    let door = fs.mkdir(root, b"door", 0o755, 0, 0, 1).unwrap();
+    let docs = fs.mkdir(root, b"docs", 0o755, 0, 0, 1).unwrap();
+    let three_mib = StreamRetention {
+        max_bytes: 3 << 20,
+        ..StreamRetention::default()
+    };
+    fs.set_attr(cams, &set_policy(Some(three_mib)), 1).unwrap();
+    let name = |k: i64| format!("20261128T18{:02}44.496Z.ts", 28 + k);
+    let mut cam_files = vec![];
+    for k in 0..4 {
+        let f = fs
+            .create(cam1, name(k).as_bytes(), 0o644, 0, 0, T0)
+            .unwrap();
+        fs.write(f, 0, &vec![k as u8; 1 << 20], T0 + k * 60_000_000_000)
+            .unwrap();
+        cam_files.push(f);
+    }
+    let chain = fs.create(door, b".chain", 0o644, 0, 0, T0).unwrap();
+    fs.write(chain, 0, b"{}\n", T0).unwrap();
+    let d1 = fs.create(door, b"a.ts", 0o644, 0, 0, T0).unwrap();
+    fs.write(d1, 0, &[1; 4096], T0 + 5).unwrap();
+    let doc = fs.create(docs, b"manual.pdf", 0o644, 0, 0, T0).unwrap();
+    fs.write(doc, 0, &[2; 4096], 1).unwrap();
+    // The newest chunk is being recorded.
+    let busy: BTreeSet<u32> = [cam_files[3]].into();
+    let s = Snapshot::of(fs.engine().volume(), &busy);
+    let paths: Vec<&str> = s.streams.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(paths, ["/cams/cam1", "/door"]);
+    let cam = &s.streams[0];
+    assert_eq!(cam.policy, Some((cams, three_mib)));
+    let starts: Vec<i64> = cam.chunks.iter().map(|c| c.start_utc_ns).collect();
+    assert_eq!(
+        starts,
+        (0..4).map(|k| T0 + k * 60_000_000_000).collect::<Vec<_>>()
+    );
+    assert!(cam.chunks.iter().all(|c| c.bytes == 1 << 20));
+    assert_eq!(
+        cam.chunks.iter().map(|c| c.busy).collect::<Vec<_>>(),
+        [false, false, false, true]
+    );
+    // The chain is not a chunk; the door's file is dated by its write.
+    assert_eq!(s.streams[1].chunks.len(), 1);
+    assert_eq!(s.streams[1].chunks[0].start_utc_ns, T0 + 5);
+    // Over its 3 MiB: the oldest chunk goes; the manual never.
+    let p = plan(PlanInput {
+        snapshot: &s,
+        volume: VolumeRetention::default(),
+        now_utc_ns: T0 + 600_000_000_000,
+        need_free_bytes: 0,
+    });
+    let gone: Vec<(u32, Reason)> = p.deletions.iter().map(|d| (d.ino, d.reason)).collect();
+    assert_eq!(gone, [(cam_files[0], Reason::MaxSize)]);
+    // Every chunk but the one being recorded, for a recording's need of the whole
+    // volume: a shortfall, and still not the manual or the chain.
+    let p = plan(PlanInput {
+        snapshot: &s,
+        volume: VolumeRetention::default(),
+        now_utc_ns: T0,
+        need_free_bytes: s.data_bytes,
+    });
+    assert_eq!(p.deletions.len(), 4);
+    assert!(p
+        .deletions
+        .iter()
+        .all(|d| d.ino != doc && d.ino != chain && d.ino != cam_files[3]));
+    assert!(p.shortfall_bytes > 0);
+}

@@ -406,6 +406,11 @@ impl Volume {
         self.data.release_hold(ino);
     }
 
+    /// Data bytes in files (written, or allocated to a write not yet committed).
+    pub fn used_data_bytes(&self) -> u64 {
+        self.data.used_blocks() * self.sb.data_block_bytes
+    }
+
     /// Data bytes held for recordings and not yet written.
     pub fn held_bytes(&self) -> u64 {
         self.data.held_blocks() * self.sb.data_block_bytes

@@ -1,0 +1,17 @@
+//! Retention (issue 26; docs/retention.md): what a volume deletes to keep
+//! recording, decided from the policies the volume stores (`volume/retention.rs`).
+//!
+//! The layer between the volume and the engine. [`Snapshot::of`] reads the volume
+//! into streams and their chunks (a stream is a directory with a policy of its own or
+//! above it, or with an integrity chain; its chunks are its regular files but the
+//! chain); [`plan`] decides, purely and deterministically, which chunks go and why,
+//! by the issue's precedence. Running the deletions (paced, metadata only) is the
+//! engine's.
+
+mod name;
+mod plan;
+mod snapshot;
+
+pub use name::chunk_name_utc;
+pub use plan::{plan, Deletion, Plan, PlanInput, Reason};
+pub use snapshot::{ChunkInfo, Snapshot, StreamInfo};

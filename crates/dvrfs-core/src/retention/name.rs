@@ -1,0 +1,74 @@
+//! A chunk's name as `record --chunk` makes it: its UTC start in the ISO 8601 basic
+//! form to the millisecond, `YYYYMMDDTHHMMSS.mmmZ`, then the extension.
+
+/// Days from 1970-01-01 to the civil date `y-m-d` (proleptic Gregorian; Howard
+/// Hinnant's days_from_civil).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The UTC (ns since the epoch) a chunk's name says, if it is such a name.
+pub fn chunk_name_utc(name: &str) -> Option<i64> {
+    let b = name.as_bytes();
+    if b.len() < 20 || b[8] != b'T' || b[15] != b'.' || b[19] != b'Z' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let s = name.get(r)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    let (y, mo, d) = (num(0..4)?, num(4..6)?, num(6..8)?);
+    let (h, mi, s, ms) = (num(9..11)?, num(11..13)?, num(13..15)?, num(16..19)?);
+    let month_days = match mo {
+        2 if y % 4 == 0 && (y % 100 != 0 || y % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        1..=12 => 31,
+        _ => return None,
+    };
+    if !(1..=month_days).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s;
+    secs.checked_mul(1_000_000_000)?.checked_add(ms * 1_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_names_give_their_utc() {
+        // 2026-11-28T18:28:44.496Z
+        assert_eq!(
+            chunk_name_utc("20261128T182844.496Z.ts"),
+            Some(1_795_890_524_496_000_000)
+        );
+        assert_eq!(chunk_name_utc("19700101T000000.000Z.mp4"), Some(0));
+        assert_eq!(
+            chunk_name_utc("20240229T235959.999Z.ts"),
+            Some(1_709_251_199_999_000_000)
+        );
+        for bad in [
+            "20230229T000000.000Z.ts",
+            "20261328T000000.000Z.ts",
+            "20261128T250000.000Z.ts",
+            "2026112XT182844.496Z.ts",
+            "20261128T182844.496.ts",
+            "cam.ts",
+            ".chain",
+            "",
+        ] {
+            assert_eq!(chunk_name_utc(bad), None, "{bad}");
+        }
+    }
+}
