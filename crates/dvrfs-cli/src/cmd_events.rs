@@ -206,6 +206,18 @@ pub fn event_line(e: &EventRecord) -> String {
                     "the source's media time ran ahead of real time; its time re-anchored (held until real time catches up)",
             }
         ),
+        What::ChunkDeleted {
+            ino,
+            cause,
+            bytes,
+            start_utc_ns,
+            end_utc_ns,
+        } => format!(
+            "ino={ino} {} bytes={bytes} from {} to {}: deleted by retention",
+            cause.name(),
+            time_string(*start_utc_ns),
+            time_string(*end_utc_ns)
+        ),
     };
     format!(
         "{} {} mono={:.3}s {kind} {} {detail}",
@@ -299,6 +311,15 @@ pub fn event_json(e: &EventRecord) -> Value {
             offset,
         } => {
             json!({ "ino": ino, "change": change.name(), "applied": change.applied(), "step_ns": step_ns, "offset": offset })
+        }
+        What::ChunkDeleted {
+            ino,
+            cause,
+            bytes,
+            start_utc_ns,
+            end_utc_ns,
+        } => {
+            json!({ "ino": ino, "cause": cause.name(), "bytes": bytes, "start_utc_ns": start_utc_ns, "end_utc_ns": end_utc_ns })
         }
     };
     if let (Some(o), Value::Object(f)) = (o.as_object_mut(), fields) {

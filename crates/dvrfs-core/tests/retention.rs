@@ -211,7 +211,7 @@ fn a_superblock_with_a_policy_out_of_its_bounds_is_malformed() {
 
 #[test]
 fn a_snapshot_finds_the_streams_and_the_plan_takes_their_oldest_chunks() {
-    use dvrfs_core::retention::{plan, PlanInput, Reason, Snapshot};
+    use dvrfs_core::retention::{plan, DeleteCause, PlanInput, Snapshot};
     use std::collections::BTreeSet;
     const T0: i64 = 1_795_890_524_496_000_000; // 20261128T182844.496Z
     let mut fs = open_rw(formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3));
@@ -270,8 +270,8 @@ fn a_snapshot_finds_the_streams_and_the_plan_takes_their_oldest_chunks() {
         now_utc_ns: T0 + 600_000_000_000,
         need_free_bytes: 0,
     });
-    let gone: Vec<(u32, Reason)> = p.deletions.iter().map(|d| (d.ino, d.reason)).collect();
-    assert_eq!(gone, [(cam_files[0], Reason::MaxSize)]);
+    let gone: Vec<(u32, DeleteCause)> = p.deletions.iter().map(|d| (d.ino, d.cause)).collect();
+    assert_eq!(gone, [(cam_files[0], DeleteCause::MaxSize)]);
     // Every chunk but the one being recorded, for a recording's need of the whole
     // volume: a shortfall, and still not the manual or the chain.
     let p = plan(PlanInput {
@@ -286,4 +286,106 @@ fn a_snapshot_finds_the_streams_and_the_plan_takes_their_oldest_chunks() {
         .iter()
         .all(|d| d.ino != doc && d.ino != chain && d.ino != cam_files[3]));
     assert!(p.shortfall_bytes > 0);
+}
+
+/// A volume on a manual clock: the blocking driver's time moves only when a test
+/// moves it.
+fn clocked() -> (
+    dvrfs_core::Fs<dvrfs_core::device::MemDevice>,
+    dvrfs_core::driver::blocking::ManualClock,
+) {
+    let clock = dvrfs_core::driver::blocking::ManualClock::new();
+    let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3);
+    let opts = dvrfs_core::volume::OpenOptions::writable();
+    let fs = dvrfs_core::Fs::open_with(dev, opts, Box::new(clock.clone()), None).unwrap();
+    (fs, clock)
+}
+
+#[test]
+fn the_engine_deletes_what_the_policies_say_paced_and_logged() {
+    use dvrfs_core::engine::{RETENTION_CHECK_BUSY_NS, RETENTION_CHECK_NS};
+    use dvrfs_core::format::events::{DeleteCause, What};
+    const T0: i64 = 1_795_890_524_496_000_000;
+    const MIN: i64 = 60_000_000_000;
+    let (mut fs, clock) = clocked();
+    let root = fs.root();
+    let cam = fs.mkdir(root, b"cam", 0o755, 0, 0, T0).unwrap();
+    let mut files = vec![];
+    for k in 0..6i64 {
+        let name = format!("20261128T18{:02}44.496Z.ts", 28 + k);
+        let f = fs.create(cam, name.as_bytes(), 0o644, 0, 0, T0).unwrap();
+        fs.write(f, 0, &vec![k as u8; 1 << 20], T0 + (k + 1) * MIN)
+            .unwrap();
+        files.push(f);
+    }
+    // Nothing happens without a policy.
+    clock.set(2 * RETENTION_CHECK_NS);
+    fs.tick_at(T0 + 10 * MIN).unwrap();
+    assert_eq!(fs.engine().retention_figures().plans, 0);
+    // At most 4 MiB: the two oldest go, at the next check, one at a time.
+    let four = StreamRetention {
+        max_bytes: 4 << 20,
+        ..StreamRetention::default()
+    };
+    fs.set_attr(cam, &set_policy(Some(four)), T0 + 10 * MIN)
+        .unwrap();
+    // Planned at once, and paced: one chunk, the next no sooner than the gap.
+    assert_eq!(fs.engine().retention_figures().deleted_chunks, 1);
+    fs.tick_at(T0 + 10 * MIN).unwrap();
+    assert_eq!(fs.engine().retention_figures().deleted_chunks, 1);
+    let mut t = 2 * RETENTION_CHECK_NS;
+    for _ in 0..4 {
+        t += RETENTION_CHECK_BUSY_NS;
+        clock.set(t);
+        fs.tick_at(T0 + 10 * MIN).unwrap();
+    }
+    let f = fs.engine().retention_figures().clone();
+    assert_eq!((f.deleted_chunks, f.deleted_bytes), (2, 2 << 20), "{f:?}");
+    let left: Vec<u32> = fs
+        .engine()
+        .volume()
+        .readdir(cam)
+        .unwrap()
+        .iter()
+        .map(|e| e.1)
+        .collect();
+    assert_eq!(left, files[2..]);
+    // A max-age of 5 minutes at 18:38:14: what ended before 18:33:14 goes (files
+    // 2 and 3, last written at 18:31:44 and 18:32:44; not file 4, at 18:33:44).
+    let five = StreamRetention {
+        max_age_s: 5 * 60,
+        ..four
+    };
+    let wall = T0 + 9 * MIN + MIN / 2;
+    fs.set_attr(cam, &set_policy(Some(five)), wall).unwrap();
+    for _ in 0..12 {
+        t += RETENTION_CHECK_BUSY_NS;
+        clock.set(t);
+        fs.tick_at(wall).unwrap();
+    }
+    let gone: Vec<(String, DeleteCause, u64)> = fs
+        .engine()
+        .volume()
+        .events()
+        .iter()
+        .filter_map(|e| match e.what {
+            What::ChunkDeleted { cause, bytes, .. } => {
+                Some((String::from_utf8_lossy(&e.path).into_owned(), cause, bytes))
+            }
+            _ => None,
+        })
+        .collect();
+    let name = |k: i64| format!("/cam/20261128T18{:02}44.496Z.ts", 28 + k);
+    assert_eq!(
+        gone,
+        [
+            (name(0), DeleteCause::MaxSize, 1 << 20),
+            (name(1), DeleteCause::MaxSize, 1 << 20),
+            (name(2), DeleteCause::MaxAge, 1 << 20),
+            (name(3), DeleteCause::MaxAge, 1 << 20),
+        ]
+    );
+    fs.sync().unwrap();
+    let dev = fs.close().unwrap();
+    assert_fsck_clean(&dev);
 }

@@ -186,6 +186,13 @@ impl<D: Device> Fs<D> {
         }
     }
 
+    /// [`Fs::tick`] with the wall clock at `wall_ns` (what retention's max-age is
+    /// measured against).
+    pub fn tick_at(&mut self, wall_ns: i64) -> Result<()> {
+        self.wall_ns = wall_ns;
+        self.tick()
+    }
+
     /// Runs due work (a commit whose interval has passed) at the clock's time.
     pub fn tick(&mut self) -> Result<()> {
         self.pump()?;

@@ -12,7 +12,8 @@
 
 use super::checksums::access_crcs;
 use super::{
-    index_resume, stream, tail_log, Body, Completion, Engine, IoBuf, Now, Op, OpId, Output, Stage,
+    index_resume, retention, stream, tail_log, Body, Completion, Engine, IoBuf, Now, Op, OpId,
+    Output, Stage,
 };
 use crate::error::{Error, Result};
 use crate::meta::Ino;
@@ -62,6 +63,14 @@ impl Engine {
         };
         if let Op::DropFrameIndex { ino, .. } | Op::AppendFrames { ino, .. } = &op {
             self.index_taken_over(*ino);
+        }
+        let policy = match &op {
+            Op::SetAttr { set, .. } => set.retention.is_some(),
+            Op::SetVolumeRetention(_) => true,
+            _ => false,
+        };
+        if policy {
+            self.retention_policy_changed();
         }
         let result = apply_namespace(&mut self.vol, op, now.wall_ns);
         if let (Some(ino), Ok(_)) = (closed, &result) {
@@ -203,6 +212,10 @@ impl Engine {
         }
         if st.owner == index_resume::INDEX_RESUME_OWNER {
             self.index_resume_read_done(id, result, now);
+            return;
+        }
+        if st.owner == retention::RETENTION_OWNER {
+            self.retention_done(id, result, now);
             return;
         }
         if let (Err(Error::NoSpace { .. }), Some(ino)) = (&result, st.body.file()) {

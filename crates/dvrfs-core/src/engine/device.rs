@@ -137,6 +137,7 @@ impl Engine {
     /// completion or submission.
     pub fn poll(&mut self, now: Now) -> Option<DevCommand> {
         let now = self.tick(now);
+        self.retention_step(now);
         self.progress(now);
         loop {
             if self.free_slots() == 0 {
@@ -346,7 +347,7 @@ impl Engine {
             .sched_wake_ns
             .filter(|_| self.sched.has_work() && self.free_slots() > 0);
         let commit = self.commit.due_ns(self.vol.dirty_blocks() > 0);
-        [sched, commit, self.stream_wakeup()]
+        [sched, commit, self.stream_wakeup(), self.retention_wakeup()]
             .into_iter()
             .flatten()
             .min()

@@ -76,6 +76,7 @@ mod op_state;
 mod ordering;
 mod planning;
 mod reservation;
+mod retention;
 mod status;
 mod stream;
 mod tail_log;
@@ -86,6 +87,9 @@ pub use device::{DevCommand, DevKind};
 pub use events::SPACE_LEVELS_PCT;
 pub use op::{Completion, Op, OpId, Output};
 pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES, MAX_RECORDING_DURATION_S};
+pub use retention::{
+    RetentionFigures, CHECK_BUSY_NS as RETENTION_CHECK_BUSY_NS, CHECK_NS as RETENTION_CHECK_NS,
+};
 pub use status::{
     admission_status, AdmissionStatus, DiskStatus, HeadroomAsk, SpaceStatus, Status, StreamStatus,
 };
@@ -201,6 +205,8 @@ pub struct Engine {
     last_sectors: last_sector::LastSectors,
     /// Files indexed as they are written (`indexing.rs`).
     live_indexes: live_index::LiveIndexes,
+    /// Retention's deletions (`retention.rs`).
+    retention: retention::RetentionRun,
     streams: BTreeMap<StreamId, stream::Stream>,
     next_stream: StreamId,
     admission: Option<Admission>,
@@ -262,6 +268,7 @@ impl Engine {
             gather_lead_ns: stream::GATHER_LEAD_NS.min(interval_ns / 4),
             last_sectors: last_sector::LastSectors::default(),
             live_indexes: live_index::LiveIndexes::new(),
+            retention: retention::RetentionRun::default(),
             streams: BTreeMap::new(),
             next_stream: 1,
             admission: cfg.admission,

@@ -818,7 +818,7 @@ impl Engine {
         self.next_op += 1;
         debug_assert!(matches!(
             op,
-            Op::Read { .. } | Op::Write { .. } | Op::CloseFile { .. }
+            Op::Read { .. } | Op::Write { .. } | Op::CloseFile { .. } | Op::Unlink { .. }
         ));
         let body = Body::of(op);
         self.ops.insert(

@@ -257,6 +257,48 @@ impl ClockChange {
     }
 }
 
+/// Why retention deleted a chunk (`What::ChunkDeleted`; `crate::retention`, the
+/// precedence of docs/retention.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DeleteCause {
+    /// Older than its stream's max-age.
+    MaxAge,
+    /// Its stream was over its max-size.
+    MaxSize,
+    /// The volume was above its high mark.
+    HighWater,
+    /// Space an admitted recording needed.
+    Needed,
+}
+
+impl DeleteCause {
+    fn code(self) -> u16 {
+        match self {
+            DeleteCause::MaxAge => 1,
+            DeleteCause::MaxSize => 2,
+            DeleteCause::HighWater => 3,
+            DeleteCause::Needed => 4,
+        }
+    }
+    fn from_code(c: u16) -> Option<DeleteCause> {
+        match c {
+            1 => Some(DeleteCause::MaxAge),
+            2 => Some(DeleteCause::MaxSize),
+            3 => Some(DeleteCause::HighWater),
+            4 => Some(DeleteCause::Needed),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            DeleteCause::MaxAge => "max_age",
+            DeleteCause::MaxSize => "max_size",
+            DeleteCause::HighWater => "high_water",
+            DeleteCause::Needed => "needed",
+        }
+    }
+}
+
 impl RefuseCause {
     fn code(self) -> u16 {
         match self {
@@ -354,6 +396,15 @@ pub enum What {
         step_ns: u64,
         offset: u64,
     },
+    /// Retention deleted a chunk of `bytes` whose data ran from `start_utc_ns` to
+    /// `end_utc_ns` (the record's path is the chunk's).
+    ChunkDeleted {
+        ino: u32,
+        cause: DeleteCause,
+        bytes: u64,
+        start_utc_ns: i64,
+        end_utc_ns: i64,
+    },
 }
 
 /// One event as stored.
@@ -384,6 +435,7 @@ impl What {
             What::Space { up: true, .. } => (8, "space_low"),
             What::Space { up: false, .. } => (9, "space_ok"),
             What::ClockStep { .. } => (10, "clock_step"),
+            What::ChunkDeleted { .. } => (11, "chunk_deleted"),
         }
     }
 
@@ -396,7 +448,8 @@ impl What {
             | What::StreamEnded { ino, .. }
             | What::StreamFailed { ino, .. }
             | What::WriteNoSpace { ino, .. }
-            | What::ClockStep { ino, .. } => Some(ino),
+            | What::ClockStep { ino, .. }
+            | What::ChunkDeleted { ino, .. } => Some(ino),
             What::Recovery { .. } | What::Space { .. } => None,
         }
     }
@@ -476,6 +529,17 @@ impl What {
                 step_ns,
                 offset,
             } => (change.code(), ino, [step_ns, offset, 0, 0, 0]),
+            What::ChunkDeleted {
+                ino,
+                cause,
+                bytes,
+                start_utc_ns,
+                end_utc_ns,
+            } => (
+                cause.code(),
+                ino,
+                [bytes, start_utc_ns as u64, end_utc_ns as u64, 0, 0],
+            ),
         }
     }
 
@@ -540,6 +604,13 @@ impl What {
                 change: ClockChange::from_code(code)?,
                 step_ns: v[0],
                 offset: v[1],
+            },
+            11 => What::ChunkDeleted {
+                ino,
+                cause: DeleteCause::from_code(code)?,
+                bytes: v[0],
+                start_utc_ns: v[1] as i64,
+                end_utc_ns: v[2] as i64,
             },
             _ => return None,
         })
@@ -685,6 +756,13 @@ mod tests {
                 change: ClockChange::SourceAhead,
                 step_ns: 1_200_000_000,
                 offset: 0,
+            },
+            What::ChunkDeleted {
+                ino: 10,
+                cause: DeleteCause::HighWater,
+                bytes: 512 << 20,
+                start_utc_ns: 1_795_890_524_496_000_000,
+                end_utc_ns: -5,
             },
         ]
     }

@@ -12,6 +12,7 @@ mod name;
 mod plan;
 mod snapshot;
 
+pub use crate::format::events::DeleteCause;
 pub use name::chunk_name_utc;
-pub use plan::{plan, Deletion, Plan, PlanInput, Reason};
+pub use plan::{plan, Deletion, Plan, PlanInput};
 pub use snapshot::{ChunkInfo, Snapshot, StreamInfo};

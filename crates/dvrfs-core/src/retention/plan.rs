@@ -21,34 +21,11 @@
 
 use std::collections::BTreeSet;
 
+use crate::format::events::DeleteCause;
 use crate::format::superblock::VolumeRetention;
 use crate::meta::Ino;
 
 use super::snapshot::Snapshot;
-
-/// Why a chunk goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Reason {
-    /// Older than its stream's max-age.
-    MaxAge,
-    /// Its stream was over its max-size.
-    MaxSize,
-    /// The volume was above its high mark.
-    HighWater,
-    /// Space an admitted recording needs.
-    Needed,
-}
-
-impl Reason {
-    pub fn name(self) -> &'static str {
-        match self {
-            Reason::MaxAge => "max-age",
-            Reason::MaxSize => "max-size",
-            Reason::HighWater => "high-water",
-            Reason::Needed => "needed by a recording",
-        }
-    }
-}
 
 /// One chunk to delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,7 +35,7 @@ pub struct Deletion {
     pub ino: Ino,
     pub name: Vec<u8>,
     pub bytes: u64,
-    pub reason: Reason,
+    pub cause: DeleteCause,
 }
 
 /// What the planner is given.
@@ -96,7 +73,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     let mut gone: BTreeSet<At> = BTreeSet::new();
     let mut out = Plan::default();
     let mut in_use = s.in_use_bytes;
-    let take = |at: At, reason: Reason, gone: &mut BTreeSet<At>, out: &mut Plan| {
+    let take = |at: At, cause: DeleteCause, gone: &mut BTreeSet<At>, out: &mut Plan| {
         if !gone.insert(at) {
             return 0;
         }
@@ -106,7 +83,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
             ino: c.ino,
             name: c.name.clone(),
             bytes: c.bytes,
-            reason,
+            cause,
         });
         c.bytes
     };
@@ -124,7 +101,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
             .saturating_sub(i64::from(p.max_age_s) * 1_000_000_000);
         for (j, c) in st.chunks.iter().enumerate() {
             if c.end_utc_ns < cutoff && may_go((i, j)) {
-                in_use -= take((i, j), Reason::MaxAge, &mut gone, &mut out).min(in_use);
+                in_use -= take((i, j), DeleteCause::MaxAge, &mut gone, &mut out).min(in_use);
             }
         }
     }
@@ -145,7 +122,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
                 break;
             }
             if may_go((i, j)) && !gone.contains(&(i, j)) {
-                let freed = take((i, j), Reason::MaxSize, &mut gone, &mut out);
+                let freed = take((i, j), DeleteCause::MaxSize, &mut gone, &mut out);
                 held -= freed;
                 in_use -= freed.min(in_use);
             }
@@ -161,7 +138,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
             if in_use <= low {
                 break;
             }
-            in_use -= take(at, Reason::HighWater, &mut gone, &mut out).min(in_use);
+            in_use -= take(at, DeleteCause::HighWater, &mut gone, &mut out).min(in_use);
             if young {
                 out.min_age_unmet.push(s.streams[at.0].dir);
             }
@@ -176,7 +153,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         if gone.contains(&at) {
             continue;
         }
-        in_use -= take(at, Reason::Needed, &mut gone, &mut out).min(in_use);
+        in_use -= take(at, DeleteCause::Needed, &mut gone, &mut out).min(in_use);
         if young {
             out.min_age_unmet.push(s.streams[at.0].dir);
         }
@@ -273,8 +250,8 @@ mod tests {
         }
     }
 
-    fn names(p: &Plan) -> Vec<(Ino, Reason)> {
-        p.deletions.iter().map(|d| (d.ino, d.reason)).collect()
+    fn names(p: &Plan) -> Vec<(Ino, DeleteCause)> {
+        p.deletions.iter().map(|d| (d.ino, d.cause)).collect()
     }
 
     #[test]
@@ -287,7 +264,10 @@ mod tests {
         // ended exactly 3 h ago is not older than 3 h).
         let s = snapshot(vec![stream(1, "/a", 6, 1, Some(age))], 1000);
         let p = plan(input(&s, VolumeRetention::default()));
-        assert_eq!(names(&p), [(1000, Reason::MaxAge), (1001, Reason::MaxAge)]);
+        assert_eq!(
+            names(&p),
+            [(1000, DeleteCause::MaxAge), (1001, DeleteCause::MaxAge)]
+        );
         assert_eq!(p.in_use_after, 4 * GB);
     }
 
@@ -305,9 +285,9 @@ mod tests {
         assert_eq!(
             names(&p),
             [
-                (1001, Reason::MaxSize),
-                (1002, Reason::MaxSize),
-                (1003, Reason::MaxSize)
+                (1001, DeleteCause::MaxSize),
+                (1002, DeleteCause::MaxSize),
+                (1003, DeleteCause::MaxSize)
             ]
         );
     }
@@ -333,7 +313,8 @@ mod tests {
             protected_max_permille: 0,
         };
         let p = plan(input(&s, vol));
-        let want: Vec<(Ino, Reason)> = (2000..2006).map(|i| (i, Reason::HighWater)).collect();
+        let want: Vec<(Ino, DeleteCause)> =
+            (2000..2006).map(|i| (i, DeleteCause::HighWater)).collect();
         assert_eq!(names(&p), want);
         assert!(p.min_age_unmet.is_empty());
         assert_eq!(p.in_use_after, 90 * GB);
@@ -365,7 +346,10 @@ mod tests {
             ..input(&s, VolumeRetention::default())
         });
         // Free 1 GiB; chunks 1 and 2 may go: 3 GiB free, 1 GiB short.
-        assert_eq!(names(&p), [(1001, Reason::Needed), (1002, Reason::Needed)]);
+        assert_eq!(
+            names(&p),
+            [(1001, DeleteCause::Needed), (1002, DeleteCause::Needed)]
+        );
         assert_eq!(p.shortfall_bytes, GB);
     }
 
@@ -393,9 +377,9 @@ mod tests {
         assert_eq!(
             names(&p),
             [
-                (1000, Reason::HighWater),
-                (2000, Reason::HighWater),
-                (1001, Reason::HighWater)
+                (1000, DeleteCause::HighWater),
+                (2000, DeleteCause::HighWater),
+                (1001, DeleteCause::HighWater)
             ]
         );
         assert_eq!(plan(input(&s, vol)), p);

@@ -115,9 +115,36 @@ impl Volume {
     /// transaction) and queued for the drivers. Returns its number.
     pub fn push_event(&mut self, mono_ns: u64, wall_ns: i64, what: What) -> u64 {
         let (path, path_cut) = match what.ino() {
-            Some(ino) => self.event_path(ino),
+            Some(ino) => match self.path_of(ino) {
+                Some(p) => cut_path(p.into_bytes()),
+                None => (Vec::new(), false),
+            },
             None => (Vec::new(), false),
         };
+        self.push_record(mono_ns, wall_ns, what, path, path_cut)
+    }
+
+    /// [`Volume::push_event`] of an event about a file that no directory names any
+    /// more (a deleted chunk), recorded under the path it had.
+    pub fn push_event_at_path(
+        &mut self,
+        mono_ns: u64,
+        wall_ns: i64,
+        what: What,
+        path: &[u8],
+    ) -> u64 {
+        let (path, path_cut) = cut_path(path.to_vec());
+        self.push_record(mono_ns, wall_ns, what, path, path_cut)
+    }
+
+    fn push_record(
+        &mut self,
+        mono_ns: u64,
+        wall_ns: i64,
+        what: What,
+        path: Vec<u8>,
+        path_cut: bool,
+    ) -> u64 {
         let seq = self.events.next_seq.max(1);
         self.events.next_seq = seq + 1;
         let rec = EventRecord {
@@ -191,26 +218,8 @@ impl Volume {
             .collect()
     }
 
-    /// The path of `ino` (a file: the first directory entry naming it), its last
-    /// [`EVENT_PATH_BYTES`] bytes, and whether its start was cut. Empty for a file
-    /// no directory names. A scan of the directories: events are rare.
-    fn event_path(&self, ino: Ino) -> (Vec<u8>, bool) {
-        let Some(p) = self.path_of(ino) else {
-            return (Vec::new(), false);
-        };
-        let b = p.into_bytes();
-        if b.len() <= EVENT_PATH_BYTES {
-            return (b, false);
-        }
-        // Cut on a character boundary: the stored bytes stay UTF-8 when the path was.
-        let mut from = b.len() - EVENT_PATH_BYTES;
-        while from < b.len() && (b[from] & 0xC0) == 0x80 {
-            from += 1;
-        }
-        (b[from..].to_vec(), true)
-    }
-
-    /// The path of `ino`, or `None` when no directory names it.
+    /// The path of `ino` (a file: the first directory entry naming it, a scan of the
+    /// directories: events are rare), or `None` when no directory names it.
     pub fn path_of(&self, ino: Ino) -> Option<String> {
         let root = self.sb.root_ino;
         if ino == root {
@@ -460,4 +469,18 @@ fn read_event_block<D: Device>(
             Ok(None)
         }
     }
+}
+
+/// A path as an event stores it: its last [`EVENT_PATH_BYTES`] bytes, cut on a
+/// character boundary (the stored bytes stay UTF-8 when the path was), and whether
+/// it was cut.
+fn cut_path(b: Vec<u8>) -> (Vec<u8>, bool) {
+    if b.len() <= EVENT_PATH_BYTES {
+        return (b, false);
+    }
+    let mut from = b.len() - EVENT_PATH_BYTES;
+    while from < b.len() && (b[from] & 0xC0) == 0x80 {
+        from += 1;
+    }
+    (b[from..].to_vec(), true)
 }

@@ -45,6 +45,13 @@ impl Volume {
         Ok(())
     }
 
+    /// Whether any retention policy is set: the volume's high mark, or a
+    /// directory's (then the engine plans deletions).
+    pub fn retention_active(&self) -> bool {
+        self.sb.retention.high_permille > 0
+            || self.dirs.keys().any(|&d| self.dir_retention(d).is_some())
+    }
+
     /// Directory `ino`'s own retention policy (`None`: it has none, or it is not a
     /// directory).
     pub fn dir_retention(&self, ino: Ino) -> Option<StreamRetention> {

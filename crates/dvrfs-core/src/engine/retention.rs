@@ -1,0 +1,210 @@
+//! Retention run by the engine (issue 26; docs/retention.md): the planner's
+//! deletions (`crate::retention`) as best-effort work of the engine's own.
+//!
+//! **When.** On a writable volume that has a policy (`Volume::retention_active`),
+//! every [`CHECK_NS`] (so `max-age` acts within a minute), and at once after a
+//! policy is set, the engine takes a
+//! snapshot of its streams, with the files it has open (streams, operations in
+//! flight) marked busy, and plans; while a plan's deletions are being run, and
+//! while the volume is above its high mark, every [`CHECK_BUSY_NS`].
+//!
+//! **How.** One chunk at a time, at most one every [`DELETE_GAP_NS`], as an
+//! unlink of the engine's own ([`RETENTION_OWNER`], no deadline): it touches metadata only (the file's blocks
+//! go back to the free maps, its name and inode go), it waits for the chunk's own
+//! operations like any unlink, and it takes its room in the transaction being
+//! built like any namespace operation (`Engine::room_for`: a transaction never
+//! outgrows the journal; a full one is cut first). A chunk is checked again just
+//! before it goes: still the file the plan named under that name, and not busy
+//! now; otherwise it is skipped. Each deletion is logged as a `chunk_deleted`
+//! event with the chunk's path, size, UTC range and cause.
+//!
+//! Not yet: recording the deletion in the stream's integrity chain (`.chain`;
+//! `verify` lists a chunk retention removed as missing until it does), admission
+//! counting reclaimable space, protected clips.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use super::{Engine, Now, Op, OpId, Output};
+use crate::error::Result;
+use crate::format::events::What;
+use crate::meta::Ino;
+use crate::retention::{plan, Deletion, PlanInput, Snapshot};
+
+/// Owner id of retention's unlinks (their completions go to retention, not to a
+/// driver).
+pub(super) const RETENTION_OWNER: u32 = 0x7FFF_FFFB;
+/// Between two plans while nothing is being deleted.
+pub const CHECK_NS: u64 = 10_000_000_000;
+/// Between two plans while deleting, or above the high mark.
+pub const CHECK_BUSY_NS: u64 = 1_000_000_000;
+/// Between two deletions: at most 20 chunks a second (72,000 an hour, a year of
+/// one-minute chunks of 8 streams in 58 minutes), so that a commit carries at most
+/// a commit interval's worth of them.
+pub const DELETE_GAP_NS: u64 = 50_000_000;
+
+/// What retention has done and is doing.
+#[derive(Debug, Default)]
+pub(super) struct RetentionRun {
+    /// The next plan is due at this monotonic time.
+    next_check_ns: u64,
+    /// Deletions planned and not yet submitted, oldest first.
+    queue: VecDeque<(Deletion, i64, i64)>,
+    /// The unlink in flight: its operation, the chunk, its path and UTC range.
+    in_flight: Option<(OpId, Deletion, String, (i64, i64))>,
+    /// The next deletion is submitted no sooner than this monotonic time.
+    next_delete_ns: u64,
+    figures: RetentionFigures,
+}
+
+/// Retention's figures since the engine started (`Engine::retention_figures`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetentionFigures {
+    pub deleted_chunks: u64,
+    pub deleted_bytes: u64,
+    /// Plans made.
+    pub plans: u64,
+    /// The last plan: bytes still over the high mark once all it could delete had
+    /// gone, and the streams whose chunks younger than their min-age went.
+    pub over_high_bytes: u64,
+    pub min_age_unmet: Vec<Ino>,
+    /// Chunks skipped at their turn (renamed, replaced, reopened since the plan).
+    pub skipped: u64,
+}
+
+impl Engine {
+    /// Runs retention's part of the engine's loop (see the module docs).
+    pub(super) fn retention_step(&mut self, now: Now) {
+        if !self.vol.is_writable() || self.closing {
+            return;
+        }
+        if self.retention.in_flight.is_none() && now.mono_ns >= self.retention.next_delete_ns {
+            self.retention_next(now);
+        }
+        if now.mono_ns < self.retention.next_check_ns {
+            return;
+        }
+        let busy_work = self.retention.in_flight.is_some() || !self.retention.queue.is_empty();
+        if busy_work || !self.vol.retention_active() {
+            let wait = if busy_work { CHECK_BUSY_NS } else { CHECK_NS };
+            self.retention.next_check_ns = now.mono_ns + wait;
+            return;
+        }
+        let busy = self.busy_files();
+        let snapshot = Snapshot::of(&self.vol, &busy);
+        let p = plan(PlanInput {
+            snapshot: &snapshot,
+            volume: self.vol.volume_retention(),
+            now_utc_ns: now.wall_ns,
+            need_free_bytes: 0,
+        });
+        let range = |d: &Deletion| {
+            snapshot
+                .streams
+                .iter()
+                .flat_map(|s| &s.chunks)
+                .find(|c| c.ino == d.ino)
+                .map_or((0, 0), |c| (c.start_utc_ns, c.end_utc_ns))
+        };
+        self.retention.queue = p
+            .deletions
+            .iter()
+            .map(|d| {
+                let (a, b) = range(d);
+                (d.clone(), a, b)
+            })
+            .collect();
+        let f = &mut self.retention.figures;
+        f.plans += 1;
+        f.over_high_bytes = p.over_high_bytes;
+        f.min_age_unmet = p.min_age_unmet;
+        let wait = if self.retention.queue.is_empty() && p.over_high_bytes == 0 {
+            CHECK_NS
+        } else {
+            CHECK_BUSY_NS
+        };
+        self.retention.next_check_ns = now.mono_ns + wait;
+        if now.mono_ns >= self.retention.next_delete_ns {
+            self.retention_next(now);
+        }
+    }
+
+    /// A policy was set or cleared: the next plan is due at once.
+    pub(super) fn retention_policy_changed(&mut self) {
+        self.retention.next_check_ns = 0;
+    }
+
+    /// The files the engine has open: its streams' and those with operations.
+    fn busy_files(&self) -> BTreeSet<Ino> {
+        let mut busy: BTreeSet<Ino> = self.streams().map(|(i, _)| i.ino).collect();
+        busy.extend(
+            self.files
+                .keys()
+                .copied()
+                .filter(|&ino| !self.file_idle(ino)),
+        );
+        busy
+    }
+
+    /// Submits the next planned deletion that still stands.
+    fn retention_next(&mut self, now: Now) {
+        let busy = self.busy_files();
+        while let Some((d, start, end)) = self.retention.queue.pop_front() {
+            let same = self.vol.lookup(d.dir, &d.name).ok() == Some(d.ino);
+            if !same || busy.contains(&d.ino) || self.vol.open_count(d.ino) > 0 {
+                self.retention.figures.skipped += 1;
+                continue;
+            }
+            let path = self.vol.path_of(d.ino).unwrap_or_default();
+            let op = Op::Unlink {
+                parent: d.dir,
+                name: d.name.clone(),
+            };
+            let id = self.submit_own(op, None, RETENTION_OWNER, None, now);
+            self.retention.in_flight = Some((id, d, path, (start, end)));
+            self.retention.next_delete_ns = now.mono_ns + DELETE_GAP_NS;
+            return;
+        }
+    }
+
+    /// Retention's unlink finished.
+    pub(super) fn retention_done(&mut self, id: OpId, result: Result<Output>, now: Now) {
+        let Some((op, d, path, (start, end))) = self.retention.in_flight.take() else {
+            return;
+        };
+        debug_assert_eq!(op, id, "one retention unlink at a time");
+        match result {
+            Ok(_) => {
+                let f = &mut self.retention.figures;
+                f.deleted_chunks += 1;
+                f.deleted_bytes += d.bytes;
+                let what = What::ChunkDeleted {
+                    ino: d.ino,
+                    cause: d.cause,
+                    bytes: d.bytes,
+                    start_utc_ns: start,
+                    end_utc_ns: end,
+                };
+                self.vol
+                    .push_event_at_path(now.mono_ns, now.wall_ns, what, path.as_bytes());
+            }
+            Err(_) => self.retention.figures.skipped += 1,
+        }
+    }
+
+    /// What retention has done since the engine started.
+    pub fn retention_figures(&self) -> &RetentionFigures {
+        &self.retention.figures
+    }
+
+    /// When retention wants the engine's loop next, if the volume has a policy.
+    pub(super) fn retention_wakeup(&self) -> Option<u64> {
+        if !self.vol.is_writable() || self.closing {
+            return None;
+        }
+        let r = &self.retention;
+        if !r.queue.is_empty() && r.in_flight.is_none() {
+            return Some(r.next_delete_ns);
+        }
+        self.vol.retention_active().then_some(r.next_check_ns)
+    }
+}
