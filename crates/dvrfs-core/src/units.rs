@@ -6,7 +6,7 @@
 //!
 //! A size is a whole number of bytes with an optional binary suffix: `K`, `M`, `G` or
 //! `T` (1K = 1024), in either case, optionally spelled `KiB` or `KB`, or `B` alone.
-//! A duration is a whole number with a unit: `ms`, `s`, `m` (or `min`) or `h`.
+//! A duration is a whole number with a unit: `ms`, `s`, `m` (or `min`), `h` or `d`.
 
 /// Binary suffixes with their shift.
 const SIZE_SUFFIXES: [(char, u32); 4] = [('K', 10), ('M', 20), ('G', 30), ('T', 40)];
@@ -117,7 +117,8 @@ mod tests {
         assert_eq!(duration_ms("2m"), Ok(120_000));
         assert_eq!(duration_ms("2min"), Ok(120_000));
         assert_eq!(duration_ms("1h"), Ok(3_600_000));
-        for bad in ["", "5", "1.5s", "-1s", "3d", "99999999999999999h"] {
+        assert_eq!(duration_ms("30d"), Ok(2_592_000_000));
+        for bad in ["", "5", "1.5s", "-1s", "3w", "99999999999999999h"] {
             assert!(duration_ms(bad).is_err(), "{bad:?}");
         }
         assert!(duration_ms("5").unwrap_err().contains("unit is missing"));
