@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::format::inode::StreamRetention;
 use dvrfs_core::format::superblock::VolumeRetention;
+use dvrfs_core::retention::{duration_text, share_text, size_text};
 use dvrfs_core::volume::{SetAttr, Volume};
 
 use crate::args::{parse_duration_ms, parse_size};
@@ -157,8 +158,8 @@ fn stream_policy(a: &RetentionArgs, own: StreamRetention) -> CliResult<StreamRet
         return Err(CliError::usage(
             format!(
                 "--min-age {} is longer than --max-age {}",
-                dur(r.min_age_s),
-                dur(r.max_age_s)
+                duration_text(r.min_age_s),
+                duration_text(r.max_age_s)
             ),
             "max-age is a legal maximum: data goes at max-age whatever min-age wishes; give a shorter --min-age",
         ));
@@ -196,40 +197,16 @@ fn parse_permille(text: &str) -> Option<u16> {
         .then(|| (v * 10.0).round() as u16)
 }
 
-fn pct(permille: u16) -> String {
-    format!("{}%", f64::from(permille) / 10.0)
-}
-
-/// Seconds as the flags take them: `30d`, `12h`, `90m`, `45s`.
-fn dur(s: u32) -> String {
-    match s {
-        s if s >= 86_400 && s % 86_400 == 0 => format!("{}d", s / 86_400),
-        s if s >= 3600 && s % 3600 == 0 => format!("{}h", s / 3600),
-        s if s >= 60 && s % 60 == 0 => format!("{}m", s / 60),
-        s => format!("{s}s"),
-    }
-}
-
-/// Bytes as the flags take them, in the largest binary unit that divides them.
-fn size(b: u64) -> String {
-    for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", b >> shift);
-        }
-    }
-    b.to_string()
-}
-
 fn stream_text(r: &StreamRetention) -> String {
     let mut parts = vec![];
     if r.max_age_s > 0 {
-        parts.push(format!("max-age {}", dur(r.max_age_s)));
+        parts.push(format!("max-age {}", duration_text(r.max_age_s)));
     }
     if r.min_age_s > 0 {
-        parts.push(format!("min-age {}", dur(r.min_age_s)));
+        parts.push(format!("min-age {}", duration_text(r.min_age_s)));
     }
     if r.max_bytes > 0 {
-        parts.push(format!("max-size {}", size(r.max_bytes)));
+        parts.push(format!("max-size {}", size_text(r.max_bytes)));
     }
     parts.join(", ")
 }
@@ -251,12 +228,15 @@ pub fn volume_text(r: &VolumeRetention) -> Option<String> {
     if r.high_permille > 0 {
         parts.push(format!(
             "high {}, low {}",
-            pct(r.high_permille),
-            pct(r.low_permille)
+            share_text(r.high_permille),
+            share_text(r.low_permille)
         ));
     }
     if r.protected_max_permille > 0 {
-        parts.push(format!("protected-max {}", pct(r.protected_max_permille)));
+        parts.push(format!(
+            "protected-max {}",
+            share_text(r.protected_max_permille)
+        ));
     }
     Some(parts.join(", "))
 }
@@ -351,10 +331,10 @@ mod tests {
         assert_eq!(parse_permille("101%"), None);
         assert_eq!(parse_permille("-1%"), None);
         assert_eq!(parse_permille("most"), None);
-        assert_eq!(dur(30 * 86_400), "30d");
-        assert_eq!(dur(90 * 60), "90m");
-        assert_eq!(size(500 << 30), "500G");
-        assert_eq!(size(1000), "1000");
-        assert_eq!(pct(925), "92.5%");
+        assert_eq!(duration_text(30 * 86_400), "30d");
+        assert_eq!(duration_text(90 * 60), "90m");
+        assert_eq!(size_text(500 << 30), "500G");
+        assert_eq!(size_text(1000), "1000");
+        assert_eq!(share_text(925), "92.5%");
     }
 }

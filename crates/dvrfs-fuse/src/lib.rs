@@ -28,6 +28,7 @@ pub mod memory;
 pub mod park;
 pub mod quota;
 mod read;
+mod retention_xattr;
 mod seal;
 pub mod share;
 mod size;
@@ -49,6 +50,7 @@ use fuser::{
     ReplyXattr, Request, SessionACL, TimeOrNow,
 };
 use keyframes::KEYFRAMES_XATTR;
+use retention_xattr::RETENTION_XATTR;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
@@ -898,6 +900,8 @@ impl Filesystem for DvrfsFs {
             Self::ino(ino).and_then(|i| self.set_reservation(req, i, value, flags))
         } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
             Err(libc::EPERM) // written by the file system as the file is
+        } else if name.as_bytes() == RETENTION_XATTR.as_bytes() {
+            Self::ino(ino).and_then(|i| self.set_retention(req, i, value, flags))
         } else {
             Err(libc::EOPNOTSUPP)
         };
@@ -909,6 +913,8 @@ impl Filesystem for DvrfsFs {
             Self::ino(ino).and_then(|i| self.get_reservation(i))
         } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
             Self::ino(ino).and_then(|i| self.get_keyframes(i))
+        } else if name.as_bytes() == RETENTION_XATTR.as_bytes() {
+            Self::ino(ino).and_then(|i| self.get_retention(i))
         } else {
             Err(libc::ENODATA)
         };
@@ -929,6 +935,10 @@ impl Filesystem for DvrfsFs {
             names.extend_from_slice(KEYFRAMES_XATTR.as_bytes());
             names.push(0);
         }
+        if Self::ino(ino).is_ok_and(|i| self.get_retention(i).is_ok()) {
+            names.extend_from_slice(RETENTION_XATTR.as_bytes());
+            names.push(0);
+        }
         reply_xattr(reply, &names, size)
     }
 
@@ -937,6 +947,8 @@ impl Filesystem for DvrfsFs {
             Self::ino(ino).and_then(|i| self.remove_reservation(req, i))
         } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
             Err(libc::EPERM)
+        } else if name.as_bytes() == RETENTION_XATTR.as_bytes() {
+            Self::ino(ino).and_then(|i| self.remove_retention(req, i))
         } else {
             Err(libc::ENODATA)
         };

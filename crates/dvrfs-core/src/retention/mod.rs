@@ -11,8 +11,13 @@
 mod name;
 mod plan;
 mod snapshot;
+mod text;
 
 pub use crate::format::events::DeleteCause;
 pub use name::chunk_name_utc;
 pub use plan::{plan, Deletion, Plan, PlanInput};
 pub use snapshot::{ChunkInfo, Snapshot, StreamInfo};
+pub use text::{
+    attribute_text, duration_text, parse_policy, share_text, size_text, stream_parts, volume_parts,
+    PolicyText,
+};

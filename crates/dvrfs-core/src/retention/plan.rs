@@ -9,8 +9,9 @@
 //!    recorded, read, or held through the mount) neither, while they are.
 //! 3. **max-age**: a chunk whose end is older than its stream's `max_age` goes, free
 //!    space or not.
-//! 4. **max-size**: a stream holding more than its `max_bytes` loses its oldest
-//!    chunks until it holds at most that (its open chunks count, and stay).
+//! 4. **max-size**: a stream whose chunks' lengths add up to more than its
+//!    `max_bytes` loses its oldest chunks until they add up to at most that (its
+//!    open chunks count, and stay).
 //! 5. **high and low**: with the volume's use above `high`, the oldest chunks of all
 //!    streams go until it is at most `low`; chunks past their stream's `min_age` first
 //!    (by start), then younger ones, whose streams are reported in `min_age_unmet`.
@@ -110,20 +111,20 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         let Some((_, p)) = st.policy.filter(|(_, p)| p.max_bytes > 0) else {
             continue;
         };
-        let mut held: u64 = st
+        let mut length: u64 = st
             .chunks
             .iter()
             .enumerate()
             .filter(|(j, _)| !gone.contains(&(i, *j)))
-            .map(|(_, c)| c.bytes)
+            .map(|(_, c)| c.size_bytes)
             .sum();
-        for j in 0..st.chunks.len() {
-            if held <= p.max_bytes {
+        for (j, c) in st.chunks.iter().enumerate() {
+            if length <= p.max_bytes {
                 break;
             }
             if may_go((i, j)) && !gone.contains(&(i, j)) {
                 let freed = take((i, j), DeleteCause::MaxSize, &mut gone, &mut out);
-                held -= freed;
+                length -= c.size_bytes;
                 in_use -= freed.min(in_use);
             }
         }
@@ -217,6 +218,7 @@ mod tests {
                     ino: dir * 1000 + k as u32,
                     name: format!("{k:04}.ts").into_bytes(),
                     bytes: gb * GB,
+                    size_bytes: gb * GB,
                     start_utc_ns: end - 3600 * S,
                     end_utc_ns: end,
                     busy: false,

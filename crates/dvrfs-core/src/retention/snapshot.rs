@@ -10,7 +10,8 @@
 //! the one its name says (`chunk_name_utc`), else its modification time; its
 //! **end** the UTC of its last indexed keyframe, else its modification time (when
 //! its last byte was written), and never before its start. What deleting it frees
-//! is the data blocks it holds. Streams are listed in path order, chunks by start
+//! is the data blocks it holds; what a stream's max-size counts is its chunks'
+//! lengths. Streams are listed in path order, chunks by start
 //! (then name): every decision made from a snapshot is deterministic.
 
 use std::collections::BTreeSet;
@@ -30,6 +31,9 @@ pub struct ChunkInfo {
     pub name: Vec<u8>,
     /// What deleting it frees: its data blocks, in bytes.
     pub bytes: u64,
+    /// Its length (what a stream's max-size counts: the recording's bytes, as a
+    /// user sees them).
+    pub size_bytes: u64,
     pub start_utc_ns: i64,
     pub end_utc_ns: i64,
     /// Open (a recording writing it, a reader, a handle through the mount): not
@@ -51,6 +55,7 @@ pub struct StreamInfo {
 }
 
 impl StreamInfo {
+    /// The data blocks its chunks hold, in bytes.
     pub fn bytes(&self) -> u64 {
         self.chunks.iter().map(|c| c.bytes).sum()
     }
@@ -134,6 +139,7 @@ fn chunk(v: &Volume, ino: Ino, name: &[u8], bs: u64, busy: &BTreeSet<Ino>) -> Ch
         ino,
         name: name.to_vec(),
         bytes: st.as_ref().map_or(0, |s| s.blocks * bs),
+        size_bytes: st.as_ref().map_or(0, |s| s.size_bytes),
         start_utc_ns: start,
         end_utc_ns: last.unwrap_or(mtime).max(start),
         busy: v.open_count(ino) > 0 || busy.contains(&ino),
