@@ -53,6 +53,10 @@ pub(super) struct RetentionRun {
     in_flight: Option<(OpId, Deletion, String, (i64, i64))>,
     /// The next deletion is submitted no sooner than this monotonic time.
     next_delete_ns: u64,
+    /// Whether the volume has a policy (`Volume::retention_active`, a walk of its
+    /// directories), kept until a policy is set or cleared: the engine's loop asks
+    /// at every wakeup.
+    active: std::cell::Cell<Option<bool>>,
     figures: RetentionFigures,
 }
 
@@ -84,7 +88,7 @@ impl Engine {
             return;
         }
         let busy_work = self.retention.in_flight.is_some() || !self.retention.queue.is_empty();
-        if busy_work || !self.vol.retention_active() {
+        if busy_work || !self.retention_active() {
             let wait = if busy_work { CHECK_BUSY_NS } else { CHECK_NS };
             self.retention.next_check_ns = now.mono_ns + wait;
             return;
@@ -131,6 +135,19 @@ impl Engine {
     /// A policy was set or cleared: the next plan is due at once.
     pub(super) fn retention_policy_changed(&mut self) {
         self.retention.next_check_ns = 0;
+        self.retention.active.set(None);
+    }
+
+    /// Whether the volume has a policy (kept between policy changes; a directory
+    /// with one removed leaves it true until the next change: a plan then finds
+    /// nothing, at no more than one walk every 10 s).
+    fn retention_active(&self) -> bool {
+        let a = &self.retention.active;
+        a.get().unwrap_or_else(|| {
+            let on = self.vol.retention_active();
+            a.set(Some(on));
+            on
+        })
     }
 
     /// The files the engine has open: its streams' and those with operations.
@@ -205,6 +222,6 @@ impl Engine {
         if !r.queue.is_empty() && r.in_flight.is_none() {
             return Some(r.next_delete_ns);
         }
-        self.vol.retention_active().then_some(r.next_check_ns)
+        self.retention_active().then_some(r.next_check_ns)
     }
 }
