@@ -389,3 +389,143 @@ fn the_engine_deletes_what_the_policies_say_paced_and_logged() {
     let dev = fs.close().unwrap();
     assert_fsck_clean(&dev);
 }
+
+/// 64 chunks of one stream, `/cam/cNN.ts`, each 64 KiB of its own byte, on a
+/// fresh volume in the engine; the power may go at write `cut` after the chunks are
+/// on the media; then a policy keeping 1 MiB (16 chunks) is set and retention runs
+/// for 4 s: 48 deletions at 20 a second, over three commits.
+/// Returns the drive, whose crash device holds what the media kept.
+fn deletions_cut_at(cut: Option<(dvrfs_core::device::CrashMode, u64)>) -> common::drive::Drive {
+    use common::drive::{engine_on, MS};
+    use dvrfs_core::device::CrashDevice;
+    use dvrfs_core::engine::{IoBuf, Op, Output};
+    let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3);
+    let (mut e, mut d) = engine_on(&dev, None);
+    let root = e.volume().root();
+    let mkdir = Op::Mkdir {
+        parent: root,
+        name: b"cam".to_vec(),
+        perm: 0o755,
+        uid: 0,
+        gid: 0,
+    };
+    let Ok(Output::Ino(cam)) = d.run(&mut e, mkdir) else {
+        panic!("mkdir")
+    };
+    for k in 0..64u8 {
+        let create = Op::Create {
+            parent: cam,
+            name: format!("c{k:02}.ts").into_bytes(),
+            perm: 0o644,
+            uid: 0,
+            gid: 0,
+        };
+        let Ok(Output::Ino(f)) = d.run(&mut e, create) else {
+            panic!("create")
+        };
+        let data = IoBuf::from_slice(&[k; 64 << 10]);
+        d.run(
+            &mut e,
+            Op::Write {
+                ino: f,
+                offset: 0,
+                data,
+            },
+        )
+        .unwrap();
+    }
+    d.run(&mut e, Op::Fsync).unwrap();
+    let mut cd = CrashDevice::new(
+        d.dev.clone(),
+        cut.map_or(dvrfs_core::device::CrashMode::InOrderTorn, |c| c.0),
+        7,
+    );
+    cd.crash_after_writes(cut.map_or(u64::MAX, |c| c.1));
+    d.durable.clear();
+    d.crash = Some(cd);
+    let keep = StreamRetention {
+        max_bytes: 1 << 20,
+        ..StreamRetention::default()
+    };
+    let set = Op::SetAttr {
+        ino: cam,
+        set: set_policy(Some(keep)),
+    };
+    let id = e.submit(set, None, 1, d.now()).unwrap();
+    let _ = d.wait(&mut e, id);
+    let until = d.t + 4_000 * MS;
+    d.run_until(&mut e, until);
+    d
+}
+
+#[test]
+fn a_power_cut_during_retention_leaves_each_chunk_whole_or_gone_and_logged() {
+    use dvrfs_core::device::CrashMode;
+    use dvrfs_core::format::events::What;
+    use dvrfs_core::volume::OpenOptions;
+    use std::collections::BTreeSet;
+    // The uncut run's writes are counted.
+    let probe = deletions_cut_at(None);
+    let writes = probe.crash.as_ref().unwrap().writes;
+    assert!(writes > 3, "{writes} writes");
+    let mut cuts = 0;
+    let mut seen_gone = BTreeSet::new();
+    for mode in [CrashMode::InOrderTorn, CrashMode::RandomSubsetTorn] {
+        for cut in 0..writes {
+            let d = deletions_cut_at(Some((mode, cut)));
+            let media = match d.crash.as_ref().unwrap().crash_image() {
+                Some(m) => m,
+                None => continue, // the run ended before that write
+            };
+            cuts += 1;
+            let what = format!("cut at write {cut} ({mode:?})");
+            let mut fs = dvrfs_core::Fs::open(media.clone(), OpenOptions::read_only())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let cam = fs.resolve("/cam").unwrap();
+            let left: BTreeSet<String> = fs
+                .engine()
+                .volume()
+                .readdir(cam)
+                .unwrap()
+                .into_iter()
+                .map(|(n, _, _)| String::from_utf8(n).unwrap())
+                .collect();
+            // Every chunk left is whole; those gone are the oldest, each logged.
+            for name in &left {
+                let f = fs.resolve(&format!("/cam/{name}")).unwrap();
+                let k: u8 = name[1..3].parse().unwrap();
+                let mut got = vec![0u8; 64 << 10];
+                assert_eq!(fs.read(f, 0, &mut got).unwrap(), 64 << 10, "{what}: {name}");
+                assert!(got.iter().all(|&b| b == k), "{what}: {name} changed");
+            }
+            let gone: BTreeSet<String> = (0..64)
+                .map(|k| format!("c{k:02}.ts"))
+                .filter(|n| !left.contains(n))
+                .collect();
+            assert!(gone.len() <= 48, "{what}: {gone:?}");
+            let oldest: BTreeSet<String> = (0..gone.len()).map(|k| format!("c{k:02}.ts")).collect();
+            assert_eq!(gone, oldest, "{what}");
+            seen_gone.insert(gone.len());
+            let logged: BTreeSet<String> = fs
+                .engine()
+                .volume()
+                .events()
+                .iter()
+                .filter(|e| matches!(e.what, What::ChunkDeleted { .. }))
+                .map(|e| {
+                    String::from_utf8_lossy(&e.path)
+                        .trim_start_matches("/cam/")
+                        .to_string()
+                })
+                .collect();
+            assert_eq!(logged, gone, "{what}: the log names what went");
+            assert_fsck_clean(&media);
+        }
+    }
+    assert!(cuts > 3);
+    // Cuts before any deletion was committed, after all of them, and between.
+    assert!(
+        seen_gone.contains(&0) && seen_gone.contains(&48) && seen_gone.len() > 2,
+        "{seen_gone:?}"
+    );
+}
