@@ -896,62 +896,24 @@ impl Filesystem for DvrfsFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let r = if name.as_bytes() == XATTR.as_bytes() {
-            Self::ino(ino).and_then(|i| self.set_reservation(req, i, value, flags))
-        } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
-            Err(libc::EPERM) // written by the file system as the file is
-        } else if name.as_bytes() == RETENTION_XATTR.as_bytes() {
-            Self::ino(ino).and_then(|i| self.set_retention(req, i, value, flags))
-        } else {
-            Err(libc::EOPNOTSUPP)
-        };
+        let r = Self::ino(ino).and_then(|i| self.xattr_set(req, i, name.as_bytes(), value, flags));
         reply_result!(reply, r, |_| reply.ok())
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let r = if name.as_bytes() == XATTR.as_bytes() {
-            Self::ino(ino).and_then(|i| self.get_reservation(i))
-        } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
-            Self::ino(ino).and_then(|i| self.get_keyframes(i))
-        } else if name.as_bytes() == RETENTION_XATTR.as_bytes() {
-            Self::ino(ino).and_then(|i| self.get_retention(i))
-        } else {
-            Err(libc::ENODATA)
-        };
-        match r {
+        match Self::ino(ino).and_then(|i| self.xattr_get(i, name.as_bytes())) {
             Ok(text) => reply_xattr(reply, text.as_bytes(), size),
             Err(e) => reply.error(err(e)),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let has = Self::ino(ino).is_ok_and(|i| self.get_reservation(i).is_ok());
-        let mut names = vec![];
-        if has {
-            names.extend_from_slice(XATTR.as_bytes());
-            names.push(0);
-        }
-        if Self::ino(ino).is_ok_and(|i| self.has_keyframes(i)) {
-            names.extend_from_slice(KEYFRAMES_XATTR.as_bytes());
-            names.push(0);
-        }
-        if Self::ino(ino).is_ok_and(|i| self.get_retention(i).is_ok()) {
-            names.extend_from_slice(RETENTION_XATTR.as_bytes());
-            names.push(0);
-        }
+        let names = Self::ino(ino).map_or_else(|_| Vec::new(), |i| self.xattr_names(i));
         reply_xattr(reply, &names, size)
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = if name.as_bytes() == XATTR.as_bytes() {
-            Self::ino(ino).and_then(|i| self.remove_reservation(req, i))
-        } else if name.as_bytes() == KEYFRAMES_XATTR.as_bytes() {
-            Err(libc::EPERM)
-        } else if name.as_bytes() == RETENTION_XATTR.as_bytes() {
-            Self::ino(ino).and_then(|i| self.remove_retention(req, i))
-        } else {
-            Err(libc::ENODATA)
-        };
+        let r = Self::ino(ino).and_then(|i| self.xattr_remove(req, i, name.as_bytes()));
         reply_result!(reply, r, |_| reply.ok())
     }
 

@@ -173,6 +173,62 @@ impl DvrfsFs {
     }
 }
 
+impl DvrfsFs {
+    /// `setxattr` of attribute `name`: the ones this mount keeps, each its module's.
+    pub(crate) fn xattr_set(
+        &self,
+        req: &Request,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        flags: i32,
+    ) -> Result<(), Errno> {
+        match name {
+            n if n == XATTR.as_bytes() => self.set_reservation(req, ino, value, flags),
+            // Written by the file system as the file is.
+            n if n == KEYFRAMES_XATTR.as_bytes() => Err(libc::EPERM),
+            n if n == RETENTION_XATTR.as_bytes() => self.set_retention(req, ino, value, flags),
+            _ => Err(libc::EOPNOTSUPP),
+        }
+    }
+
+    /// `getxattr` of attribute `name`.
+    pub(crate) fn xattr_get(&self, ino: Ino, name: &[u8]) -> Result<String, Errno> {
+        match name {
+            n if n == XATTR.as_bytes() => self.get_reservation(ino),
+            n if n == KEYFRAMES_XATTR.as_bytes() => self.get_keyframes(ino),
+            n if n == RETENTION_XATTR.as_bytes() => self.get_retention(ino),
+            _ => Err(libc::ENODATA),
+        }
+    }
+
+    /// `listxattr`: the attributes `ino` has, each name NUL-terminated.
+    pub(crate) fn xattr_names(&self, ino: Ino) -> Vec<u8> {
+        let mut names = vec![];
+        for (name, has) in [
+            (XATTR, self.get_reservation(ino).is_ok()),
+            (KEYFRAMES_XATTR, self.has_keyframes(ino)),
+            (RETENTION_XATTR, self.get_retention(ino).is_ok()),
+        ] {
+            if has {
+                names.extend_from_slice(name.as_bytes());
+                names.push(0);
+            }
+        }
+        names
+    }
+
+    /// `removexattr` of attribute `name`.
+    pub(crate) fn xattr_remove(&self, req: &Request, ino: Ino, name: &[u8]) -> Result<(), Errno> {
+        match name {
+            n if n == XATTR.as_bytes() => self.remove_reservation(req, ino),
+            n if n == KEYFRAMES_XATTR.as_bytes() => Err(libc::EPERM),
+            n if n == RETENTION_XATTR.as_bytes() => self.remove_retention(req, ino),
+            _ => Err(libc::ENODATA),
+        }
+    }
+}
+
 /// An extended attribute's value: its size when asked (`size` 0), `ERANGE` when it
 /// does not fit.
 pub(crate) fn reply_xattr(reply: ReplyXattr, value: &[u8], size: u32) {
