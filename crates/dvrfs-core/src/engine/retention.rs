@@ -164,6 +164,9 @@ impl Engine {
 
     /// Submits the next planned deletion that still stands.
     fn retention_next(&mut self, now: Now) {
+        if self.retention.queue.is_empty() {
+            return; // the usual case, at every poll: nothing to look at
+        }
         let busy = self.busy_files();
         while let Some((d, start, end)) = self.retention.queue.pop_front() {
             let same = self.vol.lookup(d.dir, &d.name).ok() == Some(d.ino);
