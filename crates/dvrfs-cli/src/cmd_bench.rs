@@ -316,7 +316,11 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
         ));
     }
     let s: Setup = setup_run(plan_model.clone(), &a.run, "60s")?;
-    let cfg = s.cfg.clone();
+    let mut cfg = s.cfg.clone();
+    if let Some(r) = cfg.retention.as_mut() {
+        // Chunk names count from the engine's clock: the wall clock, now.
+        r.utc_epoch_ns = jiff::Timestamp::now().as_nanosecond() as i64;
+    }
     // An emulated disk's preparation (the checks, mkfs, the metadata-only fill) runs
     // at host speed; the measured run is timed.
     let untimed = emulated
@@ -385,6 +389,24 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     let emu_after = emulator_stats(emulated.as_ref())?;
     let mut out = engine_outcome(&rt, not_issued, pending)?;
     sim::client_outcome(&mut out, &client);
+    let with_retention = cfg.retention.is_some();
+    let chunks = client.chunks_started();
+    let (data_bytes, usage_max, figures, streams_end) = rt.inspect(|e| {
+        let sb = e.volume().superblock();
+        (
+            sb.data_blocks * sb.data_block_bytes,
+            e.retention_figures().usage_max_bytes,
+            e.retention_figures().clone(),
+            sim::stream_lengths(e.volume()),
+        )
+    })?;
+    out.data_bytes = data_bytes;
+    out.usage_max_bytes = usage_max;
+    out.retention = with_retention.then_some(sim::RetentionOutcome {
+        figures,
+        chunks_started: chunks,
+        streams_end,
+    });
     out.elapsed_ns = elapsed_ns;
     out.disk_energy = match (energy_before, energy_after?) {
         (Some(a), Some(b)) => Some(b.since(&a)),

@@ -115,6 +115,16 @@ pub struct RunArgs {
     /// Trick-play readers: the recordings' keyframe interval (GOP), 100ms to 10s
     #[arg(long, default_value = "2s")]
     pub gop: String,
+    /// Run retention on the volume (docs/retention.md): the volume's marks and a
+    /// policy for every stream, e.g. high=95%,low=90% or max-size=25G,min-age=7d;
+    /// recordings then write chunks into stream directories and the fill is their
+    /// history
+    #[arg(long)]
+    pub retention: Option<String>,
+    /// With --retention: the chunk length of the recordings and of the fill's
+    /// history, 1s to 24h
+    #[arg(long, default_value = "10m")]
+    pub chunk: String,
     /// Print one JSON object on stdout
     #[arg(long)]
     pub json: bool,
@@ -413,6 +423,7 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
     cfg.commit_interval_ms =
         parse_duration_in("--commit-interval", &a.commit_interval, 1..=3_600_000)? as u32;
     cfg.keep_series = a.plot.is_some();
+    cfg.retention = retention(a)?;
     let merge_bytes = limits::size_in(
         "--merge",
         &a.merge,
@@ -448,6 +459,46 @@ pub fn setup_run(model: DiskModel, a: &RunArgs, default_duration: &str) -> CliRe
         seeds,
         alloc: alloc.as_str(),
     })
+}
+
+/// `--retention` and `--chunk`.
+fn retention(a: &RunArgs) -> CliResult<Option<sim::SimRetention>> {
+    let chunk_ns = parse_duration_in("--chunk", &a.chunk, 1_000..=86_400_000)? * 1_000_000;
+    let Some(text) = &a.retention else {
+        if chunk_ns != sim::SIM_CHUNK_NS {
+            return Err(CliError::usage(
+                "--chunk applies to runs with retention",
+                "add --retention, e.g. --retention high=95%,low=90%",
+            ));
+        }
+        return Ok(None);
+    };
+    let p = dvrfs_core::retention::parse_policy(text).map_err(|e| {
+        CliError::usage(
+            format!("--retention: {e}"),
+            "e.g. --retention high=95%,low=90% or --retention max-size=25G,high=95%,low=90%",
+        )
+    })?;
+    let volume = p.volume.unwrap_or_default();
+    if let Err(e) = dvrfs_core::volume::check_volume_retention(&volume) {
+        return Err(CliError::usage(
+            format!("--retention: {e}"),
+            "e.g. --retention high=95%,low=90% (low at most high)",
+        ));
+    }
+    let stream = (p.stream != Default::default()).then_some(p.stream);
+    if stream.is_none() && volume.high_permille == 0 {
+        return Err(CliError::usage(
+            format!("--retention {text:?} sets no policy"),
+            "give a high mark or a stream policy, e.g. high=95%,low=90% or max-size=25G",
+        ));
+    }
+    Ok(Some(sim::SimRetention {
+        volume,
+        stream,
+        chunk_ns,
+        utc_epoch_ns: sim::SIM_UTC_EPOCH_NS,
+    }))
 }
 
 fn run_once(s: &Setup, cfg: &SimConfig) -> CliResult<SimOutcome> {
@@ -576,6 +627,10 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
                 disk_energy_j: r.disk_energy_j,
                 disk_power_w: r.disk_power_w,
                 be_throughput_mbps: r.be_throughput_mbps,
+                recordings_stopped: r.recordings_stopped,
+                usage_max_pct: r.usage_max_pct,
+                retention_deleted_bytes: r.retention_deleted_bytes,
+                retention_commit_max_chunks: r.retention_commit_max_chunks,
             })
             .collect();
         // The worst run speaks for all: most misses, then the smallest margin.
@@ -748,6 +803,21 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
             r.be_share * 100.0,
             r.be_latency_target_ms,
             if r.be_guarantee_met { "met" } else { "NOT met" }
+        );
+    }
+    outln!(
+        "  usage             at most {:.2}% of the data region",
+        r.usage_max_pct
+    );
+    if let (Some(bytes), Some(chunks)) = (r.retention_deleted_bytes, r.retention_deleted_chunks) {
+        outln!(
+            "  retention         {} chunk(s) deleted, {}; {} commit(s) carried them, at most {} chunk(s) and {:.0} KiB of journal in one; {:.1} s above high with nothing left to delete",
+            chunks,
+            crate::output::human_bytes(bytes),
+            r.retention_commits.unwrap_or(0),
+            r.retention_commit_max_chunks.unwrap_or(0),
+            r.retention_commit_max_kib.unwrap_or(0.0),
+            r.retention_shortfall_s.unwrap_or(0.0)
         );
     }
     if let Some(d) = &r.delete {

@@ -105,15 +105,7 @@ pub fn extension(input: &std::path::Path, first: &[u8]) -> String {
 }
 
 /// A chunk's name: its UTC start in the ISO 8601 basic form, to the millisecond.
-pub fn chunk_name(utc_ns: i64, ext: &str) -> String {
-    let ms = utc_ns.div_euclid(1_000_000);
-    let t = Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH);
-    format!(
-        "{}.{:03}Z.{ext}",
-        t.strftime("%Y%m%dT%H%M%S"),
-        ms.rem_euclid(1000)
-    )
-}
+pub use dvrfs_core::retention::chunk_name;
 
 fn now_utc_ns() -> i64 {
     Timestamp::now().as_nanosecond() as i64

@@ -385,8 +385,8 @@ impl Host for PosixHost {
         Ok(ROOT_INO)
     }
 
-    fn lookup(&mut self, parent: Ino, name: &'static [u8]) -> CoreResult<Option<Ino>> {
-        let path = self.child(parent, name)?;
+    fn lookup(&mut self, parent: Ino, name: Vec<u8>) -> CoreResult<Option<Ino>> {
+        let path = self.child(parent, &name)?;
         Ok(path.exists().then(|| self.add_path(path)))
     }
 

@@ -92,6 +92,12 @@ impl Drop for Cleanup {
 
 pub fn bench_dir(a: &BenchArgs, path: &Path) -> CliResult<u8> {
     // Settings the workload needs (the disk model only validates: nothing plans with it).
+    if a.run.retention.is_some() {
+        return Err(CliError::usage(
+            "--retention runs dvrfs's own retention: it has no meaning on another file system",
+            "drop --dir to bench dvrfs on a device or image, or drop --retention",
+        ));
+    }
     let mut s = setup_run(load_disk("nvr-8t")?, &a.run, "60s")?;
     let fsync_every_ms = a
         .fsync_every

@@ -517,6 +517,7 @@ impl Engine {
         let batch = self.tail_log_cut();
         let mut job = match self.vol.snapshot() {
             Some(t) => {
+                self.retention_cut(t.journal.1.len() as u64);
                 let partial = t.partial;
                 let tail_writes = batch
                     .map(|b| self.tail_log_writes(b, t.txn))

@@ -2,8 +2,9 @@
 //! deletions (`crate::retention`) as best-effort work of the engine's own.
 //!
 //! **When.** On a writable volume that has a policy (`Volume::retention_active`),
-//! every [`CHECK_NS`] (so `max-age` acts within a minute), and at once after a
-//! policy is set, the engine takes a
+//! every [`CHECK_NS`] (so `max-age` acts within a minute), at once after a
+//! policy is set, and at the first poll that finds the volume's use (data blocks
+//! in use and held) above its high mark with nothing queued, the engine takes a
 //! snapshot of its streams, with the files it has open (streams, operations in
 //! flight) marked busy, and plans; while a plan's deletions are being run, and
 //! while the volume is above its high mark, every [`CHECK_BUSY_NS`].
@@ -57,6 +58,13 @@ pub(super) struct RetentionRun {
     /// directories), kept until a policy is set or cleared: the engine's loop asks
     /// at every wakeup.
     active: std::cell::Cell<Option<bool>>,
+    /// Deletions applied since the last transaction was cut.
+    in_txn: u64,
+    /// The next sample of the volume's use, the last one's time, and whether it
+    /// found the volume above high with nothing left to delete.
+    next_sample_ns: u64,
+    last_sample_ns: u64,
+    short: bool,
     figures: RetentionFigures,
 }
 
@@ -73,7 +81,24 @@ pub struct RetentionFigures {
     pub min_age_unmet: Vec<Ino>,
     /// Chunks skipped at their turn (renamed, replaced, reopened since the plan).
     pub skipped: u64,
+    /// Transactions that carried deletions, the most deletions one carried, and the
+    /// largest such transaction's journal write in bytes (all it carried, the
+    /// recordings' metadata with the deletions).
+    pub commits: u64,
+    pub commit_max_chunks: u64,
+    pub commit_max_journal_bytes: u64,
+    /// The most of the data region in use at once (blocks in use and held for
+    /// recordings, as the planner counts them), sampled every [`USAGE_SAMPLE_NS`]
+    /// on a writable volume, with or without a policy: between two samples use
+    /// grows only by what was written meanwhile.
+    pub usage_max_bytes: u64,
+    /// Time spent above the high mark with the last plan unable to get under it
+    /// (protected, open or no chunks left to delete).
+    pub shortfall_ns: u64,
 }
+
+/// Between two samples of the volume's use.
+pub const USAGE_SAMPLE_NS: u64 = 10_000_000;
 
 impl Engine {
     /// Runs retention's part of the engine's loop (see the module docs).
@@ -81,10 +106,13 @@ impl Engine {
         if !self.vol.is_writable() || self.closing {
             return;
         }
+        if now.mono_ns >= self.retention.next_sample_ns {
+            self.sample_usage(now.mono_ns);
+        }
         if self.retention.in_flight.is_none() && now.mono_ns >= self.retention.next_delete_ns {
             self.retention_next(now);
         }
-        if now.mono_ns < self.retention.next_check_ns {
+        if now.mono_ns < self.retention.next_check_ns && !self.above_high_idle() {
             return;
         }
         let busy_work = self.retention.in_flight.is_some() || !self.retention.queue.is_empty();
@@ -130,6 +158,62 @@ impl Engine {
         if now.mono_ns >= self.retention.next_delete_ns {
             self.retention_next(now);
         }
+    }
+
+    /// Nothing is queued or in flight, the last plan left nothing over the high
+    /// mark, and the volume's use is above it: a plan is due now, not at the next
+    /// check (use stays within a commit's worth of the mark).
+    fn above_high_idle(&self) -> bool {
+        let r = &self.retention;
+        let high = u64::from(self.vol.superblock().retention.high_permille);
+        if high == 0 || r.in_flight.is_some() || !r.queue.is_empty() {
+            return false;
+        }
+        if r.figures.over_high_bytes > 0 {
+            return false; // nothing more could go: the next check tries again
+        }
+        let (in_use, data) = self.usage();
+        u128::from(in_use) * 1000 > u128::from(data) * u128::from(high)
+    }
+
+    /// The volume's use now (data blocks in use and held), in bytes, and the data
+    /// region.
+    fn usage(&self) -> (u64, u64) {
+        let sb = self.vol.superblock();
+        (
+            self.vol.used_data_bytes() + self.vol.held_bytes(),
+            sb.data_blocks * sb.data_block_bytes,
+        )
+    }
+
+    /// Samples the volume's use (see `RetentionFigures::usage_max_bytes`).
+    fn sample_usage(&mut self, now_ns: u64) {
+        let (in_use, data) = self.usage();
+        let high = u128::from(self.vol.superblock().retention.high_permille);
+        let r = &mut self.retention;
+        r.next_sample_ns = now_ns + USAGE_SAMPLE_NS;
+        let f = &mut r.figures;
+        f.usage_max_bytes = f.usage_max_bytes.max(in_use);
+        if r.short {
+            f.shortfall_ns += now_ns.saturating_sub(r.last_sample_ns);
+        }
+        r.short = high > 0
+            && u128::from(in_use) * 1000 > u128::from(data) * high
+            && f.over_high_bytes > 0;
+        r.last_sample_ns = now_ns;
+    }
+
+    /// A transaction was cut with `journal_bytes` in its journal write: the
+    /// deletions applied since the last cut go to disk in it.
+    pub(super) fn retention_cut(&mut self, journal_bytes: u64) {
+        let n = std::mem::take(&mut self.retention.in_txn);
+        if n == 0 {
+            return;
+        }
+        let f = &mut self.retention.figures;
+        f.commits += 1;
+        f.commit_max_chunks = f.commit_max_chunks.max(n);
+        f.commit_max_journal_bytes = f.commit_max_journal_bytes.max(journal_bytes);
     }
 
     /// A policy was set or cleared: the next plan is due at once.
@@ -197,6 +281,7 @@ impl Engine {
                 let f = &mut self.retention.figures;
                 f.deleted_chunks += 1;
                 f.deleted_bytes += d.bytes;
+                self.retention.in_txn += 1;
                 let what = What::ChunkDeleted {
                     ino: d.ino,
                     cause: d.cause,

@@ -13,6 +13,36 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The civil date of a day counted from 1970-01-01 (the inverse of
+/// `days_from_civil`; Howard Hinnant's civil_from_days).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// The name of a chunk that starts at `utc_ns` (to the millisecond, rounded down),
+/// with extension `ext`: what [`chunk_name_utc`] reads back.
+pub fn chunk_name(utc_ns: i64, ext: &str) -> String {
+    let ms = utc_ns.div_euclid(1_000_000);
+    let secs = ms.div_euclid(1000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let rem = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}.{:03}Z.{ext}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
 /// The UTC (ns since the epoch) a chunk's name says, if it is such a name.
 pub fn chunk_name_utc(name: &str) -> Option<i64> {
     let b = name.as_bytes();
@@ -69,6 +99,22 @@ mod tests {
             "",
         ] {
             assert_eq!(chunk_name_utc(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn chunk_names_are_made_as_they_are_read() {
+        assert_eq!(
+            chunk_name(1_795_890_524_496_999_999, "ts"),
+            "20261128T182844.496Z.ts"
+        );
+        assert_eq!(chunk_name(0, "mp4"), "19700101T000000.000Z.mp4");
+        // Every day boundary and leap day across four centuries reads back.
+        let mut t: i64 = 946_684_800_123 * 1_000_000; // 2000-01-01T00:00:00.123Z
+        for _ in 0..(400 * 366) / 7 {
+            let name = chunk_name(t, "ts");
+            assert_eq!(chunk_name_utc(&name), Some(t), "{name}");
+            t += 7 * 86_400_000_000_000 - 1_000_000;
         }
     }
 }

@@ -22,9 +22,11 @@ use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 
+mod chunks;
 mod engine_streams;
 mod trick;
 
+use chunks::ChunkRoll;
 use trick::Trick;
 
 /// Owner ids: streams are 0..n; the best-effort generator and the sync client follow.
@@ -58,8 +60,8 @@ pub trait Host {
         self.query(|v| v.root())
     }
     /// The entry `name` of directory `parent`, if there is one.
-    fn lookup(&mut self, parent: Ino, name: &'static [u8]) -> Result<Option<Ino>> {
-        self.query(move |v| v.lookup(parent, name).ok())
+    fn lookup(&mut self, parent: Ino, name: Vec<u8>) -> Result<Option<Ino>> {
+        self.query(move |v| v.lookup(parent, &name).ok())
     }
     /// The file at `path`: its inode and size.
     fn file(&mut self, path: &str) -> Result<(Ino, u64)> {
@@ -119,6 +121,8 @@ pub(super) struct Stream {
     rate_bps: f64,
     /// Completion time per request (the [`series_stream`], for the buffer-level series).
     pub(super) done_ns: Vec<u64>,
+    /// A recording cut into chunks (runs with retention: `chunks.rs`).
+    chunk: Option<ChunkRoll>,
 }
 
 /// The stream whose buffer level a run plots: the first playback, else the first
@@ -139,6 +143,12 @@ enum Purpose {
     /// An engine stream's open (see `engine_streams`).
     StreamOpen {
         s: u32,
+    },
+    /// The create of a chunked recording's next chunk (`chunks.rs`), named for
+    /// request `named_k`.
+    ChunkCreate {
+        s: u32,
+        named_k: u64,
     },
     BestEffort,
     Sync,
@@ -308,7 +318,7 @@ impl Client {
         }
         // The directory of the recordings: created before the run.
         let root = host.root()?;
-        let live = host.lookup(root, b"live")?;
+        let live = host.lookup(root, b"live".to_vec())?;
         let dir = match live {
             Some(d) => d,
             None => host.namespace(Op::Mkdir {
@@ -346,7 +356,15 @@ impl Client {
                     sid: None,
                     rate_bps: rate,
                     done_ns: vec![],
+                    chunk: None,
                 };
+                if g.write && self.cfg.retention.is_some() {
+                    self.streams.push(st);
+                    self.start_chunked(host, sid, dir)?;
+                    host.schedule(t0_ns + period_ns, ClientEv::Issue(sid));
+                    sid += 1;
+                    continue;
+                }
                 if g.write {
                     st.ino = host.namespace(Op::Create {
                         parent: dir,
@@ -369,6 +387,10 @@ impl Client {
                         readable[0].clone()
                     };
                     let (ino, size) = host.file(&path)?;
+                    if self.cfg.retention.is_some() {
+                        // A reader pins what it plays (`chunks.rs`).
+                        host.namespace(Op::OpenFile { ino })?;
+                    }
                     st.ino = ino;
                     st.file_bytes = size;
                     let requests_in_file = (st.file_bytes / self.cfg.request_bytes).max(1);
@@ -461,9 +483,10 @@ impl Client {
         let req = self.cfg.request_bytes;
         let st = &self.streams[s as usize];
         let op = if st.write {
+            let (ino, offset) = self.write_target(host, s, k, now)?;
             Op::Write {
-                ino: st.ino,
-                offset: k * req,
+                ino,
+                offset,
                 data: self.buf(req as usize),
             }
         } else if let Some(t) = st.trick {
@@ -713,6 +736,7 @@ impl Client {
                 self.stream_done(host, s, &result, now);
             }
             Purpose::StreamOpen { s } => self.engine_stream_opened(host, s, result, now),
+            Purpose::ChunkCreate { s, named_k } => self.chunk_created(host, s, named_k, result),
             Purpose::BestEffort => self.be_done(host, result, now)?,
             Purpose::Sync => {
                 self.sync_in_flight = false;

@@ -4,7 +4,8 @@
 
 use super::Workload;
 use crate::error::{Error, Result};
-use crate::format::superblock::AllocPolicy;
+use crate::format::inode::StreamRetention;
+use crate::format::superblock::{AllocPolicy, VolumeRetention};
 use crate::layout::TailLogSize;
 
 /// Best-effort traffic that runs beside the streams.
@@ -52,6 +53,29 @@ pub const BE_REQUEST_BYTES: u64 = 512 << 10;
 /// Recordings made by `--fill` and `--age` last 15 to 45 minutes at the run's bit rate.
 pub const FILL_RECORDING_MIN_S: f64 = 15.0 * 60.0;
 pub const FILL_RECORDING_MAX_S: f64 = 45.0 * 60.0;
+/// The simulated clock's UTC at time 0 of a run (2026-01-01T00:00:00Z): chunk names
+/// and modification times are UTC, as on a recorder.
+pub const SIM_UTC_EPOCH_NS: i64 = 1_767_225_600_000_000_000;
+
+/// Retention in a run (`--retention`, docs/retention.md): the volume's policy, one
+/// policy for every stream, and the chunk length recordings are cut into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SimRetention {
+    pub volume: VolumeRetention,
+    /// Set on `/live`, the directory of the streams' directories (`None`: no
+    /// per-stream policy).
+    pub stream: Option<StreamRetention>,
+    /// Every recording, and the fill's history, is cut into chunks this long.
+    pub chunk_ns: u64,
+    /// The UTC of time 0 of the run, which chunk names count from: the simulator's
+    /// [`SIM_UTC_EPOCH_NS`], `bench`'s wall clock when it starts (so that `max-age`
+    /// compares names with the engine's clock).
+    pub utc_epoch_ns: i64,
+}
+
+/// Chunks of a run with retention: ten minutes unless told.
+pub const SIM_CHUNK_NS: u64 = 600_000_000_000;
+
 #[derive(Clone, Debug)]
 pub struct SimConfig {
     pub workload: Workload,
@@ -100,6 +124,11 @@ pub struct SimConfig {
     /// at a time (`client/engine_streams.rs`), which needs an admission model in the
     /// engine's configuration.
     pub stream_recordings: Option<StreamRecordings>,
+    /// `Some`: the volume runs retention, and is laid out for it: every recording
+    /// writes a stream directory `/live/sNNNN/` of chunks named by their UTC start,
+    /// and the fill is those streams' history, chunk by chunk, oldest first (see
+    /// `setup.rs`); playbacks hold their files open (a reader pins its chunk).
+    pub retention: Option<SimRetention>,
 }
 
 /// Recordings as engine streams (see [`SimConfig::stream_recordings`]).
@@ -138,6 +167,7 @@ impl SimConfig {
             keep_series: false,
             trace: false,
             stream_recordings: None,
+            retention: None,
         }
     }
 }
@@ -166,6 +196,23 @@ pub(super) fn validate(cfg: &SimConfig, sector_bytes: u32) -> Result<()> {
             "best-effort request size {} bytes: must be a positive multiple of 4096",
             cfg.be_request_bytes
         )));
+    }
+    if let Some(r) = cfg.retention {
+        if r.chunk_ns == 0 {
+            return Err(Error::InvalidArgument(
+                "retention: the chunk length must be above 0".into(),
+            ));
+        }
+        if cfg.stream_recordings.is_some() {
+            return Err(Error::InvalidArgument(
+                "retention runs with AVFS recordings only (not --stream-recordings yet)".into(),
+            ));
+        }
+        if cfg.age_cycles > 0 {
+            return Err(Error::InvalidArgument(
+                "retention: --age does not apply (the fill is the streams' own history)".into(),
+            ));
+        }
     }
     Ok(())
 }

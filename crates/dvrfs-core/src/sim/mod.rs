@@ -39,6 +39,7 @@ pub mod workload;
 mod buffer;
 mod config;
 mod find_max;
+mod history;
 mod outcome;
 mod run;
 mod setup;
@@ -47,12 +48,14 @@ pub use crate::disk::{DiskTimer, HddDisk};
 pub use buffer::buffer_level;
 pub use client::{Client, ClientEv, Host};
 pub use config::{
-    BestEffort, SimConfig, StreamRecordings, BE_REQUEST_BYTES, BE_START_NS, FILL_RECORDING_MAX_S,
-    FILL_RECORDING_MIN_S, PHOTO_COUNT, PHOTO_MEAN_BYTES,
+    BestEffort, SimConfig, SimRetention, StreamRecordings, BE_REQUEST_BYTES, BE_START_NS,
+    FILL_RECORDING_MAX_S, FILL_RECORDING_MIN_S, PHOTO_COUNT, PHOTO_MEAN_BYTES, SIM_CHUNK_NS,
+    SIM_UTC_EPOCH_NS,
 };
 pub use find_max::{find_max, FindMax};
 pub use outcome::{
-    client_outcome, fill_outcome, CrashOutcome, DeleteOutcome, Series, SimOutcome, TraceRow,
+    client_outcome, fill_outcome, retention_outcome, stream_lengths, CrashOutcome, DeleteOutcome,
+    RetentionOutcome, Series, SimOutcome, TraceRow,
 };
 pub use report::BE_SHARE_TOLERANCE;
 pub use run::{run, run_until_crash};

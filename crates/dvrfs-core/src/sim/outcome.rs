@@ -6,7 +6,7 @@
 use super::{Client, StreamRecordings};
 use crate::device::MemDevice;
 use crate::disk::Energy;
-use crate::engine::DevKind;
+use crate::engine::{DevKind, Engine, RetentionFigures};
 use crate::qos::MissCauses;
 use crate::sched::{BeStats, Class, Counters};
 
@@ -45,6 +45,31 @@ pub struct DeleteOutcome {
     pub done_ns: Option<u64>,
     /// An fsync that covers the unlink completed (its blocks are free for good).
     pub durable: bool,
+}
+
+/// What retention did over a run with it (`SimConfig::retention`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RetentionOutcome {
+    /// The engine's figures (deletions, commits, time short of the high mark).
+    pub figures: RetentionFigures,
+    /// Chunks the recordings started (their first included).
+    pub chunks_started: u64,
+    /// Every stream at the end of the run: its directory, its chunks' lengths added
+    /// up, and its chunks.
+    pub streams_end: Vec<(String, u64, u64)>,
+}
+
+/// Every stream of `v` (`retention::Snapshot`): its directory, its chunks' lengths
+/// added up, its chunks.
+pub fn stream_lengths(v: &crate::volume::Volume) -> Vec<(String, u64, u64)> {
+    crate::retention::Snapshot::of(v, &Default::default())
+        .streams
+        .into_iter()
+        .map(|s| {
+            let len = s.chunks.iter().map(|c| c.size_bytes).sum();
+            (s.path, len, s.chunks.len() as u64)
+        })
+        .collect()
 }
 
 /// What one run measured.
@@ -121,6 +146,12 @@ pub struct SimOutcome {
     /// the ring was full.
     pub stream_tail_logged_bytes: u64,
     pub stream_tail_log_full: u64,
+    /// The data region, and the most of it in use at once (blocks in use and held,
+    /// as the engine samples it: `RetentionFigures::usage_max_bytes`).
+    pub data_bytes: u64,
+    pub usage_max_bytes: u64,
+    /// A run with retention ([`super::SimConfig::retention`]): what it deleted.
+    pub retention: Option<super::RetentionOutcome>,
 }
 
 /// What a simulated power cut left behind.
@@ -183,4 +214,18 @@ pub fn client_outcome(out: &mut SimOutcome, client: &Client) {
             done_ns: client.unlink_done_ns,
             durable: client.victim_gone_durably,
         });
+}
+
+/// The volume's use and retention's figures from the engine; `chunks_started` from
+/// the client; the retention part only for a run with retention.
+pub fn retention_outcome(out: &mut SimOutcome, engine: &Engine, client: &Client, with: bool) {
+    let sb = engine.volume().superblock();
+    let f = engine.retention_figures();
+    out.data_bytes = sb.data_blocks * sb.data_block_bytes;
+    out.usage_max_bytes = f.usage_max_bytes;
+    out.retention = with.then(|| RetentionOutcome {
+        figures: f.clone(),
+        chunks_started: client.chunks_started(),
+        streams_end: stream_lengths(engine.volume()),
+    });
 }

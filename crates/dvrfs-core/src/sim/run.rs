@@ -5,8 +5,9 @@
 //! asserts it. Metadata writes land on the device image when their command ends.
 
 use super::{
-    buffer_level, client_outcome, fill_outcome, load_engine, prepare, validate, BestEffort, Client,
-    ClientEv, CrashOutcome, DiskTimer, Host, SimConfig, SimOutcome, TraceRow,
+    buffer_level, client_outcome, fill_outcome, load_engine, prepare, retention_outcome, validate,
+    BestEffort, Client, ClientEv, CrashOutcome, DiskTimer, Host, SimConfig, SimOutcome, TraceRow,
+    SIM_UTC_EPOCH_NS,
 };
 use crate::device::{CrashDevice, CrashMode, Device};
 use crate::disk::{Access, EnergyMeter};
@@ -17,6 +18,15 @@ use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+
+/// The engine's clock at time `t` of a run: monotonic from 0, UTC from
+/// [`SIM_UTC_EPOCH_NS`].
+pub(super) fn sim_now(t: u64) -> Now {
+    Now {
+        mono_ns: t,
+        wall_ns: SIM_UTC_EPOCH_NS + t as i64,
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -42,12 +52,12 @@ impl SimHost {
 
 impl Host for SimHost {
     fn submit(&mut self, op: Op, deadline_ns: Option<u64>, owner: u32, now: u64) -> Result<OpId> {
-        self.engine.submit(op, deadline_ns, owner, Now::mono(now))
+        self.engine.submit(op, deadline_ns, owner, sim_now(now))
     }
 
     /// A namespace operation at time 0, before the run: it completes at once.
     fn namespace(&mut self, op: Op) -> Result<u32> {
-        let id = self.engine.submit(op, None, 0, Now::mono(0))?;
+        let id = self.engine.submit(op, None, 0, sim_now(0))?;
         while let Some(c) = self.engine.take_completion() {
             if c.op == id {
                 return match c.result? {
@@ -209,7 +219,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
         self.completions(now)?;
         // Polled on every event, busy or not: the engine starts due work (a commit)
         // then, and only hands out a command when a slot is free.
-        let next = self.host.engine.poll(Now::mono(now));
+        let next = self.host.engine.poll(sim_now(now));
         assert!(
             next.is_none() || self.busy.is_none(),
             "the engine handed out a second command to a queue-depth-1 disk"
@@ -288,7 +298,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
             self.crashed = true;
             return Ok(());
         }
-        self.host.engine.complete(id, r, Now::mono(now));
+        self.host.engine.complete(id, r, sim_now(now));
         Ok(())
     }
 
@@ -350,6 +360,12 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
         let q = self.host.engine.qos().clone();
         fill_outcome(&mut self.out, self.host.engine.scheduler(), q);
         client_outcome(&mut self.out, &self.client);
+        retention_outcome(
+            &mut self.out,
+            &self.host.engine,
+            &self.client,
+            self.cfg.retention.is_some(),
+        );
         (self.out.buffer_level, self.out.buffer_stream) = buffer_level(
             self.cfg,
             &self.client,

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::device::{Device, MemDevice};
 use crate::driver::{Fs, ManualClock};
-use crate::engine::{Engine, EngineConfig, IoBuf, Now};
+use crate::engine::{Engine, EngineConfig, IoBuf};
 use crate::error::{Error, Result};
 use crate::layout::MkfsParams;
 use crate::tools::mkfs;
@@ -72,7 +72,7 @@ pub fn run_rng(cfg: &SimConfig) -> ChaCha8Rng {
 pub(super) fn load_engine<D: Device>(dev: &D, engine_cfg: EngineConfig) -> Result<Engine> {
     let (vol, replay) = Volume::load(dev, &OpenOptions::writable())?;
     debug_assert!(replay.is_none(), "a cleanly closed image replays nothing");
-    Engine::new(vol, replay, engine_cfg, Now::mono(0))
+    Engine::new(vol, replay, engine_cfg, super::run::sim_now(0))
 }
 
 fn seed_uuid(seed: u64) -> [u8; 16] {
@@ -112,6 +112,11 @@ fn setup<D: Device>(fs: &mut Fs<D>, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> Re
     if cfg.best_effort == Some(BestEffort::Delete) {
         let bytes = cfg.delete_bytes.min(target.max(cfg.block_bytes));
         victim = record(fs, bytes, &mut n)?;
+    }
+    if let Some(r) = &cfg.retention {
+        let mut paths = super::history::fill_history(fs, cfg, r, target)?;
+        paths.extend(victim.map(|(v, _)| v));
+        return Ok(paths);
     }
     let mut used = fs.info().used_blocks * fs.superblock().data_block_bytes;
     while used < target {

@@ -63,6 +63,7 @@ use write::block_accesses;
 pub use ops::{validate_name, SetAttr};
 use reader::{claim, Claim, Reader, BULK_READ_BYTES};
 use recovery::{decide, read_journal, read_superblock};
+pub use retention::check_volume_retention;
 pub use room::{MetaRoom, MAP_RESERVE_MARGIN_BLOCKS, MIN_NAMES_PER_BLOCK};
 use runs::{
     contested_extents, keep_needed_extents, load_runs, lose_holes_of_a_damaged_map,

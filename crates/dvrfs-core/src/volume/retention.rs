@@ -21,24 +21,7 @@ impl Volume {
     /// set, or `protected_max` is above 100 %.
     pub fn set_volume_retention(&mut self, r: VolumeRetention) -> Result<()> {
         self.check_writable()?;
-        let (h, l) = (r.high_permille, r.low_permille);
-        if (h == 0) != (l == 0) {
-            return Err(Error::InvalidArgument(
-                "a volume's retention needs both --high and --low (or neither)".into(),
-            ));
-        }
-        if h > 1000 || r.protected_max_permille > 1000 {
-            return Err(Error::InvalidArgument(
-                "retention shares are at most 100%".into(),
-            ));
-        }
-        if l > h {
-            return Err(Error::InvalidArgument(format!(
-                "retention --low {}% is above --high {}%: deletion stops at low, which must be at most high",
-                f64::from(l) / 10.0,
-                f64::from(h) / 10.0
-            )));
-        }
+        check_volume_retention(&r)?;
         self.mark_retention_feature();
         self.sb.retention = r;
         self.dirty.insert(0);
@@ -104,4 +87,28 @@ impl Volume {
             self.dirty.insert(0);
         }
     }
+}
+
+/// Whether `r` is a policy a volume can have (see `Volume::set_volume_retention`);
+/// the error says what is wrong.
+pub fn check_volume_retention(r: &VolumeRetention) -> Result<()> {
+    let (h, l) = (r.high_permille, r.low_permille);
+    if (h == 0) != (l == 0) {
+        return Err(Error::InvalidArgument(
+            "a volume's retention needs both --high and --low (or neither)".into(),
+        ));
+    }
+    if h > 1000 || r.protected_max_permille > 1000 {
+        return Err(Error::InvalidArgument(
+            "retention shares are at most 100%".into(),
+        ));
+    }
+    if l > h {
+        return Err(Error::InvalidArgument(format!(
+            "retention --low {}% is above --high {}%: deletion stops at low, which must be at most high",
+            f64::from(l) / 10.0,
+            f64::from(h) / 10.0
+        )));
+    }
+    Ok(())
 }
