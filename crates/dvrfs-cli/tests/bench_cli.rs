@@ -248,3 +248,54 @@ fn disk_names_the_model_of_a_real_target_and_is_refused_with_device_model() {
     assert!(r["disk_energy_j"].is_null(), "a real device is not metered");
     assert!(r["rt_requests"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn bench_with_retention_deletes_down_to_low_while_recordings_run() {
+    let _alone = alone();
+    let dir = tempdir();
+    let img = dir.path().join("bench.img");
+    let img = img.display().to_string();
+    let run = [
+        "--workload",
+        "4w@8M",
+        "--fill",
+        "99%",
+        "--retention",
+        "high=95%,low=90%",
+        "--duration",
+        "15s",
+        "--json",
+    ];
+    let mut b = vec!["bench", &img, "--device-model", "avfs-250g"];
+    b.extend(run);
+    let v = json(&ok(dvrfs(&b)));
+    check_report_keys(&v);
+    assert_eq!(v["recordings_stopped"], 0, "{v}");
+    // From 99% to 90% of the data region: at least 8% of 250 GB went, in
+    // ten-minute chunks, while four recordings ran on the emulated disk.
+    let deleted = v["retention_deleted_bytes"].as_u64().unwrap();
+    assert!(deleted >= 20_000_000_000, "{v}");
+    let chunks = v["retention_deleted_chunks"].as_u64().unwrap();
+    assert!(chunks >= 20_000_000_000 / 600_000_000, "{v}");
+    assert_eq!(v["retention_shortfall_s"], 0.0, "{v}");
+    // Misses, if any, are a busy machine's, and counted: never a stopped recording.
+    let misses = v["deadline_misses"].as_u64().unwrap();
+    assert_eq!(
+        v["misses"]["no_space"],
+        0,
+        "{v}; load average {}",
+        load_note()
+    );
+    assert!(misses <= v["rt_requests"].as_u64().unwrap());
+    // The bench refuses --retention on another file system.
+    let o = dvrfs([
+        "bench",
+        "--dir",
+        "/tmp",
+        "--workload",
+        "1w",
+        "--retention",
+        "high=95%,low=90%",
+    ]);
+    fails(o, "no meaning on another file system");
+}

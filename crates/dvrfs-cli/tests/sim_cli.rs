@@ -730,3 +730,81 @@ fn a_trick_play_reader_reads_keyframes_at_its_period_and_costs_more_disk_time_th
         "--gop",
     );
 }
+
+#[test]
+fn sim_with_retention_records_on_where_without_it_the_recordings_stop() {
+    let base = [
+        "sim",
+        "--disk",
+        "avfs-250g",
+        "--workload",
+        "4w@8M,1r@8M",
+        "--fill",
+        "95%",
+        "--duration",
+        "1h",
+        "--json",
+    ];
+    let mut args = base.to_vec();
+    args.extend(["--retention", "high=95%,low=90%", "--chunk", "5m"]);
+    let (v, _) = ok_json(&args);
+    check_report_keys(&v);
+    assert_eq!(v["recordings_stopped"], 0, "{v}");
+    assert_eq!(v["deadline_misses"], 0, "{v}");
+    let deleted = v["retention_deleted_bytes"].as_u64().unwrap();
+    // At least what an hour of four 8 Mbit/s recordings wrote, less the 5% of
+    // the disk between the marks.
+    assert!(deleted > 4_000_000 * 3600 - 12_500_000_000, "{v}");
+    assert!(v["usage_max_pct"].as_f64().unwrap() < 95.01, "{v}");
+    for key in [
+        "retention_deleted_chunks",
+        "retention_shortfall_s",
+        "retention_commits",
+        "retention_commit_max_chunks",
+        "retention_commit_max_kib",
+        "chunks_started",
+    ] {
+        assert!(v[key].is_number(), "{key} missing: {v}");
+    }
+    // Four recordings of an hour in 5-minute chunks, in their stream directories.
+    assert_eq!(v["chunks_started"], 4 * 12, "{v}");
+    let streams = v["retention_streams"].as_array().unwrap();
+    let paths: Vec<&str> = streams
+        .iter()
+        .map(|s| s["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        ["/live/s0000", "/live/s0001", "/live/s0002", "/live/s0003"]
+    );
+    // Without retention the same run stops its recordings, says so and exits 3.
+    let out = dvrfs(&base);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["recordings_stopped"], 4, "{v}");
+    assert!(v.get("retention_deleted_bytes").is_none(), "{v}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the disk was full"));
+}
+
+#[test]
+fn sim_retention_flags_that_make_no_sense_are_refused() {
+    let run = |extra: &[&str], needle: &str| {
+        let mut args = SHORT.to_vec();
+        args.extend(extra);
+        fails_with(&args, needle);
+    };
+    run(&["--chunk", "5m"], "--chunk applies to runs with retention");
+    run(&["--retention", "high=90%,low=95%"], "is above --high");
+    run(&["--retention", "high=95%"], "both --high and --low");
+    run(&["--retention", "deep=1"], "unknown key");
+    run(&["--retention", "max-size=lots"], "max-size=lots");
+    run(&["--retention", ""], "sets no policy");
+    run(
+        &["--retention", "high=95%,low=90%", "--chunk", "0s"],
+        "--chunk",
+    );
+    run(
+        &["--retention", "high=95%,low=90%", "--age", "3"],
+        "--age does not apply",
+    );
+}

@@ -276,6 +276,7 @@ pub const REPORT_KEYS: &[&str] = &[
     "be_latency_ms",
     "seek_within_5gb",
     "recordings_stopped",
+    "usage_max_pct",
 ];
 
 /// Asserts that a run report has every [`REPORT_KEYS`] key, and that its misses by
