@@ -629,8 +629,8 @@ pub fn sim(a: &SimArgs) -> CliResult<u8> {
                 be_throughput_mbps: r.be_throughput_mbps,
                 recordings_stopped: r.recordings_stopped,
                 usage_max_pct: r.usage_max_pct,
-                retention_deleted_bytes: r.retention_deleted_bytes,
-                retention_commit_max_chunks: r.retention_commit_max_chunks,
+                retention_deleted_bytes: r.retention.retention_deleted_bytes,
+                retention_commit_max_chunks: r.retention.retention_commit_max_chunks,
             })
             .collect();
         // The worst run speaks for all: most misses, then the smallest margin.
@@ -809,15 +809,18 @@ pub fn print_text(r: &Report, what: &str, time: &str) {
         "  usage             at most {:.2}% of the data region",
         r.usage_max_pct
     );
-    if let (Some(bytes), Some(chunks)) = (r.retention_deleted_bytes, r.retention_deleted_chunks) {
+    if let (Some(bytes), Some(chunks)) = (
+        r.retention.retention_deleted_bytes,
+        r.retention.retention_deleted_chunks,
+    ) {
         outln!(
             "  retention         {} chunk(s) deleted, {}; {} commit(s) carried them, at most {} chunk(s) and {:.0} KiB of journal in one; {:.1} s above high with nothing left to delete",
             chunks,
             crate::output::human_bytes(bytes),
-            r.retention_commits.unwrap_or(0),
-            r.retention_commit_max_chunks.unwrap_or(0),
-            r.retention_commit_max_kib.unwrap_or(0.0),
-            r.retention_shortfall_s.unwrap_or(0.0)
+            r.retention.retention_commits.unwrap_or(0),
+            r.retention.retention_commit_max_chunks.unwrap_or(0),
+            r.retention.retention_commit_max_kib.unwrap_or(0.0),
+            r.retention.retention_shortfall_s.unwrap_or(0.0)
         );
     }
     if let Some(d) = &r.delete {

@@ -5,7 +5,7 @@
 //! (`scripts/retention-sim.sh`).
 
 use dvrfs_core::disk::{DiskModel, Estimator};
-use dvrfs_core::engine::{EngineConfig, RETENTION_DELETE_GAP_NS};
+use dvrfs_core::engine::{EngineConfig, RETENTION_DELETE_GAP_NS, RETENTION_MAX_PER_COMMIT};
 use dvrfs_core::format::inode::StreamRetention;
 use dvrfs_core::format::superblock::VolumeRetention;
 use dvrfs_core::sim::{run, HddDisk, SimConfig, SimOutcome, SimRetention, Workload};
@@ -97,10 +97,15 @@ fn a_full_recorder_records_on_with_high_and_low_marks() {
             recorded_bytes(cfg.duration_ns),
             o.used_bytes_at_start
         );
-        // Paced: a commit carries at most a commit interval's worth of deletions.
-        let bound = 1_000_000_000u64.div_ceil(RETENTION_DELETE_GAP_NS);
+        // Paced: a commit carries at most its bound of deletions (a commit
+        // interval's worth at 1 s), however many are queued.
+        assert_eq!(
+            RETENTION_MAX_PER_COMMIT,
+            1_000_000_000u64.div_ceil(RETENTION_DELETE_GAP_NS)
+        );
+        assert!(f.commits > 0, "seed {seed}");
         assert!(
-            f.commits > 0 && f.commit_max_chunks <= bound,
+            f.commit_max_chunks <= RETENTION_MAX_PER_COMMIT,
             "seed {seed}: {f:?}"
         );
         assert_eq!(f.shortfall_ns, 0, "seed {seed}");
@@ -150,4 +155,31 @@ fn max_size_keeps_every_stream_within_its_size_plus_a_chunk() {
         );
     }
     assert!(ret.figures.deleted_bytes > 0);
+}
+
+#[test]
+fn a_long_commit_interval_slows_deletion_instead_of_growing_commits() {
+    // Two playbacks on a 95% full volume whose whole history is past its max-age:
+    // all of it goes at once, but at most 20 chunks in any commit even when a
+    // commit comes only every 5 s; the two chunks being played stay.
+    let r = SimRetention {
+        stream: Some(StreamRetention {
+            max_age_s: 60,
+            min_age_s: 0,
+            max_bytes: 0,
+        }),
+        ..marks(0, 0)
+    };
+    let mut cfg = config("2r@8M", 1, Some(r));
+    cfg.commit_interval_ms = 5000;
+    cfg.duration_ns = 120_000_000_000;
+    let o = &run_all(vec![cfg])[0];
+    assert_eq!(o.deadline_misses, 0, "{:?}", o.misses);
+    let ret = o.retention.as_ref().unwrap();
+    let f = &ret.figures;
+    assert_eq!(f.commit_max_chunks, RETENTION_MAX_PER_COMMIT, "{f:?}");
+    assert!(f.commits >= f.deleted_chunks.div_ceil(RETENTION_MAX_PER_COMMIT));
+    let left: u64 = ret.streams_end.iter().map(|s| s.2).sum();
+    assert_eq!(left, 2, "the played chunks stay: {:?}", ret.streams_end);
+    assert!(o.usage_max_bytes * 100 >= o.data_bytes * 94);
 }

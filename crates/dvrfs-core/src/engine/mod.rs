@@ -89,7 +89,8 @@ pub use op::{Completion, Op, OpId, Output};
 pub use reservation::{Reservation, DEFAULT_REQUEST_BYTES, MAX_RECORDING_DURATION_S};
 pub use retention::{
     RetentionFigures, CHECK_BUSY_NS as RETENTION_CHECK_BUSY_NS, CHECK_NS as RETENTION_CHECK_NS,
-    DELETE_GAP_NS as RETENTION_DELETE_GAP_NS, USAGE_SAMPLE_NS,
+    DELETE_GAP_NS as RETENTION_DELETE_GAP_NS, MAX_PER_COMMIT as RETENTION_MAX_PER_COMMIT,
+    USAGE_SAMPLE_NS,
 };
 pub use status::{
     admission_status, AdmissionStatus, DiskStatus, HeadroomAsk, SpaceStatus, Status, StreamStatus,

@@ -9,7 +9,8 @@
 //! flight) marked busy, and plans; while a plan's deletions are being run, and
 //! while the volume is above its high mark, every [`CHECK_BUSY_NS`].
 //!
-//! **How.** One chunk at a time, at most one every [`DELETE_GAP_NS`], as an
+//! **How.** One chunk at a time, at most one every [`DELETE_GAP_NS`] and at most
+//! [`MAX_PER_COMMIT`] in one transaction, as an
 //! unlink of the engine's own ([`RETENTION_OWNER`], no deadline): it touches metadata only (the file's blocks
 //! go back to the free maps, its name and inode go), it waits for the chunk's own
 //! operations like any unlink, and it takes its room in the transaction being
@@ -42,6 +43,10 @@ pub const CHECK_BUSY_NS: u64 = 1_000_000_000;
 /// one-minute chunks of 8 streams in 58 minutes), so that a commit carries at most
 /// a commit interval's worth of them.
 pub const DELETE_GAP_NS: u64 = 50_000_000;
+/// The most deletions one transaction carries: a commit interval's worth at the
+/// default interval (1 s / 50 ms). With a longer interval deletion slows to this
+/// many per commit rather than making commits larger.
+pub const MAX_PER_COMMIT: u64 = 20;
 
 /// What retention has done and is doing.
 #[derive(Debug, Default)]
@@ -250,6 +255,11 @@ impl Engine {
     fn retention_next(&mut self, now: Now) {
         if self.retention.queue.is_empty() {
             return; // the usual case, at every poll: nothing to look at
+        }
+        if self.retention.in_txn >= MAX_PER_COMMIT {
+            // This transaction is full of deletions: the next waits for the cut.
+            self.retention.next_delete_ns = now.mono_ns + DELETE_GAP_NS;
+            return;
         }
         let busy = self.busy_files();
         while let Some((d, start, end)) = self.retention.queue.pop_front() {

@@ -53,6 +53,63 @@ pub struct DeleteReport {
     pub unlink_ms: Option<f64>,
 }
 
+/// What retention did in a run with `--retention` (each key absent without it):
+/// top-level keys of the report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RetentionKeys {
+    /// Bytes and chunks deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_deleted_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_deleted_chunks: Option<u64>,
+    /// Seconds above the high mark with nothing left that retention could delete
+    /// (protected, open or no chunks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_shortfall_s: Option<f64>,
+    /// Commits that carried deletions, the most chunks one carried, and the largest
+    /// such commit's journal write, KiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_commits: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_commit_max_chunks: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_commit_max_kib: Option<f64>,
+    /// Chunks the recordings started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunks_started: Option<u64>,
+    /// Every stream at the end of the run (`--retention`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention_streams: Option<Vec<StreamEnd>>,
+}
+
+impl RetentionKeys {
+    fn of(o: &SimOutcome) -> RetentionKeys {
+        let Some(r) = &o.retention else {
+            return RetentionKeys::default();
+        };
+        let f = &r.figures;
+        RetentionKeys {
+            retention_deleted_bytes: Some(f.deleted_bytes),
+            retention_deleted_chunks: Some(f.deleted_chunks),
+            retention_shortfall_s: Some(f.shortfall_ns as f64 / 1e9),
+            retention_commits: Some(f.commits),
+            retention_commit_max_chunks: Some(f.commit_max_chunks),
+            retention_commit_max_kib: Some(f.commit_max_journal_bytes as f64 / 1024.0),
+            chunks_started: Some(r.chunks_started),
+            retention_streams: Some(
+                r.streams_end
+                    .iter()
+                    .map(|(path, bytes, chunks)| StreamEnd {
+                        path: path.clone(),
+                        bytes: *bytes,
+                        chunks: *chunks,
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
 /// A stream at the end of a run with retention: its directory, its chunks'
 /// lengths added up, its chunks.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -85,29 +142,9 @@ pub struct Report {
     /// The most of the data region in use at once over the run (blocks in use and
     /// held for recordings), in percent.
     pub usage_max_pct: f64,
-    /// `--retention`: what retention deleted (`null` in a run without it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention_deleted_bytes: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention_deleted_chunks: Option<u64>,
-    /// Seconds above the high mark with nothing left that retention could delete
-    /// (protected, open or no chunks).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention_shortfall_s: Option<f64>,
-    /// Commits that carried deletions, the most chunks one carried, and the largest
-    /// such commit's journal write, KiB.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention_commits: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention_commit_max_chunks: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention_commit_max_kib: Option<f64>,
-    /// Chunks the recordings started.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chunks_started: Option<u64>,
-    /// Every stream at the end of the run (`--retention`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub retention_streams: Option<Vec<StreamEnd>>,
+    /// `--retention`: what retention did (keys absent in a run without it).
+    #[serde(flatten)]
+    pub retention: RetentionKeys,
     /// `--best-effort delete`: the file it deleted (`null` for other generators).
     pub delete: Option<DeleteReport>,
     pub p_miss: f64,
@@ -260,29 +297,7 @@ impl Report {
             recordings_stopped: o.recordings_stopped,
             recordings_refused: o.recordings_refused,
             usage_max_pct: o.usage_max_bytes as f64 * 100.0 / o.data_bytes.max(1) as f64,
-            retention_deleted_bytes: o.retention.as_ref().map(|r| r.figures.deleted_bytes),
-            retention_deleted_chunks: o.retention.as_ref().map(|r| r.figures.deleted_chunks),
-            retention_shortfall_s: o
-                .retention
-                .as_ref()
-                .map(|r| r.figures.shortfall_ns as f64 / 1e9),
-            retention_commits: o.retention.as_ref().map(|r| r.figures.commits),
-            retention_commit_max_chunks: o.retention.as_ref().map(|r| r.figures.commit_max_chunks),
-            retention_commit_max_kib: o
-                .retention
-                .as_ref()
-                .map(|r| r.figures.commit_max_journal_bytes as f64 / 1024.0),
-            chunks_started: o.retention.as_ref().map(|r| r.chunks_started),
-            retention_streams: o.retention.as_ref().map(|r| {
-                r.streams_end
-                    .iter()
-                    .map(|(path, bytes, chunks)| StreamEnd {
-                        path: path.clone(),
-                        bytes: *bytes,
-                        chunks: *chunks,
-                    })
-                    .collect()
-            }),
+            retention: RetentionKeys::of(o),
             delete: o.delete.map(|d| DeleteReport {
                 bytes: d.bytes,
                 submitted_s: d.submit_ns as f64 / 1e9,
