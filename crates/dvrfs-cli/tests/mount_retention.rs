@@ -1,7 +1,9 @@
 //! Retention through the mount (issue 26): the `user.dvrfs.retention` attribute sets,
 //! shows and removes a directory's policy and, at the root, the volume's, and the
 //! mount's engine deletes by them: a stream over its max-size loses its oldest
-//! chunks within seconds, each logged as a `chunk_deleted` event. Needs root and
+//! chunks within seconds, each logged as a `chunk_deleted` event; a `kill -9` of the
+//! daemon while it deletes leaves every chunk whole or gone (the oldest), the gone
+//! logged, `fsck` clean. Needs root and
 //! /dev/fuse (SKIP with the reason where missing).
 
 mod common;
@@ -106,4 +108,94 @@ fn policies_through_the_attribute_and_deletions_by_the_mounts_engine() {
     );
     assert!(deleted[0].contains("max_size bytes="), "{ev}");
     assert_clean(&img);
+}
+
+#[test]
+fn kill_9_of_the_mount_while_it_deletes_leaves_every_chunk_whole_or_gone_and_logged() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "1G", &[]);
+    let mut m = Mount::new(dir.path(), &img, &[]);
+    let cam = m.path("cams/cam1");
+    std::fs::create_dir_all(&cam).unwrap();
+    // Sixty one-minute chunks of 256 KiB, each filled with its own byte, durable.
+    let names: Vec<String> = (0..60)
+        .map(|k| format!("20261128T{:02}{:02}00.000Z.ts", 10 + k / 60, k % 60))
+        .collect();
+    for (k, n) in names.iter().enumerate() {
+        use std::io::Write;
+        let mut f = std::fs::File::create(cam.join(n)).unwrap();
+        f.write_all(&vec![k as u8 + 1; 256 << 10]).unwrap();
+        f.sync_all().unwrap();
+    }
+    // At most 1 MiB: 56 chunks must go, one every 50 ms at most, 20 per commit.
+    set(&m.path("cams"), "max-size=1M").unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let left = std::fs::read_dir(&cam).unwrap().count();
+        assert!(left > 4, "every deletion was done before the kill");
+        // Past the first commit's 20 deletions: some committed (almost surely
+        // durable by now), the latest not.
+        if left < 30 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "nothing deleted in 60 s"
+        );
+        std::thread::yield_now();
+    }
+    // SAFETY: signalling the daemon's pid.
+    unsafe { libc::kill(m.pid, libc::SIGKILL) };
+    wait_exit(m.pid);
+    m.pid = 0;
+    Command::new("umount")
+        .arg("-l")
+        .arg(&m.mnt)
+        .output()
+        .unwrap();
+    drop(m);
+    wait_unlocked(&img);
+    // Reopened: the journal replayed, fsck clean.
+    assert_clean(&img);
+    let ls = ok(dvrfs(["ls", img.to_str().unwrap(), "/cams/cam1"]));
+    let left: Vec<&String> = names.iter().filter(|n| ls.contains(n.as_str())).collect();
+    let gone: Vec<&String> = names.iter().filter(|n| !ls.contains(n.as_str())).collect();
+    // The oldest went, in order: what is left is the newest ones, whole. (Whether
+    // the kill found the first commit of deletions durable is the machine's
+    // timing; the checks below hold either way.)
+    assert!(left.len() >= 4, "{ls}");
+    eprintln!(
+        "after the kill: {} chunks gone for good, {} left",
+        gone.len(),
+        left.len()
+    );
+    assert_eq!(
+        left[..],
+        names.iter().collect::<Vec<_>>()[gone.len()..],
+        "{ls}"
+    );
+    for n in &left {
+        let k = names.iter().position(|x| x == *n).unwrap();
+        let local = dir.path().join(format!("chunk{k}"));
+        get_to(&img, &format!("/cams/cam1/{n}"), &local);
+        let bytes = std::fs::read(&local).unwrap();
+        assert_eq!(bytes.len(), 256 << 10, "{n}");
+        assert!(bytes.iter().all(|&b| b == k as u8 + 1), "{n} is not whole");
+    }
+    // The deletion log names exactly what went: each unlink and its event are in one
+    // transaction, so a deletion the kill undid is neither gone nor logged.
+    let ev = ok(dvrfs(["events", img.to_str().unwrap()]));
+    let mut logged: Vec<&str> = ev
+        .lines()
+        .filter(|l| l.contains("chunk_deleted"))
+        .map(|l| {
+            let at = l.find("/cams/cam1/").unwrap() + "/cams/cam1/".len();
+            l[at..].split_whitespace().next().unwrap()
+        })
+        .collect();
+    logged.sort();
+    let gone: Vec<&str> = gone.iter().map(|s| s.as_str()).collect();
+    assert_eq!(logged, gone, "{ev}");
 }
