@@ -53,6 +53,14 @@ impl ChainStore for Via<'_> {
     fn size(&mut self, ino: Ino) -> CliResult<u64> {
         Ok(self.0.stat(ino)?.size_bytes)
     }
+    fn append_at_end(&mut self, ino: Ino, data: &[u8]) -> CliResult<()> {
+        let op = Op::Append {
+            ino,
+            data: IoBuf::from_slice(data),
+        };
+        self.0.run(op, None, 0)?;
+        Ok(())
+    }
     fn read_at(&mut self, ino: Ino, offset: u64, len: usize) -> CliResult<Vec<u8>> {
         let op = Op::Read {
             ino,

@@ -45,6 +45,8 @@ fn policies_through_the_attribute_and_deletions_by_the_mounts_engine() {
     let cams = m.path("cams");
     let cam1 = cams.join("cam1");
     std::fs::create_dir_all(&cam1).unwrap();
+    // A stream directory with its integrity chain: each chunk is sealed at close.
+    std::fs::write(cam1.join(".chain"), b"").unwrap();
     // Three one-minute chunks of 1 MiB, named by their UTC start.
     let names: Vec<String> = (0..3)
         .map(|k| format!("20261128T18{:02}44.496Z.ts", 28 + k))
@@ -76,12 +78,13 @@ fn policies_through_the_attribute_and_deletions_by_the_mounts_engine() {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        if left.len() < 3 || std::time::Instant::now() > give_up {
+        if left.len() < 4 || std::time::Instant::now() > give_up {
             break left;
         }
         std::thread::yield_now();
     };
-    assert_eq!(left, names[1..], "the oldest chunk went within 30 s");
+    assert_eq!(left[0], ".chain");
+    assert_eq!(left[1..], names[1..], "the oldest chunk went within 30 s");
     // Removed from the root: the volume's policy goes; the stream's stays.
     Command::new("setfattr")
         .args(["-x", NAME])
@@ -107,6 +110,18 @@ fn policies_through_the_attribute_and_deletions_by_the_mounts_engine() {
         "{ev}"
     );
     assert!(deleted[0].contains("max_size bytes="), "{ev}");
+    // The chain records the deletion: verify says who removed it, not MISSING.
+    let v = ok(dvrfs(["verify", img.to_str().unwrap(), "/cams/cam1"]));
+    let line = v
+        .lines()
+        .find(|l| l.contains(&names[0]))
+        .unwrap_or_default();
+    assert!(
+        line.trim_start().starts_with("deleted") && line.contains("dvrfs retention (max_size)"),
+        "{v}"
+    );
+    assert!(!v.contains("MISSING"), "{v}");
+    assert_eq!(v.lines().filter(|l| l.contains("intact")).count(), 2, "{v}");
     assert_clean(&img);
 }
 

@@ -219,6 +219,13 @@ pub trait ChainStore {
     fn write_at(&mut self, ino: Ino, offset: u64, data: &[u8]) -> Result<(), Self::Error>;
     /// The error of a chain longer than [`MAX_CHAIN_BYTES`].
     fn too_long(&self, size: u64) -> Self::Error;
+    /// Writes `data` at the end of `ino`. By default at its size now; a store
+    /// whose engine may append to the chain meanwhile (retention records its
+    /// deletions) overrides it with `Op::Append`, so that no line overwrites another.
+    fn append_at_end(&mut self, ino: Ino, data: &[u8]) -> Result<(), Self::Error> {
+        let at = self.size(ino)?;
+        self.write_at(ino, at, data)
+    }
 }
 
 /// Directory `dir`'s chain, if it has one (its inode and what it says).
@@ -251,8 +258,7 @@ pub fn append<S: ChainStore>(store: &mut S, dir: Ino, r: &Record) -> Result<(), 
         Some(i) => i,
         None => store.make(dir, CHAIN_NAME)?,
     };
-    let at = store.size(ino)?;
-    store.write_at(ino, at, r.line().as_bytes())
+    store.append_at_end(ino, r.line().as_bytes())
 }
 
 /// What a chunk line says of a chunk, before it is linked.

@@ -125,6 +125,16 @@ impl ChainStore for Store<'_> {
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
+    fn append_at_end(&mut self, ino: Ino, data: &[u8]) -> Result<(), String> {
+        let op = Op::Append {
+            ino,
+            data: IoBuf::from_slice(data),
+        };
+        self.0
+            .run_waiting(op, None, OWNER)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
     fn too_long(&self, size: u64) -> String {
         format!(
             "the chain {CHAIN_NAME} holds {size} bytes, more than the {} read",

@@ -171,7 +171,9 @@ impl Client {
         };
         let buf = match op {
             Op::Read { buf, .. } | Op::StreamRead { buf, .. } => Some(buf),
-            Op::Write { data, .. } | Op::StreamWrite { data, .. } => Some(data),
+            Op::Write { data, .. } | Op::Append { data, .. } | Op::StreamWrite { data, .. } => {
+                Some(data)
+            }
             _ => None,
         };
         let reply = self.send(id, &body);

@@ -175,6 +175,7 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
     match op {
         Op::Read { ino, .. } => need(v, peer, *ino, R, "for reading"),
         Op::Write { ino, .. }
+        | Op::Append { ino, .. }
         | Op::Truncate { ino, .. }
         | Op::AppendFrames { ino, .. }
         | Op::DropFrameIndex { ino, .. } => need(v, peer, *ino, W, "for writing"),

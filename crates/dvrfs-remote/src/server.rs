@@ -427,6 +427,18 @@ impl Conn {
                     g.write(peer.uid, *ino, end)
                         .map_err(|(errno, why)| crate::gate_refused(&peer, errno, why))?;
                 }
+                if let (Some(g), Op::Append { ino, data }) = (&self.gate, &op) {
+                    // The end it will have: its size now plus the data (an append
+                    // racing another may land a little further).
+                    let i = *ino;
+                    let size = rt
+                        .query(move |v| v.stat(i).map(|s| s.size_bytes))
+                        .ok()
+                        .and_then(|r| r.ok())
+                        .unwrap_or(0);
+                    g.write(peer.uid, *ino, size.saturating_add(data.len() as u64))
+                        .map_err(|(errno, why)| crate::gate_refused(&peer, errno, why))?;
+                }
                 let token = match (&self.gate, &op) {
                     (Some(g), Op::StreamOpen { ino, spec }) => Some(
                         g.admit(peer.uid, *ino, spec)

@@ -171,7 +171,10 @@ impl Dispatcher {
     /// (`dvrfs_core::engine::bounds`). Each frees as operations finish.
     fn full(&self, op: &Op) -> bool {
         let running = self.shared.lock().running.len();
-        let data = matches!(op, Op::Read { .. } | Op::Write { .. } | Op::Truncate { .. });
+        let data = matches!(
+            op,
+            Op::Read { .. } | Op::Write { .. } | Op::Append { .. } | Op::Truncate { .. }
+        );
         running >= self.max_tickets
             || self.engine.ops_in_flight() >= self.max_ops
             || (data && self.engine.scheduler().queued() >= self.engine.op_queue_limit())

@@ -282,6 +282,7 @@ fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
         }
         Op::Read { .. }
         | Op::Write { .. }
+        | Op::Append { .. }
         | Op::Truncate { .. }
         | Op::Fsync
         | Op::Unmount

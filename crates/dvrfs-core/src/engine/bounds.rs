@@ -82,7 +82,10 @@ impl Engine {
 
     /// Admission at [`Engine::submit`]: data operations need room in the queue.
     pub(super) fn admit_op(&self, op: &Op) -> Result<()> {
-        let data = matches!(op, Op::Read { .. } | Op::Write { .. } | Op::Truncate { .. });
+        let data = matches!(
+            op,
+            Op::Read { .. } | Op::Write { .. } | Op::Append { .. } | Op::Truncate { .. }
+        );
         if data && self.op_queue_full() {
             return Err(self.busy());
         }

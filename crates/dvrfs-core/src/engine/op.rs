@@ -29,6 +29,14 @@ pub enum Op {
         offset: u64,
         data: IoBuf,
     },
+    /// Write all of `data` at the file's end as it stands when the write starts,
+    /// after every write to the file submitted before it was planned: appends from
+    /// several submitters never overwrite each other (a stream's integrity chain,
+    /// appended by its recorder and by retention). Completes as a write.
+    Append {
+        ino: Ino,
+        data: IoBuf,
+    },
     /// Set a regular file's size.
     Truncate {
         ino: Ino,
@@ -173,6 +181,7 @@ impl Op {
         match self {
             Op::Read { .. } => "read",
             Op::Write { .. } => "write",
+            Op::Append { .. } => "append",
             Op::Truncate { .. } => "truncate",
             Op::Create { .. } => "create",
             Op::Mkdir { .. } => "mkdir",

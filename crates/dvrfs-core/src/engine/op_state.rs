@@ -42,6 +42,9 @@ pub(super) enum Body {
         head: Option<IoBuf>,
         plan: Option<WritePlan>,
         accesses: Vec<Access>,
+        /// An `Op::Append`: `offset` is set to the file's planned size when the
+        /// write starts (`start_write`).
+        append: bool,
     },
     Truncate {
         ino: Ino,
@@ -69,6 +72,16 @@ impl Body {
                 head: None,
                 plan: None,
                 accesses: vec![],
+                append: false,
+            },
+            Op::Append { ino, data } => Body::Write {
+                ino,
+                offset: 0,
+                data,
+                head: None,
+                plan: None,
+                accesses: vec![],
+                append: true,
             },
             Op::Truncate { ino, size_bytes } => Body::Truncate {
                 ino,

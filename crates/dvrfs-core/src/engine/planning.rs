@@ -124,6 +124,18 @@ impl Engine {
                 return true;
             }
         };
+        // An append writes at the end the earlier writes leave.
+        let offset = match self.ops.get_mut(&id).map(|o| &mut o.body) {
+            Some(Body::Write {
+                offset: at,
+                append: true,
+                ..
+            }) => {
+                *at = planned;
+                planned
+            }
+            _ => offset,
+        };
         let (span, rewrites) = self.write_span(offset, len as u64, planned);
         if self.write_must_wait(ino, span, rewrites) {
             return false;

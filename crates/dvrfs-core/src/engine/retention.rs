@@ -20,17 +20,24 @@
 //! now; otherwise it is skipped. Each deletion is logged as a `chunk_deleted`
 //! event with the chunk's path, size, UTC range and cause.
 //!
-//! Not yet: recording the deletion in the stream's integrity chain (`.chain`;
-//! `verify` lists a chunk retention removed as missing until it does), admission
-//! counting reclaimable space, protected clips.
+//! **The chain.** A chunk deleted from a directory that keeps an integrity chain
+//! (`.chain`, `crate::chain`) gets its `deleted` line there, `by` retention and
+//! its cause, appended by an `Op::Append` of the engine's own (so it never
+//! overwrites a line a recorder appends meanwhile), so that `verify` shows it
+//! deleted rather than missing. The unlink and the line are two operations: a crash
+//! between them (they usually share a commit) leaves the chunk gone without its
+//! line, and the `chunk_deleted` event is then the record.
+//!
+//! Not yet: admission counting reclaimable space, protected clips.
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::{Engine, Now, Op, OpId, Output};
+use super::{Engine, IoBuf, Now, Op, OpId, Output};
+use crate::chain::{Record, CHAIN_NAME};
 use crate::error::Result;
 use crate::format::events::What;
 use crate::meta::Ino;
-use crate::retention::{plan, Deletion, PlanInput, Snapshot};
+use crate::retention::{plan, utc_rfc3339, Deletion, PlanInput, Snapshot};
 
 /// Owner id of retention's unlinks (their completions go to retention, not to a
 /// driver).
@@ -57,6 +64,8 @@ pub(super) struct RetentionRun {
     queue: VecDeque<(Deletion, i64, i64)>,
     /// The unlink in flight: its operation, the chunk, its path and UTC range.
     in_flight: Option<(OpId, Deletion, String, (i64, i64))>,
+    /// Chain lines being appended.
+    appending: BTreeSet<OpId>,
     /// The next deletion is submitted no sooner than this monotonic time.
     next_delete_ns: u64,
     /// Whether the volume has a policy (`Volume::retention_active`, a walk of its
@@ -86,6 +95,9 @@ pub struct RetentionFigures {
     pub min_age_unmet: Vec<Ino>,
     /// Chunks skipped at their turn (renamed, replaced, reopened since the plan).
     pub skipped: u64,
+    /// `deleted` lines appended to streams' chains, and appends that failed.
+    pub chain_lines: u64,
+    pub chain_errors: u64,
     /// Transactions that carried deletions, the most deletions one carried, and the
     /// largest such transaction's journal write in bytes (all it carried, the
     /// recordings' metadata with the deletions).
@@ -282,6 +294,14 @@ impl Engine {
 
     /// Retention's unlink finished.
     pub(super) fn retention_done(&mut self, id: OpId, result: Result<Output>, now: Now) {
+        if self.retention.appending.remove(&id) {
+            let f = &mut self.retention.figures;
+            match result {
+                Ok(_) => f.chain_lines += 1,
+                Err(_) => f.chain_errors += 1,
+            }
+            return;
+        }
         let Some((op, d, path, (start, end))) = self.retention.in_flight.take() else {
             return;
         };
@@ -301,9 +321,33 @@ impl Engine {
                 };
                 self.vol
                     .push_event_at_path(now.mono_ns, now.wall_ns, what, path.as_bytes());
+                self.record_in_chain(&d, now);
             }
             Err(_) => self.retention.figures.skipped += 1,
         }
+    }
+
+    /// Appends the `deleted` line of chunk `d` to its directory's chain, if it keeps
+    /// one (see the module docs).
+    fn record_in_chain(&mut self, d: &Deletion, now: Now) {
+        let Ok(chain) = self.vol.lookup(d.dir, CHAIN_NAME.as_bytes()) else {
+            return;
+        };
+        let Ok(name) = std::str::from_utf8(&d.name) else {
+            return;
+        };
+        let line = Record::Deleted {
+            name: name.to_string(),
+            at: utc_rfc3339(now.wall_ns),
+            by: format!("dvrfs retention ({})", d.cause.name()),
+        }
+        .line();
+        let op = Op::Append {
+            ino: chain,
+            data: IoBuf::from_slice(line.as_bytes()),
+        };
+        let id = self.submit_own(op, None, RETENTION_OWNER, None, now);
+        self.retention.appending.insert(id);
     }
 
     /// What retention has done since the engine started.

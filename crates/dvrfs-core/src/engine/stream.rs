@@ -818,7 +818,11 @@ impl Engine {
         self.next_op += 1;
         debug_assert!(matches!(
             op,
-            Op::Read { .. } | Op::Write { .. } | Op::CloseFile { .. } | Op::Unlink { .. }
+            Op::Read { .. }
+                | Op::Write { .. }
+                | Op::Append { .. }
+                | Op::CloseFile { .. }
+                | Op::Unlink { .. }
         ));
         let body = Body::of(op);
         self.ops.insert(

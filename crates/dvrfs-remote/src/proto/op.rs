@@ -30,6 +30,10 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
         Op::Truncate { ino, size_bytes } => {
             e.u8(3).u32(*ino).u64(*size_bytes);
         }
+        Op::Append { ino, data: d } => {
+            e.u8(27).u32(*ino);
+            data(e, d);
+        }
         Op::Create {
             parent,
             name,
@@ -204,6 +208,10 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
         2 => Op::Write {
             ino: d.u32("ino")?,
             offset: d.u64("offset")?,
+            data: IoBuf::from_slice(d.bytes("data")?),
+        },
+        27 => Op::Append {
+            ino: d.u32("ino")?,
             data: IoBuf::from_slice(d.bytes("data")?),
         },
         3 => Op::Truncate {
