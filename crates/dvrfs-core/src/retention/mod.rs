@@ -14,7 +14,7 @@ mod snapshot;
 mod text;
 
 pub use crate::format::events::DeleteCause;
-pub use name::{chunk_name, chunk_name_utc, utc_rfc3339};
+pub use name::{chunk_name, chunk_name_utc, civil_from_days, utc_rfc3339};
 pub use plan::{plan, Deletion, Plan, PlanInput};
 pub use snapshot::{ChunkInfo, Snapshot, StreamInfo};
 pub use text::{

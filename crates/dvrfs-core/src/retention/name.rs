@@ -13,9 +13,9 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The civil date of a day counted from 1970-01-01 (the inverse of
-/// `days_from_civil`; Howard Hinnant's civil_from_days).
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
+/// The civil date (year, month, day; proleptic Gregorian) of a day counted from
+/// 1970-01-01 (the inverse of `days_from_civil`; Howard Hinnant's civil_from_days).
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);
