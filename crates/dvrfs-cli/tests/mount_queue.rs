@@ -29,7 +29,14 @@ fn many_writers_on_a_full_queue_wait_for_room_and_never_see_eagain() {
     let dir = tempdir();
     let img = dir.path().join("fs.img");
     mkfs(&img, "1G", &[]);
-    let m = Mount::new(dir.path(), &img, &["--max-tickets", MAX_TICKETS]);
+    // On an emulated hard disk each command takes milliseconds, so the writers'
+    // operations pile up past the bound whatever the host's speed (on the image's
+    // own speed a fast host could serve them before six were ever running).
+    let m = Mount::new(
+        dir.path(),
+        &img,
+        &["--max-tickets", MAX_TICKETS, "--device-model", "avfs-250g"],
+    );
     let writers: Vec<_> = (0..WRITERS)
         .map(|k| {
             let path = m.path(&format!("w{k}.ts"));
