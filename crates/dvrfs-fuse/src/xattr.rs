@@ -118,9 +118,12 @@ impl DvrfsFs {
         let live = lock(&self.streamed).get(&ino).cloned();
         if let Some((res, info)) = live {
             let stats = self.rt.stream(info.id).map_err(|e| errno_of(&e))?;
+            // No figures: the engine has closed the stream and its `detach` has not
+            // yet put the final figures under `ended`.
+            let state = if stats.is_some() { "admitted" } else { "ending" };
             return Ok(stream::describe(
                 &res,
-                "admitted",
+                state,
                 Some(&info),
                 stats.as_ref().map(|(_, s)| s),
             ));
