@@ -84,6 +84,11 @@ pub enum Error {
     /// (`ENOSPC`).
     #[error("stream refused: {0}")]
     KeptForRoot(String),
+    /// A recording whose size is more than the volume's free space and the space
+    /// retention can reclaim, less what is promised to recordings already admitted
+    /// (issue 26, rule 1; `ENOSPC`).
+    #[error("stream refused: {0}")]
+    SpaceNotKept(String),
     /// A read (or a partial write) reached file bytes whose data blocks are unknown:
     /// the map naming them was damaged (see `Run::LOST_START`). Never served as zeros.
     #[error("inode {ino}: bytes {offset} to {end} were lost to metadata damage (which blocks held them is unknown)")]
@@ -151,6 +156,7 @@ impl Error {
             Error::Refused(_) => 16,            // EBUSY: the disk's real-time share is taken
             Error::OverQuota(_) => 122,         // EDQUOT
             Error::KeptForRoot(_) => 28,        // ENOSPC
+            Error::SpaceNotKept(_) => 28,       // ENOSPC
             Error::DataLost { .. } | Error::Checksum { .. } => 5, // EIO
             Error::Truncated { .. } | Error::PastEnd { .. } => 5, // EIO
             Error::TargetTooLong { .. } => 36,  // ENAMETOOLONG

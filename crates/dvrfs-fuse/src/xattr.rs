@@ -120,7 +120,11 @@ impl DvrfsFs {
             let stats = self.rt.stream(info.id).map_err(|e| errno_of(&e))?;
             // No figures: the engine has closed the stream and its `detach` has not
             // yet put the final figures under `ended`.
-            let state = if stats.is_some() { "admitted" } else { "ending" };
+            let state = if stats.is_some() {
+                "admitted"
+            } else {
+                "ending"
+            };
             return Ok(stream::describe(
                 &res,
                 state,

@@ -75,6 +75,7 @@ mod op;
 mod op_state;
 mod ordering;
 mod planning;
+mod reclaim;
 mod reservation;
 mod retention;
 mod status;

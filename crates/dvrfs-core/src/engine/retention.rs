@@ -28,11 +28,15 @@
 //! between them (they usually share a commit) leaves the chunk gone without its
 //! line, and the `chunk_deleted` event is then the record.
 //!
-//! Not yet: admission counting reclaimable space, protected clips.
+//! **Space owed.** A recording admitted on space retention can reclaim
+//! (`reclaim.rs`) is owed what was not free: each plan is asked to free what is
+//! owed, and every poll holds what became free for it.
+//!
+//! Not yet: protected clips.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use super::{Engine, IoBuf, Now, Op, OpId, Output};
+use super::{Engine, IoBuf, Now, Op, OpId, Output, StreamId};
 use crate::chain::{Record, CHAIN_NAME};
 use crate::error::Result;
 use crate::format::events::What;
@@ -59,7 +63,9 @@ pub const MAX_PER_COMMIT: u64 = 20;
 #[derive(Debug, Default)]
 pub(super) struct RetentionRun {
     /// The next plan is due at this monotonic time.
-    next_check_ns: u64,
+    pub(super) next_check_ns: u64,
+    /// Space owed to admitted recordings, bytes by stream (`reclaim.rs`).
+    pub(super) owed: BTreeMap<StreamId, u64>,
     /// Deletions planned and not yet submitted, oldest first.
     queue: VecDeque<(Deletion, i64, i64)>,
     /// The unlink in flight: its operation, the chunk, its path and UTC range.
@@ -79,7 +85,7 @@ pub(super) struct RetentionRun {
     next_sample_ns: u64,
     last_sample_ns: u64,
     short: bool,
-    figures: RetentionFigures,
+    pub(super) figures: RetentionFigures,
 }
 
 /// Retention's figures since the engine started (`Engine::retention_figures`).
@@ -112,6 +118,12 @@ pub struct RetentionFigures {
     /// Time spent above the high mark with the last plan unable to get under it
     /// (protected, open or no chunks left to delete).
     pub shortfall_ns: u64,
+    /// Of the space owed to recordings at the last plan, what it could not free.
+    pub owed_shortfall_bytes: u64,
+    /// Recordings admitted on space retention was to reclaim (owed some), and the
+    /// most owed at once, in bytes.
+    pub owed_recordings: u64,
+    pub owed_max_bytes: u64,
 }
 
 /// Between two samples of the volume's use.
@@ -126,10 +138,14 @@ impl Engine {
         if now.mono_ns >= self.retention.next_sample_ns {
             self.sample_usage(now.mono_ns);
         }
+        self.pay_owed();
         if self.retention.in_flight.is_none() && now.mono_ns >= self.retention.next_delete_ns {
             self.retention_next(now);
         }
-        if now.mono_ns < self.retention.next_check_ns && !self.above_high_idle() {
+        if now.mono_ns < self.retention.next_check_ns
+            && !self.above_high_idle()
+            && !self.owed_plan_due()
+        {
             return;
         }
         let busy_work = self.retention.in_flight.is_some() || !self.retention.queue.is_empty();
@@ -144,7 +160,7 @@ impl Engine {
             snapshot: &snapshot,
             volume: self.vol.volume_retention(),
             now_utc_ns: now.wall_ns,
-            need_free_bytes: 0,
+            need_free_bytes: self.owed_bytes(),
         });
         let range = |d: &Deletion| {
             snapshot
@@ -166,7 +182,11 @@ impl Engine {
         f.plans += 1;
         f.over_high_bytes = p.over_high_bytes;
         f.min_age_unmet = p.min_age_unmet;
-        let wait = if self.retention.queue.is_empty() && p.over_high_bytes == 0 {
+        f.owed_shortfall_bytes = p.shortfall_bytes;
+        let wait = if self.retention.queue.is_empty()
+            && p.over_high_bytes == 0
+            && p.shortfall_bytes == 0
+        {
             CHECK_NS
         } else {
             CHECK_BUSY_NS
@@ -191,6 +211,16 @@ impl Engine {
         }
         let (in_use, data) = self.usage();
         u128::from(in_use) * 1000 > u128::from(data) * u128::from(high)
+    }
+
+    /// The chunk whose unlink retention has in flight.
+    pub(super) fn retention_deleting(&self) -> Option<Ino> {
+        self.retention.in_flight.as_ref().map(|(_, d, ..)| d.ino)
+    }
+
+    /// Nothing is queued or being deleted.
+    pub(super) fn retention_idle(&self) -> bool {
+        self.retention.in_flight.is_none() && self.retention.queue.is_empty()
     }
 
     /// The volume's use now (data blocks in use and held), in bytes, and the data
@@ -242,7 +272,7 @@ impl Engine {
     /// Whether the volume has a policy (kept between policy changes; a directory
     /// with one removed leaves it true until the next change: a plan then finds
     /// nothing, at no more than one walk every 10 s).
-    fn retention_active(&self) -> bool {
+    pub(super) fn retention_active(&self) -> bool {
         let a = &self.retention.active;
         a.get().unwrap_or_else(|| {
             let on = self.vol.retention_active();
@@ -252,7 +282,7 @@ impl Engine {
     }
 
     /// The files the engine has open: its streams' and those with operations.
-    fn busy_files(&self) -> BTreeSet<Ino> {
+    pub(super) fn busy_files(&self) -> BTreeSet<Ino> {
         let mut busy: BTreeSet<Ino> = self.streams().map(|(i, _)| i.ino).collect();
         busy.extend(
             self.files

@@ -364,13 +364,16 @@ impl Engine {
         self.check_stream_memory(spec, l.depth as u64 * l.request_bytes)?;
         let (d, depth, rate) = (l.request_bytes, l.depth, l.rate_bytes_per_s);
         let mut reserved = 0;
+        let mut owed = 0;
         let start = match spec.dir {
             StreamDir::Read => spec.start_bytes,
             StreamDir::Write => {
                 self.vol.check_writable()?;
                 let start = self.vol.planned_size(ino)?;
                 if spec.reserve_bytes > 0 {
-                    self.vol.hold_space(ino, spec.reserve_bytes)?;
+                    // Free space, or on a volume with retention what it can reclaim
+                    // (`reclaim.rs`).
+                    owed = self.hold_or_reclaim(ino, spec.reserve_bytes)?;
                     reserved = spec.reserve_bytes;
                 }
                 start
@@ -381,6 +384,7 @@ impl Engine {
         self.stream_hold(ino)?;
         let id = self.next_stream;
         self.next_stream += 1;
+        self.owe_space(id, owed);
         let burst = l.burst_bytes() as f64;
         // The guarantee is the buffer's: a recording's requests may be due sooner
         // (durability), which admission planned with.
@@ -726,6 +730,7 @@ impl Engine {
             return false;
         }
         let s = self.streams.remove(&sid).expect("listed");
+        self.forget_owed(sid);
         self.refresh_gather_lead();
         if s.info.dir == StreamDir::Write {
             self.vol.release_space(s.info.ino);

@@ -718,6 +718,7 @@ mod tests {
             CoreError::Refused("too much".into()),
             CoreError::OverQuota("uid 7 already reserves".into()),
             CoreError::KeptForRoot("5% is kept for root".into()),
+            CoreError::SpaceNotKept("4 GiB promised".into()),
             CoreError::NoSpace {
                 need_bytes: 1,
                 free_bytes: 0,

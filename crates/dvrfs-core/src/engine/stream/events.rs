@@ -49,7 +49,7 @@ impl Engine {
                     // A second recording on the file: not the disk's capacity.
                     Error::Refused(_) if busy => RefuseCause::Other,
                     Error::Refused(_) if self.admission.is_some() => RefuseCause::Capacity,
-                    Error::NoSpace { .. } => RefuseCause::NoSpace,
+                    Error::NoSpace { .. } | Error::SpaceNotKept(_) => RefuseCause::NoSpace,
                     _ => RefuseCause::Other,
                 },
                 rate_bps: spec.rate_bps.max(0.0).min(u64::MAX as f64) as u64,

@@ -153,6 +153,17 @@ impl Engine {
                         self.commit.want_now();
                         break;
                     }
+                    Ok(SpaceTo::No { .. }) | Err(Error::NoSpace { .. }) if self.is_owed(sid) => {
+                        // Admitted on space retention is reclaiming for it
+                        // (`reclaim.rs`): the write waits for it, never refused.
+                        let s = self.streams.get_mut(&sid).expect("listed");
+                        let w = s.waiting.front_mut().expect("front");
+                        if !w.stalled {
+                            w.stalled = true;
+                            s.stats.stalls += 1;
+                        }
+                        break;
+                    }
                     Ok(SpaceTo::No {
                         need_bytes,
                         free_bytes,

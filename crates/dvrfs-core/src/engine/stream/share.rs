@@ -7,7 +7,9 @@
 //! held bytes), so a daemon that lets unprivileged users reserve keeps a share of both
 //! for root: an unprivileged stream is admitted only if, with it, the admitted
 //! streams need at most `1 - keep` of the real-time share and the data area keeps at
-//! least `keep` of its blocks free (not written, not held). The engine decides;
+//! least `keep` of its blocks free (not written, not held; on a volume with a
+//! retention policy, or reclaimable by retention and not promised to a recording:
+//! `reclaim.rs`). The engine decides;
 //! who is privileged is the daemon's to say (a uid is not the engine's concept).
 //!
 //! This is a check, not an admission: nothing is held. A daemon that checks then
@@ -58,7 +60,8 @@ impl Engine {
             let bs = vol.superblock().data_block_bytes;
             let total = vol.superblock().data_blocks * bs;
             let kept = (total as f64 * keep) as u64;
-            let available = vol.available_bytes();
+            // Free, and on a volume with retention reclaimable (`reclaim.rs`).
+            let available = self.space_for_recordings();
             let held = spec.reserve_bytes.next_multiple_of(bs);
             if available.saturating_sub(held) < kept {
                 return Ok(KeptShare::NoSpace(format!(

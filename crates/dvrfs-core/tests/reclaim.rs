@@ -1,0 +1,189 @@
+//! Admission that counts reclaimable space (issue 26, rule 1; the engine's
+//! `reclaim.rs`): on a full volume with a retention policy, a recording larger than
+//! the free space is admitted on what retention can delete, is never refused a
+//! byte, and the oldest chunks go for it, in UTC order; one larger than the free
+//! and reclaimable space less what is promised to recordings already admitted is
+//! refused at open with ENOSPC, saying why; without a policy nothing changes.
+
+mod common;
+
+use common::drive::{open_stream, setup, stream_spec, stream_write, Drive};
+use dvrfs_core::disk::Admission;
+use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir};
+use dvrfs_core::format::events::{DeleteCause, What};
+use dvrfs_core::format::inode::StreamRetention;
+use dvrfs_core::retention::chunk_name;
+use dvrfs_core::volume::SetAttr;
+use dvrfs_core::Error;
+
+const MIB: u64 = 1 << 20;
+const CHUNK: u64 = 8 * MIB;
+/// 2026-11-28T18:28:44.496Z
+const T0: i64 = 1_795_890_524_496_000_000;
+const MIN: i64 = 60_000_000_000;
+
+/// `/cam`, with a 30-day max-age when `policy`, filled with 8 MiB chunks named by
+/// their UTC start a minute apart (newest last) until less than a chunk is free.
+/// Returns the directory and the chunks' names, oldest first.
+fn full_recorder(e: &mut Engine, d: &mut Drive, policy: bool) -> (u32, Vec<String>) {
+    let root = e.volume().root();
+    let cam = match d.run(
+        e,
+        Op::Mkdir {
+            parent: root,
+            name: b"cam".to_vec(),
+            perm: 0o755,
+            uid: 0,
+            gid: 0,
+        },
+    ) {
+        Ok(Output::Ino(i)) => i,
+        o => panic!("{o:?}"),
+    };
+    if policy {
+        let set = SetAttr {
+            retention: Some(Some(StreamRetention {
+                max_age_s: 30 * 86_400,
+                ..StreamRetention::default()
+            })),
+            ..SetAttr::default()
+        };
+        d.run(e, Op::SetAttr { ino: cam, set }).unwrap();
+    }
+    let mut names = vec![];
+    while e.volume().available_bytes() >= CHUNK {
+        let name = chunk_name(T0 + names.len() as i64 * MIN, "ts");
+        let ino = create(e, d, cam, &name);
+        d.run(
+            e,
+            Op::Write {
+                ino,
+                offset: 0,
+                data: IoBuf::virtual_len(CHUNK as usize),
+            },
+        )
+        .unwrap();
+        names.push(name);
+    }
+    d.run(e, Op::Fsync).unwrap();
+    (cam, names)
+}
+
+fn create(e: &mut Engine, d: &mut Drive, parent: u32, name: &str) -> u32 {
+    let op = Op::Create {
+        parent,
+        name: name.as_bytes().to_vec(),
+        perm: 0o644,
+        uid: 0,
+        gid: 0,
+    };
+    match d.run(e, op) {
+        Ok(Output::Ino(i)) => i,
+        o => panic!("create {name}: {o:?}"),
+    }
+}
+
+/// The chunks retention deleted, with their causes, in the order they went.
+fn deleted(e: &Engine) -> Vec<(String, DeleteCause)> {
+    e.volume()
+        .events()
+        .iter()
+        .filter_map(|ev| match ev.what {
+            What::ChunkDeleted { cause, .. } => {
+                let p = String::from_utf8_lossy(&ev.path).into_owned();
+                Some((p.trim_start_matches("/cam/").to_string(), cause))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_recording_beyond_the_free_space_is_admitted_on_what_retention_can_reclaim() {
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let (cam, names) = full_recorder(&mut e, &mut d, true);
+    let n = names.len() as u64;
+    assert!(n >= 20, "{n} chunks");
+    let free = e.volume().available_bytes();
+    assert!(free < CHUNK);
+    // 40 MiB: more than is free, less than the chunks hold.
+    let want = 40 * MIB;
+    let rec = create(&mut e, &mut d, cam, &chunk_name(T0 + n as i64 * MIN, "ts"));
+    // (Outside the stream: a file in `/cam` is one of its chunks, and this one,
+    // empty and without a UTC name, would be the oldest.)
+    let root = e.volume().root();
+    let other = create(&mut e, &mut d, root, "other.ts");
+    let info = open_stream(
+        &mut e,
+        &mut d,
+        rec,
+        stream_spec(StreamDir::Write, 8.0, want),
+    )
+    .expect("admitted on reclaimable space");
+    let f = e.retention_figures().clone();
+    assert_eq!(f.owed_recordings, 1);
+    assert_eq!(f.owed_max_bytes, want - free, "what was not free is owed");
+
+    // Refused: a block more than the free and reclaimable space less what is
+    // promised. That sum stays the same whatever retention has done meanwhile (a
+    // deletion makes reclaimable space free, the free space it makes is held for
+    // the recording and promised no more): the chunks and the free space at the
+    // start, less the recording. (Its own file is open: not reclaimable.)
+    let promised = want - free;
+    let too_much = n * CHUNK + free - want + MIB;
+    let err = open_stream(
+        &mut e,
+        &mut d,
+        other,
+        stream_spec(StreamDir::Write, 8.0, too_much),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::SpaceNotKept(_)), "{err}");
+    assert_eq!(err.errno(), 28, "ENOSPC");
+    let why = err.to_string();
+    assert!(
+        why.contains(&format!("a recording of {too_much} bytes")) && why.contains("promised"),
+        "{why}"
+    );
+
+    // Every byte asked for is accepted, in pieces, as retention frees the space.
+    let piece = vec![7u8; MIB as usize];
+    for _ in 0..want / MIB {
+        stream_write(&mut e, &mut d, info.id, &piece);
+    }
+    let stats = match d.run(&mut e, Op::StreamClose { stream: info.id }) {
+        Ok(Output::StreamClosed(s)) => s,
+        o => panic!("{o:?}"),
+    };
+    assert_eq!((stats.no_space, stats.written_bytes), (0, want));
+    assert_eq!(stats.late, 0);
+    // The oldest chunks went, in UTC order, for the recording's need: as few as
+    // cover what was owed (36 MiB and a bit: five of 8 MiB).
+    let gone = deleted(&e);
+    let need = promised.div_ceil(CHUNK) as usize;
+    let expect: Vec<(String, DeleteCause)> = names[..need]
+        .iter()
+        .map(|n| (n.clone(), DeleteCause::Needed))
+        .collect();
+    assert_eq!(gone, expect);
+    assert_eq!(e.retention_figures().owed_shortfall_bytes, 0);
+    d.run(&mut e, Op::Fsync).unwrap();
+    e.check().unwrap();
+    common::assert_fsck_clean(&d.durable_at(d.t));
+}
+
+#[test]
+fn without_a_policy_a_recording_beyond_the_free_space_is_refused_as_before() {
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let (cam, _) = full_recorder(&mut e, &mut d, false);
+    let rec = create(&mut e, &mut d, cam, "rec.ts");
+    let err = open_stream(
+        &mut e,
+        &mut d,
+        rec,
+        stream_spec(StreamDir::Write, 8.0, 40 * MIB),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::NoSpace { .. }), "{err}");
+    assert!(deleted(&e).is_empty());
+}
