@@ -214,3 +214,146 @@ fn kill_9_of_the_mount_while_it_deletes_leaves_every_chunk_whole_or_gone_and_log
     let gone: Vec<&str> = gone.iter().map(|s| s.as_str()).collect();
     assert_eq!(logged, gone, "{ev}");
 }
+
+/// The chunks of the streams under `/live` of `img`: (name, stream) for each, the
+/// oldest first (names are UTC starts; ties by stream).
+fn live_chunks(img: &Path) -> Vec<(String, String)> {
+    let img = img.to_str().unwrap();
+    let mut all = vec![];
+    for s in ok(dvrfs(["ls", img, "/live"])).lines() {
+        let s = s.trim().trim_end_matches('/');
+        for c in ok(dvrfs(["ls", img, &format!("/live/{s}")])).lines() {
+            let c = c.trim();
+            if !c.is_empty() && !c.starts_with('.') {
+                all.push((c.to_string(), s.to_string()));
+            }
+        }
+    }
+    all.sort();
+    all
+}
+
+/// Issue 26, criterion 3: a volume 99% full of old chunks (the bench's history of
+/// four streams under a 30-day max-age) on an emulated `avfs-250g`, four `ffmpeg
+/// -re` recorders admitted through the mount with an hour's worth of space each
+/// (`write:2M,duration=1h`: 3.6 GB, where 60 MB are free). Each is admitted on the
+/// space retention can reclaim; the oldest chunks go for them in UTC order (cause
+/// `needed`); every recording is complete (its file has every byte ffmpeg wrote)
+/// and decodes, with no request late and no write refused; `fsck` is clean.
+#[test]
+fn four_recordings_admitted_on_a_volume_99_percent_full_of_old_chunks() {
+    need_fuse!();
+    if !ffmpeg_here() {
+        panic!("ffmpeg is not installed: scripts/test.sh installs the Debian package");
+    }
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    let img_s = img.to_str().unwrap();
+    // The bench's metadata-only fill: streams' history in /live/sNNNN, 10-minute
+    // chunks named by UTC start, under a 30-day max-age (retention on, nothing old
+    // enough for it).
+    let b = json(&ok(dvrfs([
+        "bench",
+        img_s,
+        "--size",
+        "6G",
+        "--device-model",
+        "avfs-250g",
+        "--workload",
+        "4w@2M",
+        "--fill",
+        "99%",
+        "--retention",
+        "max-age=30d",
+        "--duration",
+        "1s",
+        "--json",
+    ])));
+    assert!(b["usage_max_pct"].as_f64().unwrap() >= 98.9, "{b}");
+    let before = live_chunks(&img);
+    assert!(before.len() > 30, "{before:?}");
+    let free_before = info(&img)["free_bytes"].as_u64().unwrap();
+    assert!(free_before < 100_000_000, "{free_before} bytes free");
+
+    let m = Mount::new(dir.path(), &img, &["--device-model", "avfs-250g"]);
+    let cams = m.path("cams");
+    std::fs::create_dir(&cams).unwrap();
+    let o = setfattr(&cams, "write:2M,duration=1h");
+    assert!(o.status.success(), "setfattr: {}", stderr(&o));
+    let recorders: Vec<_> = (1..=4)
+        .map(|k| {
+            let out = cams.join(format!("cam{k}.ts"));
+            Command::new("ffmpeg")
+                .args(["-hide_banner", "-nostdin", "-v", "error", "-re"])
+                .args(["-f", "lavfi", "-i", "testsrc=size=640x360:rate=25"])
+                .args(["-t", "20", "-c:v", "mpeg2video", "-b:v", "1M"])
+                .args(["-minrate", "1M", "-maxrate", "1M", "-bufsize", "500k"])
+                .args(["-f", "mpegts", "-muxrate", "1500k"])
+                .arg(&out)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (k, r) in recorders.into_iter().enumerate() {
+        let o = r.wait_with_output().unwrap();
+        assert!(o.status.success(), "recorder {}: {}", k + 1, stderr(&o));
+    }
+    for k in 1..=4 {
+        let f = cams.join(format!("cam{k}.ts"));
+        let st = getfattr(&f).expect("the ended stream's figures");
+        println!("cam{k}.ts: {st}");
+        assert_eq!(field(&st, "state"), "ended", "cam{k}: {st}");
+        assert_eq!(field(&st, "misses"), "0", "cam{k}: {st}");
+        assert_eq!(field(&st, "no_space"), "0", "cam{k}: {st}");
+        let len = std::fs::metadata(&f).unwrap().len();
+        assert!(len > 2_000_000, "cam{k}: {len} bytes");
+        assert_eq!(field(&st, "bytes"), len.to_string(), "cam{k}: {st}");
+        let (secs, key_first) = probe(&f);
+        assert!(
+            (19.0..21.0).contains(&secs) && key_first,
+            "cam{k}: {secs} s"
+        );
+        let errs = decode_errors(&f);
+        assert!(errs.trim().is_empty(), "decode cam{k}: {errs}");
+    }
+    m.unmount();
+    assert_clean(&img);
+
+    // The oldest chunks went, in UTC order, for the recordings' need; nothing else.
+    let ev = json(&ok(dvrfs(["events", img_s, "--json"])));
+    let deletions: Vec<&serde_json::Value> = ev["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "chunk_deleted")
+        .collect();
+    let gone: Vec<(String, String)> = deletions
+        .iter()
+        .map(|e| {
+            assert_eq!(e["cause"], "needed", "{e}");
+            let p = e["path"].as_str().unwrap();
+            let (stream, name) = p.trim_start_matches("/live/").split_once('/').unwrap();
+            (name.to_string(), stream.to_string())
+        })
+        .collect();
+    assert_eq!(gone[..], before[..gone.len()], "the oldest, in order");
+    // What was held beyond the free space went, and not much more: at most a
+    // chunk past each recording's need.
+    let held: u64 = 4 * 2_000_000 / 8 * 3600;
+    let bytes: Vec<u64> = deletions
+        .iter()
+        .map(|e| e["bytes"].as_u64().unwrap())
+        .collect();
+    let freed: u64 = bytes.iter().sum();
+    let largest = *bytes.iter().max().unwrap();
+    println!(
+        "{} chunks, {freed} bytes deleted for {held} bytes held where {free_before} were free",
+        bytes.len()
+    );
+    assert!(freed + free_before >= held, "{freed} freed");
+    assert!(freed + free_before < held + 4 * largest, "{freed} freed");
+    let after = live_chunks(&img);
+    assert_eq!(after[..], before[gone.len()..]);
+}

@@ -271,7 +271,8 @@ impl Engine {
     }
 
     /// Writes the buffer being filled: due when the buffer would overflow, or by
-    /// `cap_ns` if that is sooner (a gather: by the commit it is written for).
+    /// `cap_ns` if that is sooner (a gather: by the commit it is written for); a
+    /// closed stream's last request a slack from now at the soonest.
     pub(in crate::engine) fn stream_write_out(
         &mut self,
         sid: StreamId,
@@ -291,7 +292,15 @@ impl Engine {
         s.update_credit(t);
         let d = s.info.request_bytes as f64;
         let free = (s.info.depth as f64 - (s.writes.len() + 1) as f64) * d;
-        let overflow = s.deadline(free - s.credit.max(0.0), t);
+        let mut overflow = s.deadline(free - s.credit.max(0.0), t);
+        if s.closed {
+            // No byte comes after this request: the buffer cannot overflow. Its
+            // last request is due a slack from now (the guarantee every request
+            // was admitted with) if that is later; with a request still in flight
+            // in a two-request buffer the overflow would be "now", a miss for any
+            // disk.
+            overflow = overflow.max(t + s.info.slack_ns);
+        }
         let deadline = overflow.min(cap_ns.unwrap_or(u64::MAX));
         let (ino, offset) = (s.info.ino, s.fill_at);
         s.fill_len = 0;
