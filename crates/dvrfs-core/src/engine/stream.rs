@@ -33,8 +33,9 @@
 //!   A partial request is written before a commit when a byte in it would otherwise
 //!   stay off the disk longer than the stream's durability interval, so a crash costs
 //!   a recording at most that interval (plus a lead and the commit's time) whatever
-//!   its rate. Close writes the last, partial request, waits for all of them and
-//!   gives back the unused held space.
+//!   its rate. Close writes the last, partial request (due a slack after the close
+//!   at the soonest: no byte comes after it, so the buffer cannot overflow), waits
+//!   for all of them and gives back the unused held space.
 //!
 //! A request that completes after its deadline is counted late (a miss, in the QoS
 //! recorder and the stream's own figures); its data is still delivered, since a
