@@ -357,3 +357,39 @@ fn four_recordings_admitted_on_a_volume_99_percent_full_of_old_chunks() {
     let after = live_chunks(&img);
     assert_eq!(after[..], before[gone.len()..]);
 }
+
+/// Issue 26, criterion 6 in its short form (the ten-minute run is
+/// `scripts/segment_retention.py` with its defaults; docs/retention.md has its
+/// figures): ffmpeg's segment muxer writes 2-second MPEG-TS segments at 4 Mbit/s
+/// into a stream with `max-size=5M` through the mount for 30 s. Sampled every
+/// 20 ms, the segments never add up to more than 5 MiB plus one segment; the
+/// segments deleted were all max-size's, every one left decodes, `fsck` is clean.
+#[test]
+fn ffmpegs_segment_muxer_stays_within_max_size_plus_one_segment() {
+    need_fuse!();
+    if !ffmpeg_here() {
+        panic!("ffmpeg is not installed: scripts/test.sh installs the Debian package");
+    }
+    let dir = tempdir();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o = Command::new("python3")
+        .arg(root.join("scripts/segment_retention.py"))
+        .args(["--dvrfs", env!("CARGO_BIN_EXE_dvrfs")])
+        .args(["--duration", "30", "--segment", "2", "--max-size", "5M"])
+        .arg("--workdir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let r = json(&stdout(&o));
+    println!("{r}");
+    assert!(o.status.success(), "{r}\n{}", stderr(&o));
+    assert_eq!(r["within"], true, "{r}");
+    assert!(
+        r["peak_bytes"].as_u64().unwrap() > 5 << 20,
+        "max-size was reached: {r}"
+    );
+    assert!(r["segments_deleted"].as_u64().unwrap() >= 8, "{r}");
+    assert_eq!(r["deleted_causes"], serde_json::json!(["max_size"]), "{r}");
+    assert_eq!(r["decode_errors"], serde_json::json!({}), "{r}");
+    assert_eq!(r["fsck_clean"], true, "{r}");
+}

@@ -72,7 +72,15 @@ impl Engine {
         if policy {
             self.retention_policy_changed();
         }
+        let new_file_in = match &op {
+            Op::Create { parent, .. } => Some(*parent),
+            Op::Rename { dst_parent, .. } => Some(*dst_parent),
+            _ => None,
+        };
         let result = apply_namespace(&mut self.vol, op, now.wall_ns);
+        if let (Some(dir), Ok(_)) = (new_file_in, &result) {
+            self.retention_file_added(dir);
+        }
         if let (Some(ino), Ok(_)) = (closed, &result) {
             self.index_closed(ino);
         }

@@ -3,7 +3,8 @@
 //!
 //! **When.** On a writable volume that has a policy (`Volume::retention_active`),
 //! every [`CHECK_NS`] (so `max-age` acts within a minute), at once after a
-//! policy is set, and at the first poll that finds the volume's use (data blocks
+//! policy is set or a file is created in a stream a policy governs (a recorder's
+//! next chunk: a stream's max-size holds within the chunk being written), and at the first poll that finds the volume's use (data blocks
 //! in use and held) above its high mark with nothing queued, the engine takes a
 //! snapshot of its streams, with the files it has open (streams, operations in
 //! flight) marked busy, and plans; while a plan's deletions are being run, and
@@ -261,6 +262,15 @@ impl Engine {
         f.commits += 1;
         f.commit_max_chunks = f.commit_max_chunks.max(n);
         f.commit_max_journal_bytes = f.commit_max_journal_bytes.max(journal_bytes);
+    }
+
+    /// A file was created in (or renamed into) directory `dir`: in a stream a
+    /// policy governs, a recorder has started its next chunk, and a plan is due at
+    /// once, so that a stream's max-size holds within the chunk being written.
+    pub(super) fn retention_file_added(&mut self, dir: Ino) {
+        if self.vol.effective_retention(dir).is_some() {
+            self.retention.next_check_ns = 0;
+        }
     }
 
     /// A policy was set or cleared: the next plan is due at once.
