@@ -85,6 +85,12 @@ pub struct RecordArgs {
     /// when PATH is an existing directory
     #[arg(long)]
     pub chunk: Option<String>,
+    /// A time-shift ring: keep only the last RING of the recording (a duration: 2m,
+    /// 30m; or a size: 20G), deleting the oldest chunk as it falls out (sets the
+    /// stream directory's policy to max-age or max-size RING; records in chunks, a
+    /// twelfth of a time ring each unless --chunk says)
+    #[arg(long)]
+    pub ring: Option<String>,
     /// Where the stream comes from: a local file or `-` (stdin)
     #[arg(long, default_value = "-")]
     pub input: PathBuf,
@@ -398,14 +404,24 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
         (None, Some(s)) => s,
         (None, None) => 0,
     };
+    let ring = a
+        .ring
+        .as_deref()
+        .map(crate::record_ring::parse)
+        .transpose()?;
     // A chunked recording: into a stream directory, cut at keyframes.
     let chunk_limit = match (&a.chunk, rt.resolve(&a.path).map(|i| rt.stat(i))) {
         (Some(c), _) => Some(crate::record_chunks::parse_limit(c)?),
+        (None, _) if ring.is_some() => ring.map(crate::record_ring::default_chunk),
         (None, Ok(Ok(st))) if st.kind == Kind::Dir => Some(crate::record_chunks::parse_limit(
             crate::record_chunks::DEFAULT_CHUNK,
         )?),
         _ => None,
     };
+    if let (Some(r), Some(l), Some(text)) = (ring, chunk_limit, &a.ring) {
+        crate::record_ring::check(r, l, text, rate_bytes)?;
+        crate::record_ring::cap_reserve(&mut spec, r, l, rate_bytes);
+    }
     // The first bytes decide the chunks' extension (they are recorded first).
     let mut first = vec![];
     if chunk_limit.is_some() {
@@ -438,6 +454,9 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
         Some(l) => {
             let ext = crate::record_chunks::extension(&a.input, &first);
             let (c, ino) = crate::record_chunks::Chunks::start(&rt, &a.path, l, ext, owner)?;
+            if let Some(r) = ring {
+                crate::record_ring::apply(&rt, c.dir(), r)?;
+            }
             let at = rt.resolve_parent(&c.last_path)?;
             (Some(c), ino, at)
         }

@@ -42,6 +42,7 @@ mod own_mount;
 mod plain_mp4;
 mod plot;
 mod record_chunks;
+mod record_ring;
 mod recording;
 mod seek;
 mod target;

@@ -138,6 +138,11 @@ pub struct Chunks {
 }
 
 impl Chunks {
+    /// The stream directory.
+    pub fn dir(&self) -> Ino {
+        self.dir
+    }
+
     /// The stream directory `path` (made if missing) and its first chunk: the
     /// chunking and the first chunk's inode.
     pub fn start(

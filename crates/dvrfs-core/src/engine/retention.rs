@@ -193,6 +193,12 @@ impl Engine {
             CHECK_BUSY_NS
         };
         self.retention.next_check_ns = now.mono_ns + wait;
+        if let Some(at) = p.next_max_age_utc_ns {
+            // The wall clock's distance, on the monotonic clock.
+            let due = now.mono_ns + u64::try_from(at - now.wall_ns).unwrap_or(0);
+            let r = &mut self.retention;
+            r.next_check_ns = r.next_check_ns.min(due);
+        }
         if now.mono_ns >= self.retention.next_delete_ns {
             self.retention_next(now);
         }

@@ -63,6 +63,9 @@ pub struct Plan {
     pub min_age_unmet: Vec<Ino>,
     /// Above the high mark still (every chunk that may go has gone): the bytes over.
     pub over_high_bytes: u64,
+    /// When (UTC) the next chunk that stays passes its stream's max-age: the next
+    /// plan is due then (a time-shift ring keeps exactly its length plus a chunk).
+    pub next_max_age_utc_ns: Option<i64>,
 }
 
 /// A candidate: (stream, chunk) indexes into the snapshot.
@@ -97,12 +100,18 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         let Some((_, p)) = st.policy.filter(|(_, p)| p.max_age_s > 0) else {
             continue;
         };
-        let cutoff = input
-            .now_utc_ns
-            .saturating_sub(i64::from(p.max_age_s) * 1_000_000_000);
+        let age_ns = i64::from(p.max_age_s) * 1_000_000_000;
+        let cutoff = input.now_utc_ns.saturating_sub(age_ns);
         for (j, c) in st.chunks.iter().enumerate() {
-            if c.end_utc_ns < cutoff && may_go((i, j)) {
+            if !may_go((i, j)) {
+                continue;
+            }
+            if c.end_utc_ns < cutoff {
                 in_use -= take((i, j), DeleteCause::MaxAge, &mut gone, &mut out).min(in_use);
+            } else {
+                // Older than max-age once its end is: the first instant past it.
+                let at = c.end_utc_ns.saturating_add(age_ns).saturating_add(1);
+                out.next_max_age_utc_ns = Some(out.next_max_age_utc_ns.map_or(at, |n| n.min(at)));
             }
         }
     }
