@@ -97,6 +97,10 @@ struct Part {
     ino: Ino,
     from: u64,
     size: u64,
+    /// A chunk's name in its stream directory: checked before and after it is queued,
+    /// so a chunk retention deleted meanwhile (a time-shift ring) is an overrun,
+    /// never another file's bytes under its inode number.
+    name: Option<Vec<u8>>,
 }
 
 impl Part {
@@ -167,6 +171,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
         ino: rec.chunks[0].ino,
         from: 0,
         size: rec.chunks[0].size,
+        name: None,
     };
     let mut first_chunk = 0;
     let mut first_key = rec.first();
@@ -189,6 +194,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
             ino: chunk.ino,
             from: start.offset,
             size: chunk.size,
+            name: None,
         };
         first_chunk = start.chunk;
         first_key = start.keyframe.map(|k| k.1);
@@ -201,6 +207,9 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
             ino: c.ino,
             from: c.data_start(),
             size: c.size,
+            name: rec
+                .dir
+                .then(|| c.path.rsplit('/').next().unwrap_or("").as_bytes().to_vec()),
         })
         .collect();
     // A plain MP4 from a keyframe, or its later chunks, go out remuxed.
@@ -223,6 +232,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
                 ino: rec.chunks[p.chunk].ino,
                 from: p.start,
                 size: rec.chunks[p.chunk].size,
+                name: None,
             };
             first = pieces.first().map_or(first, part);
             rest = pieces.iter().skip(1).map(part).collect();
@@ -245,16 +255,19 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
     let pb = progress(total, true, "play");
     let mut moved = 0u64;
     let mut last = Instant::now();
+    let dir = match rec.dir {
+        true => Some(rt.resolve(&rec.path)?),
+        false => None,
+    };
     let mut queue = Queue {
         rest,
         next: 0,
         queued_end: first.bytes(),
+        dir,
+        overruns: 0,
     };
     let mut follow = Follow {
-        dir: match rec.dir {
-            true => Some(rt.resolve(&rec.path)?),
-            false => None,
-        },
+        dir,
         last_name: rec
             .chunks
             .last()
@@ -339,6 +352,7 @@ pub fn play(a: &PlayArgs) -> CliResult<u8> {
         admission: &admission,
         json: a.stream.json,
         interrupted: None,
+        overruns: rec.dir.then_some(queue.overruns),
     };
     report(ran, &info, &stats, moved, elapsed)
 }
@@ -367,6 +381,9 @@ impl Follow {
                 .filter(|(n, _)| self.last_name.as_ref().is_none_or(|l| n > l))
                 .collect();
             names.sort();
+            if let (Some(last), Some((next, _))) = (&self.last_name, names.first()) {
+                self.deleted_between(rt, dir, last, next, queue)?;
+            }
             for (name, ino) in names {
                 // Queued from its first keyframe, once it has one (its head left out).
                 let Some(k) = rt.keyframes(ino)?.entries.first().copied() else {
@@ -377,6 +394,7 @@ impl Follow {
                     ino,
                     from: k.offset,
                     size,
+                    name: Some(name.as_bytes().to_vec()),
                 });
                 self.last_name = Some(name);
                 self.last = (ino, size);
@@ -394,6 +412,40 @@ impl Follow {
         }
         Ok(new)
     }
+
+    /// Chunks recorded after the last one listed and deleted before the next one
+    /// was (the playback fell behind a time-shift ring while it could not list:
+    /// its output was not being read): the stream directory's chain names them
+    /// (`deleted` lines). An overrun, said as such: the playback goes on at `next`.
+    fn deleted_between(
+        &self,
+        rt: &Handle,
+        dir: Ino,
+        last: &str,
+        next: &str,
+        queue: &mut Queue,
+    ) -> CliResult<()> {
+        let Some((_, chain)) = dvrfs_core::chain::read(&mut crate::chain::Via(rt), dir)? else {
+            return Ok(());
+        };
+        let gone: Vec<&str> = chain
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                dvrfs_core::chain::Record::Deleted { name, .. } => Some(name.as_str()),
+                _ => None,
+            })
+            .filter(|n| *n > last && *n < next)
+            .collect();
+        if let Some(first) = gone.first() {
+            queue.overruns += 1;
+            eprintln!(
+                "play: overrun: {} chunk(s) from {first} were deleted before they were played (the playback fell behind what retention keeps); going on at {next}, the oldest left, from its first keyframe",
+                gone.len()
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The chunks still to queue on the playback, and how far the queued ones reach.
@@ -402,6 +454,11 @@ struct Queue {
     next: usize,
     /// Bytes of the playback up to the end of the last chunk queued.
     queued_end: u64,
+    /// The stream directory (None: one file).
+    dir: Option<Ino>,
+    /// Times the playback fell behind what retention keeps (a time-shift ring) and
+    /// went on at the oldest chunk left.
+    overruns: u64,
 }
 
 impl Queue {
@@ -411,6 +468,10 @@ impl Queue {
     fn top_up(&mut self, rt: &Handle, info: &StreamInfo, played: u64) -> CliResult<()> {
         let ahead = QUEUE_AHEAD_BUFFERS * (info.buffer_bytes + info.request_bytes);
         while self.next < self.rest.len() && self.queued_end < played + ahead {
+            if !self.there(rt, self.next) {
+                self.overrun(rt);
+                continue;
+            }
             let p = &self.rest[self.next];
             let op = Op::StreamQueue {
                 stream: info.id,
@@ -420,11 +481,58 @@ impl Queue {
             match rt.run(op, None, OWNER) {
                 Ok(_) => {}
                 Err(dvrfs_runtime::RuntimeError::Engine(CoreError::Refused(_))) => return Ok(()),
+                // Deleted between the check and the queueing.
+                Err(dvrfs_runtime::RuntimeError::Engine(CoreError::NotFound(_))) => {
+                    self.overrun(rt);
+                    continue;
+                }
                 Err(e) => return Err(e.into()),
             }
-            self.queued_end += p.bytes();
+            // Queued, the chunk is the playback's and stays; were its name gone now,
+            // its inode number could have been another file's by the time it was
+            // queued: stop rather than play it.
+            if !self.there(rt, self.next) {
+                return Err(CliError::new(format!(
+                    "a chunk of {} was deleted while it was being queued, and its inode number may be another file's: the playback stopped rather than play it",
+                    self.rest[self.next].name.as_deref().map(String::from_utf8_lossy).unwrap_or_default()
+                ))
+                .hint("play again from the oldest chunk: the time-shift ring moved past this one"));
+            }
+            self.queued_end += self.rest[self.next].bytes();
             self.next += 1;
         }
         Ok(())
+    }
+
+    /// Whether part `i` is still its chunk (its name names its inode).
+    fn there(&self, rt: &Handle, i: usize) -> bool {
+        let p = &self.rest[i];
+        match (self.dir, &p.name) {
+            (Some(dir), Some(name)) => rt.lookup(dir, name).ok() == Some(p.ino),
+            _ => true,
+        }
+    }
+
+    /// The next chunk was deleted before it was played (the playback fell behind a
+    /// time-shift ring): the playback goes on at the oldest chunk still there, from
+    /// its first keyframe, and says so.
+    fn overrun(&mut self, rt: &Handle) {
+        let from = self.next;
+        while self.next < self.rest.len() && !self.there(rt, self.next) {
+            self.next += 1;
+        }
+        self.overruns += 1;
+        let name = |i: usize| {
+            self.rest
+                .get(i)
+                .and_then(|p| p.name.as_deref())
+                .map(|n| String::from_utf8_lossy(n).into_owned())
+        };
+        eprintln!(
+            "play: overrun: {} chunk(s) from {} were deleted before they were played (the playback fell behind what retention keeps); going on at {}",
+            self.next - from,
+            name(from).unwrap_or_default(),
+            name(self.next).map_or("the next chunk recorded".to_string(), |n| format!("{n}, the oldest left, from its first keyframe"))
+        );
     }
 }

@@ -252,6 +252,9 @@ pub(crate) struct Ran<'a> {
     pub(crate) json: bool,
     /// The signal that stopped it early, if one did.
     pub(crate) interrupted: Option<libc::c_int>,
+    /// A stream directory played: the times it fell behind what retention keeps and
+    /// went on at the oldest chunk left.
+    pub(crate) overruns: Option<u64>,
 }
 
 pub(crate) fn report(
@@ -268,6 +271,7 @@ pub(crate) fn report(
         admission,
         json,
         interrupted,
+        overruns,
     } = r;
     let min_margin_ms = st.min_margin_ns.map(|m| m as f64 / 1e6);
     if json {
@@ -291,6 +295,7 @@ pub(crate) fn report(
             "min_margin_ms": min_margin_ms,
             "interrupted": interrupted.map(interrupt::name),
             "chunks": chunks,
+            "overruns": overruns,
         });
         outln!("{v}");
     } else {
@@ -306,6 +311,11 @@ pub(crate) fn report(
         );
         if let Some(n) = chunks {
             eprintln!("{what}: {n} chunks in {path}");
+        }
+        if let Some(n) = overruns.filter(|&n| n > 0) {
+            eprintln!(
+                "{what}: {n} overrun(s): chunks deleted before they were played were skipped"
+            );
         }
         eprintln!(
             "{what}: {} disk requests, {} late, {} stalls, smallest margin {}",
@@ -601,6 +611,7 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
         admission: &admission,
         json: a.stream.json,
         interrupted: interrupt::received(),
+        overruns: None,
     };
     report(ran, &info, &stats, moved, elapsed)
 }

@@ -5,13 +5,41 @@
 //! max-age, within a second after its end passed the ring; what is left at the end
 //! spans between the ring (less a keyframe interval: a chunk's end is its last
 //! keyframe) and the ring plus a chunk; `verify` lists the gone as deleted by
-//! retention; `fsck` is clean. Bad rings are refused with what to give. Prints SKIP
-//! where ffmpeg is missing (the test command installs it).
+//! retention; `fsck` is clean. Bad rings are refused with what to give. Through a
+//! mount, a reader of the ring whose output nobody reads falls behind it: it gets an
+//! "overrun", goes on at the oldest chunk left, and what it played decodes; the
+//! recording never waited for it. Prints SKIP where ffmpeg is missing (the test
+//! command installs it) or FUSE is.
 
 mod common;
 
-use common::{assert_clean, dvrfs, fails, ffmpeg_here, json, mkfs, ok, tempdir};
-use std::process::Command;
+use common::*;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// 30 s of MPEG-2 in MPEG-TS at 40 Mbit/s, a keyframe a second.
+fn fixture(dir: &Path) -> PathBuf {
+    let fixture = dir.join("fix.ts");
+    let o = Command::new("ffmpeg")
+        .args(["-hide_banner", "-nostdin", "-v", "error"])
+        .args([
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc=size=640x360:rate=25",
+            "-t",
+            "30",
+        ])
+        .args(["-c:v", "mpeg2video", "-b:v", "38M", "-minrate", "38M"])
+        .args(["-maxrate", "38M", "-bufsize", "8M", "-g", "25"])
+        .args(["-f", "mpegts", "-muxrate", "40M"])
+        .arg(&fixture)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    fixture
+}
 
 const S: i64 = 1_000_000_000;
 
@@ -39,24 +67,7 @@ fn a_ring_keeps_its_length_plus_at_most_a_chunk_and_deletes_on_time() {
         return;
     }
     let dir = tempdir();
-    let fixture = dir.path().join("fix.ts");
-    let o = Command::new("ffmpeg")
-        .args(["-hide_banner", "-nostdin", "-v", "error"])
-        .args([
-            "-f",
-            "lavfi",
-            "-i",
-            "testsrc=size=640x360:rate=25",
-            "-t",
-            "30",
-        ])
-        .args(["-c:v", "mpeg2video", "-b:v", "38M", "-minrate", "38M"])
-        .args(["-maxrate", "38M", "-bufsize", "8M", "-g", "25"])
-        .args(["-f", "mpegts", "-muxrate", "40M"])
-        .arg(&fixture)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let fixture = fixture(dir.path());
     let img = dir.path().join("fs.img");
     let img_s = img.to_str().unwrap();
     mkfs(&img, "1G", &[]);
@@ -125,5 +136,88 @@ fn a_ring_keeps_its_length_plus_at_most_a_chunk_and_deletes_on_time() {
     let v = ok(dvrfs(["verify", img_s, "/cam"]));
     assert!(v.matches("deleted").count() >= gone.len(), "{v}");
     assert!(!v.contains("MISSING"), "{v}");
+    assert_clean(&img);
+}
+
+#[test]
+fn a_reader_that_falls_behind_the_ring_gets_an_overrun_and_goes_on_at_the_oldest_chunk() {
+    need_fuse!();
+    if !ffmpeg_here() {
+        println!("SKIP: ffmpeg is not installed (scripts/test.sh installs it)");
+        return;
+    }
+    let dir = tempdir();
+    let fixture = fixture(dir.path());
+    let img = dir.path().join("fs.img");
+    let img_s = img.to_str().unwrap();
+    mkfs(&img, "1G", &[]);
+    let m = Mount::new(dir.path(), &img, &["--device-model", "avfs-250g"]);
+    // The recording, through the mount's daemon.
+    let rec = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["record", img_s, "/cam", "--ring", "10s", "--chunk", "2s"])
+        .args(["--rate", "42M", "--json", "--input"])
+        .arg(&fixture)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let cam = m.path("cam");
+    let chunks = || -> usize {
+        std::fs::read_dir(&cam).map_or(0, |d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".ts")
+            })
+            .count()
+        })
+    };
+    // Polled (each poll a directory listing through the mount).
+    while chunks() < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // A reader that stops reading: its output pipe fills and it waits.
+    let mut play = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["play", img_s, "/cam", "--follow", "--rate", "48M"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until the ring has deleted well past where the reader stopped (the chain's
+    // `deleted` lines).
+    let deleted = || {
+        std::fs::read_to_string(cam.join(".chain"))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("\"deleted\""))
+            .count()
+    };
+    while deleted() < 8 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let mut out = vec![];
+    play.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    let p = play.wait_with_output().unwrap();
+    let perr = stderr(&p);
+    assert!(p.status.success(), "{perr}");
+    assert!(perr.contains("play: overrun:"), "{perr}");
+    assert!(perr.contains(", 0 late, 0 stalls"), "{perr}");
+    let r = rec.wait_with_output().unwrap();
+    assert!(r.status.success(), "{}", stderr(&r));
+    let rj = json(&stdout(&r));
+    assert_eq!(rj["deadline_misses"], 0, "{rj}");
+    // Less than was recorded, and it decodes: from a keyframe at every chunk.
+    let played = dir.path().join("played.ts");
+    std::fs::write(&played, &out).unwrap();
+    assert!(
+        (out.len() as u64) < rj["bytes"].as_u64().unwrap(),
+        "nothing skipped"
+    );
+    assert!(out.len() > 10 << 20, "{} bytes played", out.len());
+    let errs = decode_errors(&played);
+    assert!(errs.trim().is_empty(), "{errs}");
+    m.unmount();
     assert_clean(&img);
 }
