@@ -138,8 +138,6 @@ def main():
             "largest_segment_bytes": largest,
             "bound_bytes": max_bytes + largest,
             "segments_written": len(seen),
-            "segments_left": len(left),
-            "left_bytes": sum(left.values()),
             "decode_errors": decode,
         }
     finally:
@@ -153,6 +151,12 @@ def main():
     ev = json.loads(run([a.dvrfs, "events", img, "--json"]).stdout or "{}")
     deleted = [e for e in ev.get("events", []) if e.get("kind") == "chunk_deleted"]
     fsck = run([a.dvrfs, "fsck", img])
+    # What is left once the volume is closed (a deletion may come after ffmpeg ends:
+    # its last segment grew past max-size with no next one to start a plan).
+    ls = run([a.dvrfs, "ls", "-l", img, "/cam1"]).stdout.split("\n")
+    left = [l.split() for l in ls if l.strip().endswith(".ts")]
+    report["segments_left"] = len(left)
+    report["left_bytes"] = sum(int(f[4]) for f in left)
     report["segments_deleted"] = len(deleted)
     report["deleted_causes"] = sorted({e.get("cause") for e in deleted})
     report["fsck_clean"] = fsck.returncode == 0
