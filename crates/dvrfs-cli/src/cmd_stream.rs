@@ -523,6 +523,10 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
     let mut moved = 0u64;
     let mut durable = 0u64;
     let mut last_sync = Instant::now();
+    // The fsync in flight and what had been written behind when it started. It runs
+    // beside the input: a blocking one cost the recording its rate for the commit's
+    // time every second (30 of 42 Mbit/s on the emulated avfs-250g).
+    let mut syncing: Option<(dvrfs_runtime::Ticket, u64)> = None;
     let mut piece = vec![0u8; info.request_bytes as usize];
     // From here on a signal stops the recording cleanly. This thread takes it only
     // while it waits for input, so it is never lost between two waits.
@@ -558,15 +562,21 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
                     Err(e) => return Err(local_io(&a.input, "error reading", e)),
                 }
             }
+            if let Some((t, written)) = syncing {
+                if rt.check(t, false)?.is_some() {
+                    // What was written behind before the fsync is durable after it.
+                    durable = durable.max(written);
+                    syncing = None;
+                }
+            }
             if last_sync.elapsed() >= SYNC_INTERVAL {
-                // What was written behind before this fsync is durable after it.
                 let written = rt.stream(info.id)?.map_or(0, |(_, s)| s.written_bytes);
-                if written > durable {
+                if written > durable && syncing.is_none() {
                     // Due now: without a deadline the commit's writes would keep the
                     // commit interval's and be held for most of it (half a second per
                     // fsync).
-                    rt.run(Op::Fsync, Some(Instant::now()), OWNER)?;
-                    durable = written;
+                    let t = rt.start(Op::Fsync, Some(Instant::now()), OWNER)?;
+                    syncing = Some((t, written));
                 }
                 last_sync = Instant::now();
                 if !crate::output::stderr_is_terminal() {
@@ -584,6 +594,9 @@ pub fn record(a: &RecordArgs) -> CliResult<u8> {
                     ));
                 }
             }
+        }
+        if let Some((t, _)) = syncing {
+            rt.check(t, true)?;
         }
         Ok(())
     })();
