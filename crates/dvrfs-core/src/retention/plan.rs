@@ -96,24 +96,10 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         !c.busy && !c.protected
     };
     // 3. max-age.
-    for (i, st) in s.streams.iter().enumerate() {
-        let Some((_, p)) = st.policy.filter(|(_, p)| p.max_age_s > 0) else {
-            continue;
-        };
-        let age_ns = i64::from(p.max_age_s) * 1_000_000_000;
-        let cutoff = input.now_utc_ns.saturating_sub(age_ns);
-        for (j, c) in st.chunks.iter().enumerate() {
-            if !may_go((i, j)) {
-                continue;
-            }
-            if c.end_utc_ns < cutoff {
-                in_use -= take((i, j), DeleteCause::MaxAge, &mut gone, &mut out).min(in_use);
-            } else {
-                // Older than max-age once its end is: the first instant past it.
-                let at = c.end_utc_ns.saturating_add(age_ns).saturating_add(1);
-                out.next_max_age_utc_ns = Some(out.next_max_age_utc_ns.map_or(at, |n| n.min(at)));
-            }
-        }
+    let (old, next) = past_max_age(s, input.now_utc_ns, &may_go);
+    out.next_max_age_utc_ns = next;
+    for at in old {
+        in_use -= take(at, DeleteCause::MaxAge, &mut gone, &mut out).min(in_use);
     }
     // 4. max-size.
     for (i, st) in s.streams.iter().enumerate() {
@@ -173,6 +159,31 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
     out.min_age_unmet.sort_unstable();
     out.min_age_unmet.dedup();
     out
+}
+
+/// The chunks that may go and are past their stream's max-age, and when (UTC) the
+/// next one that stays will be: the first instant its end is older than max-age.
+fn past_max_age(s: &Snapshot, now: i64, may_go: &dyn Fn(At) -> bool) -> (Vec<At>, Option<i64>) {
+    let (mut old, mut next) = (vec![], None::<i64>);
+    for (i, st) in s.streams.iter().enumerate() {
+        let Some((_, p)) = st.policy.filter(|(_, p)| p.max_age_s > 0) else {
+            continue;
+        };
+        let age_ns = i64::from(p.max_age_s) * 1_000_000_000;
+        let cutoff = now.saturating_sub(age_ns);
+        for (j, c) in st.chunks.iter().enumerate() {
+            if !may_go((i, j)) {
+                continue;
+            }
+            if c.end_utc_ns < cutoff {
+                old.push((i, j));
+            } else {
+                let at = c.end_utc_ns.saturating_add(age_ns).saturating_add(1);
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        }
+    }
+    (old, next)
 }
 
 /// Every chunk that may go and has not, oldest first: those past their stream's
@@ -280,6 +291,8 @@ mod tests {
             [(1000, DeleteCause::MaxAge), (1001, DeleteCause::MaxAge)]
         );
         assert_eq!(p.in_use_after, 4 * GB);
+        // The next plan is due when the one ended exactly 3 h ago passes it.
+        assert_eq!(p.next_max_age_utc_ns, Some(NOW + 1));
     }
 
     #[test]
