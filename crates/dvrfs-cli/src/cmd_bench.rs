@@ -389,24 +389,12 @@ pub fn bench(a: &BenchArgs) -> CliResult<u8> {
     let emu_after = emulator_stats(emulated.as_ref())?;
     let mut out = engine_outcome(&rt, not_issued, pending)?;
     sim::client_outcome(&mut out, &client);
-    let with_retention = cfg.retention.is_some();
-    let chunks = client.chunks_started();
-    let (data_bytes, usage_max, figures, streams_end) = rt.inspect(|e| {
-        let sb = e.volume().superblock();
-        (
-            sb.data_blocks * sb.data_block_bytes,
-            e.retention_figures().usage_max_bytes,
-            e.retention_figures().clone(),
-            sim::stream_lengths(e.volume()),
-        )
+    // The same as the simulator's, read where the runtime's engine is.
+    let (chunks, with) = (client.chunks_started(), cfg.retention.is_some());
+    let mut out = rt.inspect(move |e| {
+        sim::retention_outcome(&mut out, e, chunks, with);
+        out
     })?;
-    out.data_bytes = data_bytes;
-    out.usage_max_bytes = usage_max;
-    out.retention = with_retention.then_some(sim::RetentionOutcome {
-        figures,
-        chunks_started: chunks,
-        streams_end,
-    });
     out.elapsed_ns = elapsed_ns;
     out.disk_energy = match (energy_before, energy_after?) {
         (Some(a), Some(b)) => Some(b.since(&a)),

@@ -60,17 +60,26 @@ fn name_utc(name: &str) -> i64 {
     secs * S + n(16..19) * 1_000_000
 }
 
-#[test]
-fn a_ring_keeps_its_length_plus_at_most_a_chunk_and_deletes_on_time() {
+/// A scratch directory with the fixture and a fresh 1 GiB image in it; None (SKIP
+/// printed) without ffmpeg.
+fn setup() -> Option<(tempfile::TempDir, PathBuf, PathBuf)> {
     if !ffmpeg_here() {
         println!("SKIP: ffmpeg is not installed (scripts/test.sh installs it)");
-        return;
+        return None;
     }
     let dir = tempdir();
     let fixture = fixture(dir.path());
     let img = dir.path().join("fs.img");
-    let img_s = img.to_str().unwrap();
     mkfs(&img, "1G", &[]);
+    Some((dir, fixture, img))
+}
+
+#[test]
+fn a_ring_keeps_its_length_plus_at_most_a_chunk_and_deletes_on_time() {
+    let Some((_dir, fixture, img)) = setup() else {
+        return;
+    };
+    let img_s = img.to_str().unwrap();
     let input = fixture.to_str().unwrap();
     let rec = |extra: &[&str]| {
         let mut a = vec!["record", img_s, "/cam", "--rate", "42M", "--input", input];
@@ -142,15 +151,10 @@ fn a_ring_keeps_its_length_plus_at_most_a_chunk_and_deletes_on_time() {
 #[test]
 fn a_reader_that_falls_behind_the_ring_gets_an_overrun_and_goes_on_at_the_oldest_chunk() {
     need_fuse!();
-    if !ffmpeg_here() {
-        println!("SKIP: ffmpeg is not installed (scripts/test.sh installs it)");
+    let Some((dir, fixture, img)) = setup() else {
         return;
-    }
-    let dir = tempdir();
-    let fixture = fixture(dir.path());
-    let img = dir.path().join("fs.img");
+    };
     let img_s = img.to_str().unwrap();
-    mkfs(&img, "1G", &[]);
     let m = Mount::new(dir.path(), &img, &["--device-model", "avfs-250g"]);
     // The recording, through the mount's daemon.
     let rec = Command::new(env!("CARGO_BIN_EXE_dvrfs"))

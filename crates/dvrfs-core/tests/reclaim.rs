@@ -53,7 +53,7 @@ fn full_recorder(e: &mut Engine, d: &mut Drive, policy: bool) -> (u32, Vec<Strin
     let mut names = vec![];
     while e.volume().available_bytes() >= CHUNK {
         let name = chunk_name(T0 + names.len() as i64 * MIN, "ts");
-        let ino = create(e, d, cam, &name);
+        let ino = d.create_in(e, cam, &name);
         d.run(
             e,
             Op::Write {
@@ -67,20 +67,6 @@ fn full_recorder(e: &mut Engine, d: &mut Drive, policy: bool) -> (u32, Vec<Strin
     }
     d.run(e, Op::Fsync).unwrap();
     (cam, names)
-}
-
-fn create(e: &mut Engine, d: &mut Drive, parent: u32, name: &str) -> u32 {
-    let op = Op::Create {
-        parent,
-        name: name.as_bytes().to_vec(),
-        perm: 0o644,
-        uid: 0,
-        gid: 0,
-    };
-    match d.run(e, op) {
-        Ok(Output::Ino(i)) => i,
-        o => panic!("create {name}: {o:?}"),
-    }
 }
 
 /// The chunks retention deleted, with their causes, in the order they went.
@@ -108,11 +94,11 @@ fn a_recording_beyond_the_free_space_is_admitted_on_what_retention_can_reclaim()
     assert!(free < CHUNK);
     // 40 MiB: more than is free, less than the chunks hold.
     let want = 40 * MIB;
-    let rec = create(&mut e, &mut d, cam, &chunk_name(T0 + n as i64 * MIN, "ts"));
+    let rec = d.create_in(&mut e, cam, &chunk_name(T0 + n as i64 * MIN, "ts"));
     // (Outside the stream: a file in `/cam` is one of its chunks, and this one,
     // empty and without a UTC name, would be the oldest.)
     let root = e.volume().root();
-    let other = create(&mut e, &mut d, root, "other.ts");
+    let other = d.create_in(&mut e, root, "other.ts");
     let info = open_stream(
         &mut e,
         &mut d,
@@ -176,7 +162,7 @@ fn a_recording_beyond_the_free_space_is_admitted_on_what_retention_can_reclaim()
 fn without_a_policy_a_recording_beyond_the_free_space_is_refused_as_before() {
     let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
     let (cam, _) = full_recorder(&mut e, &mut d, false);
-    let rec = create(&mut e, &mut d, cam, "rec.ts");
+    let rec = d.create_in(&mut e, cam, "rec.ts");
     let err = open_stream(
         &mut e,
         &mut d,

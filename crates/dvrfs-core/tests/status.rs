@@ -4,9 +4,9 @@
 
 mod common;
 
-use common::drive::{open_stream as open, setup, Drive};
+use common::drive::{open_stream as open, setup};
 use dvrfs_core::disk::{Admission, DiskModel};
-use dvrfs_core::engine::{Engine, HeadroomAsk, IoBuf, Op, Output, StreamDir, StreamSpec};
+use dvrfs_core::engine::{HeadroomAsk, IoBuf, Op, Output, StreamDir, StreamSpec};
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::Error;
@@ -23,20 +23,6 @@ fn write_spec(mbit: f64, reserve: u64) -> StreamSpec {
         reserve_bytes: reserve,
         start_bytes: 0,
         durable_ns: None,
-    }
-}
-
-fn create_in(e: &mut Engine, d: &mut Drive, parent: u32, name: &str) -> u32 {
-    let op = Op::Create {
-        parent,
-        name: name.as_bytes().to_vec(),
-        perm: 0o644,
-        uid: 0,
-        gid: 0,
-    };
-    match d.run(e, op) {
-        Ok(Output::Ino(i)) => i,
-        o => panic!("create {name}: {o:?}"),
     }
 }
 
@@ -71,7 +57,7 @@ fn status_lists_the_streams_by_path_and_its_headroom_is_what_the_engine_admits()
     };
     let mut opened = vec![];
     for k in 0..3 {
-        let ino = create_in(&mut e, &mut d, cams, &format!("cam{k}.ts"));
+        let ino = d.create_in(&mut e, cams, &format!("cam{k}.ts"));
         opened.push(open(&mut e, &mut d, ino, write_spec(6.0, 8 << 20)).unwrap());
     }
     // Some bytes into the first recording: buffered until its request fills.
@@ -118,10 +104,10 @@ fn status_lists_the_streams_by_path_and_its_headroom_is_what_the_engine_admits()
     // Exactly `more` more 6 Mbit/s recordings are admitted, and not one beyond.
     let mut extra = vec![];
     for k in 0..more {
-        let ino = create_in(&mut e, &mut d, cams, &format!("more{k}.ts"));
+        let ino = d.create_in(&mut e, cams, &format!("more{k}.ts"));
         extra.push(open(&mut e, &mut d, ino, write_spec(6.0, 0)).unwrap());
     }
-    let ino = create_in(&mut e, &mut d, root, "one-too-many.ts");
+    let ino = d.create_in(&mut e, root, "one-too-many.ts");
     let err = open(&mut e, &mut d, ino, write_spec(6.0, 0)).unwrap_err();
     assert!(matches!(err, Error::Refused(_)), "{err}");
     for s in extra {

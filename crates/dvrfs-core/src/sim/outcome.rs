@@ -216,16 +216,18 @@ pub fn client_outcome(out: &mut SimOutcome, client: &Client) {
         });
 }
 
-/// The volume's use and retention's figures from the engine; `chunks_started` from
-/// the client; the retention part only for a run with retention.
-pub fn retention_outcome(out: &mut SimOutcome, engine: &Engine, client: &Client, with: bool) {
+/// The volume's use and retention's figures from the engine, `chunks_started` the
+/// client's (`Client::chunks_started`); the retention part only for a run with
+/// retention. The simulator calls it beside its engine, `bench` through its
+/// runtime's `inspect`.
+pub fn retention_outcome(out: &mut SimOutcome, engine: &Engine, chunks_started: u64, with: bool) {
     let sb = engine.volume().superblock();
     let f = engine.retention_figures();
     out.data_bytes = sb.data_blocks * sb.data_block_bytes;
     out.usage_max_bytes = f.usage_max_bytes;
     out.retention = with.then(|| RetentionOutcome {
         figures: f.clone(),
-        chunks_started: client.chunks_started(),
+        chunks_started,
         streams_end: stream_lengths(engine.volume()),
     });
 }

@@ -363,7 +363,7 @@ impl<'a, T: DiskTimer, D: Device> Sim<'a, T, D> {
         retention_outcome(
             &mut self.out,
             &self.host.engine,
-            &self.client,
+            self.client.chunks_started(),
             self.cfg.retention.is_some(),
         );
         (self.out.buffer_level, self.out.buffer_stream) = buffer_level(

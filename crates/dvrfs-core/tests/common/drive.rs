@@ -193,8 +193,13 @@ impl Drive {
     /// Creates `/name`: its inode.
     pub fn create(&mut self, e: &mut Engine, name: &str) -> u32 {
         let root = e.volume().root();
+        self.create_in(e, root, name)
+    }
+
+    /// Creates `name` in directory `parent`: its inode.
+    pub fn create_in(&mut self, e: &mut Engine, parent: u32, name: &str) -> u32 {
         let op = Op::Create {
-            parent: root,
+            parent,
             name: name.as_bytes().to_vec(),
             perm: 0o644,
             uid: 0,
