@@ -27,19 +27,7 @@ const MIN: i64 = 60_000_000_000;
 /// Returns the directory and the chunks' names, oldest first.
 fn full_recorder(e: &mut Engine, d: &mut Drive, policy: bool) -> (u32, Vec<String>) {
     let root = e.volume().root();
-    let cam = match d.run(
-        e,
-        Op::Mkdir {
-            parent: root,
-            name: b"cam".to_vec(),
-            perm: 0o755,
-            uid: 0,
-            gid: 0,
-        },
-    ) {
-        Ok(Output::Ino(i)) => i,
-        o => panic!("{o:?}"),
-    };
+    let cam = d.mkdir_in(e, root, "cam");
     if policy {
         let set = SetAttr {
             retention: Some(Some(StreamRetention {

@@ -6,7 +6,7 @@ mod common;
 
 use common::drive::{open_stream as open, setup};
 use dvrfs_core::disk::{Admission, DiskModel};
-use dvrfs_core::engine::{HeadroomAsk, IoBuf, Op, Output, StreamDir, StreamSpec};
+use dvrfs_core::engine::{HeadroomAsk, IoBuf, Op, StreamDir, StreamSpec};
 use dvrfs_core::format::superblock::AllocPolicy;
 use dvrfs_core::layout::TailLogSize;
 use dvrfs_core::Error;
@@ -42,19 +42,7 @@ fn status_lists_the_streams_by_path_and_its_headroom_is_what_the_engine_admits()
     let model = DiskModel::builtin("avfs-250g").unwrap();
     let (mut e, mut d) = setup(Some(Admission::from_model(&model, 0.1)), 7);
     let root = e.volume().root();
-    let cams = match d.run(
-        &mut e,
-        Op::Mkdir {
-            parent: root,
-            name: b"cams".to_vec(),
-            perm: 0o755,
-            uid: 0,
-            gid: 0,
-        },
-    ) {
-        Ok(Output::Ino(i)) => i,
-        o => panic!("{o:?}"),
-    };
+    let cams = d.mkdir_in(&mut e, root, "cams");
     let mut opened = vec![];
     for k in 0..3 {
         let ino = d.create_in(&mut e, cams, &format!("cam{k}.ts"));

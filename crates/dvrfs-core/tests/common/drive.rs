@@ -196,6 +196,21 @@ impl Drive {
         self.create_in(e, root, name)
     }
 
+    /// Makes directory `name` in directory `parent`: its inode.
+    pub fn mkdir_in(&mut self, e: &mut Engine, parent: u32, name: &str) -> u32 {
+        let op = Op::Mkdir {
+            parent,
+            name: name.as_bytes().to_vec(),
+            perm: 0o755,
+            uid: 0,
+            gid: 0,
+        };
+        match self.run(e, op) {
+            Ok(Output::Ino(i)) => i,
+            o => panic!("mkdir {name}: {o:?}"),
+        }
+    }
+
     /// Creates `name` in directory `parent`: its inode.
     pub fn create_in(&mut self, e: &mut Engine, parent: u32, name: &str) -> u32 {
         let op = Op::Create {
