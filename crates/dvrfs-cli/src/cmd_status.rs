@@ -265,6 +265,17 @@ fn print(r: &Report) {
         },
         sp.commit_interval_ms
     );
+    if sp.owed_bytes > 0 {
+        outln!(
+            "retention: {} promised to recordings is being freed (the oldest chunks go for them){}",
+            human_bytes(sp.owed_bytes),
+            if sp.owed_short_bytes > 0 {
+                format!("; {} of it cannot be: every chunk left is open or protected, and those recordings' writes wait", human_bytes(sp.owed_short_bytes))
+            } else {
+                String::new()
+            }
+        );
+    }
     let taken = pct(sp.used_bytes + sp.held_bytes);
     if taken >= SPACE_WARN_PCT {
         outln!(

@@ -9,7 +9,7 @@ mod common;
 
 use common::drive::{open_stream, setup, stream_spec, stream_write, Drive};
 use dvrfs_core::disk::Admission;
-use dvrfs_core::engine::{Engine, IoBuf, Op, Output, StreamDir};
+use dvrfs_core::engine::{Engine, HeadroomAsk, IoBuf, Op, Output, StreamDir};
 use dvrfs_core::format::events::{DeleteCause, What};
 use dvrfs_core::format::inode::StreamRetention;
 use dvrfs_core::retention::chunk_name;
@@ -57,6 +57,17 @@ fn full_recorder(e: &mut Engine, d: &mut Drive, policy: bool) -> (u32, Vec<Strin
     (cam, names)
 }
 
+/// What `status` counts admission's headroom for (not looked at here).
+fn ask() -> HeadroomAsk {
+    HeadroomAsk {
+        rate_bps: 8e6,
+        request_bytes: 256 << 10,
+        buffer_bytes: None,
+        dir: StreamDir::Write,
+        durable_ns: None,
+    }
+}
+
 /// The chunks retention deleted, with their causes, in the order they went.
 fn deleted(e: &Engine) -> Vec<(String, DeleteCause)> {
     e.volume()
@@ -97,6 +108,10 @@ fn a_recording_beyond_the_free_space_is_admitted_on_what_retention_can_reclaim()
     let f = e.retention_figures().clone();
     assert_eq!(f.owed_recordings, 1);
     assert_eq!(f.owed_max_bytes, want - free, "what was not free is owed");
+    // The operator's view: what is owed and not yet freed (`dvrfs status`).
+    let space = |e: &Engine| e.status(ask()).space;
+    assert!(space(&e).owed_bytes > 0 && space(&e).owed_bytes <= want - free);
+    assert_eq!(space(&e).owed_short_bytes, 0);
 
     // Refused: a block more than the free and reclaimable space less what is
     // promised. That sum stays the same whatever retention has done meanwhile (a
@@ -141,6 +156,7 @@ fn a_recording_beyond_the_free_space_is_admitted_on_what_retention_can_reclaim()
         .collect();
     assert_eq!(gone, expect);
     assert_eq!(e.retention_figures().owed_shortfall_bytes, 0);
+    assert_eq!(space(&e).owed_bytes, 0, "paid, or forgotten at the close");
     d.run(&mut e, Op::Fsync).unwrap();
     e.check().unwrap();
     common::assert_fsck_clean(&d.durable_at(d.t));

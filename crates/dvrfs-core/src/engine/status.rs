@@ -67,6 +67,13 @@ pub struct SpaceStatus {
     /// Of `free_bytes`, freed by deletes the next commit makes final.
     pub freed_at_commit_bytes: u64,
     pub commit_interval_ms: u32,
+    /// Space promised to recordings admitted on what retention can reclaim and not
+    /// yet freed for them (`engine/reclaim.rs`), and of it what retention's last plan
+    /// could not free (every chunk left open or protected).
+    #[serde(default)]
+    pub owed_bytes: u64,
+    #[serde(default)]
+    pub owed_short_bytes: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -151,6 +158,11 @@ impl Engine {
             free_bytes: self.vol.available_bytes(),
             freed_at_commit_bytes: self.vol.pending_free_blocks() as u64 * bs,
             commit_interval_ms: self.vol.commit_interval_ms(),
+            owed_bytes: self.owed_bytes(),
+            owed_short_bytes: self
+                .retention_figures()
+                .owed_shortfall_bytes
+                .min(self.owed_bytes()),
         };
         let disk = DiskStatus {
             busy_ns: self.qos.busy_ns
