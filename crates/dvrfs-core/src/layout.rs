@@ -326,12 +326,13 @@ fn zone_count(p: &MkfsParams, data_blocks: u64) -> Result<u32> {
 }
 
 /// The feature bits of a new volume: map checksums, inline symlinks and frame
-/// indexes always, the event area and the tail log when they have blocks.
+/// indexes, retention and protection always, the event area and the tail log when they have blocks.
 fn features(events_blocks: u64, tail_log_blocks: u64) -> u32 {
     crate::format::superblock::FEATURE_MAP_SUMS
         | crate::format::superblock::FEATURE_INLINE_SYMLINKS
         | crate::format::superblock::FEATURE_FRAME_INDEX
         | crate::format::superblock::FEATURE_RETENTION
+        | crate::format::superblock::FEATURE_PROTECTION
         | match events_blocks {
             0 => 0,
             _ => crate::format::superblock::FEATURE_EVENTS,

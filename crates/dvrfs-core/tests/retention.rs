@@ -7,7 +7,7 @@
 mod common;
 
 use common::damage::superblock;
-use common::{assert_fsck_clean, formatted, open_rw};
+use common::{assert_fsck_clean, clocked, formatted, open_rw};
 use dvrfs_core::format::inode::StreamRetention;
 use dvrfs_core::format::superblock::{AllocPolicy, VolumeRetention, FEATURE_RETENTION};
 use dvrfs_core::volume::SetAttr;
@@ -245,7 +245,7 @@ fn a_snapshot_finds_the_streams_and_the_plan_takes_their_oldest_chunks() {
     fs.write(doc, 0, &[2; 4096], 1).unwrap();
     // The newest chunk is being recorded.
     let busy: BTreeSet<u32> = [cam_files[3]].into();
-    let s = Snapshot::of(fs.engine().volume(), &busy);
+    let s = Snapshot::of(fs.engine().volume(), &busy, T0);
     let paths: Vec<&str> = s.streams.iter().map(|s| s.path.as_str()).collect();
     assert_eq!(paths, ["/cams/cam1", "/door"]);
     let cam = &s.streams[0];
@@ -286,19 +286,6 @@ fn a_snapshot_finds_the_streams_and_the_plan_takes_their_oldest_chunks() {
         .iter()
         .all(|d| d.ino != doc && d.ino != chain && d.ino != cam_files[3]));
     assert!(p.shortfall_bytes > 0);
-}
-
-/// A volume on a manual clock: the blocking driver's time moves only when a test
-/// moves it.
-fn clocked() -> (
-    dvrfs_core::Fs<dvrfs_core::device::MemDevice>,
-    dvrfs_core::driver::blocking::ManualClock,
-) {
-    let clock = dvrfs_core::driver::blocking::ManualClock::new();
-    let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3);
-    let opts = dvrfs_core::volume::OpenOptions::writable();
-    let fs = dvrfs_core::Fs::open_with(dev, opts, Box::new(clock.clone()), None).unwrap();
-    (fs, clock)
 }
 
 #[test]

@@ -478,6 +478,7 @@ impl Filesystem for DvrfsFs {
             gid,
             stream_default: None,
             retention: None,
+            protection: None,
             mtime_ns: mtime.map(|t| match t {
                 TimeOrNow::SpecificTime(t) => wall_ns(t),
                 TimeOrNow::Now => wall_ns(SystemTime::now()),

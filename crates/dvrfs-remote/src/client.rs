@@ -223,6 +223,7 @@ impl Client {
             WireOutput::Ino(i) => Output::Ino(i),
             WireOutput::Stream(i) => Output::Stream(i),
             WireOutput::StreamClosed(s) => Output::StreamClosed(s),
+            WireOutput::Covered(c) => Output::Covered(c),
             WireOutput::Done => Output::Done,
         };
         Ok(Some(Done {

@@ -229,6 +229,11 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
         Op::Unmount => Err(denied(
             "unmounting through the socket (unmount the mount point: umount)",
         )),
+        Op::Protect { dir, .. } => need(v, peer, *dir, W, "to protect its chunks"),
+        Op::Unprotect { .. } if peer.is_root() => Ok(()),
+        Op::Unprotect { .. } => Err(denied(
+            "removing a protection (only root may: a protected clip is kept as evidence)",
+        )),
         Op::SetVolumeRetention(_) if peer.is_root() => Ok(()),
         Op::SetVolumeRetention(_) => Err(denied(
             "setting the volume's retention policy (only root may: it decides what is deleted on the whole volume)",

@@ -370,6 +370,48 @@ impl<D: Device> Fs<D> {
             .map(|_| ())
     }
 
+    /// Protects the chunks of the stream in `dir` that meet UTC `from ..= to`
+    /// (`Op::Protect`).
+    pub fn protect(
+        &mut self,
+        dir: Ino,
+        (from_utc_ns, to_utc_ns): (i64, i64),
+        protection: crate::format::inode::Protection,
+        now_ns: i64,
+    ) -> Result<crate::retention::Covered> {
+        let op = Op::Protect {
+            dir,
+            from_utc_ns,
+            to_utc_ns,
+            protection,
+        };
+        match self.run(op, None, now_ns)? {
+            Output::Covered(c) => Ok(c),
+            o => unreachable!("protect gave {o:?}"),
+        }
+    }
+
+    /// Removes protection `id` from every chunk that carries it (`Op::Unprotect`,
+    /// its parts one after another): what it uncovered in all.
+    pub fn unprotect(&mut self, id: u32, now_ns: i64) -> Result<crate::retention::Covered> {
+        let mut all = crate::retention::Covered::default();
+        loop {
+            let c = match self.run(Op::Unprotect { id }, None, now_ns)? {
+                Output::Covered(c) => c,
+                o => unreachable!("unprotect gave {o:?}"),
+            };
+            if all.chunks == 0 {
+                all.first_utc_ns = c.first_utc_ns;
+            }
+            all.chunks += c.chunks;
+            all.bytes += c.bytes;
+            all.last_utc_ns = all.last_utc_ns.max(c.last_utc_ns);
+            if !c.more {
+                return Ok(all);
+            }
+        }
+    }
+
     /// Drops file `ino`'s frame index (`Op::DropFrameIndex`).
     pub fn drop_frame_index(&mut self, ino: Ino, incomplete: bool, now_ns: i64) -> Result<()> {
         self.run(Op::DropFrameIndex { ino, incomplete }, None, now_ns)

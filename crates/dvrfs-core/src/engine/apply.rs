@@ -45,10 +45,12 @@ impl Engine {
                 Body::Other(Op::CloseFile { .. } | Op::OpenFile { .. })
             );
         if mutates {
-            let estimate = if victim.is_some() {
-                self.destructive_estimate()
-            } else {
-                16
+            let estimate = match &self.ops[&id].body {
+                _ if victim.is_some() => self.destructive_estimate(),
+                Body::Other(Op::Protect { .. } | Op::Unprotect { .. }) => {
+                    16 + crate::retention::protect_blocks(&self.vol)
+                }
+                _ => 16,
             };
             if !self.room_for(estimate, now) {
                 return false;
@@ -66,7 +68,7 @@ impl Engine {
         }
         let policy = match &op {
             Op::SetAttr { set, .. } => set.retention.is_some(),
-            Op::SetVolumeRetention(_) => true,
+            Op::SetVolumeRetention(_) | Op::Unprotect { .. } => true,
             _ => false,
         };
         if policy {
@@ -285,6 +287,20 @@ fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
         Op::CloseFile { ino } => v.close_file(ino).map(|_| Output::Done),
         Op::AppendFrames { ino, entries } => v.append_frames(ino, &entries).map(|_| Output::Done),
         Op::SetVolumeRetention(r) => v.set_volume_retention(r).map(|_| Output::Done),
+        Op::Protect {
+            dir,
+            from_utc_ns,
+            to_utc_ns,
+            protection,
+        } => {
+            let max = crate::retention::protect_blocks(v);
+            crate::retention::protect(v, dir, (from_utc_ns, to_utc_ns), protection, t, max)
+                .map(Output::Covered)
+        }
+        Op::Unprotect { id } => {
+            let max = crate::retention::protect_blocks(v);
+            crate::retention::unprotect(v, id, t, max).map(Output::Covered)
+        }
         Op::DropFrameIndex { ino, incomplete } => {
             v.drop_frame_index(ino, incomplete).map(|_| Output::Done)
         }

@@ -4,8 +4,10 @@ use super::buf::IoBuf;
 use super::stream::{StreamId, StreamInfo, StreamSpec, StreamStats};
 use crate::error::Error;
 use crate::format::frame_index::FrameEntry;
+use crate::format::inode::Protection;
 use crate::format::superblock::VolumeRetention;
 use crate::meta::Ino;
+use crate::retention::Covered;
 use crate::volume::SetAttr;
 
 /// Identifies an operation from submission to completion.
@@ -171,6 +173,20 @@ pub enum Op {
     /// Set the volume's retention policy (`dvrfs retention TARGET / --high --low
     /// --protected-max`; all 0 clears it).
     SetVolumeRetention(VolumeRetention),
+    /// Protect the chunks of the stream in `dir` that meet UTC `from_utc_ns ..=
+    /// to_utc_ns` (`dvrfs protect`, `retention/protect.rs`): refused past the
+    /// volume's protected-max. Completes with what it covered.
+    Protect {
+        dir: Ino,
+        from_utc_ns: i64,
+        to_utc_ns: i64,
+        protection: Protection,
+    },
+    /// Remove protection `id` from the chunks that carry it (`dvrfs unprotect`), in
+    /// parts: completes with what it uncovered, `more` while chunks are left.
+    Unprotect {
+        id: u32,
+    },
     /// Commit everything and empty the journal (a clean unmount). The engine accepts no
     /// operation after it.
     Unmount,
@@ -204,6 +220,8 @@ impl Op {
             Op::AppendFrames { .. } => "append frames",
             Op::DropFrameIndex { .. } => "drop frame index",
             Op::SetVolumeRetention(_) => "set volume retention",
+            Op::Protect { .. } => "protect",
+            Op::Unprotect { .. } => "unprotect",
             Op::Fsync => "fsync",
             Op::Unmount => "unmount",
         }
@@ -228,6 +246,8 @@ pub enum Output {
     Stream(StreamInfo),
     /// A closed stream: how it fared, every request counted.
     StreamClosed(StreamStats),
+    /// What a protection (or a part of its removal) covered.
+    Covered(Covered),
     Done,
 }
 

@@ -111,7 +111,7 @@ impl Engine {
         if let Some(ino) = self.retention_deleting() {
             busy.remove(&ino);
         }
-        let snapshot = Snapshot::of(&self.vol, &busy);
+        let snapshot = Snapshot::of(&self.vol, &busy, self.retention.wall_ns);
         snapshot
             .streams
             .iter()

@@ -86,6 +86,9 @@ pub(super) struct RetentionRun {
     next_sample_ns: u64,
     last_sample_ns: u64,
     short: bool,
+    /// The wall clock at the last step: what a protection's expiry is compared
+    /// with between plans (admission's reclaimable space).
+    pub(super) wall_ns: i64,
     pub(super) figures: RetentionFigures,
 }
 
@@ -136,6 +139,7 @@ impl Engine {
         if !self.vol.is_writable() || self.closing {
             return;
         }
+        self.retention.wall_ns = now.wall_ns;
         if now.mono_ns >= self.retention.next_sample_ns {
             self.sample_usage(now.mono_ns);
         }
@@ -156,7 +160,7 @@ impl Engine {
             return;
         }
         let busy = self.busy_files();
-        let snapshot = Snapshot::of(&self.vol, &busy);
+        let snapshot = Snapshot::of(&self.vol, &busy, now.wall_ns);
         let p = plan(PlanInput {
             snapshot: &snapshot,
             volume: self.vol.volume_retention(),

@@ -96,6 +96,11 @@ const I_RET_MIN_AGE: usize = I_RET_MAX_AGE + 4; // u32 seconds, 0 = none
 const I_RET_MAX_BYTES: usize = I_RET_MIN_AGE + 4; // u64 bytes, 0 = none
 const I_RET_RESERVED: usize = I_RET_MAX_BYTES + 8; // u64 zero
 const _: () = assert!(I_RET_MAX_BYTES == I_FRAME_ROOT && I_RET_RESERVED + 8 == I_RUN_COUNT);
+// A regular file with FLAG_PROTECTED: its protection in the frame-rate bytes (no
+// recording stores a frame rate there; its frame index has its own fields).
+const I_PROT_UNTIL: usize = I_FRAME_NUM; // u32 UTC seconds, u32::MAX = until unprotected
+const I_PROT_ID: usize = I_PROT_UNTIL + 4; // u32, never 0
+const _: () = assert!(I_PROT_ID + 4 == I_FRAME_ROOT);
 const I_RUN_COUNT: usize = I_FRAME_COUNT + 8; // u32
 const I_INDIRECT: usize = I_RUN_COUNT + 4; // [u32; INDIRECT_SLOTS]
 const I_INLINE: usize = I_INDIRECT + 4 * INDIRECT_SLOTS; // [Run; INLINE_RUNS]
@@ -206,6 +211,30 @@ pub const FLAG_INDEX_INCOMPLETE: u32 = 1 << 2;
 /// for the streams in and below it (a volume with `FEATURE_RETENTION`).
 pub const FLAG_RETENTION: u32 = 1 << 2;
 
+/// `flags` bit of a regular file: it is (part of) a protected clip
+/// ([`Protection`], `dvrfs protect`; a volume with `FEATURE_PROTECTION`).
+pub const FLAG_PROTECTED: u32 = 1 << 3;
+
+/// A chunk's protection (FORMAT.md section 7, `dvrfs protect`): retention never
+/// deletes it before `until_s`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Protection {
+    /// UTC seconds it ends at; [`Protection::FOREVER`]: until unprotected.
+    pub until_s: u32,
+    /// The protection's number (`protect --list`, `unprotect --id`); never 0.
+    pub id: u32,
+}
+
+impl Protection {
+    /// No end: the protection holds until `unprotect` removes it.
+    pub const FOREVER: u32 = u32::MAX;
+
+    /// Whether it still holds at UTC `now_ns`.
+    pub fn holds_at(&self, now_ns: i64) -> bool {
+        self.until_s == Protection::FOREVER || i64::from(self.until_s) * 1_000_000_000 > now_ns
+    }
+}
+
 /// A directory's retention policy (FORMAT.md section 7, `dvrfs retention`): for the
 /// stream it is, or each stream below it that has none of its own. 0 = not set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -264,6 +293,8 @@ pub struct InodeRecord {
     pub stream_request_kib: u32,
     /// Directories with [`FLAG_RETENTION`]: their policy; zero otherwise.
     pub retention: StreamRetention,
+    /// Regular files with [`FLAG_PROTECTED`]: their protection.
+    pub protection: Option<Protection>,
 }
 
 impl InodeRecord {
@@ -304,6 +335,18 @@ impl InodeRecord {
                 self.retention = StreamRetention::default();
             }
         }
+    }
+
+    /// Sets (or, with none, clears) a regular file's protection.
+    pub fn set_protection(&mut self, p: Option<Protection>) {
+        debug_assert_eq!(self.mode & S_IFMT, S_IFREG, "a protection on a file only");
+        debug_assert!(p.is_none_or(|p| p.id != 0), "protection id 0");
+        if p.is_some() {
+            self.flags |= FLAG_PROTECTED;
+        } else {
+            self.flags &= !FLAG_PROTECTED;
+        }
+        self.protection = p;
     }
 
     /// Sets or clears a directory's default reservation.
@@ -380,6 +423,17 @@ impl InodeRecord {
             put_u64(b, I_RET_MAX_BYTES, self.retention.max_bytes);
             put_u64(b, I_RET_RESERVED, 0);
         }
+        if self.mode & S_IFMT == S_IFREG && self.flags & FLAG_PROTECTED != 0 {
+            let p = self
+                .protection
+                .expect("a protected file without its protection (a dvrfs bug)");
+            assert!(
+                self.stream.frame_rate_num == 0 && self.stream.frame_rate_den == 0 && p.id != 0,
+                "a protected file with a frame rate or id 0 (a dvrfs bug)"
+            );
+            put_u32(b, I_PROT_UNTIL, p.until_s);
+            put_u32(b, I_PROT_ID, p.id);
+        }
     }
 
     pub fn decode(b: &[u8]) -> InodeRecord {
@@ -418,12 +472,21 @@ impl InodeRecord {
             };
             return rec;
         }
-        InodeRecord {
+        let mut rec = InodeRecord {
             indirect,
             inline,
             inline_target,
             ..InodeRecord::decode_fields(b, mode, size_bytes, run_count)
+        };
+        if mode & S_IFMT == S_IFREG && flags & FLAG_PROTECTED != 0 {
+            rec.stream.frame_rate_num = 0;
+            rec.stream.frame_rate_den = 0;
+            rec.protection = Some(Protection {
+                until_s: get_u32(b, I_PROT_UNTIL),
+                id: get_u32(b, I_PROT_ID),
+            });
         }
+        rec
     }
 
     /// The fields every record decodes alike (no map, no retention).
@@ -452,6 +515,7 @@ impl InodeRecord {
             stream_secs: get_u32(b, I_STREAM_SECS),
             stream_request_kib: get_u32(b, I_STREAM_REQUEST_KIB),
             retention: StreamRetention::default(),
+            protection: None,
         }
     }
 }
@@ -531,6 +595,7 @@ mod tests {
             stream_secs: 7200,
             stream_request_kib: 512,
             retention: StreamRetention::default(),
+            protection: None,
         };
         let mut b = [0u8; INODE_BYTES];
         rec.encode(&mut b);
@@ -670,6 +735,54 @@ mod tests {
         f.encode(&mut b);
         let back = InodeRecord::decode(&b);
         assert_eq!((back.retention(), back.frame_index_root), (None, 9));
+    }
+
+    #[test]
+    fn a_protection_round_trips_in_the_frame_rate_bytes_and_clears() {
+        let mut rec = InodeRecord {
+            mode: S_IFREG | 0o644,
+            nlink: 1,
+            frame_index_root: 77,
+            frame_count: 5,
+            flags: FLAG_INDEX_INCOMPLETE,
+            ..Default::default()
+        };
+        let p = Protection {
+            until_s: 1_790_000_000,
+            id: 7,
+        };
+        rec.set_protection(Some(p));
+        let mut b = [0u8; INODE_BYTES];
+        rec.encode(&mut b);
+        let back = InodeRecord::decode(&b);
+        assert_eq!(back.protection, Some(p));
+        assert_eq!(back.stream.frame_rate_num, 0);
+        // The frame index and the other flags stay the file's.
+        assert_eq!((back.frame_index_root, back.frame_count), (77, 5));
+        assert_eq!(back.flags, FLAG_INDEX_INCOMPLETE | FLAG_PROTECTED);
+        assert_eq!(u32::from_le_bytes(b[56..60].try_into().unwrap()), 1_790_000_000);
+        assert_eq!(u32::from_le_bytes(b[60..64].try_into().unwrap()), 7);
+        rec.set_protection(None);
+        rec.encode(&mut b);
+        let back = InodeRecord::decode(&b);
+        assert_eq!((back.protection, back.flags), (None, FLAG_INDEX_INCOMPLETE));
+        assert!(b[56..64].iter().all(|&x| x == 0));
+        // A directory's bit 3 is nothing of a protection.
+        let mut d = InodeRecord {
+            mode: S_IFDIR | 0o755,
+            flags: FLAG_PROTECTED,
+            ..Default::default()
+        };
+        d.encode(&mut b);
+        assert_eq!(InodeRecord::decode(&b).protection, None);
+        // Expiry: at its second it no longer holds; FOREVER always does.
+        assert!(p.holds_at(1_789_999_999_999_999_999));
+        assert!(!p.holds_at(1_790_000_000_000_000_000));
+        let forever = Protection {
+            until_s: Protection::FOREVER,
+            id: 1,
+        };
+        assert!(forever.holds_at(i64::MAX));
     }
 
     #[test]

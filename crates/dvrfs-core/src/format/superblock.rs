@@ -169,13 +169,20 @@ pub const FEATURE_FRAME_INDEX: u32 = 16;
 /// on a volume without it: a build that does not know the bit refuses the volume
 /// (it would read a directory's policy as a frame index and clear it).
 pub const FEATURE_RETENTION: u32 = 32;
+/// Chunks may be protected clips: a regular file with `inode::FLAG_PROTECTED`
+/// carries its protection's expiry and id where a recording's frame rate would be
+/// (FORMAT.md section 7, `dvrfs protect`). Set by mkfs since 2026-11-29, and by the
+/// first protection stored on a volume without it: a build that does not know the
+/// bit refuses the volume (its retention would delete a protected clip).
+pub const FEATURE_PROTECTION: u32 = 64;
 /// The feature bits this build knows; a superblock with another is malformed.
 pub const KNOWN_FEATURES: u32 = FEATURE_MAP_SUMS
     | FEATURE_EVENTS
     | FEATURE_TAIL_LOG
     | FEATURE_INLINE_SYMLINKS
     | FEATURE_FRAME_INDEX
-    | FEATURE_RETENTION;
+    | FEATURE_RETENTION
+    | FEATURE_PROTECTION;
 /// Fewest blocks of a tail log (two 512 KiB requests and their headers).
 pub const MIN_TAIL_LOG_BLOCKS: u64 = 258;
 /// Data block size bounds (a power of two in this range; FORMAT.md section 3).
@@ -265,6 +272,11 @@ impl Superblock {
     /// Retention policies may be stored ([`FEATURE_RETENTION`]).
     pub fn has_retention(&self) -> bool {
         self.features & FEATURE_RETENTION != 0
+    }
+
+    /// Chunks may carry a protection ([`FEATURE_PROTECTION`]).
+    pub fn has_protection(&self) -> bool {
+        self.features & FEATURE_PROTECTION != 0
     }
 
     /// Short symlink targets live in their inode records ([`FEATURE_INLINE_SYMLINKS`]).

@@ -10,12 +10,14 @@
 
 mod name;
 mod plan;
+mod protect;
 mod snapshot;
 mod text;
 
 pub use crate::format::events::DeleteCause;
 pub use name::{chunk_name, chunk_name_utc, civil_from_days, utc_rfc3339};
 pub use plan::{plan, Deletion, Plan, PlanInput};
+pub use protect::{protect, protect_blocks, unprotect, Covered};
 pub use snapshot::{ChunkInfo, Snapshot, StreamInfo};
 pub use text::{
     attribute_text, duration_text, parse_policy, share_text, size_text, stream_parts, volume_parts,

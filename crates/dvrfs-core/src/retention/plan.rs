@@ -243,6 +243,7 @@ mod tests {
                     end_utc_ns: end,
                     busy: false,
                     protected: false,
+                    protection: None,
                 }
             })
             .collect();

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 
 use crate::chain::CHAIN_NAME;
 use crate::format::dir::Kind;
-use crate::format::inode::StreamRetention;
+use crate::format::inode::{Protection, StreamRetention};
 use crate::meta::Ino;
 use crate::volume::Volume;
 
@@ -39,8 +39,11 @@ pub struct ChunkInfo {
     /// Open (a recording writing it, a reader, a handle through the mount): not
     /// deleted while it is.
     pub busy: bool,
-    /// Inside a protected clip: never deleted automatically.
+    /// Inside a protected clip whose protection holds at the snapshot's time:
+    /// never deleted automatically.
     pub protected: bool,
+    /// Its protection as stored, held or expired (`dvrfs protect`).
+    pub protection: Option<Protection>,
 }
 
 /// One stream directory.
@@ -73,9 +76,10 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// Reads `v`'s streams; `busy` names the files the caller has open beyond the
-    /// volume's handles (the engine's streams).
-    pub fn of(v: &Volume, busy: &BTreeSet<Ino>) -> Snapshot {
+    /// Reads `v`'s streams at UTC `now_ns` (a protection ending by then no longer
+    /// holds); `busy` names the files the caller has open beyond the volume's
+    /// handles (the engine's streams).
+    pub fn of(v: &Volume, busy: &BTreeSet<Ino>, now_ns: i64) -> Snapshot {
         let sb = v.superblock();
         let bs = sb.data_block_bytes;
         let mut streams = Vec::new();
@@ -101,7 +105,7 @@ impl Snapshot {
                         stack.push((*ino, p));
                     }
                     Kind::File if !name.starts_with(b".") && (chained || policy.is_some()) => {
-                        chunks.push(chunk(v, *ino, name, bs, busy));
+                        chunks.push(chunk(v, *ino, name, bs, busy, now_ns));
                     }
                     _ => {}
                 }
@@ -126,7 +130,14 @@ impl Snapshot {
     }
 }
 
-fn chunk(v: &Volume, ino: Ino, name: &[u8], bs: u64, busy: &BTreeSet<Ino>) -> ChunkInfo {
+fn chunk(
+    v: &Volume,
+    ino: Ino,
+    name: &[u8],
+    bs: u64,
+    busy: &BTreeSet<Ino>,
+    now_ns: i64,
+) -> ChunkInfo {
     let st = v.stat(ino).ok();
     let mtime = st.as_ref().map_or(0, |s| s.mtime_ns);
     let index = v.frame_info(ino).ok();
@@ -143,6 +154,7 @@ fn chunk(v: &Volume, ino: Ino, name: &[u8], bs: u64, busy: &BTreeSet<Ino>) -> Ch
         start_utc_ns: start,
         end_utc_ns: last.unwrap_or(mtime).max(start),
         busy: v.open_count(ino) > 0 || busy.contains(&ino),
-        protected: false,
+        protected: v.protection(ino).is_some_and(|p| p.holds_at(now_ns)),
+        protection: v.protection(ino),
     }
 }

@@ -62,7 +62,7 @@ pub struct RetentionOutcome {
 /// Every stream of `v` (`retention::Snapshot`): its directory, its chunks' lengths
 /// added up, its chunks.
 pub fn stream_lengths(v: &crate::volume::Volume) -> Vec<(String, u64, u64)> {
-    crate::retention::Snapshot::of(v, &Default::default())
+    crate::retention::Snapshot::of(v, &Default::default(), 0)
         .streams
         .into_iter()
         .map(|s| {

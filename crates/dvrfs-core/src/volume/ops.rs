@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::format::dir::MAX_NAME_BYTES;
-use crate::format::inode::{InodeRecord, StreamDefault, StreamRetention, S_IFDIR, S_IFREG};
+use crate::format::inode::{
+    InodeRecord, Protection, StreamDefault, StreamRetention, S_IFDIR, S_IFREG,
+};
 
 /// Attribute changes for [`Fs::set_attr`]; `None` leaves a field alone.
 #[derive(Clone, Debug, Default)]
@@ -17,6 +19,9 @@ pub struct SetAttr {
     pub stream_default: Option<Option<StreamDefault>>,
     /// A directory's retention policy (`dvrfs retention`): `Some(None)` clears it.
     pub retention: Option<Option<StreamRetention>>,
+    /// A regular file's protection (`dvrfs protect`, through `Op::Protect`):
+    /// `Some(None)` clears it.
+    pub protection: Option<Option<Protection>>,
 }
 
 /// Checks a single path component.
@@ -535,6 +540,9 @@ impl Volume {
                 )));
             }
             self.store_dir_retention(ino, r)?;
+        }
+        if let Some(p) = set.protection {
+            self.store_protection(ino, p)?;
         }
         let a = &mut self.inode_mut(ino)?.attr;
         if let Some(d) = set.stream_default {

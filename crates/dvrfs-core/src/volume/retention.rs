@@ -7,8 +7,8 @@
 //! engine delete is `crate::retention`'s.
 
 use super::*;
-use crate::format::inode::StreamRetention;
-use crate::format::superblock::{VolumeRetention, FEATURE_RETENTION};
+use crate::format::inode::{Protection, StreamRetention};
+use crate::format::superblock::{VolumeRetention, FEATURE_PROTECTION, FEATURE_RETENTION};
 
 impl Volume {
     /// The volume's retention policy (all 0: none).
@@ -78,6 +78,30 @@ impl Volume {
             }
         }
         self.inode_mut(ino)?.attr.set_retention(r);
+        Ok(())
+    }
+
+    /// Regular file `ino`'s protection, if it has one (held or expired).
+    pub fn protection(&self, ino: Ino) -> Option<Protection> {
+        self.inode(ino).ok()?.attr.protection
+    }
+
+    /// Sets or clears regular file `ino`'s protection (`SetAttr::protection`).
+    /// The first one stored on a volume without [`FEATURE_PROTECTION`] sets the bit.
+    pub(super) fn store_protection(&mut self, ino: Ino, p: Option<Protection>) -> Result<()> {
+        if self.inode(ino)?.kind() != Some(Kind::File) {
+            return Err(Error::InvalidArgument(format!(
+                "inode {ino} is not a regular file: a protection covers a stream's chunks"
+            )));
+        }
+        if p.is_some_and(|p| p.id == 0) {
+            return Err(Error::InvalidArgument("protection id 0".into()));
+        }
+        if p.is_some() && !self.sb.has_protection() {
+            self.sb.features |= FEATURE_PROTECTION;
+            self.dirty.insert(0);
+        }
+        self.inode_mut(ino)?.attr.set_protection(p);
         Ok(())
     }
 

@@ -86,6 +86,15 @@ pub fn open_rw<D: Device>(dev: D) -> Fs<D> {
     Fs::open(dev, OpenOptions::writable()).expect("open")
 }
 
+/// A 256 MiB volume (1 MiB blocks) on a manual clock: the blocking driver's time
+/// moves only when a test moves it.
+pub fn clocked() -> (Fs<MemDevice>, dvrfs_core::driver::blocking::ManualClock) {
+    let clock = dvrfs_core::driver::blocking::ManualClock::new();
+    let dev = formatted(256 << 20, 1 << 20, AllocPolicy::Zrr, 3);
+    let fs = Fs::open_with(dev, OpenOptions::writable(), Box::new(clock.clone()), None).unwrap();
+    (fs, clock)
+}
+
 /// Deterministic bytes for test data (the same generator the fuzzing sample uses).
 #[allow(unused_imports)] // not every test binary uses it
 pub use dvrfs_core::fuzzing::pattern;

@@ -22,6 +22,7 @@
 use dvrfs_core::engine::{HeadroomAsk, StreamDir, StreamId, StreamInfo, StreamStats};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::meta::Ino;
+use dvrfs_core::retention::Covered;
 use dvrfs_core::{IoBuf, Op, Output, Stat};
 use dvrfs_runtime::RuntimeError;
 
@@ -189,6 +190,7 @@ pub enum WireOutput {
     Ino(Ino),
     Stream(StreamInfo),
     StreamClosed(StreamStats),
+    Covered(Covered),
     Done,
 }
 
@@ -206,6 +208,7 @@ impl WireOutput {
             Output::Ino(i) => WireOutput::Ino(*i),
             Output::Stream(i) => WireOutput::Stream(i.clone()),
             Output::StreamClosed(s) => WireOutput::StreamClosed(s.clone()),
+            Output::Covered(c) => WireOutput::Covered(*c),
             Output::Done => WireOutput::Done,
         }
     }
@@ -539,6 +542,13 @@ fn encode_ok(e: &mut Enc, r: &Reply) {
                     e
                 }
                 WireOutput::Done => e.u8(6),
+                WireOutput::Covered(c) => e
+                    .u8(7)
+                    .u64(c.chunks)
+                    .u64(c.bytes)
+                    .u64(c.first_utc_ns as u64)
+                    .u64(c.last_utc_ns as u64)
+                    .bool(c.more),
             };
         }
         Reply::Ready(v) => {
@@ -641,6 +651,13 @@ fn decode_ok(d: &mut Dec) -> DecResult<Reply> {
                     4 => WireOutput::Stream(decode_info(d)?),
                     5 => WireOutput::StreamClosed(decode_stats(d)?),
                     6 => WireOutput::Done,
+                    7 => WireOutput::Covered(Covered {
+                        chunks: d.u64("chunks")?,
+                        bytes: d.u64("bytes")?,
+                        first_utc_ns: d.u64("first")? as i64,
+                        last_utc_ns: d.u64("last")? as i64,
+                        more: d.bool("more")?,
+                    }),
                     v => return Err(Malformed(format!("output kind {v}"))),
                 };
                 Some(Done {

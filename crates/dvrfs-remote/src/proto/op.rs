@@ -3,7 +3,7 @@
 //! buffers; `client`).
 
 use dvrfs_core::engine::{StreamDir, StreamSpec};
-use dvrfs_core::format::inode::{StreamDefault, StreamRetention};
+use dvrfs_core::format::inode::{Protection, StreamDefault, StreamRetention};
 use dvrfs_core::format::superblock::VolumeRetention;
 use dvrfs_core::volume::SetAttr;
 use dvrfs_core::{IoBuf, Op};
@@ -179,6 +179,22 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
         Op::StreamFollow { stream } => {
             e.u8(25).u32(*stream);
         }
+        Op::Protect {
+            dir,
+            from_utc_ns,
+            to_utc_ns,
+            protection,
+        } => {
+            e.u8(28)
+                .u32(*dir)
+                .u64(*from_utc_ns as u64)
+                .u64(*to_utc_ns as u64)
+                .u32(protection.until_s)
+                .u32(protection.id);
+        }
+        Op::Unprotect { id } => {
+            e.u8(29).u32(*id);
+        }
     }
 }
 
@@ -297,6 +313,9 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
                     })),
                     v => return Err(Malformed(format!("retention tag {v}"))),
                 },
+                // Never from a client: a protection goes through `Op::Protect`,
+                // which checks the volume's protected-max.
+                protection: None,
             };
             Op::SetAttr { ino, set }
         }
@@ -340,6 +359,16 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
             ino: d.u32("ino")?,
             incomplete: d.bool("incomplete")?,
         },
+        28 => Op::Protect {
+            dir: d.u32("dir")?,
+            from_utc_ns: d.u64("from")? as i64,
+            to_utc_ns: d.u64("to")? as i64,
+            protection: Protection {
+                until_s: d.u32("until")?,
+                id: d.u32("id")?,
+            },
+        },
+        29 => Op::Unprotect { id: d.u32("id")? },
         26 => {
             let mut share = |what| -> DecResult<u16> {
                 u16::try_from(d.u32(what)?).map_err(|_| Malformed(format!("{what} out of range")))
