@@ -82,6 +82,10 @@ pub enum Command {
     Verify(crate::cmd_verify::VerifyArgs),
     /// Set or show retention policies: a stream's max age, min age and size, the volume's high and low marks
     Retention(crate::cmd_retention::RetentionArgs),
+    /// Protect a stream's chunks in a time range from retention (prints its id), or list the protections
+    Protect(crate::cmd_protect::ProtectArgs),
+    /// Remove a protection (`protect --list` shows the ids)
+    Unprotect(crate::cmd_protect::UnprotectArgs),
     /// Serve an image as an emulated hard disk (DIR/disk over FUSE, a loop device with --attach); --stop DIR ends it
     Emulate(crate::cmd_emulate::EmulateArgs),
 }

@@ -25,6 +25,7 @@ mod cmd_fs;
 mod cmd_index;
 mod cmd_mount;
 mod cmd_play;
+mod cmd_protect;
 mod cmd_retention;
 mod cmd_scrub;
 mod cmd_sim;
@@ -120,6 +121,8 @@ fn target_of(command: &Command) -> Option<&std::path::Path> {
         Command::Timeline(a) => &a.target,
         Command::Verify(a) => &a.target,
         Command::Retention(a) => &a.target,
+        Command::Protect(a) => &a.target,
+        Command::Unprotect(a) => &a.target,
         // `--stop DIR` has no image.
         Command::Emulate(a) => return a.image.as_deref(),
         // The simulator has no device.
@@ -153,6 +156,8 @@ fn run_command(command: &Command) -> CliResult<u8> {
         Command::Events(a) => cmd_events::events(a),
         Command::Reindex(a) => cmd_index::reindex(a),
         Command::Retention(a) => cmd_retention::retention(a),
+        Command::Protect(a) => cmd_protect::protect(a),
+        Command::Unprotect(a) => cmd_protect::unprotect(a),
         Command::Keyframes(a) => cmd_index::keyframes(a),
         Command::Export(a) => cmd_clip::export(a),
         Command::Keyframe(a) => cmd_clip::keyframe(a),

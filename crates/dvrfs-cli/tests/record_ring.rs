@@ -8,8 +8,11 @@
 //! retention; `fsck` is clean. Bad rings are refused with what to give. Through a
 //! mount, a reader of the ring whose output nobody reads falls behind it: it gets an
 //! "overrun", goes on at the oldest chunk left, and what it played decodes; the
-//! recording never waited for it. Prints SKIP where ffmpeg is missing (the test
-//! command installs it) or FUSE is.
+//! recording never waited for it. A chunk of the ring protected while the ring
+//! held it (`dvrfs protect` through the mount) outlives three ring lengths past its
+//! end and still plays whole; unprotected, the ring deletes it (criterion 5 in its
+//! short form). Prints SKIP where ffmpeg is missing (the test command installs it)
+//! or FUSE is.
 
 mod common;
 
@@ -58,6 +61,29 @@ fn name_utc(name: &str) -> i64 {
     };
     let secs = days * 86_400 + n(9..11) * 3600 + n(11..13) * 60 + n(13..15);
     secs * S + n(16..19) * 1_000_000
+}
+
+/// A moment as RFC 3339 in UTC, with milliseconds (`date` does the calendar).
+fn rfc3339(ns: i64) -> String {
+    let o = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%S.%3NZ", "-d"])
+        .arg(format!("@{}.{:09}", ns / S, ns % S))
+        .output()
+        .unwrap();
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+/// Polls `done` every 50 ms until it holds; fails the test after a minute (a
+/// guard against a hang, not a measure of time).
+fn poll_until(what: &str, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "{what}: not after a minute"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// A scratch directory with the fixture and a fresh 1 GiB image in it; None (SKIP
@@ -149,7 +175,7 @@ fn a_ring_keeps_its_length_plus_at_most_a_chunk_and_deletes_on_time() {
 }
 
 #[test]
-fn a_reader_that_falls_behind_the_ring_gets_an_overrun_and_goes_on_at_the_oldest_chunk() {
+fn a_reader_that_falls_behind_the_ring_gets_an_overrun_and_a_protected_chunk_outlives_it() {
     need_fuse!();
     let Some((dir, fixture, img)) = setup() else {
         return;
@@ -166,18 +192,16 @@ fn a_reader_that_falls_behind_the_ring_gets_an_overrun_and_goes_on_at_the_oldest
         .spawn()
         .unwrap();
     let cam = m.path("cam");
-    let chunks = || -> usize {
-        std::fs::read_dir(&cam).map_or(0, |d| {
-            d.filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .file_name()
-                    .to_string_lossy()
-                    .ends_with(".ts")
-            })
-            .count()
-        })
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&cam).map_or(vec![], |d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".ts"))
+                .collect()
+        });
+        v.sort();
+        v
     };
+    let chunks = || names().len();
     // Polled (each poll a directory listing through the mount).
     while chunks() < 2 {
         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -198,9 +222,21 @@ fn a_reader_that_falls_behind_the_ring_gets_an_overrun_and_goes_on_at_the_oldest
             .filter(|l| l.contains("\"deleted\""))
             .count()
     };
-    while deleted() < 8 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    // The ring's fourth chunk protected while the ring holds it: a moment half a
+    // second into it (its span runs from its first keyframe to the next chunk's).
+    poll_until("five chunks", || chunks() >= 5);
+    let clip = names()[3].clone();
+    let at = rfc3339(name_utc(&clip) + S / 2);
+    let pj = json(&ok(dvrfs([
+        "protect", img_s, "/cam", "--from", &at, "--to", &at, "--note", "incident", "--json",
+    ])));
+    assert_eq!(
+        (pj["id"].as_u64(), pj["chunks"].as_u64()),
+        (Some(1), Some(1)),
+        "{pj}"
+    );
+    assert_eq!(pj["state"], "held", "{pj}");
+    poll_until("eight chunks deleted", || deleted() >= 8);
     let mut out = vec![];
     play.stdout.take().unwrap().read_to_end(&mut out).unwrap();
     let p = play.wait_with_output().unwrap();
@@ -222,6 +258,41 @@ fn a_reader_that_falls_behind_the_ring_gets_an_overrun_and_goes_on_at_the_oldest
     assert!(out.len() > 10 << 20, "{} bytes played", out.len());
     let errs = decode_errors(&played);
     assert!(errs.trim().is_empty(), "{errs}");
+    // Until the ring has deleted a chunk recorded 20 s after the clip's start, at
+    // its end plus the ring: the clip has outlived three ring lengths past its own
+    // end (a chunk is 2 s), and it is still there, whole, and plays.
+    let gone_after = |t: i64| {
+        std::fs::read_to_string(cam.join(".chain"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| json(l)["deleted"].as_str().map(name_utc))
+            .any(|n| n >= t)
+    };
+    poll_until("the ring 20 s past the clip", || {
+        gone_after(name_utc(&clip) + 20 * S)
+    });
+    assert!(names().contains(&clip), "the protected chunk was deleted");
+    let clip_path = format!("/cam/{clip}");
+    let out = Command::new(env!("CARGO_BIN_EXE_dvrfs"))
+        .args(["play", img_s, &clip_path, "--rate", "48M"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let size = std::fs::metadata(cam.join(&clip)).unwrap().len();
+    assert_eq!(out.stdout.len() as u64, size);
+    let clip_ts = dir.path().join("clip.ts");
+    std::fs::write(&clip_ts, &out.stdout).unwrap();
+    let errs = decode_errors(&clip_ts);
+    assert!(errs.trim().is_empty(), "{errs}");
+    let list = ok(dvrfs(["protect", img_s, "--list"]));
+    assert!(
+        list.contains("id 1: /cam") && list.contains("(incident)"),
+        "{list}"
+    );
+    // Removed, the ring deletes it at once (it is past max-age).
+    ok(dvrfs(["unprotect", img_s, "--id", "1"]));
+    poll_until("the unprotected chunk deleted", || !names().contains(&clip));
+    assert!(ok(dvrfs(["protect", img_s, "--list"])).contains("no protections"));
     m.unmount();
     assert_clean(&img);
 }

@@ -95,7 +95,10 @@ fn a_protected_range_outlives_max_age_until_it_ends_or_is_removed() {
     // A range that meets no chunk is refused, saying where the chunks are.
     match fs.protect(cam, (at(-10, 0), at(-9, 0)), forever, now) {
         Err(Error::InvalidArgument(m)) => {
-            assert!(m.contains("no chunk of /cam") && m.contains("2026-11-28T18:28:44"), "{m}")
+            assert!(
+                m.contains("no chunk of /cam") && m.contains("2026-11-28T18:28:44"),
+                "{m}"
+            )
         }
         r => panic!("not refused: {r:?}"),
     }

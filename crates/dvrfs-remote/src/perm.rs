@@ -229,6 +229,9 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
         Op::Unmount => Err(denied(
             "unmounting through the socket (unmount the mount point: umount)",
         )),
+        Op::Protect { restate: true, .. } if !peer.is_root() => Err(denied(
+            "stating a protection again beyond protected-max (only root may, as it removes protections)",
+        )),
         Op::Protect { dir, .. } => need(v, peer, *dir, W, "to protect its chunks"),
         Op::Unprotect { .. } if peer.is_root() => Ok(()),
         Op::Unprotect { .. } => Err(denied(

@@ -384,6 +384,7 @@ impl<D: Device> Fs<D> {
             from_utc_ns,
             to_utc_ns,
             protection,
+            restate: false,
         };
         match self.run(op, None, now_ns)? {
             Output::Covered(c) => Ok(c),

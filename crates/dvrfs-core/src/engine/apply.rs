@@ -292,9 +292,11 @@ fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
             from_utc_ns,
             to_utc_ns,
             protection,
+            restate,
         } => {
             let max = crate::retention::protect_blocks(v);
-            crate::retention::protect(v, dir, (from_utc_ns, to_utc_ns), protection, t, max)
+            let range = (from_utc_ns, to_utc_ns);
+            crate::retention::protect(v, dir, range, protection, t, (max, !restate))
                 .map(Output::Covered)
         }
         Op::Unprotect { id } => {

@@ -175,12 +175,15 @@ pub enum Op {
     SetVolumeRetention(VolumeRetention),
     /// Protect the chunks of the stream in `dir` that meet UTC `from_utc_ns ..=
     /// to_utc_ns` (`dvrfs protect`, `retention/protect.rs`): refused past the
-    /// volume's protected-max. Completes with what it covered.
+    /// volume's protected-max, unless `restate` (a protection stated again after
+    /// another was removed from some of its chunks: what it holds was counted
+    /// when it was made). Completes with what it covered.
     Protect {
         dir: Ino,
         from_utc_ns: i64,
         to_utc_ns: i64,
         protection: Protection,
+        restate: bool,
     },
     /// Remove protection `id` from the chunks that carry it (`dvrfs unprotect`), in
     /// parts: completes with what it uncovered, `more` while chunks are left.

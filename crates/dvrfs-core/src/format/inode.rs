@@ -760,7 +760,10 @@ mod tests {
         // The frame index and the other flags stay the file's.
         assert_eq!((back.frame_index_root, back.frame_count), (77, 5));
         assert_eq!(back.flags, FLAG_INDEX_INCOMPLETE | FLAG_PROTECTED);
-        assert_eq!(u32::from_le_bytes(b[56..60].try_into().unwrap()), 1_790_000_000);
+        assert_eq!(
+            u32::from_le_bytes(b[56..60].try_into().unwrap()),
+            1_790_000_000
+        );
         assert_eq!(u32::from_le_bytes(b[60..64].try_into().unwrap()), 7);
         rec.set_protection(None);
         rec.encode(&mut b);

@@ -7,7 +7,9 @@
 //! planner honours it from the snapshot alone, and a crash keeps it with the
 //! chunk. A chunk in two protections carries the one that ends later; removing that
 //! one leaves the chunk unprotected until the other is stated again, which
-//! `dvrfs unprotect` does from the protections' list (`.protect`).
+//! `dvrfs unprotect` does from the protections' list (`.protect`), in the same
+//! command (a restatement is not checked against protected-max: what it holds was
+//! counted when it was made).
 //!
 //! The volume's `protected-max` bounds what protections may hold: a protection
 //! that would take the chunks held by protections past it is refused, saying how
@@ -56,14 +58,14 @@ fn inode_blocks<'a>(inos: impl Iterator<Item = &'a Ino>) -> usize {
 
 /// Protects the chunks of the stream in `dir` that meet UTC `from_ns ..= to_ns`
 /// with `p` (see the module docs), at UTC `now_ns`, changing at most `max_blocks`
-/// inode-table blocks.
+/// inode-table blocks; checked against the volume's protected-max if `bounded`.
 pub fn protect(
     v: &mut Volume,
     dir: Ino,
     (from_ns, to_ns): (i64, i64),
     p: Protection,
     now_ns: i64,
-    max_blocks: usize,
+    (max_blocks, bounded): (usize, bool),
 ) -> Result<Covered> {
     if p.id == 0 {
         return Err(Error::InvalidArgument("protection id 0".into()));
@@ -95,7 +97,7 @@ pub fn protect(
         )));
     }
     let limit = u64::from(v.volume_retention().protected_max_permille) * snapshot.data_bytes / 1000;
-    if limit > 0 {
+    if limit > 0 && bounded {
         let held: u64 = snapshot
             .streams
             .iter()
@@ -103,7 +105,11 @@ pub fn protect(
             .filter(|c| c.protected)
             .map(|c| c.bytes)
             .sum();
-        let adds: u64 = covered.iter().filter(|c| !c.protected).map(|c| c.bytes).sum();
+        let adds: u64 = covered
+            .iter()
+            .filter(|c| !c.protected)
+            .map(|c| c.bytes)
+            .sum();
         if held + adds > limit {
             return Err(Error::InvalidArgument(format!(
                 "protected clips would hold {} bytes, beyond the volume's protected-max of {} bytes ({}% of the data region): {held} bytes are protected now and this adds {adds}; unprotect a clip (dvrfs protect --list) or raise --protected-max",
@@ -218,9 +224,8 @@ mod tests {
     fn a_range_covers_every_chunk_whose_span_it_meets_whole() {
         // Chunks at 0, 10, 20; the last ends at 25 (its last keyframe).
         let c = [at(0, 8), at(10, 18), at(20, 25)];
-        let starts = |from, to| -> Vec<i64> {
-            meeting(&c, from, to).map(|c| c.start_utc_ns).collect()
-        };
+        let starts =
+            |from, to| -> Vec<i64> { meeting(&c, from, to).map(|c| c.start_utc_ns).collect() };
         // Inside one chunk's span (past its last keyframe too): that chunk.
         assert_eq!(starts(9, 9), [0]);
         assert_eq!(starts(12, 15), [10]);

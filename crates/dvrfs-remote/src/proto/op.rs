@@ -184,13 +184,15 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
             from_utc_ns,
             to_utc_ns,
             protection,
+            restate,
         } => {
             e.u8(28)
                 .u32(*dir)
                 .u64(*from_utc_ns as u64)
                 .u64(*to_utc_ns as u64)
                 .u32(protection.until_s)
-                .u32(protection.id);
+                .u32(protection.id)
+                .bool(*restate);
         }
         Op::Unprotect { id } => {
             e.u8(29).u32(*id);
@@ -367,6 +369,7 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
                 until_s: d.u32("until")?,
                 id: d.u32("id")?,
             },
+            restate: d.bool("restate")?,
         },
         29 => Op::Unprotect { id: d.u32("id")? },
         26 => {
