@@ -771,7 +771,7 @@ mod tests {
         assert_eq!((back.protection, back.flags), (None, FLAG_INDEX_INCOMPLETE));
         assert!(b[56..64].iter().all(|&x| x == 0));
         // A directory's bit 3 is nothing of a protection.
-        let mut d = InodeRecord {
+        let d = InodeRecord {
             mode: S_IFDIR | 0o755,
             flags: FLAG_PROTECTED,
             ..Default::default()
