@@ -570,6 +570,20 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         false => 0,
     };
     let (backend, no_uring) = dvrfs_runtime::available_backend();
+    // What protected clips hold now (`dvrfs protect`), and what they may.
+    let snapshot = dvrfs_core::retention::Snapshot::of(
+        fs.engine().volume(),
+        &Default::default(),
+        crate::target::now_ns(),
+    );
+    let (protected_chunks, protected_bytes) = snapshot
+        .streams
+        .iter()
+        .flat_map(|s| &s.chunks)
+        .filter(|c| c.protected)
+        .fold((0u64, 0u64), |(n, b), c| (n + 1, b + c.bytes));
+    let protected_max_bytes =
+        u64::from(sb.retention.protected_max_permille) * snapshot.data_bytes / 1000;
     let v = json!({
         "target": target.display().to_string(),
         "version": FORMAT_VERSION,
@@ -604,6 +618,11 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         "checksum_granule": sb.sum_granule_bytes,
         "event_log_events": event_capacity,
         "retention": crate::cmd_retention::volume_json(&sb.retention),
+        "protected": {
+            "chunks": protected_chunks,
+            "bytes": protected_bytes,
+            "max_bytes": protected_max_bytes,
+        },
         "superblock_from": load.superblock_from,
         "io_backend": backend.name(),
         "regions": {
@@ -689,6 +708,14 @@ pub fn info(a: &InfoArgs) -> CliResult<u8> {
         Some(t) => outln!("  retention        {t} (dvrfs retention --list)"),
         None => outln!("  retention        no volume policy (dvrfs retention)"),
     }
+    let bound = match protected_max_bytes {
+        0 => "no protected-max".to_string(),
+        m => format!("of a protected-max of {}", human_bytes(m)),
+    };
+    outln!(
+        "  protected        {protected_chunks} chunk(s), {} ({bound}; dvrfs protect --list)",
+        human_bytes(protected_bytes)
+    );
     match &no_uring {
         None => outln!("  I/O back end     {} (put, get)", backend.name()),
         Some(why) => outln!(

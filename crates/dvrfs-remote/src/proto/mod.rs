@@ -788,6 +788,23 @@ mod tests {
                 },
                 deadline_mono_ns: None,
             },
+            Request::Start {
+                op: Op::Protect {
+                    dir: 9,
+                    from_utc_ns: 1_795_890_524_496_000_000,
+                    to_utc_ns: -5,
+                    protection: dvrfs_core::format::inode::Protection {
+                        until_s: u32::MAX,
+                        id: 77,
+                    },
+                    restate: true,
+                },
+                deadline_mono_ns: None,
+            },
+            Request::Start {
+                op: Op::Unprotect { id: 3 },
+                deadline_mono_ns: None,
+            },
             Request::Poll {
                 tickets: vec![1, 2, 3],
                 timeout_ns: Some(5),
@@ -862,6 +879,30 @@ mod tests {
                     o => panic!("{o:?}"),
                 }
             }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn what_a_protection_covered_round_trips() {
+        let c = Covered {
+            chunks: 3,
+            bytes: 12 << 20,
+            first_utc_ns: 1_795_890_524_496_000_000,
+            last_utc_ns: -1,
+            more: true,
+        };
+        let r = Ok(Reply::Done(Some(Done {
+            output: WireOutput::Covered(c),
+            late: false,
+            submit_ns: 1,
+            done_ns: 2,
+        })));
+        match decode_reply(encode_reply(4, &r)) {
+            Ok((4, Ok(Reply::Done(Some(d))))) => match d.output {
+                WireOutput::Covered(back) => assert_eq!(back, c),
+                o => panic!("{o:?}"),
+            },
             other => panic!("{other:?}"),
         }
     }
