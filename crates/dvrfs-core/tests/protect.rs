@@ -205,3 +205,33 @@ fn protection_beyond_protected_max_is_refused_saying_why() {
         .unwrap();
     assert_eq!(fs.engine().volume().protection(c[3]), Some(p(2)));
 }
+
+#[test]
+fn a_protection_stamp_that_cannot_be_one_is_reported_and_dropped_by_fsck() {
+    use common::damage::{edit_inode_u32, inode_u32, repair_once};
+    let (mut fs, _clock) = clocked();
+    let (cam, c) = six_chunks(&mut fs);
+    let now = T0 + 10 * MIN;
+    policy(&mut fs, cam, 86_400, now);
+    let p = Protection {
+        until_s: Protection::FOREVER,
+        id: 9,
+    };
+    fs.protect(cam, (T0, T0), p, now).unwrap();
+    fs.sync().unwrap();
+    let mut dev = fs.close().unwrap();
+    // Bytes 56..64 hold the protection, flags bit 3 says so.
+    assert_eq!(inode_u32(&dev, c[0], 60), 9);
+    assert_ne!(inode_u32(&dev, c[0], 44) & (1 << 3), 0);
+    edit_inode_u32(&mut dev, c[0], 60, 0);
+    let (r, _, fixed) = repair_once(dev, "protection id 0");
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.contains("carries a protection that cannot be one")),
+        "{:?}",
+        r.errors
+    );
+    let fs = common::open_rw(fixed);
+    assert_eq!(fs.engine().volume().protection(c[0]), None);
+}

@@ -367,6 +367,17 @@ impl Volume {
             valid_prefix(runs, limit, ino, &mut r.report.problems)
         };
         let mut rec = rec;
+        if let Some(p) = rec.protection {
+            // A stamp of id 0, or on a volume that never had one: damage. Dropped
+            // (the chunk is then deleted by the policies like any other).
+            if p.id == 0 || !sb.has_protection() {
+                r.report.problems.push((
+                    Some(ino),
+                    format!("inode {ino} carries a protection that cannot be one (id {}, or a volume without protected clips): dropped", p.id),
+                ));
+                rec.set_protection(None);
+            }
+        }
         let inline_target = std::mem::take(&mut rec.inline_target);
         keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len(), usable_slots);
         let inode = Inode { attr: rec, runs };
