@@ -89,6 +89,11 @@ pub enum Error {
     /// (issue 26, rule 1; `ENOSPC`).
     #[error("stream refused: {0}")]
     SpaceNotKept(String),
+    /// A playback's file was deleted while it was played, its pin yielding to a
+    /// recording's need for space (issue 26, rule 6; `ESTALE`): the bytes asked for
+    /// are gone, and the playback gives nothing more rather than wrong data.
+    #[error("range expired: {0}")]
+    RangeExpired(String),
     /// A read (or a partial write) reached file bytes whose data blocks are unknown:
     /// the map naming them was damaged (see `Run::LOST_START`). Never served as zeros.
     #[error("inode {ino}: bytes {offset} to {end} were lost to metadata damage (which blocks held them is unknown)")]
@@ -157,6 +162,7 @@ impl Error {
             Error::OverQuota(_) => 122,         // EDQUOT
             Error::KeptForRoot(_) => 28,        // ENOSPC
             Error::SpaceNotKept(_) => 28,       // ENOSPC
+            Error::RangeExpired(_) => 116,      // ESTALE
             Error::DataLost { .. } | Error::Checksum { .. } => 5, // EIO
             Error::Truncated { .. } | Error::PastEnd { .. } => 5, // EIO
             Error::TargetTooLong { .. } => 36,  // ENAMETOOLONG

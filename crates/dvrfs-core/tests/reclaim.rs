@@ -47,7 +47,8 @@ fn full_recorder(e: &mut Engine, d: &mut Drive, policy: bool) -> (u32, Vec<Strin
             Op::Write {
                 ino,
                 offset: 0,
-                data: IoBuf::virtual_len(CHUNK as usize),
+                // Real bytes: a playback reads them back, checksums checked.
+                data: IoBuf::zeroed(CHUNK as usize),
             },
         )
         .unwrap();
@@ -176,4 +177,81 @@ fn without_a_policy_a_recording_beyond_the_free_space_is_refused_as_before() {
     .unwrap_err();
     assert!(matches!(err, Error::NoSpace { .. }), "{err}");
     assert!(deleted(&e).is_empty());
+}
+
+#[test]
+fn a_playbacks_pin_yields_to_a_recording_and_the_playback_is_told_range_expired() {
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let (cam, names) = full_recorder(&mut e, &mut d, true);
+    let n = names.len() as u64;
+    let free = e.volume().available_bytes();
+    // A slow playback of the oldest chunk: it holds it.
+    let oldest = e.volume().lookup(cam, names[0].as_bytes()).unwrap();
+    let play = open_stream(&mut e, &mut d, oldest, stream_spec(StreamDir::Read, 1.0, 0)).unwrap();
+    let read = |e: &mut Engine, d: &mut Drive| {
+        let op = Op::StreamRead {
+            stream: play.id,
+            buf: IoBuf::zeroed(64 << 10),
+        };
+        d.run(e, op)
+    };
+    let r = read(&mut e, &mut d);
+    assert!(matches!(r, Ok(Output::Read { bytes: 65536, .. })), "{r:?}");
+    // A recording that needs every chunk, the held one too: its pin yields, so it
+    // counts as reclaimable and the recording is admitted.
+    let want = n * CHUNK + free - MIB;
+    let rec = d.create_in(&mut e, cam, &chunk_name(T0 + n as i64 * MIN, "ts"));
+    let info = open_stream(
+        &mut e,
+        &mut d,
+        rec,
+        stream_spec(StreamDir::Write, 8.0, want),
+    )
+    .expect("admitted on the chunks, the one played too");
+    // What the other chunks free is written first.
+    let piece = vec![7u8; MIB as usize];
+    let first = (n - 1) * CHUNK + free - 4 * MIB;
+    for _ in 0..first / MIB {
+        stream_write(&mut e, &mut d, info.id, &piece);
+    }
+    // The playback goes on until retention takes its chunk: then it is told.
+    let mut reads = 0;
+    let err = loop {
+        match read(&mut e, &mut d) {
+            Ok(Output::Read { bytes, .. }) => assert_eq!(bytes, 64 << 10),
+            Ok(o) => panic!("{o:?}"),
+            Err(err) => break err,
+        }
+        reads += 1;
+        assert!(reads < 2000, "the playback was never expired");
+    };
+    assert!(matches!(err, Error::RangeExpired(_)), "{err}");
+    assert_eq!(err.errno(), 116, "ESTALE");
+    assert!(err.to_string().contains(&names[0]), "{err}");
+    // Every read after fails the same way: never a byte of a file that went.
+    assert!(matches!(read(&mut e, &mut d), Err(Error::RangeExpired(_))));
+    assert_eq!(e.retention_figures().expired_chunks, 1);
+    // The playback closes; its chunk's blocks are the recording's.
+    d.run(&mut e, Op::StreamClose { stream: play.id }).unwrap();
+    let mut written = first / MIB * MIB;
+    while written < want {
+        let k = MIB.min(want - written) as usize;
+        stream_write(&mut e, &mut d, info.id, &piece[..k]);
+        written += k as u64;
+    }
+    let stats = match d.run(&mut e, Op::StreamClose { stream: info.id }) {
+        Ok(Output::StreamClosed(s)) => s,
+        o => panic!("{o:?}"),
+    };
+    assert_eq!((stats.no_space, stats.written_bytes), (0, want));
+    assert_eq!(stats.late, 0);
+    // Every chunk went for the recording, the played one last (its pin yielded
+    // only when nothing else was left).
+    let gone = deleted(&e);
+    assert_eq!(gone.len(), names.len());
+    assert_eq!(gone.last(), Some(&(names[0].clone(), DeleteCause::Needed)));
+    assert!(gone.iter().all(|(_, c)| *c == DeleteCause::Needed));
+    d.run(&mut e, Op::Fsync).unwrap();
+    e.check().unwrap();
+    common::assert_fsck_clean(&d.durable_at(d.t));
 }

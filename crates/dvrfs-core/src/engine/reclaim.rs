@@ -104,20 +104,36 @@ impl Engine {
     }
 
     /// What retention could delete now: the data blocks of chunks of streams that
-    /// are neither open nor protected (rule 1 goes past min-age and the marks),
-    /// the one retention is deleting included (its unlink is its only operation).
+    /// are neither protected nor open, except by playbacks (whose pins yield, rule
+    /// 6; rule 1 goes past min-age and the marks), the one retention is deleting
+    /// included (its unlink is its only operation), and the chunks expired whose
+    /// playbacks have not let go yet.
     fn reclaimable_bytes(&self) -> u64 {
         let mut busy = self.busy_files();
         if let Some(ino) = self.retention_deleting() {
             busy.remove(&ino);
         }
-        let snapshot = Snapshot::of(&self.vol, &busy, self.retention.wall_ns);
-        snapshot
+        let mut snapshot = Snapshot::of(&self.vol, &busy, self.retention.wall_ns);
+        snapshot.pins_yield(&self.playback_pins());
+        let chunks: u64 = snapshot
             .streams
             .iter()
             .flat_map(|s| &s.chunks)
-            .filter(|c| !c.busy && !c.protected)
+            .filter(|c| (!c.busy || c.yields) && !c.protected)
             .map(|c| c.bytes)
+            .sum();
+        chunks + self.expiring_bytes()
+    }
+
+    /// The data blocks of chunks deleted from under their playbacks (rule 6) that
+    /// are not free yet: they are as soon as the playbacks close.
+    pub(super) fn expiring_bytes(&self) -> u64 {
+        let bs = self.vol.superblock().data_block_bytes;
+        self.retention
+            .expiring
+            .iter()
+            .filter_map(|&ino| self.vol.stat(ino).ok())
+            .map(|st| st.blocks * bs)
             .sum()
     }
 
@@ -163,6 +179,6 @@ impl Engine {
         owed > 0
             && self.retention_idle()
             && self.retention.figures.owed_shortfall_bytes == 0
-            && self.vol.available_bytes() < owed
+            && self.vol.available_bytes() + self.expiring_bytes() < owed
     }
 }

@@ -67,6 +67,9 @@ pub(super) struct RetentionRun {
     pub(super) next_check_ns: u64,
     /// Space owed to admitted recordings, bytes by stream (`reclaim.rs`).
     pub(super) owed: BTreeMap<StreamId, u64>,
+    /// Chunks deleted from under their playbacks (rule 6, `stream/expire.rs`)
+    /// whose blocks wait for them to close: forgotten once freed.
+    pub(super) expiring: BTreeSet<Ino>,
     /// Deletions planned and not yet submitted, oldest first.
     queue: VecDeque<(Deletion, i64, i64)>,
     /// The unlink in flight: its operation, the chunk, its path and UTC range.
@@ -128,6 +131,9 @@ pub struct RetentionFigures {
     /// most owed at once, in bytes.
     pub owed_recordings: u64,
     pub owed_max_bytes: u64,
+    /// Chunks deleted from under playbacks for a recording's need (rule 6): each
+    /// playback holding one was told "range expired".
+    pub expired_chunks: u64,
 }
 
 /// Between two samples of the volume's use.
@@ -140,6 +146,10 @@ impl Engine {
             return;
         }
         self.retention.wall_ns = now.wall_ns;
+        if !self.retention.expiring.is_empty() {
+            let vol = &self.vol;
+            self.retention.expiring.retain(|&ino| vol.inode_exists(ino));
+        }
         if now.mono_ns >= self.retention.next_sample_ns {
             self.sample_usage(now.mono_ns);
         }
@@ -160,12 +170,16 @@ impl Engine {
             return;
         }
         let busy = self.busy_files();
-        let snapshot = Snapshot::of(&self.vol, &busy, now.wall_ns);
+        let mut snapshot = Snapshot::of(&self.vol, &busy, now.wall_ns);
+        let owed = self.owed_bytes();
+        if owed > 0 {
+            snapshot.pins_yield(&self.playback_pins());
+        }
         let p = plan(PlanInput {
             snapshot: &snapshot,
             volume: self.vol.volume_retention(),
             now_utc_ns: now.wall_ns,
-            need_free_bytes: self.owed_bytes(),
+            need_free_bytes: owed.saturating_sub(self.expiring_bytes()),
         });
         let range = |d: &Deletion| {
             snapshot
@@ -326,11 +340,22 @@ impl Engine {
         let busy = self.busy_files();
         while let Some((d, start, end)) = self.retention.queue.pop_front() {
             let same = self.vol.lookup(d.dir, &d.name).ok() == Some(d.ino);
-            if !same || busy.contains(&d.ino) || self.vol.open_count(d.ino) > 0 {
+            let held = busy.contains(&d.ino) || self.vol.open_count(d.ino) > 0;
+            // A pin yields (rule 6) only to what is owed, and only a playback's.
+            let yields = d.expire && self.owed_bytes() > 0 && self.playback_pins().contains(&d.ino);
+            if !same || (held && !yields) {
                 self.retention.figures.skipped += 1;
                 continue;
             }
             let path = self.vol.path_of(d.ino).unwrap_or_default();
+            if held {
+                let why = format!(
+                    "{path} was deleted while it was played: retention needed its space for a recording admitted on it (its pin yields to a recording); play from a later time"
+                );
+                self.expire_playbacks(d.ino, &why, now);
+                self.retention.expiring.insert(d.ino);
+                self.retention.figures.expired_chunks += 1;
+            }
             let op = Op::Unlink {
                 parent: d.dir,
                 name: d.name.clone(),

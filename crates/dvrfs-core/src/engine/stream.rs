@@ -47,6 +47,7 @@
 
 mod admit;
 mod events;
+mod expire;
 mod hold;
 mod memory;
 mod playback;
@@ -250,6 +251,9 @@ pub(super) struct Stream {
     at_edge: bool,
     /// A read came back short (the file shrank): nothing after it is delivered.
     ended: bool,
+    /// Read: expired, a file it held deleted for a recording's space (rule 6,
+    /// `stream/expire.rs`): every read fails with this reason.
+    expired: Option<String>,
     // write
     fill: Option<IoBuf>,
     fill_len: usize,
@@ -279,6 +283,56 @@ pub(super) struct Stream {
 }
 
 impl Stream {
+    /// A stream just admitted: `info`, its rate, burst and first credit, at byte
+    /// `start` of its file, idle (a playback that fetches nothing until a read).
+    fn new(
+        info: StreamInfo,
+        (rate, burst, credit): (f64, f64, f64),
+        start: u64,
+        idle: bool,
+        now: Now,
+    ) -> Stream {
+        let info_ino = info.ino;
+        Stream {
+            info,
+            rate,
+            burst,
+            credit,
+            credit_at: now.mono_ns,
+            pos: start,
+            next_fetch: start,
+            idle,
+            chunks: VecDeque::new(),
+            play: VecDeque::from([PlayFile {
+                seq: 0,
+                ino: info_ino,
+                from: start,
+                base: Some(start),
+            }]),
+            fetch_file: 0,
+            follow: false,
+            at_edge: false,
+            ended: false,
+            expired: None,
+            fill: None,
+            fill_len: 0,
+            logged_len: 0,
+            fill_at: start,
+            fill_first_ns: now.mono_ns,
+            unlogged_writes: BTreeMap::new(),
+            writes: VecDeque::new(),
+            error: None,
+            errno: None,
+            virtual_bufs: false,
+            waiting: VecDeque::new(),
+            closed: false,
+            close_op: None,
+            syncs: vec![],
+            wake_ns: None,
+            stats: StreamStats::default(),
+        }
+    }
+
     fn credit_at(&self, now: u64) -> f64 {
         let dt = now.saturating_sub(self.credit_at) as f64 / 1e9;
         (self.credit + self.rate * dt).min(self.burst)
@@ -408,43 +462,8 @@ impl Engine {
             StreamDir::Read => -(l.buffer_slack_ns() / 1e9 * rate),
             StreamDir::Write => burst,
         };
-        let s = Stream {
-            info: info.clone(),
-            rate,
-            burst,
-            credit,
-            credit_at: now.mono_ns,
-            pos: start,
-            next_fetch: start,
-            idle: spec.idle && spec.dir == StreamDir::Read,
-            chunks: VecDeque::new(),
-            play: VecDeque::from([PlayFile {
-                seq: 0,
-                ino,
-                from: start,
-                base: Some(start),
-            }]),
-            fetch_file: 0,
-            follow: false,
-            at_edge: false,
-            ended: false,
-            fill: None,
-            fill_len: 0,
-            logged_len: 0,
-            fill_at: start,
-            fill_first_ns: now.mono_ns,
-            unlogged_writes: BTreeMap::new(),
-            writes: VecDeque::new(),
-            error: None,
-            errno: None,
-            virtual_bufs: false,
-            waiting: VecDeque::new(),
-            closed: false,
-            close_op: None,
-            syncs: vec![],
-            wake_ns: None,
-            stats: StreamStats::default(),
-        };
+        let idle = spec.idle && spec.dir == StreamDir::Read;
+        let s = Stream::new(info.clone(), (rate, burst, credit), start, idle, now);
         self.streams.insert(id, s);
         self.refresh_gather_lead();
         Ok(Output::Stream(info))

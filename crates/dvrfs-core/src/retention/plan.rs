@@ -2,9 +2,11 @@
 //!
 //! 1. **Space admitted recordings need** (`need_free_bytes`: what the engine's
 //!    recordings will write beyond what is free): the oldest chunks go until it is
-//!    free, whatever their min-age; only protected and open chunks stay. What
-//!    cannot be freed is the plan's `shortfall_bytes` (the engine refuses at
-//!    admission what would make one).
+//!    free, whatever their min-age; only protected and open chunks stay. Then,
+//!    if that is not enough, chunks only playbacks hold (their pins yield, rule 6:
+//!    the deletion is marked `expire`, the engine tells the playbacks "range
+//!    expired"), the oldest first. What cannot be freed is the plan's
+//!    `shortfall_bytes` (the engine refuses at admission what would make one).
 //! 2. **Protected** chunks are never deleted, by any rule; **open** ones (being
 //!    recorded, read, or held through the mount) neither, while they are.
 //! 3. **max-age**: a chunk whose end is older than its stream's `max_age` goes, free
@@ -37,6 +39,9 @@ pub struct Deletion {
     pub name: Vec<u8>,
     pub bytes: u64,
     pub cause: DeleteCause,
+    /// Held by playbacks only, whose pins yield to a recording's need (rule 6):
+    /// they are told "range expired" and the chunk goes.
+    pub expire: bool,
 }
 
 /// What the planner is given.
@@ -88,6 +93,7 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
             name: c.name.clone(),
             bytes: c.bytes,
             cause,
+            expire: c.busy,
         });
         c.bytes
     };
@@ -141,8 +147,14 @@ pub fn plan(input: PlanInput<'_>) -> Plan {
         }
         out.over_high_bytes = in_use.saturating_sub(mark(v.high_permille));
     }
+    // 1, then 6: what recordings need, then chunks whose pins yield to it.
+    let may_yield = |at: At| {
+        let c = &s.streams[at.0].chunks[at.1];
+        c.busy && c.yields && !c.protected
+    };
+    let yielding = oldest_first(s, input.now_utc_ns, &gone, &may_yield);
     let free = |in_use: u64| s.data_bytes.saturating_sub(in_use);
-    for &(at, young) in &order {
+    for &(at, young) in order.iter().chain(&yielding) {
         if free(in_use) >= input.need_free_bytes {
             break;
         }
@@ -242,6 +254,7 @@ mod tests {
                     start_utc_ns: end - 3600 * S,
                     end_utc_ns: end,
                     busy: false,
+                    yields: false,
                     protected: false,
                     protection: None,
                 }
@@ -376,6 +389,41 @@ mod tests {
             [(1001, DeleteCause::Needed), (1002, DeleteCause::Needed)]
         );
         assert_eq!(p.shortfall_bytes, GB);
+    }
+
+    #[test]
+    fn a_playbacks_pin_yields_only_to_a_need_nothing_else_meets_and_last() {
+        let mut a = stream(1, "/a", 4, 1, None);
+        a.chunks[0].busy = true; // played
+        a.chunks[0].yields = true;
+        a.chunks[3].busy = true; // being recorded: never yields
+        let s = snapshot(vec![a], 5);
+        let need = |gb: u64| {
+            plan(PlanInput {
+                need_free_bytes: gb * GB,
+                ..input(&s, VolumeRetention::default())
+            })
+        };
+        // Chunks 1 and 2 meet 3 GiB: the played one stays.
+        let p = need(3);
+        assert_eq!(
+            names(&p),
+            [(1001, DeleteCause::Needed), (1002, DeleteCause::Needed)]
+        );
+        assert!(p.deletions.iter().all(|d| !d.expire));
+        // 4 GiB: the played one goes too, last and marked to expire its playback.
+        let p = need(4);
+        assert_eq!(p.deletions.len(), 3);
+        assert_eq!(p.deletions[2].ino, 1000);
+        assert!(p.deletions[2].expire);
+        assert_eq!(p.shortfall_bytes, 0);
+        // No need: a pin holds against every other rule (a high mark here).
+        let vol = VolumeRetention {
+            high_permille: 100,
+            low_permille: 100,
+            protected_max_permille: 0,
+        };
+        assert!(plan(input(&s, vol)).deletions.iter().all(|d| d.ino != 1000));
     }
 
     #[test]

@@ -215,6 +215,7 @@ mod tests {
             start_utc_ns: start,
             end_utc_ns: end,
             busy: false,
+            yields: false,
             protected: false,
             protection: None,
         }

@@ -39,6 +39,9 @@ pub struct ChunkInfo {
     /// Open (a recording writing it, a reader, a handle through the mount): not
     /// deleted while it is.
     pub busy: bool,
+    /// Open by playbacks only: their pins yield to a recording's need (rule 6;
+    /// set by [`Snapshot::pins_yield`]).
+    pub yields: bool,
     /// Inside a protected clip whose protection holds at the snapshot's time:
     /// never deleted automatically.
     pub protected: bool,
@@ -130,6 +133,16 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// Marks the open chunks in `yielding` (held by playbacks only, the caller
+    /// knows) as chunks whose pins yield to a recording's need.
+    pub fn pins_yield(&mut self, yielding: &BTreeSet<Ino>) {
+        for c in self.streams.iter_mut().flat_map(|s| &mut s.chunks) {
+            c.yields = c.busy && yielding.contains(&c.ino);
+        }
+    }
+}
+
 fn chunk(
     v: &Volume,
     ino: Ino,
@@ -154,6 +167,7 @@ fn chunk(
         start_utc_ns: start,
         end_utc_ns: last.unwrap_or(mtime).max(start),
         busy: v.open_count(ino) > 0 || busy.contains(&ino),
+        yields: false,
         protected: v.protection(ino).is_some_and(|p| p.holds_at(now_ns)),
         protection: v.protection(ino),
     }

@@ -367,17 +367,7 @@ impl Volume {
             valid_prefix(runs, limit, ino, &mut r.report.problems)
         };
         let mut rec = rec;
-        if let Some(p) = rec.protection {
-            // A stamp of id 0, or on a volume that never had one: damage. Dropped
-            // (the chunk is then deleted by the policies like any other).
-            if p.id == 0 || !sb.has_protection() {
-                r.report.problems.push((
-                    Some(ino),
-                    format!("inode {ino} carries a protection that cannot be one (id {}, or a volume without protected clips): dropped", p.id),
-                ));
-                rec.set_protection(None);
-            }
-        }
+        drop_false_protection(sb, ino, &mut rec, &mut r.report.problems);
         let inline_target = std::mem::take(&mut rec.inline_target);
         keep_needed_extents(&mut self.owners, ino, &mut rec, runs.len(), usable_slots);
         let inode = Inode { attr: rec, runs };
@@ -425,6 +415,25 @@ impl Volume {
         }
         self.inodes.insert(ino, inode);
         Ok(())
+    }
+}
+
+/// A protection stamp of id 0, or on a volume that never had one, is damage:
+/// reported and dropped (the chunk is then deleted by the policies like any other).
+fn drop_false_protection(
+    sb: &Superblock,
+    ino: Ino,
+    rec: &mut InodeRecord,
+    problems: &mut Vec<(Option<Ino>, String)>,
+) {
+    if let Some(p) = rec.protection {
+        if p.id == 0 || !sb.has_protection() {
+            problems.push((
+                Some(ino),
+                format!("inode {ino} carries a protection that cannot be one (id {}, or a volume without protected clips): dropped", p.id),
+            ));
+            rec.set_protection(None);
+        }
     }
 }
 

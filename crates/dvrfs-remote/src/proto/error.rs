@@ -168,6 +168,9 @@ fn encode_core(e: &mut Enc, c: &CoreError) {
         C::SpaceNotKept(s) => {
             e.u8(34).str(s);
         }
+        C::RangeExpired(s) => {
+            e.u8(35).str(s);
+        }
         C::DataLost { ino, offset, end } => {
             e.u8(25).u32(*ino).u64(*offset).u64(*end);
         }
@@ -247,6 +250,7 @@ fn decode_core(d: &mut Dec) -> DecResult<CoreError> {
         31 => C::OverQuota(d.string("why")?),
         32 => C::KeptForRoot(d.string("why")?),
         34 => C::SpaceNotKept(d.string("why")?),
+        35 => C::RangeExpired(d.string("why")?),
         25 => C::DataLost {
             ino: d.u32("ino")?,
             offset: d.u64("offset")?,

@@ -736,6 +736,7 @@ mod tests {
             CoreError::OverQuota("uid 7 already reserves".into()),
             CoreError::KeptForRoot("5% is kept for root".into()),
             CoreError::SpaceNotKept("4 GiB promised".into()),
+            CoreError::RangeExpired("chunk a.ts deleted".into()),
             CoreError::NoSpace {
                 need_bytes: 1,
                 free_bytes: 0,

@@ -170,6 +170,9 @@ impl Engine {
     }
 
     pub(super) fn read_stream_step(&mut self, sid: StreamId, now: Now) -> bool {
+        if let Some(why) = self.streams[&sid].expired.clone() {
+            return self.expired_step(sid, why, now);
+        }
         let t = now.mono_ns;
         let (size, last, growing) = self.play_fetch_file(sid);
         let s = self.streams.get_mut(&sid).expect("listed");
