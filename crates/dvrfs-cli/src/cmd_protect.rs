@@ -8,8 +8,9 @@
 //!
 //! The protections' record is `/.protect` on the volume, one JSON line per event:
 //! `protect` (the id, path, range asked, end and note; written before the chunks
-//! are stamped, so an id is never reused), then `covered` (what the engine
-//! stamped) or `refused` (why not), and `removed`. `protect --list` folds it; a
+//! are stamped, so the id of one interrupted before its outcome is never reused),
+//! then `covered` (what the engine stamped) or `refused` (why not: nothing was
+//! stamped, and the next protection takes its id), and `removed`. `protect --list` folds it; a
 //! `protect` without its outcome is shown as interrupted. Removing a protection
 //! clears its stamps and then states again the other protections of the same
 //! stream, so a chunk in two keeps the one that remains. Both go through the
@@ -161,7 +162,15 @@ pub fn protect(a: &ProtectArgs) -> CliResult<u8> {
         ));
     }
     let mut rec = Record::open(&h)?;
-    let id = rec.entries.keys().max().map_or(1, |m| m + 1);
+    // A refused protection stamped nothing (the engine's operation is whole): its
+    // number is free again. Any other, interrupted ones too, is never reused.
+    let id = rec
+        .entries
+        .values()
+        .filter(|e| e.refused.is_none())
+        .map(|e| e.id)
+        .max()
+        .map_or(1, |m| m + 1);
     let entry = Entry {
         id,
         path: path.trim_end_matches('/').to_string(),

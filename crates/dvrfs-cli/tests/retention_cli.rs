@@ -148,3 +148,142 @@ fn policies_that_make_no_sense_are_refused_and_change_nothing() {
         "{out}"
     );
 }
+
+/// `dvrfs protect` and `unprotect` on an image: a clip's chunks stamped, listed,
+/// shown by `info`, a protection past `--protected-max` refused with the figures and
+/// recorded as refused, bad ranges refused, and the stamps kept across `fsck`.
+#[test]
+fn clips_are_protected_listed_refused_past_protected_max_and_unprotected() {
+    let dir = tempdir();
+    let img = dir.path().join("p.img");
+    let i = img.to_str().unwrap();
+    mkfs(&img, "1G", &[]);
+    ok(dvrfs(["mkdir", i, "/door"]));
+    let chunk = dir.path().join("c");
+    std::fs::write(&chunk, vec![5u8; 1 << 20]).unwrap();
+    let c = chunk.to_str().unwrap();
+    // Four one-minute chunks named by their UTC starts.
+    for m in 28..32 {
+        let name = format!("/door/20261128T18{m}44.496Z.ts");
+        ok(dvrfs(["put", i, c, &name]));
+    }
+    ok(retention(&img, &["/door", "--max-age", "365d"]));
+    // Without a stream, or a range that meets no chunk: refused, nothing recorded.
+    ok(dvrfs(["mkdir", i, "/docs"]));
+    fails(
+        dvrfs([
+            "protect",
+            i,
+            "/docs",
+            "--from",
+            "2026-11-28T18:30:00Z",
+            "--to",
+            "2026-11-28T18:30:00Z",
+        ]),
+        "holds no chunks",
+    );
+    fails(
+        dvrfs([
+            "protect",
+            i,
+            "/door",
+            "--from",
+            "2026-11-28T18:00:00Z",
+            "--to",
+            "2026-11-28T18:01:00Z",
+        ]),
+        "no chunk of /door lies in the range asked",
+    );
+    fails(
+        dvrfs([
+            "protect",
+            i,
+            "/door",
+            "--from",
+            "2026-11-28T18:31:00Z",
+            "--to",
+            "2026-11-28T18:30:00Z",
+        ]),
+        "is before --from",
+    );
+    // A moment inside the second chunk: that chunk, for 90 days, with a note.
+    let p = json(&ok(dvrfs([
+        "protect",
+        i,
+        "/door",
+        "--from",
+        "2026-11-28T18:30:00Z",
+        "--to",
+        "2026-11-28T18:30:00Z",
+        "--for",
+        "90d",
+        "--note",
+        "parcel",
+        "--json",
+    ])));
+    assert_eq!(
+        (p["id"].as_u64(), p["chunks"].as_u64()),
+        (Some(1), Some(1)),
+        "{p}"
+    );
+    assert_eq!(p["covers_from"], "2026-11-28T18:29:44.496Z", "{p}");
+    assert!(p["until"].is_string(), "{p}");
+    let inf = info(&img);
+    assert_eq!(inf["protected"]["chunks"], 1, "{inf}");
+    // A bound below what a second clip would make: refused, saying why.
+    let bytes = inf["protected"]["bytes"].as_u64().unwrap();
+    ok(retention(&img, &["/", "--protected-max", "0.5%"]));
+    let max = info(&img)["protected"]["max_bytes"].as_u64().unwrap();
+    assert!(bytes <= max && 2 * bytes > max, "{bytes} of {max}");
+    let err = fails(
+        dvrfs([
+            "protect",
+            i,
+            "/door",
+            "--from",
+            "2026-11-28T18:31:50Z",
+            "--to",
+            "2026-11-28T18:31:50Z",
+        ]),
+        "beyond the volume's protected-max",
+    );
+    assert!(
+        err.contains(&format!("{bytes} bytes are protected now")),
+        "{err}"
+    );
+    let list = ok(dvrfs(["protect", i, "--list"]));
+    assert!(
+        list.contains("id 1: /door") && list.contains("(parcel)"),
+        "{list}"
+    );
+    assert!(
+        !list.contains("id 2"),
+        "a refused protection is not listed: {list}"
+    );
+    // Kept across fsck; removed, gone from the list and from info.
+    assert_clean(&img);
+    assert_eq!(info(&img)["protected"]["chunks"], 1);
+    fails(
+        dvrfs(["unprotect", i, "--id", "7"]),
+        "there is no protection 7",
+    );
+    let u = json(&ok(dvrfs(["unprotect", i, "--id", "1", "--json"])));
+    assert_eq!(u["chunks"], 1, "{u}");
+    assert!(ok(dvrfs(["protect", i, "--list"])).contains("no protections"));
+    assert_eq!(info(&img)["protected"]["chunks"], 0);
+    fails(dvrfs(["unprotect", i, "--id", "1"]), "was removed already");
+    // The next id is never one held before (1, removed); 2 was refused, stamped
+    // nothing, and is taken again.
+    let p = json(&ok(dvrfs([
+        "protect",
+        i,
+        "/door",
+        "--from",
+        "2026-11-28T18:31:50Z",
+        "--to",
+        "2026-11-28T18:31:50Z",
+        "--json",
+    ])));
+    assert_eq!(p["id"], 2, "{p}");
+    assert_clean(&img);
+}
