@@ -132,7 +132,7 @@ impl Engine {
         self.retention
             .expiring
             .iter()
-            .filter_map(|&ino| self.vol.stat(ino).ok())
+            .filter_map(|&(ino, g)| self.vol.stat(ino).ok().filter(|st| st.generation == g))
             .map(|st| st.blocks * bs)
             .sum()
     }

@@ -68,8 +68,9 @@ pub(super) struct RetentionRun {
     /// Space owed to admitted recordings, bytes by stream (`reclaim.rs`).
     pub(super) owed: BTreeMap<StreamId, u64>,
     /// Chunks deleted from under their playbacks (rule 6, `stream/expire.rs`)
-    /// whose blocks wait for them to close: forgotten once freed.
-    pub(super) expiring: BTreeSet<Ino>,
+    /// whose blocks wait for them to close, by inode number and generation (a
+    /// number freed may be a new file's at once): forgotten once freed.
+    pub(super) expiring: BTreeSet<(Ino, u32)>,
     /// Deletions planned and not yet submitted, oldest first.
     queue: VecDeque<(Deletion, i64, i64)>,
     /// The unlink in flight: its operation, the chunk, its path and UTC range.
@@ -148,7 +149,8 @@ impl Engine {
         self.retention.wall_ns = now.wall_ns;
         if !self.retention.expiring.is_empty() {
             let vol = &self.vol;
-            self.retention.expiring.retain(|&ino| vol.inode_exists(ino));
+            let alive = |&(ino, g): &(Ino, u32)| vol.stat(ino).is_ok_and(|st| st.generation == g);
+            self.retention.expiring.retain(alive);
         }
         if now.mono_ns >= self.retention.next_sample_ns {
             self.sample_usage(now.mono_ns);
@@ -353,7 +355,8 @@ impl Engine {
                     "{path} was deleted while it was played: retention needed its space for a recording admitted on it (its pin yields to a recording); play from a later time"
                 );
                 self.expire_playbacks(d.ino, &why, now);
-                self.retention.expiring.insert(d.ino);
+                let generation = self.vol.stat(d.ino).map_or(0, |st| st.generation);
+                self.retention.expiring.insert((d.ino, generation));
                 self.retention.figures.expired_chunks += 1;
             }
             let op = Op::Unlink {
