@@ -149,6 +149,13 @@ fn policies_that_make_no_sense_are_refused_and_change_nothing() {
     );
 }
 
+/// `dvrfs protect IMG /door` of the moment `at`, with `extra` flags.
+fn protect_at(img: &str, at: &str, extra: &[&str]) -> std::process::Output {
+    let mut a = vec!["protect", img, "/door", "--from", at, "--to", at];
+    a.extend_from_slice(extra);
+    dvrfs(a)
+}
+
 /// `dvrfs protect` and `unprotect` on an image: a clip's chunks stamped, listed,
 /// shown by `info`, a protection past `--protected-max` refused with the figures and
 /// recorded as refused, bad ranges refused, and the stamps kept across `fsck`.
@@ -236,15 +243,7 @@ fn clips_are_protected_listed_refused_past_protected_max_and_unprotected() {
     let max = info(&img)["protected"]["max_bytes"].as_u64().unwrap();
     assert!(bytes <= max && 2 * bytes > max, "{bytes} of {max}");
     let err = fails(
-        dvrfs([
-            "protect",
-            i,
-            "/door",
-            "--from",
-            "2026-11-28T18:31:50Z",
-            "--to",
-            "2026-11-28T18:31:50Z",
-        ]),
+        protect_at(i, "2026-11-28T18:31:50Z", &[]),
         "beyond the volume's protected-max",
     );
     assert!(
@@ -274,16 +273,7 @@ fn clips_are_protected_listed_refused_past_protected_max_and_unprotected() {
     fails(dvrfs(["unprotect", i, "--id", "1"]), "was removed already");
     // The next id is never one held before (1, removed); 2 was refused, stamped
     // nothing, and is taken again.
-    let p = json(&ok(dvrfs([
-        "protect",
-        i,
-        "/door",
-        "--from",
-        "2026-11-28T18:31:50Z",
-        "--to",
-        "2026-11-28T18:31:50Z",
-        "--json",
-    ])));
+    let p = json(&ok(protect_at(i, "2026-11-28T18:31:50Z", &["--json"])));
     assert_eq!(p["id"], 2, "{p}");
     assert_clean(&img);
 }

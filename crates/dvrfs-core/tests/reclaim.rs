@@ -84,6 +84,16 @@ fn deleted(e: &Engine) -> Vec<(String, DeleteCause)> {
         .collect()
 }
 
+/// Closes recording `stream`: it wrote all `want` bytes, none refused, none late.
+fn closed_whole(e: &mut Engine, d: &mut Drive, stream: u32, want: u64) {
+    let stats = match d.run(e, Op::StreamClose { stream }) {
+        Ok(Output::StreamClosed(s)) => s,
+        o => panic!("{o:?}"),
+    };
+    assert_eq!((stats.no_space, stats.written_bytes), (0, want));
+    assert_eq!(stats.late, 0);
+}
+
 #[test]
 fn a_recording_beyond_the_free_space_is_admitted_on_what_retention_can_reclaim() {
     let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
@@ -141,12 +151,7 @@ fn a_recording_beyond_the_free_space_is_admitted_on_what_retention_can_reclaim()
     for _ in 0..want / MIB {
         stream_write(&mut e, &mut d, info.id, &piece);
     }
-    let stats = match d.run(&mut e, Op::StreamClose { stream: info.id }) {
-        Ok(Output::StreamClosed(s)) => s,
-        o => panic!("{o:?}"),
-    };
-    assert_eq!((stats.no_space, stats.written_bytes), (0, want));
-    assert_eq!(stats.late, 0);
+    closed_whole(&mut e, &mut d, info.id, want);
     // The oldest chunks went, in UTC order, for the recording's need: as few as
     // cover what was owed (36 MiB and a bit: five of 8 MiB).
     let gone = deleted(&e);
@@ -239,12 +244,7 @@ fn a_playbacks_pin_yields_to_a_recording_and_the_playback_is_told_range_expired(
         stream_write(&mut e, &mut d, info.id, &piece[..k]);
         written += k as u64;
     }
-    let stats = match d.run(&mut e, Op::StreamClose { stream: info.id }) {
-        Ok(Output::StreamClosed(s)) => s,
-        o => panic!("{o:?}"),
-    };
-    assert_eq!((stats.no_space, stats.written_bytes), (0, want));
-    assert_eq!(stats.late, 0);
+    closed_whole(&mut e, &mut d, info.id, want);
     // Every chunk went for the recording, the played one last (its pin yielded
     // only when nothing else was left).
     let gone = deleted(&e);
