@@ -26,6 +26,8 @@ import tempfile
 import threading
 import time
 
+from mountlib import run, unmount
+
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -33,10 +35,6 @@ def size_bytes(text):
     t = text.strip().upper()
     unit = t[-1] if t[-1] in UNITS else ""
     return int(float(t[: len(t) - len(unit)]) * UNITS[unit])
-
-
-def run(args, **kw):
-    return subprocess.run(args, capture_output=True, text=True, **kw)
 
 
 def segments(directory):
@@ -141,13 +139,7 @@ def main():
             "decode_errors": decode,
         }
     finally:
-        r = run(["umount", mnt])
-        if r.returncode != 0:
-            run(["umount", "-l", mnt])
-        for _ in range(200):  # the daemon commits and exits
-            if run([a.dvrfs, "info", img]).returncode == 0:
-                break
-            time.sleep(0.05)
+        unmount(a.dvrfs, img, mnt)
     ev = json.loads(run([a.dvrfs, "events", img, "--json"]).stdout or "{}")
     deleted = [e for e in ev.get("events", []) if e.get("kind") == "chunk_deleted"]
     fsck = run([a.dvrfs, "fsck", img])
