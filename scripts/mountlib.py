@@ -17,3 +17,17 @@ def unmount(dvrfs, img, mnt):
         if run([dvrfs, "info", img]).returncode == 0:
             return
         time.sleep(0.05)
+
+
+def finish(report, ok, work, keep):
+    """Prints `report` with its verdict as JSON, removes the scratch directory
+    `work` unless `keep`, and exits 0 when `ok`, 1 otherwise."""
+    import json
+    import shutil
+    import sys
+
+    report["ok"] = bool(ok)
+    print(json.dumps(report, indent=2, sort_keys=True))
+    if not keep:
+        shutil.rmtree(work, ignore_errors=True)
+    sys.exit(0 if ok else 1)

@@ -20,13 +20,12 @@ Prints one JSON object; exit status 0 when every check holds, 1 otherwise.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
-from mountlib import run, unmount
+from mountlib import finish, run, unmount
 from datetime import datetime, timedelta, timezone
 
 
@@ -163,11 +162,7 @@ def main():
           and report.get("unprotect_ok")
           and report.get("protected_chunks_left_after_unprotect") == 0
           and report["fsck_clean"])
-    report["ok"] = bool(ok)
-    print(json.dumps(report, indent=2, sort_keys=True))
-    if not a.workdir:
-        shutil.rmtree(work, ignore_errors=True)
-    sys.exit(0 if ok else 1)
+    finish(report, ok, work, keep=bool(a.workdir))
 
 
 if __name__ == "__main__":

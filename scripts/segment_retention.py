@@ -19,14 +19,13 @@ Prints one JSON object; exit status 0 when every check holds, 1 otherwise.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-from mountlib import run, unmount
+from mountlib import finish, run, unmount
 
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
@@ -156,11 +155,7 @@ def main():
     ok = (report["within"] and report["ffmpeg_ok"] and report["fsck_clean"]
           and not report["decode_errors"] and report["deleted_causes"] in ([], ["max_size"])
           and report["segments_written"] == report["segments_left"] + report["segments_deleted"])
-    report["ok"] = ok
-    print(json.dumps(report, indent=2, sort_keys=True))
-    if not a.workdir:
-        shutil.rmtree(work, ignore_errors=True)
-    sys.exit(0 if ok else 1)
+    finish(report, ok, work, keep=bool(a.workdir))
 
 
 if __name__ == "__main__":
