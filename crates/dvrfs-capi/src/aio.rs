@@ -74,7 +74,10 @@ pub unsafe extern "C" fn dvrfs_aio_start(fs: *mut dvrfs, cb: *mut dvrfs_aiocb) -
             })?;
         // Held until the request is submitted (module docs).
         let tables = lock(&d.tables);
-        let ino = tables.ino(cb.aio_fildes)?;
+        let ino = match cb.aio_lio_opcode {
+            DVRFS_AIO_WRITE => tables.writable(cb.aio_fildes, "write")?,
+            _ => tables.ino(cb.aio_fildes)?,
+        };
         let buf = IoBuf::External(Box::new(CBuf {
             ptr: cb.aio_buf.cast(),
             len,

@@ -47,7 +47,7 @@ pub use stream::{
 };
 
 use dvrfs_core::meta::Ino;
-use dvrfs_core::{Error as CoreError, Op, Output};
+use dvrfs_core::{Error as CoreError, Op, OpenMode, Output};
 use dvrfs_runtime::RuntimeError;
 use registry::{lock, Tables, Vol};
 use std::cell::RefCell;
@@ -64,6 +64,11 @@ pub const DVRFS_AIO_READ: c_int = 0;
 pub const DVRFS_AIO_WRITE: c_int = 1;
 /// `dvrfs_file_open` flags: create the file (it must not exist).
 pub const DVRFS_O_CREAT: c_int = 1;
+/// `dvrfs_file_open` flags: the file number only reads (writes and recordings
+/// through it fail with `-EBADF`). A file only read-only numbers and playbacks hold
+/// may be deleted by retention for a recording that needs its space (rule 6): its
+/// reads then fail with `-ESTALE` ("range expired"), never with other bytes.
+pub const DVRFS_O_RDONLY: c_int = 2;
 /// `dvrfs_stream_spec.direction`: playback.
 pub const DVRFS_STREAM_READ: c_int = 0;
 /// `dvrfs_stream_spec.direction`: recording.
@@ -361,8 +366,8 @@ pub unsafe extern "C" fn dvrfs_close(fs: *mut dvrfs) -> c_int {
                 first = Err(e.into());
             }
         }
-        for ino in files {
-            let r = v.vol.run(Op::CloseFile { ino }, None, 0);
+        for (ino, mode) in files {
+            let r = v.vol.run(Op::CloseFile { ino, mode }, None, 0);
             if let (Err(e), Ok(())) = (r, &first) {
                 first = Err(e.into());
             }
@@ -396,16 +401,16 @@ pub(crate) fn cpath<'a>(p: *const c_char) -> Result<&'a [u8], Fail> {
 /// `path` still names it: a file removed and another created under the same inode
 /// number in between would otherwise be opened in its place. Tries again a few
 /// times while other threads rename under it.
-fn open_named(d: &Vol, path: &[u8], mut ino: Ino) -> Result<Ino, Fail> {
+fn open_named(d: &Vol, path: &[u8], mut ino: Ino, mode: OpenMode) -> Result<Ino, Fail> {
     /// Attempts before giving up on a path that keeps changing.
     const OPEN_ATTEMPTS: u32 = 8;
     for _ in 0..OPEN_ATTEMPTS {
-        d.vol.run(Op::OpenFile { ino }, None, 0)?;
+        d.vol.run(Op::OpenFile { ino, mode }, None, 0)?;
         let now = d.vol.resolve_bytes(path);
         if matches!(now, Ok(i) if i == ino) {
             return Ok(ino);
         }
-        d.vol.run(Op::CloseFile { ino }, None, 0)?;
+        d.vol.run(Op::CloseFile { ino, mode }, None, 0)?;
         ino = now?;
     }
     Err(fail(
@@ -437,6 +442,22 @@ pub unsafe extern "C" fn dvrfs_file_open(
         let d = registry::volume(fs)?;
         let path = cpath(path)?;
         lock(&d.tables).check_room()?;
+        if flags & !(DVRFS_O_CREAT | DVRFS_O_RDONLY) != 0 {
+            return Err(fail(
+                libc::EINVAL,
+                format!("flags {flags:#x}: only DVRFS_O_CREAT and DVRFS_O_RDONLY are known"),
+            ));
+        }
+        let open_mode = match flags & DVRFS_O_RDONLY {
+            0 => OpenMode::Write,
+            _ if flags & DVRFS_O_CREAT != 0 => {
+                return Err(fail(
+                    libc::EINVAL,
+                    "DVRFS_O_CREAT with DVRFS_O_RDONLY: a file created is opened to be written",
+                ))
+            }
+            _ => OpenMode::Read,
+        };
         let ino = if flags & DVRFS_O_CREAT != 0 {
             let (parent, name) = resolve_parent(&d, path)?;
             let op = Op::Create {
@@ -459,11 +480,15 @@ pub unsafe extern "C" fn dvrfs_file_open(
             }
             ino
         };
-        let ino = open_named(&d, path, ino)?;
-        let fd = lock(&d.tables).add_file(ino);
+        let ino = open_named(&d, path, ino, open_mode)?;
+        let fd = lock(&d.tables).add_file(ino, open_mode);
         if fd.is_err() {
             // Another thread took the last number meanwhile.
-            let _ = d.vol.run(Op::CloseFile { ino }, None, 0);
+            let close = Op::CloseFile {
+                ino,
+                mode: open_mode,
+            };
+            let _ = d.vol.run(close, None, 0);
         }
         Ok(fd? as i64)
     })
@@ -480,8 +505,8 @@ pub unsafe extern "C" fn dvrfs_file_close(fs: *mut dvrfs, fd: c_int) -> c_int {
         let d = registry::volume(fs)?;
         // Out of the table first: a request started on `fd` from now on is -EBADF,
         // and one started before was submitted before this close (`aio.rs`).
-        let ino = lock(&d.tables).remove_file(fd)?;
-        d.vol.run(Op::CloseFile { ino }, None, 0)?;
+        let (ino, mode) = lock(&d.tables).remove_file(fd)?;
+        d.vol.run(Op::CloseFile { ino, mode }, None, 0)?;
         Ok(0)
     })
 }

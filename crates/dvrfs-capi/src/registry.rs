@@ -27,6 +27,7 @@
 use crate::{fail, Fail, DVRFS_OPEN_FILES_MAX};
 use dvrfs_core::engine::StreamDir;
 use dvrfs_core::meta::Ino;
+use dvrfs_core::OpenMode;
 use dvrfs_remote::Handle;
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_int;
@@ -60,7 +61,7 @@ pub(crate) struct StreamEntry {
 #[derive(Default)]
 pub(crate) struct Tables {
     next_fd: c_int,
-    by_fd: HashMap<c_int, Ino>,
+    by_fd: HashMap<c_int, (Ino, OpenMode)>,
     streams: HashMap<c_int, StreamEntry>,
 }
 
@@ -73,8 +74,21 @@ impl Tables {
     pub(crate) fn ino(&self, fd: c_int) -> Result<Ino, Fail> {
         self.by_fd
             .get(&fd)
-            .copied()
+            .map(|&(ino, _)| ino)
             .ok_or_else(|| fail(libc::EBADF, format!("file number {fd} is not open")))
+    }
+
+    /// The file behind number `fd`, which must have been opened for writing (not
+    /// `DVRFS_O_RDONLY`): `what` is what the caller wants to do.
+    pub(crate) fn writable(&self, fd: c_int, what: &str) -> Result<Ino, Fail> {
+        let ino = self.ino(fd)?;
+        match self.by_fd[&fd].1 {
+            OpenMode::Write => Ok(ino),
+            OpenMode::Read => Err(fail(
+                libc::EBADF,
+                format!("file number {fd} was opened DVRFS_O_RDONLY: it cannot {what}; open the file without that flag"),
+            )),
+        }
     }
 
     /// Whether another file number fits ([`DVRFS_OPEN_FILES_MAX`]).
@@ -90,8 +104,8 @@ impl Tables {
         Ok(())
     }
 
-    /// Numbers file `ino` (which the caller has opened in the engine).
-    pub(crate) fn add_file(&mut self, ino: Ino) -> Result<c_int, Fail> {
+    /// Numbers file `ino` (which the caller has opened in the engine, `mode`).
+    pub(crate) fn add_file(&mut self, ino: Ino, mode: OpenMode) -> Result<c_int, Fail> {
         self.check_room()?;
         let fd = self.next_fd;
         self.next_fd = fd.checked_add(1).ok_or_else(|| {
@@ -101,21 +115,20 @@ impl Tables {
             )
         })?;
         assert!(
-            self.by_fd.insert(fd, ino).is_none(),
+            self.by_fd.insert(fd, (ino, mode)).is_none(),
             "file numbers are not reused"
         );
         Ok(fd)
     }
 
-    pub(crate) fn remove_file(&mut self, fd: c_int) -> Result<Ino, Fail> {
-        let ino = self.ino(fd)?;
-        self.by_fd.remove(&fd);
-        Ok(ino)
+    pub(crate) fn remove_file(&mut self, fd: c_int) -> Result<(Ino, OpenMode), Fail> {
+        self.ino(fd)?;
+        Ok(self.by_fd.remove(&fd).expect("checked"))
     }
 
     /// Every file still open, forgotten (the handle is closing).
-    pub(crate) fn take_files(&mut self) -> Vec<Ino> {
-        self.by_fd.drain().map(|(_, ino)| ino).collect()
+    pub(crate) fn take_files(&mut self) -> Vec<(Ino, OpenMode)> {
+        self.by_fd.drain().map(|(_, f)| f).collect()
     }
 
     /// The stream behind number `sid`, if this handle opened it.

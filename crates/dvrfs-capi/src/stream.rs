@@ -53,6 +53,9 @@ pub unsafe extern "C" fn dvrfs_stream_open(
                 ))
             }
         };
+        if dir == StreamDir::Write {
+            tables.writable(fd, "take a recording")?;
+        }
         let got = d.vol.open_stream(
             ino,
             StreamSpec {

@@ -11,7 +11,7 @@ use ::dvrfs::{
     dvrfs as Dvrfs, dvrfs_aio_check, dvrfs_aio_poll, dvrfs_aio_start, dvrfs_aiocb, dvrfs_close,
     dvrfs_file_close, dvrfs_file_open, dvrfs_file_size, dvrfs_fsync, dvrfs_stream_close,
     dvrfs_stream_open, dvrfs_stream_read, dvrfs_stream_write, dvrfs_unlink, DVRFS_O_CREAT,
-    DVRFS_STREAM_IO_MAX, DVRFS_STREAM_READ, DVRFS_STREAM_WRITE,
+    DVRFS_O_RDONLY, DVRFS_STREAM_IO_MAX, DVRFS_STREAM_READ, DVRFS_STREAM_WRITE,
 };
 use common::{
     aio, assert_fsck_clean, c, image, in_child, last_error, open, read_at, spec, Aligned,
@@ -290,6 +290,42 @@ fn unknown_streams_and_absurd_lengths_are_refused_before_anything_is_allocated()
             }
             close_file(fs, fd);
             close(fs);
+        },
+    );
+}
+
+#[test]
+fn a_read_only_number_reads_and_refuses_writes_and_recordings() {
+    in_child(
+        "a_read_only_number_reads_and_refuses_writes_and_recordings",
+        || {
+            let dir = tempfile::tempdir().unwrap();
+            let img = dir.path().join("v.img");
+            image(&img, 256 << 20, 1);
+            let fs = open(&img);
+            let w = create(fs, "/clip");
+            assert_eq!(aio(fs, w, true, 0, &mut Aligned::from(&[b'A'; 8192])), 8192);
+            close_file(fs, w);
+            let p = c("/clip");
+            let open_with = |flags| {
+                // SAFETY: a NUL-terminated path; any handle is checked.
+                unsafe { dvrfs_file_open(fs, p.as_ptr(), flags, 0o644) }
+            };
+            let r = open_with(DVRFS_O_RDONLY);
+            assert!(r >= 0, "{}", last_error());
+            assert_eq!(read_at(fs, r, 0, 8192), vec![b'A'; 8192]);
+            let n = aio(fs, r, true, 0, &mut Aligned::from(&[b'B'; 4096]));
+            assert_eq!(n, -libc::EBADF as i64);
+            assert!(last_error().contains("DVRFS_O_RDONLY"), "{}", last_error());
+            assert_eq!(stream_open(fs, r, DVRFS_STREAM_WRITE), -libc::EBADF);
+            let play = stream_open(fs, r, DVRFS_STREAM_READ);
+            assert!(play >= 0, "a playback reads: {}", last_error());
+            stream_close(fs, play);
+            assert_eq!(open_with(DVRFS_O_CREAT | DVRFS_O_RDONLY), -libc::EINVAL);
+            assert_eq!(open_with(8), -libc::EINVAL);
+            close_file(fs, r);
+            close(fs);
+            assert_fsck_clean(&img);
         },
     );
 }

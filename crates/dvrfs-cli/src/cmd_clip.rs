@@ -236,6 +236,8 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
         ));
     }
     let ranges = rec.ranges(from, to);
+    let last = ranges.last().map_or(from.chunk, |&(c, _, _)| c);
+    let held = rec.hold(&rt, from.chunk..=last)?;
     let (head, container) = head_before(&rt, &rec, from)?;
     // A plain MP4's samples from a keyframe go out as a fragmented MP4.
     let mut plain = match container {
@@ -320,6 +322,7 @@ pub fn export(a: &ExportArgs) -> CliResult<u8> {
     let to_stdout = sink.is_stdout();
     let trimmed = sink.trimmed();
     let (bytes, sha) = sink.finish()?;
+    held.release()?;
     rt.close()?;
     let first = rec.entry(from);
     let end_utc = match to {
@@ -381,6 +384,7 @@ pub fn keyframe(a: &KeyframeArgs) -> CliResult<u8> {
     let rt = open_handle(&a.target, Access::Read)?;
     let rec = Recording::open(&rt, &a.path)?;
     let p = rec.start_at("--at", &a.at, at, &zone)?;
+    let held = rec.hold(&rt, p.chunk..=p.chunk)?;
     let (head, container) = head_before(&rt, &rec, p)?;
     let chunk = &rec.chunks[p.chunk];
     let e = *rec.entry(p);
@@ -431,6 +435,7 @@ pub fn keyframe(a: &KeyframeArgs) -> CliResult<u8> {
         return Err(err);
     }
     let (bytes, sha) = sink.finish()?;
+    held.release()?;
     rt.close()?;
     if a.json {
         print_json(&json!({

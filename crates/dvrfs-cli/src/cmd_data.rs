@@ -36,7 +36,7 @@ use std::time::Instant;
 
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::meta::Ino;
-use dvrfs_core::{Error as CoreError, IoBuf, Op, Output};
+use dvrfs_core::{Error as CoreError, IoBuf, Op, OpenMode, Output};
 use dvrfs_io::HugeBuf;
 use dvrfs_remote::Handle;
 use dvrfs_runtime::{RuntimeError, Ticket};
@@ -178,7 +178,14 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
     match put_pipeline(&rt, ino, file, local, &pb) {
         Ok(written) => {
             pb.finish_and_clear();
-            rt.run(Op::CloseFile { ino }, None, OWNER)?;
+            rt.run(
+                Op::CloseFile {
+                    ino,
+                    mode: OpenMode::Write,
+                },
+                None,
+                OWNER,
+            )?;
             rt.close()?;
             let elapsed = started.elapsed();
             eprintln!(
@@ -194,7 +201,14 @@ pub fn put(a: &PutArgs) -> CliResult<u8> {
             pb.abandon();
             // Take the partial file away again; report the first failure, and any
             // failure of the clean-up as part of it.
-            let _ = rt.run(Op::CloseFile { ino }, None, OWNER);
+            let _ = rt.run(
+                Op::CloseFile {
+                    ino,
+                    mode: OpenMode::Write,
+                },
+                None,
+                OWNER,
+            );
             let cleanup = rt
                 .run(Op::Unlink { parent, name }, None, OWNER)
                 .and_then(|_| rt.run(Op::Fsync, Some(std::time::Instant::now()), OWNER))

@@ -273,6 +273,9 @@ impl From<CoreError> for CliError {
             .hint(format!(
                 "copy every byte that is there with `dvrfs get --salvage {t} PATH LOCAL`; `dvrfs fsck {t}` says how to restore the image's size"
             )),
+            e @ CoreError::RangeExpired(_) => CliError::new(e.to_string()).hint(
+                "read a later range; to read an old range at leisure on a full volume, protect it first (`dvrfs protect`): a chunk only readers hold goes when a recording needs its space",
+            ),
             CoreError::ReadOnly => CliError::new(format!("{t} was opened read-only for a change (a dvrfs bug)")),
             // The rest (exists, not a directory, invalid name, loop, ...) already say
             // all there is to say. A catch-all rather than a list, so that a variant the

@@ -13,10 +13,11 @@ use dvrfs_core::format::dir::Kind;
 use dvrfs_core::format::frame_index::{median_interval_ns, FrameEntry};
 use dvrfs_core::meta::Ino;
 use dvrfs_remote::Handle;
+use dvrfs_runtime::RuntimeError;
 
 use std::collections::VecDeque;
 
-use dvrfs_core::{IoBuf, Op, Output};
+use dvrfs_core::{Error as CoreError, IoBuf, Op, OpenMode, Output};
 
 use crate::error::{CliError, CliResult};
 use crate::timespec::{At, Zone};
@@ -118,6 +119,55 @@ pub fn read_range(
     Ok(())
 }
 
+/// Chunks of a recording held open for reading while a command reads them by
+/// inode number ([`Recording::hold`]): retention cannot delete one and give its
+/// inode number to another file under the reads. If a recording admitted on
+/// reclaimable space needs a held chunk's blocks, the pin yields (retention's rule
+/// 6) and the reads fail with "range expired", never with another file's bytes.
+/// Closed by [`Held::release`], or when dropped (an error on the way).
+pub struct Held<'a> {
+    rt: &'a Handle,
+    inos: Vec<Ino>,
+}
+
+impl Held<'_> {
+    /// Closes every chunk held: the first failure, if any.
+    pub fn release(mut self) -> CliResult<()> {
+        let mut first = Ok(());
+        for ino in std::mem::take(&mut self.inos) {
+            let r = self.rt.run(
+                Op::CloseFile {
+                    ino,
+                    mode: OpenMode::Read,
+                },
+                None,
+                OWNER,
+            );
+            if let (Err(e), Ok(())) = (r, &first) {
+                first = Err(CliError::from(e));
+            }
+        }
+        first
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        for ino in self.inos.drain(..) {
+            // Best effort on an error's way out: the daemon closes what a client
+            // left open when it goes, and a volume opened here goes with us.
+            let _ = self.rt.run(
+                Op::CloseFile {
+                    ino,
+                    mode: OpenMode::Read,
+                },
+                None,
+                OWNER,
+            );
+        }
+    }
+}
+
 /// A keyframe of a recording: chunk `chunk`'s keyframe `key`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pos {
@@ -207,6 +257,43 @@ impl Recording {
                 "{path} is neither a file nor a stream directory"
             ))),
         }
+    }
+
+    /// Holds chunks `chunks` open for reading (see [`Held`]). A chunk deleted
+    /// since the recording was opened (its path no longer names its inode) is an
+    /// error: the output would miss it.
+    pub fn hold<'a>(
+        &self,
+        rt: &'a Handle,
+        chunks: std::ops::RangeInclusive<usize>,
+    ) -> CliResult<Held<'a>> {
+        let mut held = Held { rt, inos: vec![] };
+        for chunk in &self.chunks[chunks] {
+            let gone = || {
+                CliError::new(format!(
+                    "{} was deleted before it could be read (by retention, or by hand): the output would miss it",
+                    chunk.path
+                ))
+                .hint("ask for a later range; protect a range (`dvrfs protect`) before reading it at leisure")
+            };
+            let (ino, mode) = (chunk.ino, OpenMode::Read);
+            match rt.run(Op::OpenFile { ino, mode }, None, OWNER) {
+                Ok(_) => held.inos.push(ino),
+                Err(RuntimeError::Engine(
+                    CoreError::NotFound(_)
+                    | CoreError::InvalidArgument(_)
+                    | CoreError::IsDir(_)
+                    | CoreError::RangeExpired(_),
+                )) => return Err(gone()),
+                Err(e) => return Err(CliError::from(e).named(&chunk.path)),
+            }
+            // Held now; were the path not naming the inode any more, the number
+            // could be another file's.
+            if rt.resolve(&chunk.path).ok() != Some(ino) {
+                return Err(gone());
+            }
+        }
+        Ok(held)
     }
 
     pub fn entry(&self, p: Pos) -> &FrameEntry {
@@ -359,6 +446,129 @@ impl Recording {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A volume on an image in `dir` with `/cam` holding chunks `a.ts` and
+    /// `b.ts` (4 KiB of their letter each), open here.
+    fn volume_of_two(dir: &std::path::Path) -> Handle {
+        use dvrfs_core::layout::MkfsParams;
+        use dvrfs_io::{FileDevice, LockMode};
+        let path = dir.join("fs.img");
+        let size = 256 << 20;
+        FileDevice::create_image(&path, size).unwrap();
+        let mut dev = FileDevice::open(&path, true, LockMode::Exclusive).unwrap();
+        dvrfs_core::tools::mkfs(
+            &mut dev,
+            &MkfsParams::new(size, [7; 16], 42),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        drop(dev);
+        let rt = dvrfs_runtime::Runtime::open(&path, dvrfs_runtime::Options::default()).unwrap();
+        let root = rt.query(|v| v.resolve("/")).unwrap().unwrap();
+        let make = |parent, name: &str, op: fn(Ino, Vec<u8>) -> Op| match rt
+            .run(op(parent, name.as_bytes().to_vec()), None, 0)
+            .unwrap()
+        {
+            Output::Ino(i) => i,
+            o => panic!("{o:?}"),
+        };
+        let cam = make(root, "cam", |parent, name| Op::Mkdir {
+            parent,
+            name,
+            perm: 0o755,
+            uid: 0,
+            gid: 0,
+        });
+        for name in ["a.ts", "b.ts"] {
+            let ino = make(cam, name, create);
+            let data = IoBuf::from_slice(&[name.as_bytes()[0]; 4096]);
+            rt.run(
+                Op::Write {
+                    ino,
+                    offset: 0,
+                    data,
+                },
+                None,
+                0,
+            )
+            .unwrap();
+        }
+        Handle::Local(rt)
+    }
+
+    fn create(parent: Ino, name: Vec<u8>) -> Op {
+        Op::Create {
+            parent,
+            name,
+            perm: 0o644,
+            uid: 0,
+            gid: 0,
+        }
+    }
+
+    fn unlink(rt: &Handle, name: &str) {
+        let parent = rt.resolve("/cam").unwrap();
+        let name = name.as_bytes().to_vec();
+        rt.run(Op::Unlink { parent, name }, None, 0).unwrap();
+    }
+
+    #[test]
+    fn a_held_chunk_keeps_its_bytes_and_its_inode_number_when_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = volume_of_two(dir.path());
+        let rec = Recording::open(&rt, "/cam").unwrap();
+        let held = rec.hold(&rt, 0..=1).unwrap();
+        // Deleted under the hold, `a.ts` lives on for its reader: its own bytes,
+        // and its number is not another file's.
+        unlink(&rt, "a.ts");
+        let c = rt.run(
+            create(rt.resolve("/cam").unwrap(), b"c.ts".to_vec()),
+            None,
+            0,
+        );
+        assert!(
+            !matches!(c, Ok(Output::Ino(i)) if i == rec.chunks[0].ino),
+            "{c:?}"
+        );
+        let mut bytes = vec![];
+        read_range(&rt, rec.chunks[0].ino, "/cam/a.ts", 0, 4096, &mut |b| {
+            bytes.extend_from_slice(b);
+            Ok(())
+        })
+        .unwrap();
+        assert!(bytes.iter().all(|&b| b == b'a'), "a.ts's own bytes");
+        held.release().unwrap();
+        // Released, the orphan is freed.
+        assert!(rt.stat(rec.chunks[0].ino).is_err());
+    }
+
+    #[test]
+    fn a_chunk_deleted_before_it_is_held_is_an_error_not_another_files_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let rt = volume_of_two(dir.path());
+        let rec = Recording::open(&rt, "/cam").unwrap();
+        // `b.ts` goes and a new file takes its inode number before the hold.
+        unlink(&rt, "b.ts");
+        let c = rt.run(
+            create(rt.resolve("/cam").unwrap(), b"c.ts".to_vec()),
+            None,
+            0,
+        );
+        assert!(
+            matches!(c, Ok(Output::Ino(i)) if i == rec.chunks[1].ino),
+            "{c:?}"
+        );
+        let err = rec.hold(&rt, 0..=1).err().expect("refused");
+        assert!(
+            err.message
+                .contains("/cam/b.ts was deleted before it could be read"),
+            "{}",
+            err.message
+        );
+        // What it held before refusing was let go: `a.ts` is not open.
+        unlink(&rt, "a.ts");
+        assert!(rt.stat(rec.chunks[0].ino).is_err());
+    }
 
     fn key(offset: u64, number: u32, utc_s: i64) -> FrameEntry {
         FrameEntry {

@@ -89,9 +89,10 @@ pub enum Error {
     /// (issue 26, rule 1; `ENOSPC`).
     #[error("stream refused: {0}")]
     SpaceNotKept(String),
-    /// A playback's file was deleted while it was played, its pin yielding to a
-    /// recording's need for space (issue 26, rule 6; `ESTALE`): the bytes asked for
-    /// are gone, and the playback gives nothing more rather than wrong data.
+    /// A file was deleted while it was read (a playback, or a handle opened for
+    /// reading), its pin yielding to a recording's need for space (issue 26, rule
+    /// 6; `ESTALE`): the bytes asked for are gone, and the reader gets nothing more
+    /// rather than wrong data.
     #[error("range expired: {0}")]
     RangeExpired(String),
     /// A read (or a partial write) reached file bytes whose data blocks are unknown:

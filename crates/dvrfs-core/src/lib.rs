@@ -24,6 +24,6 @@ pub mod units;
 pub mod volume;
 
 pub use driver::Fs;
-pub use engine::{Engine, EngineConfig, IoBuf, Now, Op, OpId, Output};
+pub use engine::{Engine, EngineConfig, IoBuf, Now, Op, OpId, OpenMode, Output};
 pub use error::{Error, Result};
 pub use volume::{OpenOptions, Stat, Volume};

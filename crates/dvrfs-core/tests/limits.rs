@@ -103,7 +103,7 @@ fn deleting_a_file_costs_metadata_proportional_to_runs() {
         fs.write(ino, k as u64 * chunk.len() as u64, &chunk, 0)
             .unwrap();
     }
-    fs.close_file(ino).unwrap();
+    fs.close_file(ino, dvrfs_core::OpenMode::Write).unwrap();
     let runs = fs.stat(ino).unwrap().runs;
     assert!(runs <= 2, "contig keeps the file in {runs} runs");
     fs.sync().unwrap();

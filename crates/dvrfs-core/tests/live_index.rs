@@ -186,7 +186,7 @@ fn after_a_crash_the_index_covers_the_committed_data_and_goes_on_with_later_appe
         fs.write(f, (half + k * PIECE) as u64, piece, T0 + 3_600_000_000_000)
             .unwrap();
     }
-    fs.close_file(f).unwrap();
+    fs.close_file(f, dvrfs_core::OpenMode::Write).unwrap();
     let info = fs.frame_info(f).unwrap();
     assert!(info.complete, "{info:?}");
     let ix = fs.frame_index(f).unwrap().unwrap().clone();

@@ -63,8 +63,8 @@ fn a_file_unlinked_while_open_lives_until_its_last_close() {
     let f = fs.create(root, b"rec.ts", 0o644, 0, 0, 1).unwrap();
     let data = pattern(2 * MIB, 3);
     fs.write(f, 0, &data, 2).unwrap();
-    fs.open_file(f).unwrap();
-    fs.open_file(f).unwrap();
+    fs.open_file(f, dvrfs_core::OpenMode::Write).unwrap();
+    fs.open_file(f, dvrfs_core::OpenMode::Write).unwrap();
     fs.unlink(root, b"rec.ts", 3).unwrap();
     assert!(fs.lookup(root, b"rec.ts").is_err(), "the name is gone");
     assert!(fs.is_orphan(f));
@@ -75,9 +75,9 @@ fn a_file_unlinked_while_open_lives_until_its_last_close() {
     // A new file does not get its inode number.
     let g = fs.create(root, b"other", 0o644, 0, 0, 5).unwrap();
     assert_ne!(g, f);
-    fs.close_file(f).unwrap();
+    fs.close_file(f, dvrfs_core::OpenMode::Write).unwrap();
     assert!(fs.inode_exists(f), "one handle is still open");
-    fs.close_file(f).unwrap();
+    fs.close_file(f, dvrfs_core::OpenMode::Write).unwrap();
     assert!(!fs.inode_exists(f), "freed at the last close");
     fs.sync().unwrap();
     let dev = fs.close().unwrap();
@@ -93,7 +93,7 @@ fn an_orphan_left_by_a_crash_is_freed_at_the_next_writable_open() {
     let free0 = fs.free_bytes();
     let f = fs.create(root, b"tmp", 0o600, 0, 0, 1).unwrap();
     fs.write(f, 0, &pattern(4 * MIB, 1), 2).unwrap();
-    fs.open_file(f).unwrap();
+    fs.open_file(f, dvrfs_core::OpenMode::Write).unwrap();
     fs.unlink(root, b"tmp", 3).unwrap();
     fs.sync().unwrap();
     let dev = fs.crash(); // the process ends with the file still open

@@ -14,7 +14,7 @@ use dvrfs_core::format::events::{DeleteCause, What};
 use dvrfs_core::format::inode::StreamRetention;
 use dvrfs_core::retention::chunk_name;
 use dvrfs_core::volume::SetAttr;
-use dvrfs_core::Error;
+use dvrfs_core::{Error, OpenMode};
 
 const MIB: u64 = 1 << 20;
 const CHUNK: u64 = 8 * MIB;
@@ -251,6 +251,106 @@ fn a_playbacks_pin_yields_to_a_recording_and_the_playback_is_told_range_expired(
     assert_eq!(gone.len(), names.len());
     assert_eq!(gone.last(), Some(&(names[0].clone(), DeleteCause::Needed)));
     assert!(gone.iter().all(|(_, c)| *c == DeleteCause::Needed));
+    d.run(&mut e, Op::Fsync).unwrap();
+    e.check().unwrap();
+    common::assert_fsck_clean(&d.durable_at(d.t));
+}
+
+#[test]
+fn a_read_only_handles_pin_yields_and_its_blocks_are_free_while_it_stays_open() {
+    let (mut e, mut d) = setup(Some(Admission::bandwidth(100e6, 0.1)), 5);
+    let (cam, names) = full_recorder(&mut e, &mut d, true);
+    let n = names.len() as u64;
+    let free = e.volume().available_bytes();
+    let ino = |e: &Engine, i: usize| e.volume().lookup(cam, names[i].as_bytes()).unwrap();
+    // A reader's handle (the mount's `open(O_RDONLY)`, the C API's
+    // `DVRFS_O_RDONLY`) on the oldest chunk, a writer's on the next.
+    let (read, written) = (ino(&e, 0), ino(&e, 1));
+    let open = |ino, mode| Op::OpenFile { ino, mode };
+    d.run(&mut e, open(read, OpenMode::Read)).unwrap();
+    d.run(&mut e, open(written, OpenMode::Write)).unwrap();
+    let rec = d.create_in(&mut e, cam, &chunk_name(T0 + n as i64 * MIN, "ts"));
+    // The writer's pin never yields: a recording that needs its chunk too is
+    // refused at open.
+    let all = n * CHUNK + free - MIB;
+    let refused = open_stream(&mut e, &mut d, rec, stream_spec(StreamDir::Write, 8.0, all));
+    assert!(
+        matches!(refused, Err(Error::SpaceNotKept(_))),
+        "{refused:?}"
+    );
+    // One that needs every other chunk, the read one too, is admitted.
+    let want = all - CHUNK;
+    let spec = stream_spec(StreamDir::Write, 8.0, want);
+    let info = open_stream(&mut e, &mut d, rec, spec).expect("admitted");
+    let piece = vec![7u8; MIB as usize];
+    let mut wrote = 0;
+    while wrote < want {
+        let k = MIB.min(want - wrote) as usize;
+        stream_write(&mut e, &mut d, info.id, &piece[..k]);
+        wrote += k as u64;
+    }
+    // Every byte written while the reader still holds its handle: the expired
+    // chunk was cut to nothing, its blocks the recording's at once.
+    closed_whole(&mut e, &mut d, info.id, want);
+    assert_eq!(e.retention_figures().expired_chunks, 1);
+    let gone = deleted(&e);
+    assert_eq!(gone.len(), names.len() - 1);
+    assert_eq!(gone.last(), Some(&(names[0].clone(), DeleteCause::Needed)));
+    assert!(!gone.iter().any(|(name, _)| *name == names[1]));
+    assert!(e.volume().is_orphan(read));
+    // The reader's reads and a new open of the file are told, naming the chunk;
+    // never a byte of another file.
+    let r = d.run(
+        &mut e,
+        Op::Read {
+            ino: read,
+            offset: 0,
+            buf: IoBuf::zeroed(4096),
+        },
+    );
+    let err = r.expect_err("the chunk is gone");
+    assert!(matches!(err, Error::RangeExpired(_)), "{err}");
+    assert_eq!(err.errno(), 116, "ESTALE");
+    assert!(err.to_string().contains(&names[0]), "{err}");
+    let again = d.run(&mut e, open(read, OpenMode::Read));
+    assert!(matches!(again, Err(Error::RangeExpired(_))), "{again:?}");
+    // Its last close frees the inode; a file made under the number later reads.
+    d.run(
+        &mut e,
+        Op::CloseFile {
+            ino: read,
+            mode: OpenMode::Read,
+        },
+    )
+    .unwrap();
+    assert!(!e.volume().is_orphan(read));
+    d.run(&mut e, open(written, OpenMode::Write)).unwrap();
+    for _ in 0..2 {
+        let close = Op::CloseFile {
+            ino: written,
+            mode: OpenMode::Write,
+        };
+        d.run(&mut e, close).unwrap();
+    }
+    let new = d.create_in(&mut e, cam, "later.ts");
+    d.run(
+        &mut e,
+        Op::Write {
+            ino: new,
+            offset: 0,
+            data: IoBuf::from_slice(&[5u8; 4096]),
+        },
+    )
+    .unwrap();
+    let r = d.run(
+        &mut e,
+        Op::Read {
+            ino: new,
+            offset: 0,
+            buf: IoBuf::zeroed(4096),
+        },
+    );
+    assert!(matches!(r, Ok(Output::Read { bytes: 4096, .. })), "{r:?}");
     d.run(&mut e, Op::Fsync).unwrap();
     e.check().unwrap();
     common::assert_fsck_clean(&d.durable_at(d.t));

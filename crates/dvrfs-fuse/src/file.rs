@@ -48,7 +48,7 @@
 //! the file's submitted writes (read-after-write across handles is exact).
 
 use crate::share::{refused, Room, Writer};
-use dvrfs_core::engine::{ExternalBuf, IoBuf, Op, Output};
+use dvrfs_core::engine::{ExternalBuf, IoBuf, Op, OpenMode, Output};
 use dvrfs_core::meta::Ino;
 use dvrfs_io::HugeBuf;
 use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
@@ -204,6 +204,11 @@ pub struct FileState {
     pub ino: Ino,
     /// Open handles (the state is dropped when the last is released).
     pub opens: u32,
+    /// The engine's opens of the file this state holds, one per mode it needed: a
+    /// reader's first, a writer's added by the first handle that may write (a file
+    /// held only for reading yields to a recording: retention's rule 6). All are
+    /// closed with the state.
+    pub engine_opens: Vec<OpenMode>,
     chunk: u64,
     pool: Pool,
     /// Gathered, not yet submitted: bytes for `wstart ..`.
@@ -248,6 +253,7 @@ impl FileState {
         FileState {
             ino,
             opens: 0,
+            engine_opens: vec![],
             chunk,
             pool,
             wbuf: None,

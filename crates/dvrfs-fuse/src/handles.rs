@@ -9,21 +9,32 @@ impl DvrfsFs {
     /// The state of open file `ino` in `files`, made (and the engine told the file is
     /// open, so removing its name keeps it until the last release, POSIX) if it has
     /// none. The caller holds the map's lock until it has counted its use.
+    /// `mode`: how the engine is to hold the file (a handle that may write, or a
+    /// stream reservation, holds it as a writer; see `FileState::engine_opens`).
     pub(crate) fn file_state(
         &self,
         files: &mut HashMap<Ino, Arc<Mutex<FileState>>>,
         ino: Ino,
         owner: u32,
+        mode: OpenMode,
     ) -> Result<Arc<Mutex<FileState>>, Errno> {
         if let Some(st) = files.get(&ino) {
+            let mut s = lock(st);
+            if !self.read_only && !s.engine_opens.contains(&mode) {
+                self.run(Op::OpenFile { ino, mode }, owner)?;
+                s.engine_opens.push(mode);
+            }
             return Ok(st.clone());
         }
         if !self.read_only {
-            self.run(Op::OpenFile { ino }, owner)?;
+            self.run(Op::OpenFile { ino, mode }, owner)?;
         }
         let st = Arc::new_cyclic(|me| {
             let mut st = FileState::new(ino, self.chunk, self.pool.clone(), self.floors.make(ino));
             st.link = Some(self.parker.link(me.clone()));
+            if !self.read_only {
+                st.engine_opens.push(mode);
+            }
             Mutex::new(st)
         });
         files.insert(ino, st.clone());
@@ -32,15 +43,21 @@ impl DvrfsFs {
 
     /// A new handle on `ino`, and whether a read stream plays for it (one set on the
     /// closed file): the kernel's page cache is then kept out of its reads.
+    /// `write`: the handle may write (else the file is held for reading only).
     pub(crate) fn open_handle(
         &self,
         req: &Request,
         ino: Ino,
         direct: bool,
+        write: bool,
     ) -> Result<(u64, bool), Errno> {
         let direct = direct || self.direct_io;
+        let mode = match write {
+            true => OpenMode::Write,
+            false => OpenMode::Read,
+        };
         let mut files = lock(&self.files);
-        let st = self.file_state(&mut files, ino, req.pid())?;
+        let st = self.file_state(&mut files, ino, req.pid(), mode)?;
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         let mut plays = false;
         {
@@ -105,19 +122,19 @@ impl DvrfsFs {
     ) -> Result<(), Errno> {
         let last = {
             let mut files = lock(&self.files);
-            let s = lock(st);
+            let mut s = lock(st);
             let closed = s.opens == 0 && s.stream.is_none();
             if closed {
                 files.remove(&ino);
                 self.floors.forget(ino);
             }
-            closed
+            closed.then(|| std::mem::take(&mut s.engine_opens))
         };
-        if last && !self.read_only {
-            // Unused preallocation goes back to the free pool; a file whose name was
-            // removed while open is freed now.
+        // Unused preallocation goes back to the free pool; a file whose name was
+        // removed while open is freed at the last of these.
+        for mode in last.unwrap_or_default() {
             self.rt
-                .run_waiting(Op::CloseFile { ino }, None, owner)
+                .run_waiting(Op::CloseFile { ino, mode }, None, owner)
                 .map_err(|e| errno_of(&e))?;
         }
         Ok(())

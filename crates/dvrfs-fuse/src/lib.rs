@@ -37,7 +37,7 @@ mod write;
 mod xattr;
 use xattr::reply_xattr;
 
-use dvrfs_core::engine::{Op, Output, Reservation, StreamDir};
+use dvrfs_core::engine::{Op, OpenMode, Output, Reservation, StreamDir};
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::meta::Ino;
 use dvrfs_core::volume::{SetAttr, Stat};
@@ -681,7 +681,8 @@ impl Filesystem for DvrfsFs {
         match r {
             Ok(i) => {
                 let direct = flags.0 & libc::O_DIRECT != 0;
-                match self.open_handle(req, i, direct) {
+                let write = flags.0 & libc::O_ACCMODE != libc::O_RDONLY;
+                match self.open_handle(req, i, direct, write) {
                     Ok((fh, plays)) => reply.opened(
                         FileHandle(fh),
                         read::open_flags(direct || self.direct_io, plays),
@@ -709,7 +710,7 @@ impl Filesystem for DvrfsFs {
             lock(&self.ended).remove(ino);
             self.seals.created(&self.rt, p, name.as_bytes(), ino);
             // A new file has no read stream (a directory's default is a recording's).
-            let (fh, _) = self.open_handle(req, ino, direct)?;
+            let (fh, _) = self.open_handle(req, ino, direct, true)?;
             if let Err(e) = self.inherit_reservation(req, p, ino) {
                 // Refused: the file is not left behind half-made.
                 let _ = self.close_handle(fh, req.pid());

@@ -556,12 +556,16 @@ fn expire(sh: &Shared, ino: Ino, sid: StreamId, uid: u32) {
         files.remove(&ino);
         sh.floors.forget(ino);
     }
+    let closes = match last {
+        true => std::mem::take(&mut s.engine_opens),
+        false => vec![],
+    };
     drop(s);
     drop(files);
-    if last && !sh.read_only {
-        // As the last close does: unused preallocation goes back, a file whose name
-        // was removed is freed.
-        if let Err(e) = sh.rt.run_waiting(Op::CloseFile { ino }, None, 0) {
+    // As the last close does: unused preallocation goes back, a file whose name was
+    // removed is freed.
+    for mode in closes {
+        if let Err(e) = sh.rt.run_waiting(Op::CloseFile { ino, mode }, None, 0) {
             let e: Errno = errno_of(&e);
             eprintln!(
                 "{} dvrfs: inode {ino}: closing the file after its stream expired failed (errno {e})",

@@ -80,7 +80,7 @@ impl DvrfsFs {
                 // The map's lock is held throughout, so the last close of the file
                 // cannot drop the state between its making and the stream's.
                 let mut files = lock(&self.files);
-                let st = self.file_state(&mut files, ino, req.pid())?;
+                let st = self.file_state(&mut files, ino, req.pid(), OpenMode::Write)?;
                 let r = (|| {
                     let mut s = lock(&st);
                     check_xattr_flags(flags, s.stream.is_some())?;

@@ -207,7 +207,7 @@ pub fn check_op(v: &Volume, peer: &Peer, op: &Op) -> Result<(), RuntimeError> {
             }
             Ok(())
         }
-        Op::OpenFile { ino } | Op::CloseFile { ino } => {
+        Op::OpenFile { ino, .. } | Op::CloseFile { ino, .. } => {
             let st = v.stat(*ino)?;
             match peer.may(&st, R) || peer.may(&st, W) {
                 true => Ok(()),

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use dvrfs_core::{Error as CoreError, Op, Output};
+use dvrfs_core::{Error as CoreError, Op, OpenMode, Output};
 use dvrfs_runtime::{Runtime, RuntimeError, Ticket};
 
 use crate::perm::{self, Peer};
@@ -204,7 +204,7 @@ struct Conn {
     opening: Mutex<std::collections::HashMap<u64, u64>>,
     /// Files it opened (`Op::OpenFile`, once per open) and has not closed: a file
     /// removed while open stays until its last close, which the clean-up gives.
-    opened: Mutex<Vec<dvrfs_core::meta::Ino>>,
+    opened: Mutex<Vec<(dvrfs_core::meta::Ino, OpenMode)>>,
     waiters: AtomicUsize,
 }
 
@@ -413,10 +413,10 @@ impl Conn {
                 op = op_back;
                 r?;
                 match &op {
-                    Op::OpenFile { ino } => lock(&self.opened).push(*ino),
-                    Op::CloseFile { ino } => {
+                    Op::OpenFile { ino, mode } => lock(&self.opened).push((*ino, *mode)),
+                    Op::CloseFile { ino, mode } => {
                         let mut o = lock(&self.opened);
-                        if let Some(i) = o.iter().position(|x| x == ino) {
+                        if let Some(i) = o.iter().position(|x| x == &(*ino, *mode)) {
                             o.swap_remove(i);
                         }
                     }
@@ -612,8 +612,10 @@ impl Conn {
             }
         }
         let opened: Vec<_> = lock(&self.opened).drain(..).collect();
-        for ino in opened {
-            let _ = self.rt.run(Op::CloseFile { ino }, None, self.peer.pid);
+        for (ino, mode) in opened {
+            let _ = self
+                .rt
+                .run(Op::CloseFile { ino, mode }, None, self.peer.pid);
         }
         let _ = lock(&self.writer).flush();
     }

@@ -314,7 +314,7 @@ impl Host for PosixHost {
             },
         );
         let (ino, path) = match &op {
-            Op::Read { ino, .. } | Op::CloseFile { ino } => (*ino, self.path(*ino)?),
+            Op::Read { ino, .. } | Op::CloseFile { ino, .. } => (*ino, self.path(*ino)?),
             Op::Write { ino, .. } => {
                 if owner < self.streams {
                     self.recordings.insert(owner, *ino);

@@ -16,7 +16,7 @@ pub use crate::engine::Now;
 use crate::engine::{DevKind, Engine, EngineConfig, IoBuf, Op, OpId, Output};
 use crate::error::Result;
 use crate::meta::Ino;
-use crate::volume::{OpenOptions, SetAttr, Volume};
+use crate::volume::{OpenMode, OpenOptions, SetAttr, Volume};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -436,17 +436,17 @@ impl<D: Device> Fs<D> {
             .map(|_| ())
     }
 
-    /// A handle on the file is opened: removing its last name keeps it until the
-    /// matching [`Fs::close_file`].
-    pub fn open_file(&mut self, ino: Ino) -> Result<()> {
-        self.run(Op::OpenFile { ino }, None, self.wall_ns)
+    /// A handle on the file is opened (`mode`: see [`OpenMode`]): removing its last
+    /// name keeps it until the matching [`Fs::close_file`].
+    pub fn open_file(&mut self, ino: Ino, mode: OpenMode) -> Result<()> {
+        self.run(Op::OpenFile { ino, mode }, None, self.wall_ns)
             .map(|_| ())
     }
 
     /// The file is closed: unused preallocation (contig) goes back to the free pool,
     /// and a file unlinked while open is freed at its last close.
-    pub fn close_file(&mut self, ino: Ino) -> Result<()> {
-        self.run(Op::CloseFile { ino }, None, self.wall_ns)
+    pub fn close_file(&mut self, ino: Ino, mode: OpenMode) -> Result<()> {
+        self.run(Op::CloseFile { ino, mode }, None, self.wall_ns)
             .map(|_| ())
     }
 

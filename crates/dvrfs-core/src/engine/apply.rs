@@ -29,7 +29,7 @@ impl Engine {
                 dst_name,
                 ..
             }) => self.vol.frees_on_unlink(*dst_parent, dst_name),
-            Body::Other(Op::CloseFile { ino }) => self.vol.frees_on_close(*ino),
+            Body::Other(Op::CloseFile { ino, .. }) => self.vol.frees_on_close(*ino),
             Body::Other(Op::Fsync) => return self.start_fsync(id, now),
             Body::Other(Op::Unmount) => return self.start_unmount(id, now),
             _ => None,
@@ -60,7 +60,7 @@ impl Engine {
         let op = std::mem::replace(&mut st.body, Body::Other(Op::Fsync));
         let Body::Other(op) = op else { unreachable!() };
         let closed = match op {
-            Op::CloseFile { ino } => Some(ino),
+            Op::CloseFile { ino, .. } => Some(ino),
             _ => None,
         };
         if let Op::DropFrameIndex { ino, .. } | Op::AppendFrames { ino, .. } = &op {
@@ -283,8 +283,8 @@ fn apply_namespace(v: &mut Volume, op: Op, t: i64) -> Result<Output> {
             .rename(src_parent, &src_name, dst_parent, &dst_name, t)
             .map(|_| Output::Done),
         Op::SetAttr { ino, set } => v.set_attr(ino, &set, t).map(|_| Output::Done),
-        Op::OpenFile { ino } => v.open_file(ino).map(|_| Output::Done),
-        Op::CloseFile { ino } => v.close_file(ino).map(|_| Output::Done),
+        Op::OpenFile { ino, mode } => v.open_file(ino, mode).map(|_| Output::Done),
+        Op::CloseFile { ino, mode } => v.close_file(ino, mode).map(|_| Output::Done),
         Op::AppendFrames { ino, entries } => v.append_frames(ino, &entries).map(|_| Output::Done),
         Op::SetVolumeRetention(r) => v.set_volume_retention(r).map(|_| Output::Done),
         Op::Protect {

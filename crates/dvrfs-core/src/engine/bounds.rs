@@ -82,6 +82,7 @@ impl Engine {
 
     /// Admission at [`Engine::submit`]: data operations need room in the queue.
     pub(super) fn admit_op(&self, op: &Op) -> Result<()> {
+        self.refuse_expired(op)?;
         let data = matches!(
             op,
             Op::Read { .. } | Op::Write { .. } | Op::Append { .. } | Op::Truncate { .. }

@@ -67,6 +67,7 @@ mod checksums;
 mod commit;
 mod device;
 mod events;
+mod expire;
 mod index_resume;
 mod indexing;
 mod last_sector;
@@ -82,6 +83,7 @@ mod status;
 mod stream;
 mod tail_log;
 
+pub use crate::volume::OpenMode;
 pub use bounds::commit_reserve;
 pub use buf::{ExternalBuf, IoBuf};
 pub use device::{DevCommand, DevKind};

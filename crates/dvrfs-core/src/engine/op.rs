@@ -8,7 +8,7 @@ use crate::format::inode::Protection;
 use crate::format::superblock::VolumeRetention;
 use crate::meta::Ino;
 use crate::retention::Covered;
-use crate::volume::SetAttr;
+use crate::volume::{OpenMode, SetAttr};
 
 /// Identifies an operation from submission to completion.
 pub type OpId = u64;
@@ -92,13 +92,18 @@ pub enum Op {
     /// A handle on a regular file is opened (drivers with POSIX handles: the FUSE
     /// mount). Until the matching `CloseFile`, removing the file's last name leaves it
     /// readable and writable through the handle (an orphan); the last close frees it.
+    /// `mode` is how the handle was opened: a file only readers hold may be deleted
+    /// under them for a recording that needs its space (retention's rule 6), and
+    /// their reads then fail with [`Error::RangeExpired`](crate::Error::RangeExpired).
     OpenFile {
         ino: Ino,
+        mode: OpenMode,
     },
-    /// The file is closed: unused preallocation (contig) goes back to the free pool,
-    /// and an orphan's last close frees it.
+    /// The file is closed (`mode` as it was opened): unused preallocation (contig)
+    /// goes back to the free pool, and an orphan's last close frees it.
     CloseFile {
         ino: Ino,
+        mode: OpenMode,
     },
     /// Everything completed before it becomes durable (the journal is global, so this
     /// is a whole-volume sync).

@@ -78,7 +78,7 @@ impl Engine {
             Body::Other(op) => match op {
                 Op::Fsync | Op::OpenFile { .. } => vec![],
                 // The last close of an orphan frees its data: after the file's I/O.
-                Op::CloseFile { ino } => match self.vol.frees_on_close(*ino) {
+                Op::CloseFile { ino, .. } => match self.vol.frees_on_close(*ino) {
                     Some(v) => vec![OrderKey::Namespace, OrderKey::File(v)],
                     None => vec![],
                 },

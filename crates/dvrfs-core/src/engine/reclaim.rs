@@ -114,7 +114,7 @@ impl Engine {
             busy.remove(&ino);
         }
         let mut snapshot = Snapshot::of(&self.vol, &busy, self.retention.wall_ns);
-        snapshot.pins_yield(&self.playback_pins());
+        snapshot.pins_yield(&self.reader_pins());
         let chunks: u64 = snapshot
             .streams
             .iter()
@@ -125,13 +125,14 @@ impl Engine {
         chunks + self.expiring_bytes()
     }
 
-    /// The data blocks of chunks deleted from under their playbacks (rule 6) that
-    /// are not free yet: they are as soon as the playbacks close.
+    /// The data blocks of chunks deleted from under their readers (rule 6) that
+    /// are not free yet: they are once the orphan is cut to zero bytes, or its
+    /// readers close (`expire.rs`).
     pub(super) fn expiring_bytes(&self) -> u64 {
         let bs = self.vol.superblock().data_block_bytes;
         self.retention
             .expiring
-            .iter()
+            .keys()
             .filter_map(|&(ino, g)| self.vol.stat(ino).ok().filter(|st| st.generation == g))
             .map(|st| st.blocks * bs)
             .sum()

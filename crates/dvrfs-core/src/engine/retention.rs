@@ -67,10 +67,12 @@ pub(super) struct RetentionRun {
     pub(super) next_check_ns: u64,
     /// Space owed to admitted recordings, bytes by stream (`reclaim.rs`).
     pub(super) owed: BTreeMap<StreamId, u64>,
-    /// Chunks deleted from under their playbacks (rule 6, `stream/expire.rs`)
-    /// whose blocks wait for them to close, by inode number and generation (a
-    /// number freed may be a new file's at once): forgotten once freed.
-    pub(super) expiring: BTreeSet<(Ino, u32)>,
+    /// Chunks deleted from under their readers (rule 6, `expire.rs`) and not
+    /// freed yet, by inode number and generation (a number freed may be a new
+    /// file's at once), with what their readers are told: forgotten once freed.
+    pub(super) expiring: BTreeMap<(Ino, u32), String>,
+    /// The cuts to zero bytes of expired chunks left open by their readers.
+    emptying: BTreeSet<OpId>,
     /// Deletions planned and not yet submitted, oldest first.
     queue: VecDeque<(Deletion, i64, i64)>,
     /// The unlink in flight: its operation, the chunk, its path and UTC range.
@@ -149,7 +151,9 @@ impl Engine {
         self.retention.wall_ns = now.wall_ns;
         if !self.retention.expiring.is_empty() {
             let vol = &self.vol;
-            let alive = |&(ino, g): &(Ino, u32)| vol.stat(ino).is_ok_and(|st| st.generation == g);
+            let alive = |&(ino, g): &(Ino, u32), _: &mut String| {
+                vol.stat(ino).is_ok_and(|st| st.generation == g)
+            };
             self.retention.expiring.retain(alive);
         }
         if now.mono_ns >= self.retention.next_sample_ns {
@@ -175,7 +179,7 @@ impl Engine {
         let mut snapshot = Snapshot::of(&self.vol, &busy, now.wall_ns);
         let owed = self.owed_bytes();
         if owed > 0 {
-            snapshot.pins_yield(&self.playback_pins());
+            snapshot.pins_yield(&self.reader_pins());
         }
         let p = plan(PlanInput {
             snapshot: &snapshot,
@@ -344,7 +348,7 @@ impl Engine {
             let same = self.vol.lookup(d.dir, &d.name).ok() == Some(d.ino);
             let held = busy.contains(&d.ino) || self.vol.open_count(d.ino) > 0;
             // A pin yields (rule 6) only to what is owed, and only a playback's.
-            let yields = d.expire && self.owed_bytes() > 0 && self.playback_pins().contains(&d.ino);
+            let yields = d.expire && self.owed_bytes() > 0 && self.reader_pins().contains(&d.ino);
             if !same || (held && !yields) {
                 self.retention.figures.skipped += 1;
                 continue;
@@ -352,11 +356,9 @@ impl Engine {
             let path = self.vol.path_of(d.ino).unwrap_or_default();
             if held {
                 let why = format!(
-                    "{path} was deleted while it was played: retention needed its space for a recording admitted on it (its pin yields to a recording); play from a later time"
+                    "{path} was deleted while it was read: retention needed its space for a recording admitted on it (a reader's pin yields to a recording); read from a later time, or protect a range before reading it at leisure"
                 );
-                self.expire_playbacks(d.ino, &why, now);
-                let generation = self.vol.stat(d.ino).map_or(0, |st| st.generation);
-                self.retention.expiring.insert((d.ino, generation));
+                self.expire_readers(d.ino, &why, now);
                 self.retention.figures.expired_chunks += 1;
             }
             let op = Op::Unlink {
@@ -372,6 +374,11 @@ impl Engine {
 
     /// Retention's unlink finished.
     pub(super) fn retention_done(&mut self, id: OpId, result: Result<Output>, now: Now) {
+        if self.retention.emptying.remove(&id) {
+            // An expired orphan's cut failed (the device under the journal): its
+            // blocks stay its readers' until they close.
+            return;
+        }
         if self.retention.appending.remove(&id) {
             let f = &mut self.retention.figures;
             match result {
@@ -400,9 +407,27 @@ impl Engine {
                 self.vol
                     .push_event_at_path(now.mono_ns, now.wall_ns, what, path.as_bytes());
                 self.record_in_chain(&d, now);
+                self.empty_expired(d.ino, now);
             }
             Err(_) => self.retention.figures.skipped += 1,
         }
+    }
+
+    /// An expired chunk whose readers still hold it (an orphan now) is cut to zero
+    /// bytes: its blocks are the recording's at once (`expire.rs`).
+    fn empty_expired(&mut self, ino: Ino, now: Now) {
+        let Ok(st) = self.vol.stat(ino) else {
+            return; // freed with its name: nobody held it any more
+        };
+        if !self.vol.is_orphan(ino)
+            || !self.retention.expiring.contains_key(&(ino, st.generation))
+            || st.size_bytes == 0
+        {
+            return;
+        }
+        let op = Op::Truncate { ino, size_bytes: 0 };
+        let id = self.submit_own(op, None, RETENTION_OWNER, None, now);
+        self.retention.emptying.insert(id);
     }
 
     /// Appends the `deleted` line of chunk `d` to its directory's chain, if it keeps

@@ -436,7 +436,7 @@ impl Engine {
         };
         // Last, when nothing can refuse the stream any more: admission checked that
         // `ino` is a regular file, all `open_file` asks.
-        self.stream_hold(ino)?;
+        self.stream_hold(ino, spec.dir)?;
         let id = self.next_stream;
         self.next_stream += 1;
         self.owe_space(id, owed);
@@ -759,7 +759,7 @@ impl Engine {
         }
         // Unused preallocation goes back with the last holder (`Volume::close_file`).
         match s.info.dir {
-            StreamDir::Write => self.stream_release(s.info.ino, now),
+            StreamDir::Write => self.stream_release(s.info.ino, StreamDir::Write, now),
             StreamDir::Read => {
                 let files: Vec<_> = s.play.iter().copied().collect();
                 self.play_files_released(&files, now)

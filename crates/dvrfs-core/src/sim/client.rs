@@ -17,7 +17,7 @@ use super::{BestEffort, SimConfig, BE_START_NS, PHOTO_COUNT};
 use crate::engine::{IoBuf, Op, OpId, Output};
 use crate::error::{Error, Result};
 use crate::meta::Ino;
-use crate::volume::Volume;
+use crate::volume::{OpenMode, Volume};
 use rand_chacha::rand_core::RngCore;
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -389,7 +389,10 @@ impl Client {
                     let (ino, size) = host.file(&path)?;
                     if self.cfg.retention.is_some() {
                         // A reader pins what it plays (`chunks.rs`).
-                        host.namespace(Op::OpenFile { ino })?;
+                        host.namespace(Op::OpenFile {
+                            ino,
+                            mode: OpenMode::Read,
+                        })?;
                     }
                     st.ino = ino;
                     st.file_bytes = size;
@@ -692,7 +695,10 @@ impl Client {
                 let owner = self.streams() + BE_OWNER_OFFSET;
                 self.submit(
                     host,
-                    Op::CloseFile { ino },
+                    Op::CloseFile {
+                        ino,
+                        mode: OpenMode::Write,
+                    },
                     None,
                     owner,
                     Purpose::BestEffort,

@@ -97,7 +97,7 @@ pub(super) fn fill_history<D: Device>(
                     Err(e) => return Err(e),
                 }
             }
-            fs.close_file(ino)?;
+            fs.close_file(ino, crate::volume::OpenMode::Write)?;
             if off > 0 {
                 paths.push(format!("{path}/{name}"));
             }

@@ -104,7 +104,7 @@ fn setup<D: Device>(fs: &mut Fs<D>, cfg: &SimConfig, rng: &mut ChaCha8Rng) -> Re
                 Err(e) => return Err(e),
             }
         }
-        fs.close_file(ino)?;
+        fs.close_file(ino, crate::volume::OpenMode::Write)?;
         Ok(Some((format!("/rec/{name}"), off)))
     };
     let rec_bytes = |rng: &mut ChaCha8Rng| fill_recording_bytes(cfg, rng);

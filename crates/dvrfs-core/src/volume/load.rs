@@ -196,6 +196,7 @@ impl Volume {
             free_inode_hint: 1,
             next_generation: 1,
             open_refs: HashMap::new(),
+            write_refs: HashMap::new(),
             orphans: BTreeSet::new(),
             report: LoadReport::default(),
             // A repair open frees orphans before fsck proper starts: tolerantly too.

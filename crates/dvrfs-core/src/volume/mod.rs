@@ -60,7 +60,7 @@ use data::{align_down, align_up, aligned, covers, lost_error, Edit};
 use granules::{attach_sums, GranulePlan};
 use write::block_accesses;
 // The loader's files meet here: recovery, the block reader, the runs, the tree.
-pub use ops::{validate_name, SetAttr};
+pub use ops::{validate_name, OpenMode, SetAttr};
 use reader::{claim, Claim, Reader, BULK_READ_BYTES};
 use recovery::{decide, read_journal, read_superblock};
 pub use retention::check_volume_retention;
@@ -273,6 +273,10 @@ pub struct Volume {
     /// ([`Volume::open_file`]): a file whose last name is removed while it is open
     /// lives on, nameless, until the last close.
     open_refs: HashMap<Ino, u32>,
+    /// Of those, the handles open for writing ([`OpenMode::Write`]): a file with
+    /// none is held only by readers, whose pins yield to a recording (retention's
+    /// rule 6).
+    write_refs: HashMap<Ino, u32>,
     /// Files with no name left that are still open ("orphans"): their inode records
     /// carry link count 0 on the disk, and the next writable open of the volume frees
     /// any that a crash left behind.

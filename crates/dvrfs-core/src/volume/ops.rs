@@ -8,6 +8,16 @@ use crate::format::inode::{
     InodeRecord, Protection, StreamDefault, StreamRetention, S_IFDIR, S_IFREG,
 };
 
+/// How a handle holds a file ([`Volume::open_file`]). A file held only by readers
+/// (handles opened `Read`, playbacks) may be deleted by retention when a recording
+/// admitted on reclaimable space needs its blocks (rule 6): its readers are told
+/// "range expired". A writer's hold never yields.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    Read,
+    Write,
+}
+
 /// Attribute changes for [`Fs::set_attr`]; `None` leaves a field alone.
 #[derive(Clone, Debug, Default)]
 pub struct SetAttr {
@@ -183,6 +193,11 @@ impl Volume {
     /// How many holders (handles, streams) have `ino` open.
     pub fn open_count(&self, ino: Ino) -> u32 {
         self.open_refs.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// Every file open (held by a handle or a stream), in no particular order.
+    pub fn open_files(&self) -> impl Iterator<Item = Ino> + '_ {
+        self.open_refs.keys().copied()
     }
 
     /// Whether `ino` is open and has no name left.
@@ -567,10 +582,14 @@ impl Volume {
 
     /// A handle on regular file `ino` is opened: until the matching
     /// [`Volume::close_file`], removing its last name keeps the file (an orphan).
-    pub fn open_file(&mut self, ino: Ino) -> Result<()> {
+    /// `mode` says whether the handle may write (see [`OpenMode`]).
+    pub fn open_file(&mut self, ino: Ino, mode: OpenMode) -> Result<()> {
         match self.inode(ino)?.kind() {
             Some(Kind::File) => {
                 *self.open_refs.entry(ino).or_default() += 1;
+                if mode == OpenMode::Write {
+                    *self.write_refs.entry(ino).or_default() += 1;
+                }
                 Ok(())
             }
             Some(Kind::Dir) => Err(Error::IsDir(format!("inode {ino}"))),
@@ -580,10 +599,26 @@ impl Volume {
         }
     }
 
-    /// The file is closed. After the last close of what [`Volume::open_file`] opened
-    /// (or for a file never opened that way): unused preallocation (contig) goes back
-    /// to the free pool, and an orphan is freed.
-    pub fn close_file(&mut self, ino: Ino) -> Result<()> {
+    /// How many of `ino`'s holders may write to it (handles opened
+    /// [`OpenMode::Write`]).
+    pub fn writer_count(&self, ino: Ino) -> u32 {
+        self.write_refs.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// The file is closed (`mode` as it was opened). After the last close of what
+    /// [`Volume::open_file`] opened (or for a file never opened that way): unused
+    /// preallocation (contig) goes back to the free pool, and an orphan is freed.
+    pub fn close_file(&mut self, ino: Ino, mode: OpenMode) -> Result<()> {
+        if mode == OpenMode::Write {
+            // A close that names the wrong mode (a client's mistake) only makes the
+            // file look read-only sooner; the count never wraps.
+            if let Some(n) = self.write_refs.get_mut(&ino) {
+                *n -= 1;
+                if *n == 0 {
+                    self.write_refs.remove(&ino);
+                }
+            }
+        }
         match self.open_refs.get_mut(&ino) {
             Some(n) if *n > 1 => {
                 *n -= 1;
@@ -591,6 +626,7 @@ impl Volume {
             }
             Some(_) => {
                 self.open_refs.remove(&ino);
+                self.write_refs.remove(&ino);
             }
             None => {}
         }

@@ -171,8 +171,9 @@ impl Drive {
         }
     }
 
+    /// Runs `op` to its end: its result, or the refusal of its submission.
     pub fn run(&mut self, e: &mut Engine, op: Op) -> Result<Output, Error> {
-        let id = e.submit(op, None, 1, self.now()).unwrap();
+        let id = e.submit(op, None, 1, self.now())?;
         self.wait(e, id).result
     }
 

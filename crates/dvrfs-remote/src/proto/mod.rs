@@ -806,6 +806,34 @@ mod tests {
                 op: Op::Unprotect { id: 3 },
                 deadline_mono_ns: None,
             },
+            Request::Start {
+                op: Op::OpenFile {
+                    ino: 5,
+                    mode: dvrfs_core::OpenMode::Read,
+                },
+                deadline_mono_ns: None,
+            },
+            Request::Start {
+                op: Op::OpenFile {
+                    ino: 5,
+                    mode: dvrfs_core::OpenMode::Write,
+                },
+                deadline_mono_ns: None,
+            },
+            Request::Start {
+                op: Op::CloseFile {
+                    ino: 5,
+                    mode: dvrfs_core::OpenMode::Read,
+                },
+                deadline_mono_ns: None,
+            },
+            Request::Start {
+                op: Op::CloseFile {
+                    ino: 5,
+                    mode: dvrfs_core::OpenMode::Write,
+                },
+                deadline_mono_ns: None,
+            },
             Request::Poll {
                 tickets: vec![1, 2, 3],
                 timeout_ns: Some(5),

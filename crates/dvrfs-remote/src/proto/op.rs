@@ -6,7 +6,7 @@ use dvrfs_core::engine::{StreamDir, StreamSpec};
 use dvrfs_core::format::inode::{Protection, StreamDefault, StreamRetention};
 use dvrfs_core::format::superblock::VolumeRetention;
 use dvrfs_core::volume::SetAttr;
-use dvrfs_core::{IoBuf, Op};
+use dvrfs_core::{IoBuf, Op, OpenMode};
 
 use super::MAX_DATA_BYTES;
 use crate::wire::{Dec, DecResult, Enc, Malformed};
@@ -122,11 +122,21 @@ pub(super) fn encode_op(e: &mut Enc, op: &Op) {
                 Some(Some(r)) => e.u8(2).u32(r.max_age_s).u32(r.min_age_s).u64(r.max_bytes),
             };
         }
-        Op::OpenFile { ino } => {
-            e.u8(12).u32(*ino);
+        // A writer's open and close keep the tags of protocol 1's clients, which
+        // knew no other; a reader's have their own.
+        Op::OpenFile { ino, mode } => {
+            e.u8(match mode {
+                OpenMode::Write => 12,
+                OpenMode::Read => 30,
+            })
+            .u32(*ino);
         }
-        Op::CloseFile { ino } => {
-            e.u8(13).u32(*ino);
+        Op::CloseFile { ino, mode } => {
+            e.u8(match mode {
+                OpenMode::Write => 13,
+                OpenMode::Read => 31,
+            })
+            .u32(*ino);
         }
         Op::Fsync => {
             e.u8(14);
@@ -217,7 +227,8 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
             .map(|v| u32::try_from(v).map_err(|_| Malformed(format!("{what}: {v}"))))
             .transpose()
     };
-    Ok(match d.u8("operation")? {
+    let tag = d.u8("operation")?;
+    Ok(match tag {
         1 => Op::Read {
             ino: d.u32("ino")?,
             offset: d.u64("offset")?,
@@ -321,8 +332,22 @@ pub(super) fn decode_op(d: &mut Dec) -> DecResult<Op> {
             };
             Op::SetAttr { ino, set }
         }
-        12 => Op::OpenFile { ino: d.u32("ino")? },
-        13 => Op::CloseFile { ino: d.u32("ino")? },
+        12 | 30 => Op::OpenFile {
+            ino: d.u32("ino")?,
+            mode: if tag == 12 {
+                OpenMode::Write
+            } else {
+                OpenMode::Read
+            },
+        },
+        13 | 31 => Op::CloseFile {
+            ino: d.u32("ino")?,
+            mode: if tag == 13 {
+                OpenMode::Write
+            } else {
+                OpenMode::Read
+            },
+        },
         14 => Op::Fsync,
         15 => {
             let ino = d.u32("ino")?;

@@ -20,7 +20,7 @@
 //! Fault model: a failure of the orphan's freeing (the device failed under the
 //! journal) leaves the orphan on the disk; the next mount frees it (`volume/load.rs`).
 
-use super::super::{Engine, Now, Op};
+use super::super::{Engine, Now, Op, OpenMode};
 use super::{Error, Ino, Result, StreamDir, StreamId, StreamSpec};
 
 /// Words of the refusal of a second recording on a file, for drivers that explain
@@ -95,26 +95,42 @@ impl Engine {
         Ok(())
     }
 
-    /// The admitted stream takes its hold on `ino`.
-    pub(super) fn stream_hold(&mut self, ino: Ino) -> Result<()> {
-        self.vol.open_file(ino)
+    /// The admitted stream takes its hold on `ino`: a recording's as a writer's, a
+    /// playback's as a reader's (`dir`).
+    pub(super) fn stream_hold(&mut self, ino: Ino, dir: StreamDir) -> Result<()> {
+        self.vol.open_file(ino, hold_mode(dir))
     }
 
     /// A stream on `ino` ended: its hold goes. A plain close unless the stream was
     /// the last holder of an orphan, whose freeing waits its turn (module docs).
-    pub(super) fn stream_release(&mut self, ino: Ino, now: Now) {
+    pub(super) fn stream_release(&mut self, ino: Ino, dir: StreamDir, now: Now) {
+        let mode = hold_mode(dir);
         if self.vol.frees_on_close(ino).is_none() {
             // Only a last close of an orphan frees (and so can fail); this is not one.
-            let closed = self.vol.close_file(ino);
+            let closed = self.vol.close_file(ino, mode);
             assert!(
                 closed.is_ok(),
                 "dropping a stream's hold on inode {ino}: {closed:?}"
             );
             return;
         }
-        let id = self.submit_own(Op::CloseFile { ino }, None, STREAM_RELEASE_OWNER, None, now);
+        let id = self.submit_own(
+            Op::CloseFile { ino, mode },
+            None,
+            STREAM_RELEASE_OWNER,
+            None,
+            now,
+        );
         let back = self.deferred.pop_back();
         assert_eq!(back, Some(id), "submit_own queues at the back");
         self.deferred.push_front(id);
+    }
+}
+
+/// How a stream holds its file: a recording writes, a playback reads.
+fn hold_mode(dir: StreamDir) -> OpenMode {
+    match dir {
+        StreamDir::Write => OpenMode::Write,
+        StreamDir::Read => OpenMode::Read,
     }
 }

@@ -95,7 +95,7 @@ impl Engine {
                 st.size_bytes
             )));
         }
-        self.stream_hold(ino)?;
+        self.stream_hold(ino, StreamDir::Read)?;
         let s = self.streams.get_mut(&sid).expect("found above");
         let seq = s.play.back().expect("a playback has its file").seq + 1;
         s.play.push_back(PlayFile {
@@ -165,7 +165,7 @@ impl Engine {
             let gone = s.play.pop_front().expect("more than one file");
             s.fetch_file -= 1;
             s.info.ino = s.play[0].ino;
-            self.stream_release(gone.ino, now);
+            self.stream_release(gone.ino, StreamDir::Read, now);
         }
     }
 
@@ -352,7 +352,7 @@ impl Engine {
     /// The holds of a playback that ended: every file it still had.
     pub(super) fn play_files_released(&mut self, files: &[PlayFile], now: Now) {
         for f in files {
-            self.stream_release(f.ino, now);
+            self.stream_release(f.ino, StreamDir::Read, now);
         }
     }
 }

@@ -97,7 +97,7 @@ impl Engine {
     pub(super) fn stream_roll_now(&mut self, sid: StreamId, to: Ino, now: Now) -> Result<()> {
         self.roll_refused(sid, to)?;
         // The new file's hold first: the one step that can still refuse.
-        self.stream_hold(to)?;
+        self.stream_hold(to, StreamDir::Write)?;
         let t = now.mono_ns;
         let s = &self.streams[&sid];
         let (from, end) = (s.info.ino, s.pos);
@@ -134,6 +134,6 @@ impl Engine {
         }
         self.vol.release_space(ino);
         self.index_file_ended(ino);
-        self.stream_release(ino, now);
+        self.stream_release(ino, StreamDir::Write, now);
     }
 }
