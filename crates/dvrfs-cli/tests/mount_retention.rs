@@ -3,7 +3,9 @@
 //! mount's engine deletes by them: a stream over its max-size loses its oldest
 //! chunks within seconds, each logged as a `chunk_deleted` event; a `kill -9` of the
 //! daemon while it deletes leaves every chunk whole or gone (the oldest), the gone
-//! logged, `fsck` clean. Needs root and
+//! logged, `fsck` clean; a chunk a program holds open read-only yields to a
+//! recording that needs its space (rule 6), the reader's next read `ESTALE`, while
+//! one held open for writing keeps its pin. Needs root and
 //! /dev/fuse (SKIP with the reason where missing).
 
 mod common;
@@ -392,4 +394,113 @@ fn ffmpegs_segment_muxer_stays_within_max_size_plus_one_segment() {
     assert_eq!(r["deleted_causes"], serde_json::json!(["max_size"]), "{r}");
     assert_eq!(r["decode_errors"], serde_json::json!({}), "{r}");
     assert_eq!(r["fsck_clean"], true, "{r}");
+}
+
+/// Free bytes of the file system mounted on `mnt` (root's: the share kept for root
+/// counts).
+fn free_bytes(mnt: &Path) -> u64 {
+    let c = std::ffi::CString::new(mnt.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path and a zeroed struct the call fills.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+    st.f_bfree * st.f_frsize
+}
+
+/// Issue 26, rule 6 through the mount: a chunk a program holds open read-only yields
+/// to a recording admitted on the space retention can free, when nothing else can
+/// give it; the reader's next `read(2)` is `ESTALE`, never another file's bytes,
+/// and the recording gets every byte while the reader still holds its descriptor.
+/// A chunk held open for writing keeps its pin.
+#[test]
+fn a_read_only_open_yields_to_a_recording_and_its_reader_gets_estale() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    need_fuse!();
+    const CHUNK: u64 = 8 << 20;
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    mkfs(&img, "160M", &[]);
+    let m = Mount::new(dir.path(), &img, &[]);
+    let cam = m.path("cam");
+    std::fs::create_dir(&cam).unwrap();
+    set(&cam, "max-age=30d").unwrap();
+    // One-minute chunks of 8 MiB, named by their UTC start, until less than a
+    // chunk is free.
+    let mut names = vec![];
+    while free_bytes(&m.mnt) >= CHUNK + (2 << 20) {
+        let name = format!(
+            "20261128T{:02}{:02}00.000Z.ts",
+            10 + names.len() / 60,
+            names.len() % 60
+        );
+        std::fs::write(cam.join(&name), vec![names.len() as u8 + 1; CHUNK as usize]).unwrap();
+        names.push(name);
+    }
+    let n = names.len() as u64;
+    assert!(n >= 10, "{n} chunks");
+    // The oldest opened read-only (a player; O_DIRECT so that its reads reach
+    // the mount rather than pages the kernel kept from the write), the next for
+    // writing (an editor).
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut reader = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(cam.join(&names[0]))
+        .unwrap();
+    let mut first = vec![0u8; 4096];
+    reader.read_exact(&mut first).unwrap();
+    assert!(first.iter().all(|&b| b == 1));
+    let writer = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(cam.join(&names[1]))
+        .unwrap();
+    // A recording that needs the reader's chunk too (everything but the writer's,
+    // less half a chunk): admitted, as that pin yields.
+    let free = free_bytes(&m.mnt);
+    let want = free + (n - 2) * CHUNK + CHUNK / 2;
+    let rec = cam.join(format!(
+        "20261128T{:02}{:02}00.000Z.ts",
+        10 + n / 60,
+        n % 60
+    ));
+    std::fs::write(&rec, b"").unwrap();
+    let o = setfattr(&rec, &format!("write:400M,size={want}"));
+    assert!(o.status.success(), "setfattr: {} (free {free})", stderr(&o));
+    let mut out = std::fs::OpenOptions::new().write(true).open(&rec).unwrap();
+    let piece = vec![0xEEu8; 1 << 20];
+    let mut wrote = 0;
+    while wrote < want {
+        let k = (want - wrote).min(piece.len() as u64) as usize;
+        out.write_all(&piece[..k]).unwrap();
+        wrote += k as u64;
+    }
+    drop(out);
+    let st = getfattr(&rec).expect("the ended stream's figures");
+    println!("{st}");
+    assert_eq!(field(&st, "state"), "ended", "{st}");
+    assert_eq!(field(&st, "no_space"), "0", "{st}");
+    assert_eq!(field(&st, "bytes"), want.to_string(), "{st}");
+    // Every byte written while the reader still held its descriptor; its next read
+    // is told, not given another file's bytes.
+    // (Asked of the daemon: the kernel may still have the name in its cache.)
+    let ev = ok(dvrfs(["events", m.mnt.to_str().unwrap()]));
+    let deleted: Vec<&str> = ev.lines().filter(|l| l.contains("chunk_deleted")).collect();
+    assert_eq!(deleted.len() as u64, n - 1, "{ev}");
+    assert!(
+        deleted.last().unwrap().contains(&names[0]),
+        "the read chunk last: {ev}"
+    );
+    assert!(
+        !ev.contains(&names[1]),
+        "the writer's chunk kept its pin: {ev}"
+    );
+    reader.seek(SeekFrom::Start(CHUNK - 4096)).unwrap();
+    let err = reader
+        .read(&mut first)
+        .expect_err("the chunk went for the recording");
+    assert_eq!(err.raw_os_error(), Some(libc::ESTALE), "{err}");
+    drop(reader);
+    drop(writer);
+    m.unmount();
+    assert_clean(&img);
 }

@@ -9,11 +9,12 @@
 //! - A file without a read stream: best-effort through the file's chunk cache, with
 //!   the gathered writes laid over the disk's bytes ([`crate::file`]).
 
-use crate::file::{Errno, FileState};
+use crate::file::{errno_of, Errno, FileState};
 use crate::park::Waiting;
 use crate::stream::REORDER_BYTES;
 use crate::{lock, stamp, DvrfsFs};
-use dvrfs_core::engine::StreamDir;
+use dvrfs_core::engine::{IoBuf, Op, StreamDir};
+use dvrfs_core::meta::Ino;
 use fuser::{FileHandle, FopenFlags, ReplyData, Request};
 
 /// The `open` reply's flags. `FOPEN_DIRECT_IO` for an `O_DIRECT` open (or every open,
@@ -97,6 +98,15 @@ impl DvrfsFs {
             st.land_inflight(&self.rt);
         }
         let file_size = match self.stat(h.ino) {
+            Ok(s) if s.nlink == 0 && offset >= s.size_bytes => {
+                // At the end of a file with no name left: the engine says whether
+                // retention expired it under its readers (rule 6), cutting it to
+                // nothing; then the reader gets ESTALE, not an end of file.
+                if let Err(e) = self.expired_check(h.ino, offset, req.pid()) {
+                    return Err((e, reply));
+                }
+                s.size_bytes
+            }
             Ok(s) => s.size_bytes,
             Err(e) => return Err((e, reply)),
         };
@@ -120,6 +130,20 @@ impl DvrfsFs {
         match r {
             Ok(()) => Ok(()),
             Err(e) => Err((e, reply.take().expect("not replied on an error"))),
+        }
+    }
+
+    /// A read of one byte at `offset`, at or past the end of file `ino`: nothing,
+    /// or the engine's refusal of a file expired under its readers (`ESTALE`).
+    fn expired_check(&self, ino: Ino, offset: u64, pid: u32) -> Result<(), Errno> {
+        let op = Op::Read {
+            ino,
+            offset,
+            buf: IoBuf::zeroed(1),
+        };
+        match self.rt.run_waiting(op, None, pid) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(errno_of(&e)),
         }
     }
 
