@@ -270,7 +270,7 @@ fn print(r: &Report) {
             "retention: {} promised to recordings is being freed (the oldest chunks go for them){}",
             human_bytes(sp.owed_bytes),
             if sp.owed_short_bytes > 0 {
-                format!("; {} of it cannot be: every chunk left is open or protected, and those recordings' writes wait", human_bytes(sp.owed_short_bytes))
+                format!("; {} of it cannot be: every chunk left is held by a writer or protected, and those recordings' writes wait", human_bytes(sp.owed_short_bytes))
             } else {
                 String::new()
             }

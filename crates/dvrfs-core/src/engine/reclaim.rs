@@ -23,10 +23,10 @@
 //!   retention (its bytes are not refused; a stall is counted) instead of failing.
 //!
 //! A debt ends when it is paid or when the stream ends (a recording that stops
-//! early no longer needs it). What the plan cannot free (every chunk left is open or
-//! protected: a reader pinned one after the admission) stays owed and is the plan's
-//! shortfall; the recording still has the space it was given, and retention keeps
-//! trying every [`super::retention::CHECK_BUSY_NS`].
+//! early no longer needs it). What the plan cannot free (every chunk left is held by
+//! a writer or protected: one opened for writing after the admission) stays owed and
+//! is the plan's shortfall; the recording still has the space it was given, and
+//! retention keeps trying every [`super::retention::CHECK_BUSY_NS`].
 
 use super::{Engine, Error, Ino, Result, StreamId};
 use crate::retention::Snapshot;
