@@ -25,8 +25,9 @@ use dvrfs_core::chain::ChainStore;
 use dvrfs_core::format::dir::Kind;
 use dvrfs_core::format::inode::Protection;
 use dvrfs_core::retention::Covered;
-use dvrfs_core::{Op, Output};
+use dvrfs_core::{Error as CoreError, Op, Output};
 use dvrfs_remote::Handle;
+use dvrfs_runtime::RuntimeError;
 
 use crate::args::parse_duration_ms;
 use crate::chain::Via;
@@ -164,14 +165,14 @@ pub fn protect(a: &ProtectArgs) -> CliResult<u8> {
     let mut rec = Record::open(&h)?;
     // A refused protection stamped nothing (the engine's operation is whole): its
     // number is free again. Any other, interrupted ones too, is never reused.
-    let id = rec
+    let mut id = rec
         .entries
         .values()
         .filter(|e| e.refused.is_none())
         .map(|e| e.id)
         .max()
         .map_or(1, |m| m + 1);
-    let entry = Entry {
+    let mut entry = Entry {
         id,
         path: path.trim_end_matches('/').to_string(),
         from_ns,
@@ -181,13 +182,20 @@ pub fn protect(a: &ProtectArgs) -> CliResult<u8> {
         at: rfc3339(now),
         ..Entry::default()
     };
-    rec.append(&h, &protect_line(&entry))?;
-    let covered = match run_protect(&h, dir, &entry, false) {
-        Ok(c) => c,
-        Err(e) => {
-            let line = json!({"id": id, "event": "refused", "why": e.message.clone()});
-            rec.append(&h, &line)?;
-            return Err(e);
+    let covered = loop {
+        entry.id = id;
+        rec.append(&h, &protect_line(&entry))?;
+        let e = match run_protect(&h, dir, &entry, false) {
+            Ok(c) => break c,
+            Err(e) => e,
+        };
+        let line = json!({"id": id, "event": "refused", "why": e.to_string()});
+        rec.append(&h, &line)?;
+        match e {
+            // Chunks carry this id from a protection the record lost (`/.protect`
+            // removed or cut): the next id, as the engine asks.
+            RuntimeError::Engine(CoreError::Exists(_)) if id < u32::MAX - 1 => id += 1,
+            e => return Err(e.into()),
         }
     };
     rec.append(&h, &covered_line(id, &covered))?;
@@ -207,11 +215,11 @@ pub fn protect(a: &ProtectArgs) -> CliResult<u8> {
 pub fn unprotect(a: &UnprotectArgs) -> CliResult<u8> {
     let h = open_handle(&a.target, Access::Write)?;
     let mut rec = Record::open(&h)?;
-    let Some(entry) = rec.entries.get(&a.id).cloned() else {
-        return Err(CliError::usage(
-            format!("there is no protection {}", a.id),
-            "see the protections with dvrfs protect TARGET --list",
-        ));
+    let recorded = rec.entries.get(&a.id).filter(|e| e.refused.is_none());
+    let Some(entry) = recorded.cloned() else {
+        // Not in the record (`/.protect` removed or cut): the chunks' stamps are
+        // what protects, and they go all the same.
+        return unprotect_unrecorded(&h, &mut rec, a);
     };
     if entry.removed.is_some() {
         return Err(CliError::usage(
@@ -236,7 +244,8 @@ pub fn unprotect(a: &UnprotectArgs) -> CliResult<u8> {
                 Ok(_) => restated.push(other.id),
                 Err(e) => eprintln!(
                     "unprotect: protection {} could not be stated again: {}",
-                    other.id, e.message
+                    other.id,
+                    CliError::from(e).message
                 ),
             }
         }
@@ -264,7 +273,7 @@ pub fn unprotect(a: &UnprotectArgs) -> CliResult<u8> {
 
 /// Protects `e`'s range; `restate`: stated again after another protection was
 /// removed (not checked against protected-max again).
-fn run_protect(h: &Handle, dir: u32, e: &Entry, restate: bool) -> CliResult<Covered> {
+fn run_protect(h: &Handle, dir: u32, e: &Entry, restate: bool) -> Result<Covered, RuntimeError> {
     let op = Op::Protect {
         dir,
         from_utc_ns: e.from_ns,
@@ -276,6 +285,41 @@ fn run_protect(h: &Handle, dir: u32, e: &Entry, restate: bool) -> CliResult<Cove
         Output::Covered(c) => Ok(c),
         o => unreachable!("protect returned {o:?}"),
     }
+}
+
+/// `unprotect` of an id the record does not know: its stamps are cleared if any
+/// chunk carries it (the record lost it), else there is no such protection.
+fn unprotect_unrecorded(h: &Handle, rec: &mut Record, a: &UnprotectArgs) -> CliResult<u8> {
+    let cleared = run_unprotect(h, a.id)?;
+    if cleared.chunks == 0 {
+        return Err(CliError::usage(
+            format!("there is no protection {}", a.id),
+            "see the protections with dvrfs protect TARGET --list",
+        ));
+    }
+    let now = now_ns();
+    rec.append(
+        h,
+        &json!({"id": a.id, "event": "removed", "at": rfc3339(now), "unrecorded": true}),
+    )?;
+    h.run(Op::Fsync, None, 0)?;
+    if a.json {
+        print_json(&json!({
+            "id": a.id,
+            "path": null,
+            "chunks": cleared.chunks,
+            "bytes": cleared.bytes,
+            "restated": [],
+        }));
+    } else {
+        println!(
+            "removed protection {} (not in the record /{RECORD_NAME}: its range and note were lost): {} chunk(s), {}, now deleted by retention as its policies say",
+            a.id,
+            cleared.chunks,
+            human_bytes(cleared.bytes)
+        );
+    }
+    Ok(0)
 }
 
 /// Removes protection `id` from its chunks, in as many parts as the engine takes.

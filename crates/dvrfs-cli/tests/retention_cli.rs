@@ -277,3 +277,58 @@ fn clips_are_protected_listed_refused_past_protected_max_and_unprotected() {
     assert_eq!(p["id"], 2, "{p}");
     assert_clean(&img);
 }
+
+/// The protections' record `/.protect` removed (through the mount, by hand): the
+/// chunks' stamps still protect; a new protection does not take an id a chunk
+/// carries (it would merge two under one id), and `unprotect` of the lost id
+/// clears its stamps.
+#[test]
+fn a_lost_record_keeps_the_stamps_and_unprotect_still_clears_them() {
+    let dir = tempdir();
+    let img = dir.path().join("p.img");
+    let i = img.to_str().unwrap();
+    mkfs(&img, "1G", &[]);
+    ok(dvrfs(["mkdir", i, "/door"]));
+    let chunk = dir.path().join("c");
+    std::fs::write(&chunk, vec![5u8; 1 << 20]).unwrap();
+    let c = chunk.to_str().unwrap();
+    for m in 28..32 {
+        let name = format!("/door/20261128T18{m}44.496Z.ts");
+        ok(dvrfs(["put", i, c, &name]));
+    }
+    ok(retention(&img, &["/door", "--max-age", "365d"]));
+    let p = json(&ok(protect_at(i, "2026-11-28T18:30:00Z", &["--json"])));
+    assert_eq!(p["id"], 1, "{p}");
+    ok(dvrfs(["rm", i, "/.protect"]));
+    assert!(ok(dvrfs(["protect", i, "--list"])).contains("no protections"));
+    assert_eq!(info(&img)["protected"]["chunks"], 1, "the stamp protects");
+    // A new protection skips id 1, which a chunk carries.
+    let p = json(&ok(protect_at(i, "2026-11-28T18:31:50Z", &["--json"])));
+    assert_eq!(
+        (p["id"].as_u64(), p["chunks"].as_u64()),
+        (Some(2), Some(1)),
+        "{p}"
+    );
+    assert_eq!(info(&img)["protected"]["chunks"], 2);
+    // Unprotect of the lost id: its stamps go, said so; the other stays.
+    let u = ok(dvrfs(["unprotect", i, "--id", "1"]));
+    assert!(
+        u.contains("not in the record /.protect") && u.contains("1 chunk(s)"),
+        "{u}"
+    );
+    assert_eq!(info(&img)["protected"]["chunks"], 1);
+    fails(
+        dvrfs(["unprotect", i, "--id", "1"]),
+        "there is no protection 1",
+    );
+    fails(
+        dvrfs(["unprotect", i, "--id", "9"]),
+        "there is no protection 9",
+    );
+    let list = ok(dvrfs(["protect", i, "--list"]));
+    assert!(
+        list.contains("id 2: /door") && !list.contains("id 1:"),
+        "{list}"
+    );
+    assert_clean(&img);
+}

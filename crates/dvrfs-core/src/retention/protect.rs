@@ -96,28 +96,8 @@ pub fn protect(
             super::utc_rfc3339(b),
         )));
     }
-    let limit = u64::from(v.volume_retention().protected_max_permille) * snapshot.data_bytes / 1000;
-    if limit > 0 && bounded {
-        let held: u64 = snapshot
-            .streams
-            .iter()
-            .flat_map(|s| &s.chunks)
-            .filter(|c| c.protected)
-            .map(|c| c.bytes)
-            .sum();
-        let adds: u64 = covered
-            .iter()
-            .filter(|c| !c.protected)
-            .map(|c| c.bytes)
-            .sum();
-        if held + adds > limit {
-            return Err(Error::InvalidArgument(format!(
-                "protected clips would hold {} bytes, beyond the volume's protected-max of {} bytes ({}% of the data region): {held} bytes are protected now and this adds {adds}; unprotect a clip (dvrfs protect --list) or raise --protected-max",
-                held + adds,
-                limit,
-                f64::from(v.volume_retention().protected_max_permille) / 10.0
-            )));
-        }
+    if bounded {
+        refuse_new(v, &snapshot, &covered, p)?;
     }
     // A chunk keeps the protection that ends later.
     let changes = |c: &ChunkInfo| {
@@ -151,6 +131,52 @@ pub fn protect(
         out.last_utc_ns = c.end_utc_ns;
     }
     Ok(out)
+}
+
+/// What refuses a new protection `p` of chunks `covered` (not one stated again): an
+/// id some chunk carries already (a record that lost it would otherwise merge two
+/// protections under one id), and the volume's protected-max.
+fn refuse_new(
+    v: &Volume,
+    snapshot: &Snapshot,
+    covered: &[&ChunkInfo],
+    p: Protection,
+) -> Result<()> {
+    if let Some(s) = snapshot.streams.iter().find(|s| {
+        s.chunks
+            .iter()
+            .any(|c| c.protection.is_some_and(|q| q.id == p.id))
+    }) {
+        return Err(Error::Exists(format!(
+            "protection id {} is on chunks of {} already: a new protection takes another id",
+            p.id, s.path
+        )));
+    }
+    let limit = u64::from(v.volume_retention().protected_max_permille) * snapshot.data_bytes / 1000;
+    if limit == 0 {
+        return Ok(());
+    }
+    let held: u64 = snapshot
+        .streams
+        .iter()
+        .flat_map(|s| &s.chunks)
+        .filter(|c| c.protected)
+        .map(|c| c.bytes)
+        .sum();
+    let adds: u64 = covered
+        .iter()
+        .filter(|c| !c.protected)
+        .map(|c| c.bytes)
+        .sum();
+    if held + adds > limit {
+        return Err(Error::InvalidArgument(format!(
+            "protected clips would hold {} bytes, beyond the volume's protected-max of {} bytes ({}% of the data region): {held} bytes are protected now and this adds {adds}; unprotect a clip (dvrfs protect --list) or raise --protected-max",
+            held + adds,
+            limit,
+            f64::from(v.volume_retention().protected_max_permille) / 10.0
+        )));
+    }
+    Ok(())
 }
 
 /// Removes protection `id` from the chunks that carry it, held or expired, as many
