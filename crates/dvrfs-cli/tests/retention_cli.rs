@@ -149,6 +149,24 @@ fn policies_that_make_no_sense_are_refused_and_change_nothing() {
     );
 }
 
+/// An image in `dir` with the stream `/door` under a 365-day max-age: four
+/// one-minute chunks of 1 MiB named by their UTC starts (18:28:44.496 to 18:31).
+fn door(dir: &std::path::Path) -> std::path::PathBuf {
+    let img = dir.join("p.img");
+    let i = img.to_str().unwrap();
+    mkfs(&img, "1G", &[]);
+    ok(dvrfs(["mkdir", i, "/door"]));
+    let chunk = dir.join("c");
+    std::fs::write(&chunk, vec![5u8; 1 << 20]).unwrap();
+    let c = chunk.to_str().unwrap();
+    for m in 28..32 {
+        let name = format!("/door/20261128T18{m}44.496Z.ts");
+        ok(dvrfs(["put", i, c, &name]));
+    }
+    ok(retention(&img, &["/door", "--max-age", "365d"]));
+    img
+}
+
 /// `dvrfs protect IMG /door` of the moment `at`, with `extra` flags.
 fn protect_at(img: &str, at: &str, extra: &[&str]) -> std::process::Output {
     let mut a = vec!["protect", img, "/door", "--from", at, "--to", at];
@@ -162,19 +180,8 @@ fn protect_at(img: &str, at: &str, extra: &[&str]) -> std::process::Output {
 #[test]
 fn clips_are_protected_listed_refused_past_protected_max_and_unprotected() {
     let dir = tempdir();
-    let img = dir.path().join("p.img");
+    let img = door(dir.path());
     let i = img.to_str().unwrap();
-    mkfs(&img, "1G", &[]);
-    ok(dvrfs(["mkdir", i, "/door"]));
-    let chunk = dir.path().join("c");
-    std::fs::write(&chunk, vec![5u8; 1 << 20]).unwrap();
-    let c = chunk.to_str().unwrap();
-    // Four one-minute chunks named by their UTC starts.
-    for m in 28..32 {
-        let name = format!("/door/20261128T18{m}44.496Z.ts");
-        ok(dvrfs(["put", i, c, &name]));
-    }
-    ok(retention(&img, &["/door", "--max-age", "365d"]));
     // Without a stream, or a range that meets no chunk: refused, nothing recorded.
     ok(dvrfs(["mkdir", i, "/docs"]));
     fails(
@@ -285,18 +292,8 @@ fn clips_are_protected_listed_refused_past_protected_max_and_unprotected() {
 #[test]
 fn a_lost_record_keeps_the_stamps_and_unprotect_still_clears_them() {
     let dir = tempdir();
-    let img = dir.path().join("p.img");
+    let img = door(dir.path());
     let i = img.to_str().unwrap();
-    mkfs(&img, "1G", &[]);
-    ok(dvrfs(["mkdir", i, "/door"]));
-    let chunk = dir.path().join("c");
-    std::fs::write(&chunk, vec![5u8; 1 << 20]).unwrap();
-    let c = chunk.to_str().unwrap();
-    for m in 28..32 {
-        let name = format!("/door/20261128T18{m}44.496Z.ts");
-        ok(dvrfs(["put", i, c, &name]));
-    }
-    ok(retention(&img, &["/door", "--max-age", "365d"]));
     let p = json(&ok(protect_at(i, "2026-11-28T18:30:00Z", &["--json"])));
     assert_eq!(p["id"], 1, "{p}");
     ok(dvrfs(["rm", i, "/.protect"]));
