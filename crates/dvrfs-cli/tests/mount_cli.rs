@@ -743,3 +743,63 @@ fn a_truncated_recording_forgets_the_old_streams_figures() {
     m.unmount();
     assert_clean(&img);
 }
+
+/// A name the kernel still holds (its entry is cached for a minute) for a file
+/// deleted beside the mount (by retention here) never opens the file that took its
+/// inode number since (made through the daemon's socket): that open is `ESTALE`.
+#[test]
+fn a_stale_name_never_opens_the_file_that_took_its_inode_number() {
+    need_fuse!();
+    let dir = tempdir();
+    let img = dir.path().join("fs.img");
+    let i = img.to_str().unwrap().to_string();
+    mkfs(&img, "256M", &[]);
+    let m = Mount::new(dir.path(), &img, &[]);
+    let cam = m.path("cam");
+    fs::create_dir(&cam).unwrap();
+    let a = cam.join("20261128T100000.000Z.ts");
+    fs::write(&a, vec![b'o'; 600 << 10]).unwrap();
+    let old_ino = fs::metadata(&a).unwrap().ino();
+    fs::write(cam.join("20261128T100100.000Z.ts"), vec![b'p'; 600 << 10]).unwrap();
+    // A max-size the two chunks pass: retention deletes the first at once, beside
+    // the kernel, which keeps its name.
+    let set = Command::new("setfattr")
+        .args(["-n", "user.dvrfs.retention", "-v", "max-size=1M"])
+        .arg(&cam)
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "{}", stderr(&set));
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !ok(dvrfs(["events", &i])).contains("chunk_deleted") {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "retention never deleted"
+        );
+        std::thread::yield_now();
+    }
+    // A file made through the daemon's socket takes the freed number.
+    let local = dir.path().join("new");
+    fs::write(&local, b"NEW BYTES").unwrap();
+    ok(dvrfs(["put", &i, local.to_str().unwrap(), "/x.bin"]));
+    let x = json(&ok(dvrfs(["stat", &i, "/x.bin", "--json"])));
+    assert_eq!(
+        x["ino"].as_u64(),
+        Some(old_ino),
+        "the new file took the number"
+    );
+    match fs::read(&a) {
+        Ok(bytes) => panic!(
+            "the stale name opened another file: {:?}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(16)])
+        ),
+        // Told ESTALE, the kernel looks the name up again and finds it gone.
+        Err(e) => assert!(
+            matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESTALE)),
+            "{e}"
+        ),
+    }
+    // The new file, by its own name, is itself.
+    assert_eq!(fs::read(m.path("x.bin")).unwrap(), b"NEW BYTES");
+    m.unmount();
+    assert_clean(&img);
+}

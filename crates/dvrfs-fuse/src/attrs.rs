@@ -219,8 +219,9 @@ impl DvrfsFs {
                         &self.attr(&s),
                         Generation(s.generation as u64),
                     ) {
-                        break;
+                        break; // full: this entry was not given
                     }
+                    self.given.give(&s);
                 }
                 reply.ok()
             }

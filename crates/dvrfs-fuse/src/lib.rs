@@ -25,6 +25,7 @@ pub mod gather;
 mod handles;
 mod keyframes;
 pub mod memory;
+mod nodes;
 pub mod park;
 pub mod quota;
 mod read;
@@ -65,7 +66,7 @@ use stream::XATTR;
 /// volume while it is mounted (it holds the device's exclusive lock), and every change
 /// comes through the kernel, which updates its own copies; so the kernel may keep them
 /// as long as it likes. A minute bounds the memory it holds for files nobody looks at.
-const TTL: Duration = Duration::from_secs(60);
+pub(crate) const TTL: Duration = Duration::from_secs(60);
 
 /// Smallest transfer to the disk for buffered reads and writes.
 const MIN_CHUNK_BYTES: u64 = 1 << 20;
@@ -195,6 +196,8 @@ pub struct DvrfsFs {
     _reaper: quota::Reaper,
     /// Files finished and removed in stream directories: their chain ([`seal`]).
     seals: seal::Sealing,
+    /// The generation of each inode number the kernel was given ([`nodes`]).
+    given: nodes::Given,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -263,6 +266,7 @@ impl DvrfsFs {
             quota,
             _reaper,
             seals: seal::Sealing::default(),
+            given: nodes::Given::default(),
         })
     }
 
@@ -332,7 +336,7 @@ impl DvrfsFs {
     }
 
     fn getattr_of(&self, ino: Ino) -> Result<FileAttr, Errno> {
-        Ok(self.attr(&self.stat(ino)?))
+        Ok(self.attr(&self.fresh(ino)?))
     }
 
     fn run(&self, op: Op, owner: u32) -> Result<Output, Errno> {
@@ -387,7 +391,10 @@ impl DvrfsFs {
 
     fn entry(&self, ino: Ino, reply: ReplyEntry) {
         match self.stat(ino) {
-            Ok(s) => reply.entry(&TTL, &self.attr(&s), Generation(s.generation as u64)),
+            Ok(s) => {
+                self.given.give(&s);
+                reply.entry(&TTL, &self.attr(&s), Generation(s.generation as u64))
+            }
             Err(e) => reply.error(err(e)),
         }
     }
@@ -484,7 +491,9 @@ impl Filesystem for DvrfsFs {
                 TimeOrNow::Now => wall_ns(SystemTime::now()),
             }),
         };
-        let r = Self::ino(ino).and_then(|i| self.do_setattr(req, i, size, set));
+        let r = Self::ino(ino)
+            .and_then(|i| self.fresh(i).map(|_| i))
+            .and_then(|i| self.do_setattr(req, i, size, set));
         reply_result!(reply, r, |a| reply.attr(&TTL, &a))
     }
 
@@ -648,6 +657,7 @@ impl Filesystem for DvrfsFs {
     ) {
         let r = (|| {
             let (i, p) = (Self::ino(ino)?, Self::ino(newparent)?);
+            self.fresh(i)?;
             self.run(
                 Op::Link {
                     ino: i,
@@ -668,7 +678,7 @@ impl Filesystem for DvrfsFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let r = Self::ino(ino).and_then(|i| {
-            let s = self.stat(i)?;
+            let s = self.fresh(i)?;
             if s.kind == Kind::Dir {
                 return Err(libc::EISDIR);
             }
@@ -726,13 +736,16 @@ impl Filesystem for DvrfsFs {
             Ok((fh, self.stat(ino)?))
         });
         match r {
-            Ok((fh, s)) => reply.created(
-                &TTL,
-                &self.attr(&s),
-                Generation(s.generation as u64),
-                FileHandle(fh),
-                read::open_flags(direct || self.direct_io, false),
-            ),
+            Ok((fh, s)) => {
+                self.given.give(&s);
+                reply.created(
+                    &TTL,
+                    &self.attr(&s),
+                    Generation(s.generation as u64),
+                    FileHandle(fh),
+                    read::open_flags(direct || self.direct_io, false),
+                )
+            }
             Err(e) => reply.error(err(e)),
         }
     }
@@ -842,7 +855,7 @@ impl Filesystem for DvrfsFs {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let r = Self::ino(ino).and_then(|i| self.stat(i));
+        let r = Self::ino(ino).and_then(|i| self.fresh(i));
         match r {
             Ok(s) if s.kind == Kind::Dir => reply.opened(FileHandle(0), FopenFlags::empty()),
             Ok(_) => reply.error(fuser::Errno::ENOTDIR),
@@ -898,7 +911,9 @@ impl Filesystem for DvrfsFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let r = Self::ino(ino).and_then(|i| self.xattr_set(req, i, name.as_bytes(), value, flags));
+        let r = Self::ino(ino)
+            .and_then(|i| self.fresh(i).map(|_| i))
+            .and_then(|i| self.xattr_set(req, i, name.as_bytes(), value, flags));
         reply_result!(reply, r, |_| reply.ok())
     }
 
@@ -915,7 +930,9 @@ impl Filesystem for DvrfsFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = Self::ino(ino).and_then(|i| self.xattr_remove(req, i, name.as_bytes()));
+        let r = Self::ino(ino)
+            .and_then(|i| self.fresh(i).map(|_| i))
+            .and_then(|i| self.xattr_remove(req, i, name.as_bytes()));
         reply_result!(reply, r, |_| reply.ok())
     }
 

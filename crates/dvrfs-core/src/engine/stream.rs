@@ -829,8 +829,9 @@ impl Engine {
         )
     }
 
-    /// An engine operation of the engine's own (a stream's, or the tail log's
-    /// replay): its completion is routed by `stream` or `owner`, never to a driver.
+    /// An engine operation of the engine's own (a stream's, the tail log's replay,
+    /// retention's unlinks, chain lines and cuts of expired chunks): its completion
+    /// is routed by `stream` or `owner`, never to a driver.
     pub(in crate::engine) fn submit_own(
         &mut self,
         op: Op,
@@ -846,6 +847,7 @@ impl Engine {
             Op::Read { .. }
                 | Op::Write { .. }
                 | Op::Append { .. }
+                | Op::Truncate { .. }
                 | Op::CloseFile { .. }
                 | Op::Unlink { .. }
         ));
