@@ -167,7 +167,11 @@ fn run_command(command: &Command) -> CliResult<u8> {
     }
 }
 
-/// A panic is a bug; say so in one line instead of printing a backtrace.
+/// A panic is a bug; say so in one line instead of printing a backtrace, and end
+/// the process whichever thread panicked: a command whose engine thread died must
+/// not hang its other threads (the mount's FUSE sessions would wait on it for ever,
+/// and every program using the mount with them). The volume is left as a crash
+/// leaves it: the next open replays its journal.
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let what = info
@@ -182,5 +186,6 @@ fn install_panic_hook() {
             .unwrap_or_default();
         eprintln!("dvrfs: internal error: {what}{at}");
         eprintln!("hint: this is a bug in dvrfs; please report it with the command that was run");
+        std::process::exit(101);
     }));
 }
