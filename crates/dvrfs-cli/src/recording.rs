@@ -133,16 +133,14 @@ pub struct Held<'a> {
 impl Held<'_> {
     /// Closes every chunk held: the first failure, if any.
     pub fn release(mut self) -> CliResult<()> {
+        self.close_all()
+    }
+
+    fn close_all(&mut self) -> CliResult<()> {
         let mut first = Ok(());
         for ino in std::mem::take(&mut self.inos) {
-            let r = self.rt.run(
-                Op::CloseFile {
-                    ino,
-                    mode: OpenMode::Read,
-                },
-                None,
-                OWNER,
-            );
+            let mode = OpenMode::Read;
+            let r = self.rt.run(Op::CloseFile { ino, mode }, None, OWNER);
             if let (Err(e), Ok(())) = (r, &first) {
                 first = Err(CliError::from(e));
             }
@@ -153,18 +151,9 @@ impl Held<'_> {
 
 impl Drop for Held<'_> {
     fn drop(&mut self) {
-        for ino in self.inos.drain(..) {
-            // Best effort on an error's way out: the daemon closes what a client
-            // left open when it goes, and a volume opened here goes with us.
-            let _ = self.rt.run(
-                Op::CloseFile {
-                    ino,
-                    mode: OpenMode::Read,
-                },
-                None,
-                OWNER,
-            );
-        }
+        // Best effort on an error's way out: the daemon closes what a client left
+        // open when it goes, and a volume opened here goes with us.
+        let _ = self.close_all();
     }
 }
 
