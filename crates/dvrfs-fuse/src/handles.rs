@@ -20,7 +20,9 @@ impl DvrfsFs {
     ) -> Result<Arc<Mutex<FileState>>, Errno> {
         if let Some(st) = files.get(&ino) {
             let mut s = lock(st);
-            if !self.read_only && !s.engine_opens.contains(&mode) {
+            // A writer's hold covers a reader's: only a first writer adds one.
+            let held = s.engine_opens.contains(&mode) || s.engine_opens.contains(&OpenMode::Write);
+            if !self.read_only && !held {
                 self.run(Op::OpenFile { ino, mode }, owner)?;
                 s.engine_opens.push(mode);
             }
